@@ -1,0 +1,43 @@
+# Task Executor: every entry point sets itself up (venv, packages, embedded PostgreSQL).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+REQS := requirements.txt requirements-dev.txt
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint typecheck unit integration migrate bench chaos clean
+
+$(STAMP): $(REQS)
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q --upgrade pip
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	@touch $@
+
+venv: $(STAMP)
+
+## run: the whole local stack (API + worker + scheduler) on an embedded PostgreSQL.
+run: $(STAMP)
+	$(PY) -m chalicelib.local
+
+## test: lint, type check, then the whole test suite (unit + integration).
+test: $(STAMP) lint typecheck
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit
+
+## migrate: apply migrations to TE_DATABASE_URL (or the embedded database).
+migrate: $(STAMP)
+	$(PY) -m chalicelib.db.migrate
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,129 @@
+"""The REST API: one Blueprint per resource, plus the middleware every request crosses.
+
+The middleware gives every response a request id (``X-Request-Id`` header, and in every
+error body), enforces the body size limit (413), authenticates (401) and rate-limits (429)
+every route except ``GET /openapi.json``, and rewrites Chalice's own error responses (405,
+415, 500) into the specification's envelope.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from chalice import Chalice, Response
+from chalice.app import Request
+
+from chalicelib.api.http import error_body, error_response, new_request_id
+from chalicelib.errors import (
+    MethodNotAllowed,
+    PayloadTooLarge,
+    TaskExecutorError,
+    UnsupportedMediaType,
+)
+
+log = logging.getLogger(__name__)
+
+PUBLIC_ROUTES = frozenset({("GET", "/openapi.json")})
+
+_guards: dict[str, Any] = {}
+
+
+def _authenticator() -> Any:
+    """The process's Authenticator and RateLimiter, built on first request."""
+    if "auth" not in _guards:
+        from chalicelib import wiring
+        from chalicelib.api.auth import Authenticator, RateLimiter
+        from chalicelib.db.queries import queries
+
+        def lookup(digest: bytes) -> bool:
+            db = wiring.database("api")
+            return bool(db.run(queries["api_key_is_active"], key_hash=digest))
+
+        settings = wiring.settings()
+        _guards["auth"] = Authenticator(lookup=lookup, bootstrap_key=settings.bootstrap_api_key)
+        _guards["limiter"] = RateLimiter(rate=settings.rate_limit_per_sec)
+    return _guards["auth"], _guards["limiter"]
+
+
+def reset_guards() -> None:
+    """Forget cached authenticator/limiter (tests that change settings)."""
+    _guards.clear()
+
+
+def _native_error_to_envelope(response: Response, request_id: str) -> Response:
+    """Chalice answers 405/415/500 itself with ``{"Code", "Message"}``: use our envelope."""
+    body = response.body
+    if response.status_code < 400 or not isinstance(body, dict) or "Code" not in body:
+        return response
+    mapped: TaskExecutorError
+    if response.status_code == 405:
+        mapped = MethodNotAllowed(str(body.get("Message", "Method not allowed.")))
+    elif response.status_code == 415:
+        mapped = UnsupportedMediaType("Content-Type must be application/json.")
+    else:
+        return Response(
+            body=json.dumps(
+                error_body("INTERNAL_ERROR", "An internal error occurred.", request_id)
+            ),
+            status_code=500,
+            headers={"Content-Type": "application/json"},
+        )
+    headers = {k: v for k, v in response.headers.items() if k.lower() == "allow"}
+    converted = error_response(mapped)
+    converted.headers.update(headers)
+    return converted
+
+
+def _guard(request: Request) -> None:
+    from chalicelib.settings import get_settings
+
+    route = (request.method, request.context.get("resourcePath", ""))
+    raw = request.raw_body if request.method in ("POST", "PUT", "PATCH") else b""
+    if raw and len(raw) > get_settings().max_body_bytes:
+        raise PayloadTooLarge(f"Request body exceeds {get_settings().max_body_bytes} bytes.")
+    if route in PUBLIC_ROUTES:
+        return
+    authenticator, limiter = _authenticator()
+    identity = authenticator.authenticate(request.headers.get("authorization"))
+    limiter.check(identity)
+
+
+def envelope_middleware(request: Request, get_response: Callable[[Request], Response]) -> Any:
+    request_id = new_request_id()
+    try:
+        _guard(request)
+        response = get_response(request)
+    except TaskExecutorError as exc:
+        response = error_response(exc)
+    except Exception:
+        log.exception("unhandled error before the view ran")
+        response = Response(
+            body=json.dumps(
+                error_body("INTERNAL_ERROR", "An internal error occurred.", request_id)
+            ),
+            status_code=500,
+            headers={"Content-Type": "application/json"},
+        )
+    response = _native_error_to_envelope(response, request_id)
+    response.headers["X-Request-Id"] = request_id
+    return response
+
+
+def register_api(app: Chalice) -> None:
+    """Attach the middleware and every resource blueprint to ``app``."""
+    from chalicelib.api import (
+        configs,
+        endpoints,
+        executions,
+        jobs,
+        meta,
+        payload_specs,
+        secrets,
+    )
+
+    app.register_middleware(envelope_middleware, "http")
+    for module in (payload_specs, configs, secrets, endpoints, jobs, executions, meta):
+        app.register_blueprint(module.resource.blueprint)

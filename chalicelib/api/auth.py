@@ -1,0 +1,97 @@
+"""Bearer API-key authentication and per-key rate limiting.
+
+Keys are stored as SHA-256 hashes (``api_keys.key_hash``); a presented key is hashed and
+looked up by its hash, then compared with :func:`hmac.compare_digest`. ``TE_BOOTSTRAP_API_KEY``
+is accepted when set (``make run`` and the tests use it). Valid hashes are cached in the
+process for a short time so the hot path does not hit the database per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from chalicelib.errors import RateLimited, Unauthorized
+
+CACHE_TTL_SEC = 30.0
+KEY_PREFIX = "te_"
+
+
+def hash_key(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+def generate_key() -> str:
+    """A new API key: ``te_`` + 32 random bytes, URL-safe."""
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def bearer_token(header: str | None) -> str:
+    if not header:
+        raise Unauthorized("Missing Authorization header: use 'Authorization: Bearer <api_key>'.")
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("Authorization header must be 'Bearer <api_key>'.")
+    return token.strip()
+
+
+@dataclass
+class Authenticator:
+    """Decides whether a presented key is valid.
+
+    ``lookup`` answers "is there an active key with this hash?" (the database in
+    production); it is only called on a cache miss.
+    """
+
+    lookup: Callable[[bytes], bool]
+    bootstrap_key: str | None = None
+    clock: Callable[[], float] = time.monotonic
+    _valid_until: dict[bytes, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def authenticate(self, header: str | None) -> bytes:
+        """Return the key's hash (the rate limiter's identity) or raise Unauthorized."""
+        digest = hash_key(bearer_token(header))
+        if self.bootstrap_key and hmac.compare_digest(digest, hash_key(self.bootstrap_key)):
+            return digest
+        now = self.clock()
+        with self._lock:
+            if self._valid_until.get(digest, 0.0) > now:
+                return digest
+        if not self.lookup(digest):
+            raise Unauthorized("Invalid API key.")
+        with self._lock:
+            self._valid_until[digest] = now + CACHE_TTL_SEC
+        return digest
+
+
+@dataclass
+class RateLimiter:
+    """Token bucket per key: ``rate`` requests/second, bursts up to ``2 * rate``."""
+
+    rate: float
+    clock: Callable[[], float] = time.monotonic
+    _buckets: dict[bytes, tuple[float, float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def check(self, identity: bytes) -> None:
+        if self.rate <= 0:
+            return
+        capacity = self.rate * 2
+        now = self.clock()
+        with self._lock:
+            tokens, last = self._buckets.get(identity, (capacity, now))
+            tokens = min(capacity, tokens + (now - last) * self.rate)
+            if tokens < 1.0:
+                wait = (1.0 - tokens) / self.rate
+                self._buckets[identity] = (tokens, now)
+                raise RateLimited(
+                    f"Rate limit of {self.rate:g} requests/second exceeded.",
+                    retry_after_sec=max(1, int(wait + 0.999)),
+                )
+            self._buckets[identity] = (tokens - 1.0, now)

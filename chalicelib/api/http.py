@@ -1,0 +1,225 @@
+"""Request parsing, the error envelope, and the route wrapper every view goes through.
+
+This is the one place that maps :class:`~chalicelib.errors.TaskExecutorError` to an HTTP
+status and ``{"error": {"code", "message", "request_id"}}``. Views raise domain errors and
+return plain data; they never build error responses and never catch broadly.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import secrets
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalice import Blueprint, Response
+from chalice.app import Request
+
+from chalicelib.errors import (
+    InvalidRequest,
+    PayloadTooLarge,
+    RateLimited,
+    TaskExecutorError,
+    ValidationFailed,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_JSON_DEPTH = 32
+JSON_HEADERS: dict[str, Any] = {"Content-Type": "application/json"}
+
+_request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
+
+
+def new_request_id() -> str:
+    value = "req_" + secrets.token_hex(12)
+    _request_id.set(value)
+    return value
+
+
+def current_request_id() -> str:
+    return _request_id.get() or new_request_id()
+
+
+@dataclass
+class ApiResponse:
+    """What a view returns when it needs a status other than 200 or extra headers."""
+
+    body: Any
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def error_body(code: str, message: str, request_id: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "request_id": request_id}}
+
+
+def error_response(exc: TaskExecutorError) -> Response:
+    request_id = current_request_id()
+    headers: dict[str, Any] = {**JSON_HEADERS, "X-Request-Id": request_id}
+    if isinstance(exc, RateLimited):
+        headers["Retry-After"] = str(exc.retry_after_sec)
+    return Response(
+        body=json.dumps(error_body(exc.code, exc.message, request_id)),
+        status_code=exc.status,
+        headers=headers,
+    )
+
+
+def internal_error_response() -> Response:
+    request_id = current_request_id()
+    return Response(
+        body=json.dumps(error_body("INTERNAL_ERROR", "An internal error occurred.", request_id)),
+        status_code=500,
+        headers={**JSON_HEADERS, "X-Request-Id": request_id},
+    )
+
+
+def to_response(result: Any, status: int = 200) -> Response:
+    if isinstance(result, Response):
+        return result
+    headers: dict[str, Any] = dict(JSON_HEADERS)
+    if isinstance(result, ApiResponse):
+        headers.update(result.headers)
+        status, result = result.status, result.body
+    headers["X-Request-Id"] = current_request_id()
+    return Response(body=json.dumps(result, default=str), status_code=status, headers=headers)
+
+
+# -- request parsing ---------------------------------------------------------------------
+
+
+def _depth(value: Any, limit: int) -> int:
+    """Nesting depth of decoded JSON, iteratively (no recursion on hostile input)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return deepest
+
+
+def parse_json_body(raw: bytes | None, *, max_bytes: int) -> dict[str, Any]:
+    """Decode a request body that must be one JSON object, with clear 400/413 errors."""
+    if raw is None or not raw.strip():
+        raise InvalidRequest("Request body is required and must be a JSON object.")
+    if len(raw) > max_bytes:
+        raise PayloadTooLarge(f"Request body exceeds {max_bytes} bytes.")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(f"Request body is not valid UTF-8 (byte {exc.start}).") from exc
+    try:
+        body = json.loads(text)
+    except RecursionError as exc:
+        raise InvalidRequest(f"JSON nesting deeper than {MAX_JSON_DEPTH} levels.") from exc
+    except json.JSONDecodeError as exc:
+        raise InvalidRequest(
+            f"Malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}."
+        ) from exc
+    if not isinstance(body, dict):
+        raise InvalidRequest("Request body must be a JSON object.")
+    if _depth(body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise InvalidRequest(f"JSON nesting deeper than {MAX_JSON_DEPTH} levels.")
+    return body
+
+
+def check_fields(
+    body: Mapping[str, Any], *, required: Iterable[str] = (), optional: Iterable[str] = ()
+) -> None:
+    """Reject unknown and missing top-level fields (400 INVALID_REQUEST), listing them."""
+    required = list(required)
+    allowed = set(required) | set(optional)
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise ValidationFailed(f"Unknown field(s): {', '.join(unknown)}.")
+    missing = [name for name in required if body.get(name) is None]
+    if missing:
+        raise ValidationFailed(f"Missing required field(s): {', '.join(missing)}.")
+
+
+def expect_type(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+    """``body[name]`` if present and of ``kind`` (bool is never accepted as int)."""
+    value = body.get(name)
+    if value is None:
+        return None
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    bad_bool = isinstance(value, bool) and bool not in kinds
+    if bad_bool or not isinstance(value, kinds):
+        names = " or ".join(_json_type_name(k) for k in kinds)
+        raise ValidationFailed(f"Field '{name}' must be {names}.")
+    return value
+
+
+def _json_type_name(kind: type) -> str:
+    return {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "a boolean",
+        dict: "an object",
+        list: "an array",
+    }.get(kind, kind.__name__)
+
+
+def query_param(request: Request, name: str) -> str | None:
+    params: Mapping[str, str] = request.query_params or {}
+    return params.get(name)
+
+
+# -- resources ---------------------------------------------------------------------------
+
+
+class Resource:
+    """A Chalice Blueprint whose views are wrapped by the error mapper.
+
+    ``@resource.route("/configs", methods=["POST"], status=201)`` registers a view that
+    returns data (or an :class:`ApiResponse`); raised domain errors become the envelope.
+    """
+
+    def __init__(self, import_name: str) -> None:
+        self.blueprint = Blueprint(import_name)
+
+    @property
+    def request(self) -> Request:
+        request = self.blueprint.current_request
+        assert request is not None
+        return request
+
+    def json_body(self) -> dict[str, Any]:
+        from chalicelib.settings import get_settings
+
+        raw = self.request.raw_body
+        data = raw.encode("utf-8") if isinstance(raw, str) else raw
+        return parse_json_body(data, max_bytes=get_settings().max_body_bytes)
+
+    def route(
+        self, path: str, *, methods: list[str], status: int = 200
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapped(**kwargs: Any) -> Response:
+                try:
+                    return to_response(view(**kwargs), status)
+                except TaskExecutorError as exc:
+                    if exc.status >= 500:
+                        log.error("request failed: %s", exc.message, exc_info=True)
+                    return error_response(exc)
+                except Exception:
+                    log.exception("unhandled error in %s %s", methods, path)
+                    return internal_error_response()
+
+            wrapped.__name__ = view.__name__
+            wrapped.__doc__ = view.__doc__
+            self.blueprint.route(path, methods=methods, content_types=["application/json"])(wrapped)
+            return view
+
+        return decorator

@@ -1,0 +1,91 @@
+"""Cursor pagination shared by every list endpoint.
+
+The cursor is opaque to clients: base64url of ``{"v": 1, "t": <sort timestamp>, "k": <id>}``,
+the last item's sort key. Lists are keyset-paginated on ``(timestamp, id)``, which stays
+stable while rows are inserted concurrently: a page never repeats or skips an older row.
+A cursor that does not decode to that shape is a 400 INVALID_REQUEST, never a 500.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from chalicelib.errors import ValidationFailed
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    """What the client asked for: page size and where the previous page ended."""
+
+    limit: int = DEFAULT_LIMIT
+    after_ts: datetime | None = None
+    after_id: str | None = None
+
+
+def encode_cursor(ts: datetime, key: str) -> str:
+    raw = json.dumps({"v": 1, "t": ts.isoformat(), "k": key}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+        if not isinstance(data, dict) or data.get("v") != 1:
+            raise ValueError("unknown cursor version")
+        ts = datetime.fromisoformat(data["t"])
+        key = data["k"]
+        if ts.tzinfo is None or not isinstance(key, str) or not key:
+            raise ValueError("bad cursor fields")
+        return ts, key
+    except (ValueError, KeyError, TypeError, UnicodeError, binascii.Error) as exc:
+        raise ValidationFailed(
+            "Invalid cursor: use the 'cursor' value of a previous page."
+        ) from exc
+
+
+def parse_page(params: Mapping[str, str] | None) -> PageRequest:
+    """Read ``limit`` (1..200, default 50) and ``cursor`` from query parameters."""
+    params = params or {}
+    raw_limit = params.get("limit")
+    limit = DEFAULT_LIMIT
+    if raw_limit is not None:
+        if not raw_limit.isdigit() or len(raw_limit) > 6:
+            raise ValidationFailed(f"limit must be an integer between 1 and {MAX_LIMIT}.")
+        limit = int(raw_limit)
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ValidationFailed(f"limit must be an integer between 1 and {MAX_LIMIT}.")
+    cursor = params.get("cursor")
+    if cursor:
+        ts, key = decode_cursor(cursor)
+        return PageRequest(limit=limit, after_ts=ts, after_id=key)
+    return PageRequest(limit=limit)
+
+
+def page_response(
+    rows: Sequence[Mapping[str, Any]],
+    page: PageRequest,
+    *,
+    render: Callable[[Mapping[str, Any]], Any],
+    ts_field: str = "created_at",
+    id_field: str,
+) -> dict[str, Any]:
+    """Build ``{"items", "cursor"}`` from up to ``limit + 1`` fetched rows.
+
+    Queries fetch one row more than asked: its presence says there is a next page.
+    """
+    items = list(rows[: page.limit])
+    cursor = None
+    if len(rows) > page.limit and items:
+        last = items[-1]
+        cursor = encode_cursor(last[ts_field], str(last[id_field]))
+    return {"items": [render(row) for row in items], "cursor": cursor}

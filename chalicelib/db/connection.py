@@ -1,0 +1,328 @@
+"""pg8000 connections, a small pool, and the one transaction helper.
+
+Rules this module enforces for every caller:
+
+* Every transaction goes through :meth:`Database.transaction`, which retries SQLSTATE
+  ``40001`` (serialization failure; CockroachDB's "retry this transaction") and ``40P01``
+  (deadlock) with jittered exponential backoff, and raises
+  :class:`~chalicelib.errors.TransactionRetriesExhausted` when retries run out.
+* A dropped connection is discarded, never reused; the next use connects again. A
+  transaction that failed on a dropped connection *before* COMMIT was sent is retried once
+  on a fresh connection; one that failed during COMMIT is not (its outcome is unknown) and
+  raises :class:`~chalicelib.errors.DatabaseUnavailable`.
+* pg8000 exceptions never leave this module: they become errors from ``chalicelib.errors``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, unquote, urlparse
+
+import pg8000.native
+from pg8000.exceptions import DatabaseError as PgDatabaseError
+from pg8000.exceptions import InterfaceError as PgInterfaceError
+
+from chalicelib.db.queries import Query
+from chalicelib.errors import (
+    ConfigurationError,
+    DatabaseError,
+    DatabaseUnavailable,
+    ForeignKeyViolation,
+    TransactionRetriesExhausted,
+    UniqueViolation,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Row = dict[str, Any]
+
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectionParams:
+    """Where and how to connect; parsed from a ``postgresql://`` URL."""
+
+    user: str
+    password: str | None = None
+    host: str | None = "localhost"
+    port: int = 5432
+    database: str | None = None
+    unix_sock: str | None = None
+    ssl: bool = False
+    application_name: str = "task-executor"
+
+    @classmethod
+    def from_url(cls, url: str) -> ConnectionParams:
+        """Parse ``postgresql://user:pw@host:port/db?host=/socket/dir&sslmode=require``.
+
+        A ``host`` query parameter that is a directory selects a Unix socket, as libpq does.
+        """
+        parsed = urlparse(url)
+        if parsed.scheme not in ("postgresql", "postgres", "cockroachdb"):
+            raise ConfigurationError(
+                f"TE_DATABASE_URL must start with postgresql://, got scheme {parsed.scheme!r}"
+            )
+        query = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
+        port = parsed.port or int(query.get("port", 5432))
+        socket_dir = query.get("host")
+        unix_sock = f"{socket_dir}/.s.PGSQL.{port}" if socket_dir else None
+        sslmode = query.get("sslmode", "disable")
+        return cls(
+            user=unquote(parsed.username or "postgres"),
+            password=unquote(parsed.password) if parsed.password else None,
+            host=None if unix_sock else (parsed.hostname or "localhost"),
+            port=port,
+            database=(parsed.path or "/").lstrip("/") or None,
+            unix_sock=unix_sock,
+            ssl=sslmode not in ("disable", "allow", "prefer"),
+            application_name=query.get("application_name", "task-executor"),
+        )
+
+    def connect(self) -> pg8000.native.Connection:
+        kwargs: dict[str, Any] = {
+            "user": self.user,
+            "password": self.password,
+            "database": self.database,
+            "application_name": self.application_name,
+            "timeout": 30,
+        }
+        if self.unix_sock:
+            kwargs["unix_sock"] = self.unix_sock
+        else:
+            kwargs["host"] = self.host
+            kwargs["port"] = self.port
+        if self.ssl:
+            import ssl
+
+            kwargs["ssl_context"] = ssl.create_default_context()
+        return pg8000.native.Connection(**kwargs)
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a pg8000 server error, or None."""
+    if isinstance(exc, PgDatabaseError) and exc.args and isinstance(exc.args[0], dict):
+        code = exc.args[0].get("C")
+        return str(code) if code is not None else None
+    return None
+
+
+def _server_message(exc: BaseException) -> str:
+    if exc.args and isinstance(exc.args[0], dict):
+        return str(exc.args[0].get("M", exc))
+    return str(exc)
+
+
+def _is_disconnect(exc: BaseException) -> bool:
+    if isinstance(exc, PgInterfaceError | OSError | ConnectionError | EOFError):
+        return True
+    # 57P01 admin shutdown (pg_terminate_backend), 57P02/57P03 crash/cannot connect now,
+    # 08xxx connection exceptions.
+    state = sqlstate(exc)
+    return state is not None and (state.startswith("08") or state in ("57P01", "57P02", "57P03"))
+
+
+class Transaction:
+    """A connection inside an open transaction; runs named queries and returns dict rows."""
+
+    def __init__(self, conn: pg8000.native.Connection) -> None:
+        self._conn = conn
+
+    def run(self, query: Query | str, **params: Any) -> list[Row]:
+        sql = query.sql if isinstance(query, Query) else query
+        rows = self._conn.run(sql, **params)
+        columns = self._conn.columns
+        if not columns or rows is None:
+            return []
+        names = [c["name"] for c in columns]
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def one(self, query: Query | str, **params: Any) -> Row | None:
+        """The first row, or None."""
+        rows = self.run(query, **params)
+        return rows[0] if rows else None
+
+    def scalar(self, query: Query | str, **params: Any) -> Any:
+        row = self.one(query, **params)
+        return None if row is None else next(iter(row.values()))
+
+    def execute(self, query: Query | str, **params: Any) -> int:
+        """Run a statement and return how many rows it affected."""
+        sql = query.sql if isinstance(query, Query) else query
+        self._conn.run(sql, **params)
+        return int(self._conn.row_count or 0)
+
+
+@dataclass
+class RetryStats:
+    """Counters exported for benchmarks and chaos runs (per process)."""
+
+    serialization_retries: int = 0
+    reconnects: int = 0
+
+
+class Database:
+    """A bounded pool of pg8000 connections with the transaction helper."""
+
+    def __init__(
+        self,
+        params: ConnectionParams,
+        *,
+        pool_size: int = 10,
+        max_retries: int = 12,
+        base_delay: float = 0.005,
+        max_delay: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+        on_connect: Callable[[pg8000.native.Connection], None] | None = None,
+    ) -> None:
+        self.params = params
+        self.pool_size = pool_size
+        self.max_retries = max_retries
+        self._base_delay = base_delay
+        self._max_delay = max_delay
+        self._sleep = sleep
+        self._on_connect = on_connect
+        self._idle: queue.LifoQueue[pg8000.native.Connection] = queue.LifoQueue()
+        self._slots = threading.BoundedSemaphore(pool_size)
+        self.stats = RetryStats()
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> Database:
+        return cls(ConnectionParams.from_url(url), **kwargs)
+
+    # -- connections -------------------------------------------------------------------
+
+    def _new_connection(self) -> pg8000.native.Connection:
+        try:
+            conn = self.params.connect()
+            if self._on_connect is not None:
+                self._on_connect(conn)
+            return conn
+        except Exception as exc:
+            raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
+
+    @contextmanager
+    def connection(self) -> Iterator[pg8000.native.Connection]:
+        """Borrow a connection; it goes back to the pool unless it broke."""
+        self._slots.acquire()
+        conn: pg8000.native.Connection | None = None
+        broken = False
+        try:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                conn = self._new_connection()
+            yield conn
+        except BaseException as exc:
+            broken = _is_disconnect(exc) or isinstance(exc, DatabaseUnavailable)
+            raise
+        finally:
+            if conn is not None:
+                if broken:
+                    self._discard(conn)
+                else:
+                    self._idle.put(conn)
+            self._slots.release()
+
+    def _discard(self, conn: pg8000.native.Connection) -> None:
+        self.stats.reconnects += 1
+        with contextlib.suppress(Exception):  # the socket is already gone
+            conn.close()
+
+    def close(self) -> None:
+        """Close idle connections (borrowed ones close when returned broken)."""
+        while True:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                return
+            with contextlib.suppress(Exception):  # best effort at shutdown
+                conn.close()
+
+    # -- transactions ------------------------------------------------------------------
+
+    def transaction(self, work: Callable[[Transaction], T], *, name: str = "tx") -> T:
+        """Run ``work`` in a transaction, retrying it whole on 40001/40P01 and reconnects.
+
+        ``work`` must be safe to run again: it must not do network I/O outside the
+        database, and it must compute everything from what it reads inside the transaction.
+        """
+        attempt = 0
+        reconnected = False
+        while True:
+            attempt += 1
+            committing = False
+            try:
+                with self.connection() as conn:
+                    conn.run("BEGIN")
+                    try:
+                        result = work(Transaction(conn))
+                        committing = True
+                        conn.run("COMMIT")
+                        return result
+                    except BaseException:
+                        if not committing:
+                            _rollback_quietly(conn)
+                        raise
+            except PgDatabaseError as exc:
+                state = sqlstate(exc)
+                if state in RETRYABLE_SQLSTATES:
+                    if attempt > self.max_retries:
+                        raise TransactionRetriesExhausted(
+                            f"{name}: still conflicting after {self.max_retries} retries"
+                        ) from exc
+                    self.stats.serialization_retries += 1
+                    self._sleep(self._backoff(attempt))
+                    continue
+                if _is_disconnect(exc) and not committing and not reconnected:
+                    reconnected = True
+                    continue
+                raise translate_error(exc, name) from exc
+            except (PgInterfaceError, OSError, ConnectionError, EOFError) as exc:
+                if not committing and not reconnected:
+                    reconnected = True
+                    continue
+                raise DatabaseUnavailable(f"{name}: database connection lost: {exc}") from exc
+
+    def _backoff(self, attempt: int) -> float:
+        ceiling = min(self._max_delay, self._base_delay * (2 ** (attempt - 1)))
+        return random.uniform(ceiling / 2, ceiling)
+
+    def run(self, query: Query | str, **params: Any) -> list[Row]:
+        """One statement in its own transaction."""
+        return self.transaction(lambda tx: tx.run(query, **params), name=_query_name(query))
+
+    def execute(self, query: Query | str, **params: Any) -> int:
+        return self.transaction(lambda tx: tx.execute(query, **params), name=_query_name(query))
+
+
+def _query_name(query: Query | str) -> str:
+    return query.name if isinstance(query, Query) else "sql"
+
+
+def _rollback_quietly(conn: pg8000.native.Connection) -> None:
+    with contextlib.suppress(Exception):  # the original error is the one worth raising
+        conn.run("ROLLBACK")
+
+
+def translate_error(exc: BaseException, name: str) -> DatabaseError:
+    """Map a pg8000 error that is not retried to the service's error tree."""
+    state = sqlstate(exc)
+    message = _server_message(exc)
+    if state == "23505":
+        return UniqueViolation(f"{name}: {message}")
+    if state == "23503":
+        return ForeignKeyViolation(f"{name}: {message}")
+    if _is_disconnect(exc):
+        return DatabaseUnavailable(f"{name}: {message}")
+    return DatabaseError(f"{name}: {message} (SQLSTATE {state})")

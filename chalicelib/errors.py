@@ -1,0 +1,211 @@
+"""One exception tree for the whole service.
+
+Every error the API can return is a :class:`TaskExecutorError` subclass carrying its HTTP
+status and the specification's error code; ``chalicelib.api.http`` is the single place that
+turns them into the ``{"error": {...}}`` envelope. Adapters (database, dispatchers) convert
+library exceptions into these at their edge, so nothing above them knows pg8000, urllib3,
+kafka-python or redis.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TaskExecutorError(Exception):
+    """Base of every error the service raises on purpose."""
+
+    status = 500
+    code = "INTERNAL_ERROR"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class ConfigurationError(TaskExecutorError):
+    """A setting is missing or malformed (raised at startup or first use)."""
+
+
+# -- 400 / 401 / 413 / 429 ------------------------------------------------------------------
+
+
+class InvalidRequest(TaskExecutorError):
+    status = 400
+    code = "INVALID_REQUEST"
+
+
+class Unauthorized(TaskExecutorError):
+    status = 401
+    code = "UNAUTHORIZED"
+
+
+class RouteNotFound(TaskExecutorError):
+    """No such route (not in the spec's table; the envelope is kept for every error)."""
+
+    status = 404
+    code = "ROUTE_NOT_FOUND"
+
+
+class MethodNotAllowed(TaskExecutorError):
+    status = 405
+    code = "METHOD_NOT_ALLOWED"
+
+
+class PayloadTooLarge(TaskExecutorError):
+    status = 413
+    code = "PAYLOAD_TOO_LARGE"
+
+
+class UnsupportedMediaType(TaskExecutorError):
+    status = 415
+    code = "UNSUPPORTED_MEDIA_TYPE"
+
+
+class RateLimited(TaskExecutorError):
+    status = 429
+    code = "RATE_LIMITED"
+
+    def __init__(self, message: str, *, retry_after_sec: int) -> None:
+        super().__init__(message, retry_after_sec=retry_after_sec)
+        self.retry_after_sec = retry_after_sec
+
+
+# -- 404 -----------------------------------------------------------------------------------
+
+
+class NotFound(TaskExecutorError):
+    status = 404
+
+
+class PayloadSpecNotFound(NotFound):
+    code = "PAYLOAD_SPEC_NOT_FOUND"
+
+
+class ConfigNotFound(NotFound):
+    code = "CONFIG_NOT_FOUND"
+
+
+class SecretNotFound(NotFound):
+    code = "SECRET_NOT_FOUND"
+
+
+class EndpointNotFound(NotFound):
+    code = "ENDPOINT_NOT_FOUND"
+
+
+class JobNotFound(NotFound):
+    code = "JOB_NOT_FOUND"
+
+
+class ExecutionNotFound(NotFound):
+    code = "EXECUTION_NOT_FOUND"
+
+
+# -- 409 -----------------------------------------------------------------------------------
+
+
+class Conflict(TaskExecutorError):
+    """The resource has dependents (or already exists)."""
+
+    status = 409
+    code = "CONFLICT"
+
+
+class JobNotUpdatable(TaskExecutorError):
+    status = 409
+    code = "JOB_NOT_UPDATABLE"
+
+
+class ExecutionNotCancellable(TaskExecutorError):
+    status = 409
+    code = "EXECUTION_NOT_CANCELLABLE"
+
+
+class InvalidTransition(TaskExecutorError):
+    """An execution status change the transition table does not allow."""
+
+    status = 409
+    code = "INVALID_TRANSITION"
+
+
+# -- 422 -----------------------------------------------------------------------------------
+
+
+class Unprocessable(TaskExecutorError):
+    status = 422
+    code = "INVALID_REQUEST"
+
+
+class InvalidCron(Unprocessable):
+    code = "INVALID_CRON"
+
+
+class InvalidSchema(Unprocessable):
+    code = "INVALID_SCHEMA"
+
+
+class InvalidPayloadSpecRef(Unprocessable):
+    code = "INVALID_PAYLOAD_SPEC_REF"
+
+
+class InvalidConfigRef(Unprocessable):
+    code = "INVALID_CONFIG_REF"
+
+
+class InputValidationFailed(Unprocessable):
+    code = "INPUT_VALIDATION_FAILED"
+
+
+class TemplateResolutionFailed(Unprocessable):
+    code = "TEMPLATE_RESOLUTION_FAILED"
+
+
+class ValidationFailed(Unprocessable):
+    """A well-formed body whose fields break a rule (wrong type, missing field, bad value)."""
+
+    status = 400
+    code = "INVALID_REQUEST"
+
+
+# -- infrastructure ------------------------------------------------------------------------
+
+
+class DatabaseError(TaskExecutorError):
+    """The database failed in a way a retry of the whole operation will not fix."""
+
+
+class DatabaseUnavailable(DatabaseError):
+    """The connection dropped or could not be made; the next use reconnects."""
+
+    status = 503
+    code = "DATABASE_UNAVAILABLE"
+
+
+class TransactionRetriesExhausted(DatabaseError):
+    """SQLSTATE 40001 kept coming back after every retry."""
+
+    status = 503
+    code = "DATABASE_CONTENTION"
+
+
+class UniqueViolation(DatabaseError):
+    """A unique constraint rejected a write (SQLSTATE 23505)."""
+
+    status = 409
+    code = "CONFLICT"
+
+
+class ForeignKeyViolation(DatabaseError):
+    """A foreign key rejected a write or delete (SQLSTATE 23503)."""
+
+    status = 409
+    code = "CONFLICT"
+
+
+class SecretKeyError(TaskExecutorError):
+    """A secret cannot be encrypted or decrypted with the configured keys."""
+
+    status = 500
+    code = "INTERNAL_ERROR"

@@ -1,0 +1,173 @@
+"""Settings: the only place that reads ``TE_*`` environment variables.
+
+One frozen object, built lazily on first use (importing ``app.py`` needs no variable).
+Every setting of the specification's configuration tables is here with its default, plus
+the few this Python/AWS port adds (documented in the README's settings table).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from chalicelib.errors import ConfigurationError
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+CLAIM_STRATEGIES = ("skip_locked", "conditional_update")
+
+
+def _env_name(attr: str) -> str:
+    return "TE_" + attr.upper()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Every knob of the service. Field ``foo_bar`` is read from ``TE_FOO_BAR``."""
+
+    # Worker (spec: "Worker config").
+    worker_max_concurrent: int = 50
+    worker_poll_interval_ms: int = 200
+    config_cache_ttl_sec: int = 60
+    secret_cache_ttl_sec: int = 300
+    worker_shutdown_timeout_sec: int = 30
+    # One variable in the spec with two defaults (worker 10, API 20): unset means "by role".
+    db_pool_size: int | None = None
+    # Scheduler (spec: "Scheduler config").
+    cron_tick_interval_sec: float = 1.0
+    cron_batch_size: int = 100
+    promote_interval_ms: int = 500
+    reclaim_interval_sec: int = 30
+    stuck_execution_timeout_sec: int = 300
+    # API server (spec: "API server config").
+    listen_addr: str = "0.0.0.0:8080"
+    database_url: str | None = None
+    # Added by this port.
+    secret_encryption_key: str | None = field(default=None, repr=False)
+    # Previous keys still accepted for decryption (comma-separated), for key rotation.
+    secret_decryption_keys: str | None = field(default=None, repr=False)
+    bootstrap_api_key: str | None = field(default=None, repr=False)
+    allow_private_targets: bool = False
+    data_dir: str = "./.te-data"
+    log_format: str = "text"
+    log_level: str = "INFO"
+    claim_strategy: str = "skip_locked"
+    max_body_bytes: int = 1_048_576
+    # Requests per second per API key (token bucket, burst = 2x); 0 disables the limiter.
+    rate_limit_per_sec: float = 0.0
+    region: str = "default"
+    # Local mode (make run): generate a missing encryption key once into data_dir.
+    local_mode: bool = False
+    # AWS: Secrets Manager ARNs read once per cold start instead of plain env values.
+    database_url_secret_arn: str | None = None
+    secret_encryption_key_secret_arn: str | None = None
+
+    def pool_size(self, role: str) -> int:
+        """Connection pool size: TE_DB_POOL_SIZE, else the spec's default for the role."""
+        if self.db_pool_size is not None:
+            return self.db_pool_size
+        return 20 if role == "api" else 10
+
+    def listen_host_port(self) -> tuple[str, int]:
+        host, _, port = self.listen_addr.rpartition(":")
+        try:
+            return host or "0.0.0.0", int(port)  # noqa: S104
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"TE_LISTEN_ADDR must be host:port, got {self.listen_addr!r}"
+            ) from exc
+
+
+def _convert(name: str, raw: str, default: Any, annotation: str) -> Any:
+    kind = annotation.replace(" | None", "")
+    try:
+        if kind == "bool":
+            lowered = raw.strip().lower()
+            if lowered in _TRUE:
+                return True
+            if lowered in _FALSE:
+                return False
+            raise ValueError(raw)
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name} must be a {kind}, got {raw!r}") from exc
+    return raw
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Build settings from ``env`` (default: the process environment) and validate them."""
+    source = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    for f in fields(Settings):
+        name = _env_name(f.name)
+        if name in source:
+            values[f.name] = _convert(name, source[name], f.default, str(f.type))
+    settings = Settings(**values)
+    _validate(settings)
+    return settings
+
+
+def _validate(settings: Settings) -> None:
+    positive = (
+        "worker_max_concurrent",
+        "worker_poll_interval_ms",
+        "cron_batch_size",
+        "promote_interval_ms",
+        "reclaim_interval_sec",
+        "stuck_execution_timeout_sec",
+        "max_body_bytes",
+    )
+    for attr in positive:
+        if getattr(settings, attr) <= 0:
+            raise ConfigurationError(f"{_env_name(attr)} must be positive")
+    if settings.cron_tick_interval_sec <= 0:
+        raise ConfigurationError("TE_CRON_TICK_INTERVAL_SEC must be positive")
+    if settings.claim_strategy not in CLAIM_STRATEGIES:
+        raise ConfigurationError(
+            f"TE_CLAIM_STRATEGY must be one of {', '.join(CLAIM_STRATEGIES)}, "
+            f"got {settings.claim_strategy!r}"
+        )
+    if settings.log_format not in ("text", "json"):
+        raise ConfigurationError("TE_LOG_FORMAT must be 'text' or 'json'")
+    if settings.secret_encryption_key is not None:
+        decode_key(settings.secret_encryption_key, "TE_SECRET_ENCRYPTION_KEY")
+    for old in split_keys(settings.secret_decryption_keys):
+        decode_key(old, "TE_SECRET_DECRYPTION_KEYS")
+
+
+def split_keys(raw: str | None) -> list[str]:
+    return [part.strip() for part in (raw or "").split(",") if part.strip()]
+
+
+def decode_key(raw: str, name: str) -> bytes:
+    """Decode a base64 32-byte key, with an error that says how to make one."""
+    try:
+        key = base64.b64decode(raw.strip(), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ConfigurationError(
+            f"{name} is not valid base64; generate one with "
+            "`python -c 'import base64,os;print(base64.b64encode(os.urandom(32)).decode())'`"
+        ) from exc
+    if len(key) != 32:
+        raise ConfigurationError(f"{name} must decode to 32 bytes, got {len(key)}")
+    return key
+
+
+@functools.lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once on first use."""
+    return load_settings()
+
+
+def reset_settings_cache() -> None:
+    """Forget the cached settings (tests and the local runner change the environment)."""
+    get_settings.cache_clear()

@@ -1,0 +1,129 @@
+"""Builds and caches the per-process collaborators (database, keyring, clock).
+
+Entry points (routes, scheduled functions, the worker) call these on first use, never at
+import time, so a Lambda cold start pays only for what its entry point touches. Services
+receive what they need as arguments; nothing else reaches into this module's caches.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from chalicelib.db.connection import Database
+from chalicelib.errors import ConfigurationError
+from chalicelib.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+_lock = threading.RLock()
+_databases: dict[str, Database] = {}
+_cache: dict[str, Any] = {}
+
+
+def utcnow() -> datetime:
+    """The service clock; services take a ``clock`` argument defaulting to this."""
+    return datetime.now(UTC)
+
+
+def settings() -> Settings:
+    return get_settings()
+
+
+def _secret_from_aws(arn: str) -> str:
+    import boto3  # present in the Lambda runtime; only needed in AWS
+
+    response = boto3.client("secretsmanager").get_secret_value(SecretId=arn)
+    return str(response["SecretString"])
+
+
+def database_url() -> str:
+    """TE_DATABASE_URL, else its Secrets Manager ARN, else the embedded database (local)."""
+    with _lock:
+        if "database_url" in _cache:
+            return str(_cache["database_url"])
+        s = settings()
+        if s.database_url:
+            url = s.database_url
+        elif s.database_url_secret_arn:
+            url = _secret_from_aws(s.database_url_secret_arn)
+        else:
+            from chalicelib.db import embedded, migrate
+
+            url = embedded.start(s.data_dir)
+            migrate.migrate(Database.from_url(url, pool_size=1))
+        _cache["database_url"] = url
+        return url
+
+
+def database(role: str = "api") -> Database:
+    """One pool per role per process (API 20 connections, worker/scheduler 10 by default)."""
+    with _lock:
+        if role not in _databases:
+            _databases[role] = Database.from_url(
+                database_url(), pool_size=settings().pool_size(role)
+            )
+        return _databases[role]
+
+
+def encryption_keys() -> tuple[bytes | None, list[bytes]]:
+    """(current key or None, older keys still accepted for decryption)."""
+    from chalicelib.settings import decode_key, split_keys
+
+    with _lock:
+        if "keys" in _cache:
+            return _cache["keys"]
+        s = settings()
+        raw = s.secret_encryption_key
+        if raw is None and s.secret_encryption_key_secret_arn:
+            raw = _secret_from_aws(s.secret_encryption_key_secret_arn)
+        if raw is None and s.local_mode:
+            raw = _local_key(Path(s.data_dir))
+        current = decode_key(raw, "TE_SECRET_ENCRYPTION_KEY") if raw else None
+        older = [
+            decode_key(k, "TE_SECRET_DECRYPTION_KEYS") for k in split_keys(s.secret_decryption_keys)
+        ]
+        _cache["keys"] = (current, older)
+        return current, older
+
+
+def _local_key(data_dir: Path) -> str:
+    """Local mode only: generate the encryption key once into the data dir and reuse it."""
+    import base64
+    import os
+
+    path = data_dir / "secret-encryption.key"
+    if path.exists():
+        return path.read_text(encoding="utf-8").strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    key = base64.b64encode(os.urandom(32)).decode("ascii")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(key + "\n")
+    log.warning(
+        "TE_SECRET_ENCRYPTION_KEY is unset: generated a local key (kept for later runs)",
+        extra={"path": str(path)},
+    )
+    return key
+
+
+def require_encryption_key() -> bytes:
+    current, _ = encryption_keys()
+    if current is None:
+        raise ConfigurationError(
+            "TE_SECRET_ENCRYPTION_KEY is not set: secrets cannot be created or rotated. "
+            "Set it to 32 random bytes, base64-encoded."
+        )
+    return current
+
+
+def reset() -> None:
+    """Forget every cached collaborator (tests; the local runner after changing env)."""
+    with _lock:
+        for db in _databases.values():
+            db.close()
+        _databases.clear()
+        _cache.clear()

@@ -1,0 +1,118 @@
+"""Shared fixtures. Real services only: see tests/fixtures/ for how each one is started."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+pytest_plugins = ["tests.fixtures.pg", "tests.fixtures.services"]
+
+BOOTSTRAP_KEY = "te_test_bootstrap_key_0123456789"
+ENCRYPTION_KEY = base64.b64encode(bytes(range(32))).decode()
+
+
+def reset_process_state() -> None:
+    """Forget every per-process cache that depends on settings."""
+    from chalicelib import wiring
+    from chalicelib.api import reset_guards
+    from chalicelib.settings import reset_settings_cache
+
+    reset_settings_cache()
+    wiring.reset()
+    reset_guards()
+
+
+@pytest.fixture
+def app_env(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> Iterator[dict[str, str]]:
+    """Process environment for one test: its own database, known keys, nothing inherited."""
+    for name in list(os.environ):
+        if name.startswith("TE_") and not name.startswith("TE_TEST_"):
+            monkeypatch.delenv(name)
+    env = {
+        "TE_DATABASE_URL": db_url,
+        "TE_BOOTSTRAP_API_KEY": BOOTSTRAP_KEY,
+        "TE_SECRET_ENCRYPTION_KEY": ENCRYPTION_KEY,
+        "TE_ALLOW_PRIVATE_TARGETS": "true",
+        "TE_DATA_DIR": str(tmp_path / "data"),
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    reset_process_state()
+    yield env
+    reset_process_state()
+
+
+@dataclass
+class Reply:
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+    @property
+    def error_code(self) -> str | None:
+        if isinstance(self.body, dict) and "error" in self.body:
+            return str(self.body["error"]["code"])
+        return None
+
+
+class ApiClient:
+    """The app through ``chalice.test.Client`` (the same path as API Gateway events)."""
+
+    def __init__(self, client: Any, key: str | None = BOOTSTRAP_KEY) -> None:
+        self._client = client
+        self.key = key
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        auth: bool = True,
+    ) -> Reply:
+        all_headers = {"content-type": "application/json"}
+        if auth and self.key:
+            all_headers["authorization"] = f"Bearer {self.key}"
+        all_headers.update(headers or {})
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else b"")
+        response = getattr(self._client.http, method.lower())(path, headers=all_headers, body=data)
+        text = response.body.decode("utf-8") if response.body else ""
+        try:
+            parsed = json.loads(text) if text else None
+        except json.JSONDecodeError:
+            parsed = text
+        return Reply(
+            response.status_code, parsed, {k.lower(): v for k, v in response.headers.items()}
+        )
+
+    def get(self, path: str, **kw: Any) -> Reply:
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> Reply:
+        return self.request("POST", path, body, **kw)
+
+    def put(self, path: str, body: Any = None, **kw: Any) -> Reply:
+        return self.request("PUT", path, body, **kw)
+
+    def delete(self, path: str, **kw: Any) -> Reply:
+        return self.request("DELETE", path, **kw)
+
+
+@pytest.fixture
+def api(app_env: dict[str, str]) -> Iterator[ApiClient]:
+    from chalice.test import Client
+
+    import app as app_module
+
+    with Client(app_module.app) as client:
+        yield ApiClient(client)

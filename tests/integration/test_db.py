@@ -1,0 +1,198 @@
+"""The data layer against real PostgreSQL at SERIALIZABLE: migrations, retries, reconnects."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from chalicelib.db.connection import Database, Transaction
+from chalicelib.db.migrate import discover, migrate, split_statements
+from chalicelib.errors import TransactionRetriesExhausted, UniqueViolation
+
+SPEC_TABLES = {
+    "payload_specs",
+    "configs",
+    "secrets",
+    "endpoints",
+    "jobs",
+    "executions",
+    "attempts",
+    "execution_logs",
+    "region_heartbeats",
+    "region_status",
+    "api_keys",
+}
+
+SPEC_INDEXES = {
+    "idx_endpoints_type",
+    "idx_jobs_idempotency",
+    "idx_jobs_cron_due",
+    "idx_jobs_endpoint",
+    "idx_jobs_status",
+    "idx_executions_pickup",
+    "idx_executions_cron_dedup",
+    "idx_executions_by_job",
+    "idx_executions_running",
+    "idx_attempts_by_execution",
+    "idx_logs_by_execution",
+    "idx_logs_by_attempt",
+}
+
+SPEC_CONSTRAINTS = {
+    "pk_payload_specs",
+    "pk_configs",
+    "pk_secrets",
+    "pk_endpoints",
+    "fk_endpoints_payload_spec",
+    "fk_endpoints_config",
+    "chk_endpoint_type",
+    "pk_jobs",
+    "fk_jobs_endpoint",
+    "chk_trigger_type",
+    "chk_status",
+    "pk_executions",
+    "fk_executions_job",
+    "chk_exec_status",
+    "pk_attempts",
+    "fk_attempts_execution",
+    "uq_attempts_exec_number",
+    "chk_attempt_status",
+    "pk_execution_logs",
+    "fk_logs_execution",
+    "chk_log_level",
+    "pk_region_heartbeats",
+    "pk_region_status",
+}
+
+
+def test_schema_has_every_table_index_and_constraint_of_the_spec(database: Database) -> None:
+    tables = {
+        r["table_name"]
+        for r in database.run(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+        )
+    }
+    assert tables >= SPEC_TABLES
+    indexes = {r["indexname"] for r in database.run("SELECT indexname FROM pg_indexes")}
+    assert indexes >= SPEC_INDEXES
+    constraints = {r["conname"] for r in database.run("SELECT conname FROM pg_constraint")}
+    assert constraints >= SPEC_CONSTRAINTS
+    pickup = database.run(
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'idx_executions_pickup'"
+    )[0]["indexdef"]
+    assert "WHERE" in pickup and "QUEUED" in pickup and "RETRYING" in pickup
+    region = database.run("SELECT region, alive FROM region_status")
+    assert region == [{"region": "default", "alive": True}]
+
+
+def test_prefixed_ids_are_generated_by_the_database(database: Database) -> None:
+    database.execute("INSERT INTO configs (name, values_json) VALUES ('c', '{}')")
+    database.execute("INSERT INTO endpoints (name, endpoint_type, spec) VALUES ('e', 'HTTP', '{}')")
+    job_id = database.run(
+        "INSERT INTO jobs (endpoint, endpoint_type, trigger_type) VALUES ('e','HTTP','IMMEDIATE') "
+        "RETURNING job_id"
+    )[0]["job_id"]
+    assert job_id.startswith("job_") and len(job_id) == 36
+
+
+def test_migrations_run_twice_are_a_no_op(database: Database) -> None:
+    assert migrate(database) == []
+
+
+def test_two_concurrent_migration_runs_apply_each_version_once(pg_server, db_url) -> None:
+    admin = pg_server.admin()
+    admin.run("CREATE DATABASE te_fresh_concurrent")
+    admin.close()
+    url = pg_server.url("te_fresh_concurrent")
+    results: list[list[str]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            results.append(migrate(Database.from_url(url, pool_size=1)))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    applied = sorted(v for r in results for v in r)
+    assert applied == sorted(m.version for m in discover())
+    db = Database.from_url(url, pool_size=1)
+    assert len(db.run("SELECT version FROM schema_migrations")) == len(discover())
+    db.close()
+    admin = pg_server.admin()
+    admin.run("DROP DATABASE te_fresh_concurrent WITH (FORCE)")
+    admin.close()
+
+
+def test_split_statements_handles_comments_and_multiline() -> None:
+    sql = "-- header;\nCREATE TABLE a (x INT);\n\n-- c\nINSERT INTO a VALUES (1);\n"
+    assert split_statements(sql) == ["CREATE TABLE a (x INT)", "INSERT INTO a VALUES (1)"]
+
+
+def test_forced_serialization_failure_is_retried(database: Database) -> None:
+    calls = {"n": 0}
+
+    def work(tx: Transaction) -> int:
+        calls["n"] += 1
+        if calls["n"] < 3:
+            tx.run("DO $$ BEGIN RAISE EXCEPTION 'forced' USING ERRCODE = '40001'; END $$")
+        return int(tx.scalar("SELECT 42 AS answer"))
+
+    assert database.transaction(work, name="forced") == 42
+    assert calls["n"] == 3
+    assert database.stats.serialization_retries == 2
+
+
+def test_retries_run_out_with_a_clear_error(db_url: str) -> None:
+    db = Database.from_url(db_url, pool_size=1, max_retries=2, sleep=lambda _: None)
+
+    def work(tx: Transaction) -> None:
+        tx.run("DO $$ BEGIN RAISE EXCEPTION 'forced' USING ERRCODE = '40001'; END $$")
+
+    with pytest.raises(TransactionRetriesExhausted):
+        db.transaction(work, name="always_conflicts")
+    db.close()
+
+
+def test_real_write_skew_conflict_is_retried_to_a_consistent_result(database: Database) -> None:
+    database.execute("CREATE TABLE counter (id INT PRIMARY KEY, n BIGINT NOT NULL)")
+    database.execute("INSERT INTO counter VALUES (1, 0)")
+    barrier = threading.Barrier(4)
+
+    def bump(tx: Transaction) -> None:
+        n = int(tx.scalar("SELECT n FROM counter WHERE id = 1"))
+        tx.execute("UPDATE counter SET n = :n WHERE id = 1", n=n + 1)
+
+    def worker() -> None:
+        barrier.wait()
+        for _ in range(10):
+            database.transaction(bump, name="bump")
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert database.run("SELECT n FROM counter")[0]["n"] == 40
+
+
+def test_dropped_connection_reconnects_on_next_use(database: Database) -> None:
+    pid = database.run("SELECT pg_backend_pid() AS pid")[0]["pid"]
+    other = Database(database.params, pool_size=1)
+    other.run("SELECT pg_terminate_backend(:pid)", pid=pid)
+    other.close()
+    # The pooled connection is dead; the helper discards it and retries on a fresh one.
+    assert database.run("SELECT 1 AS one") == [{"one": 1}]
+    assert database.stats.reconnects >= 1
+
+
+def test_unique_violation_is_translated(database: Database) -> None:
+    database.execute("INSERT INTO configs (name, values_json) VALUES ('dup', '{}')")
+    with pytest.raises(UniqueViolation):
+        database.execute("INSERT INTO configs (name, values_json) VALUES ('dup', '{}')")
