@@ -1,0 +1,95 @@
+"""Cron schedules in IANA timezones: validation and the next tick.
+
+Semantics (documented in the README):
+
+* Expressions have exactly 5 fields (minute hour day-of-month month day-of-week).
+* Ticks are computed in the job's local wall-clock time and stored in UTC.
+* DST spring-forward: a local time that does not exist that day is skipped.
+* DST fall-back: a local time that occurs twice fires once, at its first occurrence.
+* The next tick is computed from the current tick, not from now, so a scheduler that was
+  down materializes every missed tick one by one.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from chalicelib.errors import InvalidCron, ValidationFailed
+
+# Enough candidates to walk past any DST gap/overlap; a valid expression always has a
+# match within a few years (croniter itself rejects impossible dates like Feb 30).
+_MAX_CANDIDATES = 10_000
+
+
+def parse_timezone(name: object) -> ZoneInfo:
+    """The ZoneInfo for an IANA name, or a 400 INVALID_REQUEST naming the problem."""
+    if not isinstance(name, str) or not name or name.startswith("/") or ".." in name:
+        raise ValidationFailed(f"timezone must be an IANA timezone name, got {name!r}.")
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValidationFailed(f"Unknown IANA timezone {name!r}.") from exc
+
+
+def validate_cron(expression: object) -> str:
+    """Return the normalized expression or raise 422 INVALID_CRON."""
+    from croniter import croniter  # imported on use: not needed by most cold starts
+
+    if not isinstance(expression, str):
+        raise InvalidCron("cron must be a string with 5 fields.")
+    fields = expression.split()
+    if len(fields) != 5:
+        raise InvalidCron(
+            f"cron must have exactly 5 fields (minute hour day month weekday), got {len(fields)}."
+        )
+    normalized = " ".join(fields)
+    if not croniter.is_valid(normalized):
+        raise InvalidCron(f"Invalid cron expression {expression!r}.")
+    try:
+        next_tick(normalized, ZoneInfo("UTC"), datetime(2000, 1, 1, tzinfo=UTC))
+    except (ValueError, KeyError) as exc:
+        raise InvalidCron(f"Cron expression {expression!r} never fires.") from exc
+    return normalized
+
+
+def _exists(local: datetime, zone: ZoneInfo) -> bool:
+    """False for wall-clock times inside a spring-forward gap."""
+    aware = local.replace(tzinfo=zone, fold=0)
+    back = aware.astimezone(UTC).astimezone(zone).replace(tzinfo=None)
+    return back == local
+
+
+def next_tick(expression: str, zone: ZoneInfo, after: datetime) -> datetime:
+    """The first tick strictly after ``after`` (UTC-aware), as a UTC datetime."""
+    from croniter import CroniterBadDateError, croniter
+
+    if after.tzinfo is None:
+        raise ValueError("after must be timezone-aware")
+    wall = after.astimezone(zone).replace(tzinfo=None, fold=0)
+    # Start one minute early so a tick at exactly the wall time of `after` is reconsidered;
+    # the UTC comparison below then keeps only ticks strictly after `after`.
+    iterator = croniter(expression, wall - timedelta(minutes=1))
+    try:
+        for _ in range(_MAX_CANDIDATES):
+            candidate: datetime = iterator.get_next(datetime)
+            if not _exists(candidate, zone):
+                continue
+            tick = candidate.replace(tzinfo=zone, fold=0).astimezone(UTC)
+            if tick > after:
+                return tick
+    except CroniterBadDateError as exc:
+        raise ValueError(f"cron expression {expression!r} has no next tick") from exc
+    raise ValueError(f"cron expression {expression!r} has no tick in range")
+
+
+def first_tick(expression: str, zone: ZoneInfo, starts_at: datetime) -> datetime:
+    """The first tick at or after ``starts_at``."""
+    return next_tick(expression, zone, starts_at - timedelta(microseconds=1))
+
+
+def render_local(moment: datetime | None, zone: ZoneInfo) -> str | None:
+    """ISO 8601 in the job's timezone with its offset, e.g. ``2026-03-16T09:00:00+05:30``."""
+    if moment is None:
+        return None
+    return moment.astimezone(zone).isoformat()

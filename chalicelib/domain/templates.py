@@ -1,0 +1,132 @@
+"""Template placeholders: ``{{input.*}}``, ``{{config.*}}``, ``{{secret.*}}``.
+
+Pure functions over JSON values. Resolution walks the JSON tree: a string that is exactly
+one placeholder takes the referenced value with its JSON type (numbers stay numbers); a
+placeholder inside a longer string is interpolated as text. ``config`` and ``secret`` are
+resolved first, then ``input``, in one pass over the *template* only, so a value coming
+from input (or config) that itself looks like ``{{secret.x}}`` is never expanded again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.errors import TemplateResolutionFailed
+
+NAMESPACES = ("input", "config", "secret")
+# {{ namespace.path.to.value }} with optional spaces; path segments are identifiers, dashes or
+# array indexes.
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z0-9_\-.]+?)\s*\}\}")
+_EXACT = re.compile(r"^\s*" + PLACEHOLDER.pattern + r"\s*$")
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    namespace: str
+    path: str
+
+    def __str__(self) -> str:
+        return f"{{{{{self.namespace}.{self.path}}}}}"
+
+
+def iter_strings(value: Any, where: str = "$") -> Iterator[tuple[str, str]]:
+    """Every string in a JSON value with its JSON path (keys included)."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield f"{where}.{key}(key)", str(key)
+            yield from iter_strings(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from iter_strings(item, f"{where}[{index}]")
+
+
+def find_placeholders(value: Any) -> list[tuple[str, Placeholder]]:
+    """All placeholders in a template, as (JSON path, placeholder)."""
+    found = []
+    for where, text in iter_strings(value):
+        for match in PLACEHOLDER.finditer(text):
+            found.append((where, Placeholder(match.group(1), match.group(2))))
+    return found
+
+
+def lookup(data: Any, path: str) -> Any:
+    """Follow a dotted path (``user.name``, ``items.0``) through dicts and lists."""
+    current = data
+    for segment in path.split("."):
+        if isinstance(current, Mapping) and segment in current:
+            current = current[segment]
+        elif isinstance(current, list) and segment.isdigit() and int(segment) < len(current):
+            current = current[int(segment)]
+        else:
+            raise KeyError(path)
+    return current
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class TemplateContext:
+    """The values placeholders resolve against."""
+
+    input: Mapping[str, Any]
+    config: Mapping[str, Any]
+    secret: Mapping[str, str]
+
+    def value(self, placeholder: Placeholder) -> Any:
+        source: Mapping[str, Any] | None = {
+            "input": self.input,
+            "config": self.config,
+            "secret": self.secret,
+        }.get(placeholder.namespace)
+        if source is None:
+            raise TemplateResolutionFailed(f"Unknown template namespace in {placeholder}.")
+        try:
+            return lookup(source, placeholder.path)
+        except KeyError:
+            raise TemplateResolutionFailed(
+                f"Template variable {placeholder} cannot be resolved."
+            ) from None
+
+
+def _resolve_string(text: str, context: TemplateContext) -> Any:
+    exact = _EXACT.match(text)
+    if exact:
+        return context.value(Placeholder(exact.group(1), exact.group(2)))
+
+    def replace(match: re.Match[str]) -> str:
+        return _as_text(context.value(Placeholder(match.group(1), match.group(2))))
+
+    return PLACEHOLDER.sub(replace, text)
+
+
+def resolve(template: Any, context: TemplateContext) -> Any:
+    """Resolve every placeholder in ``template`` (keys too); raise on any unresolvable one.
+
+    Only the template's own strings are scanned: substituted values are inserted as data and
+    never scanned again, so input cannot smuggle in ``{{secret.*}}``.
+    """
+    if isinstance(template, str):
+        return _resolve_string(template, context)
+    if isinstance(template, Mapping):
+        return {
+            _as_text(_resolve_string(str(k), context)): resolve(v, context)
+            for k, v in template.items()
+        }
+    if isinstance(template, list):
+        return [resolve(item, context) for item in template]
+    return template
+
+
+def secret_names(template: Any) -> set[str]:
+    """Names of the secrets a template references (the worker decrypts only those)."""
+    return {p.path.split(".")[0] for _, p in find_placeholders(template) if p.namespace == "secret"}
