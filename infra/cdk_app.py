@@ -1,0 +1,36 @@
+"""CDK entry point: ``cdk synth`` / ``cdk deploy`` from this directory (see docs/deploy.md).
+
+Not named ``app.py``: Chalice packaging imports the project's ``app`` module, and the CDK
+entry must not shadow it. The stack's account and region are left unset (environment
+agnostic), so synthesis needs no AWS credentials; ``cdk deploy`` takes them from the CLI.
+
+Context (``-c key=value`` or cdk.json): ``stage``, ``source_dir``, ``worker_image_dir``,
+``database_url_secret_arn``,
+``encryption_key_secret_arn``, ``log_retention_days``, ``worker_desired_count``,
+``worker_max_concurrent``, ``rate_limit_per_sec``, ``te_region``,
+``failed_executions_threshold``, ``reclaimed_executions_threshold``, ``alarm_email``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from aws_cdk import App
+
+# `python3 infra/cdk_app.py` and `cdk synth` (cwd infra/) both find the stacks package.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from stacks.config import DeploymentConfig
+from stacks.task_executor import TaskExecutorStack
+
+
+def main() -> None:
+    """Synthesize the stack into ``cdk.out`` (or ``$CDK_OUTDIR``)."""
+    app = App()
+    TaskExecutorStack(app, DeploymentConfig.from_context(app.node))
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""CDK constructs and the stack that deploy Task Executor to AWS."""

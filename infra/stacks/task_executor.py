@@ -1,0 +1,206 @@
+"""The Task Executor stack: the Chalice app, the Fargate worker, secrets and alarms.
+
+The construct id of the stack is the Chalice stage (``chalice.cdk.Chalice`` takes its stage
+from its scope), so ``.chalice/config.json``'s stage settings (timeouts, memory) apply; the
+CloudFormation stack name is ``task-executor-<stage>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack, Tags
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from chalice.cdk import Chalice
+from constructs import Construct
+
+from stacks.api_errors import gateway_responses
+from stacks.config import DeploymentConfig
+from stacks.observability import FAILED_EVENT, RECLAIMED_EVENT, EventMetric, Observability
+from stacks.secrets import AppSecrets
+from stacks.worker_service import WorkerService, set_retention
+
+# The app's Lambda entry points (chalice function name -> CloudFormation logical id).
+API_FUNCTION = "APIHandler"
+SCHEDULED_FUNCTIONS = {
+    "materialize_cron_ticks": "MaterializeCronTicks",
+    "promote_delayed_executions": "PromoteDelayedExecutions",
+    "reclaim_stuck_executions": "ReclaimStuckExecutions",
+    "run_worker": "RunWorker",
+}
+LAMBDA_FUNCTIONS = [API_FUNCTION, *SCHEDULED_FUNCTIONS.values()]
+
+
+class TaskExecutorStack(Stack):
+    """Everything one stage of Task Executor needs in one AWS account and region."""
+
+    def __init__(self, scope: Construct, config: DeploymentConfig, **kwargs: Any) -> None:
+        super().__init__(scope, config.stage, stack_name=f"task-executor-{config.stage}", **kwargs)
+        Tags.of(self).add("app", "task-executor")
+        Tags.of(self).add("stage", config.stage)
+        self.config = config
+
+        self.secrets = AppSecrets(
+            self,
+            "Secrets",
+            stack_name=self.stack_name,
+            database_url_secret_arn=config.database_url_secret_arn,
+            encryption_key_secret_arn=config.encryption_key_secret_arn,
+        )
+        self.chalice = Chalice(
+            self,
+            "TaskExecutor",
+            source_dir=str(config.source_dir),
+        )
+        self.lambda_log_groups = self._lambda_log_groups()
+        self._configure_lambda_environment()
+        self._restrict_lambda_role()
+        self.chalice.get_resource("RestAPI").add_property_override(
+            "DefinitionBody.x-amazon-apigateway-gateway-responses", gateway_responses()
+        )
+
+        self.worker = WorkerService(
+            self,
+            "Worker",
+            image_dir=config.worker_image_dir,
+            database_url=self.secrets.database_url,
+            encryption_key=self.secrets.encryption_key,
+            environment={
+                **self._common_environment(),
+                "TE_WORKER_MAX_CONCURRENT": str(config.worker_max_concurrent),
+            },
+            desired_count=config.worker_desired_count,
+            log_retention_days=config.log_retention_days,
+        )
+        self.observability = self._observability()
+        self._outputs()
+
+    def _lambda_log_groups(self) -> dict[str, logs.LogGroup]:
+        """One log group per function, with retention, owned by the stack.
+
+        Not Chalice's ``log_retention_in_days``: chalice 1.34 names the API handler's log
+        group after ``ApiHandler`` while the function's logical id is ``APIHandler``, which
+        breaks the template.
+        """
+        groups: dict[str, logs.LogGroup] = {}
+        for logical_id in LAMBDA_FUNCTIONS:
+            function_name = self.chalice.get_resource(logical_id).ref
+            group = logs.LogGroup(
+                self, f"{logical_id}Logs", log_group_name=f"/aws/lambda/{function_name}"
+            )
+            set_retention(group, self.config.log_retention_days)
+            groups[logical_id] = group
+        return groups
+
+    def _common_environment(self) -> dict[str, str]:
+        """Plain settings shared by every process (no secret values here)."""
+        return {
+            "TE_LOG_FORMAT": "json",
+            # CockroachDB has open issues with SKIP LOCKED under load (DESIGN.md).
+            "TE_CLAIM_STRATEGY": "conditional_update",
+            "TE_REGION": self.config.te_region,
+        }
+
+    def _configure_lambda_environment(self) -> None:
+        """Lambdas get the secrets' ARNs; the app reads the values at cold start."""
+        common = {
+            **self._common_environment(),
+            "TE_DATABASE_URL_SECRET_ARN": self.secrets.database_url.secret_arn,
+            "TE_SECRET_ENCRYPTION_KEY_SECRET_ARN": self.secrets.encryption_key.secret_arn,
+        }
+        for logical_id in LAMBDA_FUNCTIONS:
+            for key, value in common.items():
+                self.chalice.add_environment_variable(key, value, logical_id)
+        self.chalice.add_environment_variable(
+            "TE_RATE_LIMIT_PER_SEC", _number(self.config.rate_limit_per_sec), API_FUNCTION
+        )
+        self.chalice.add_environment_variable(
+            "TE_WORKER_MAX_CONCURRENT",
+            str(self.config.worker_max_concurrent),
+            SCHEDULED_FUNCTIONS["run_worker"],
+        )
+
+    def _restrict_lambda_role(self) -> None:
+        """Replace Chalice's generated policy (``logs:*`` on every log group) by exact grants.
+
+        Secrets: GetSecretValue on the two secrets, inline in the role so a function never
+        runs without it. Logs: CreateLogStream/PutLogEvents on each function's own log group
+        only, in a separate policy because the log group names come from the functions
+        (inline they would form a cycle). No CreateLogGroup: the stack owns the log groups,
+        with retention, and a Lambda-created group would make that resource fail to create.
+        """
+        role = self.chalice.get_resource("DefaultRole")
+        secrets_document = iam.PolicyDocument(
+            statements=[
+                iam.PolicyStatement(
+                    actions=["secretsmanager:GetSecretValue"],
+                    resources=[
+                        self.secrets.database_url.secret_arn,
+                        self.secrets.encryption_key.secret_arn,
+                    ],
+                )
+            ]
+        )
+        role.add_property_override(
+            "Policies",
+            [{"PolicyName": "ReadServiceSecrets", "PolicyDocument": secrets_document}],
+        )
+        log_group_arns = [group.log_group_arn for group in self.lambda_log_groups.values()]
+        iam.CfnPolicy(
+            self,
+            "LambdaLogsPolicy",
+            policy_name="WriteOwnLogGroups",
+            roles=[role.ref],
+            policy_document=iam.PolicyDocument(
+                statements=[
+                    iam.PolicyStatement(
+                        actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                        resources=log_group_arns,
+                    )
+                ]
+            ),
+        )
+
+    def _observability(self) -> Observability:
+        def lambda_log_group(logical_id: str) -> str:
+            return self.lambda_log_groups[logical_id].log_group_name
+
+        worker_logs = self.worker.log_group.log_group_name
+        return Observability(
+            self,
+            "Alarms",
+            failed=EventMetric(
+                event=FAILED_EVENT,
+                metric_name="ExecutionsFailed",
+                log_group_names=[
+                    lambda_log_group(SCHEDULED_FUNCTIONS["run_worker"]),
+                    lambda_log_group(SCHEDULED_FUNCTIONS["reclaim_stuck_executions"]),
+                    worker_logs,
+                ],
+            ),
+            reclaimed=EventMetric(
+                event=RECLAIMED_EVENT,
+                metric_name="ExecutionsReclaimed",
+                log_group_names=[lambda_log_group(SCHEDULED_FUNCTIONS["reclaim_stuck_executions"])],
+            ),
+            failed_threshold=self.config.failed_executions_threshold,
+            reclaimed_threshold=self.config.reclaimed_executions_threshold,
+            lambda_function_names={
+                logical_id: self.chalice.get_resource(logical_id).ref
+                for logical_id in LAMBDA_FUNCTIONS
+            },
+            alarm_email=self.config.alarm_email,
+        )
+
+    def _outputs(self) -> None:
+        CfnOutput(self, "DatabaseUrlSecretArn", value=self.secrets.database_url.secret_arn)
+        CfnOutput(self, "EncryptionKeySecretArn", value=self.secrets.encryption_key.secret_arn)
+        CfnOutput(self, "WorkerClusterName", value=self.worker.cluster.cluster_name)
+        CfnOutput(self, "WorkerServiceName", value=self.worker.service.service_name)
+        CfnOutput(self, "AlarmTopicArn", value=self.observability.topic.topic_arn)
+
+
+def _number(value: float) -> str:
+    """``5.0`` -> ``"5"``, ``2.5`` -> ``"2.5"`` (env vars are strings)."""
+    return str(int(value)) if value.is_integer() else str(value)

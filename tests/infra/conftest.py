@@ -1,0 +1,128 @@
+"""Shared fixtures of the infra tests: which Chalice project to deploy, and one synthesis.
+
+Which project: the repository root when ``python -c "import app"`` works there (the real
+application), else ``tests/infra/fixture_app`` (a stand-in with the same five entry points),
+so the infrastructure stays testable while ``app.py`` is being written. ``TE_INFRA_APP_DIR``
+overrides the choice. The stack is synthesized once per session, in a subprocess, with no
+AWS credentials in its environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FIXTURE_APP = Path(__file__).resolve().parent / "fixture_app"
+STACK_ID = "dev"
+
+
+def offline_aws_env(**extra: str) -> dict[str, str]:
+    """The current environment without AWS credentials or profiles, plus a region.
+
+    Chalice wants a region to render ARNs; nothing may reach AWS, so credentials, profiles
+    and the instance metadata service are all taken away.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+        AWS_EC2_METADATA_DISABLED="true",
+        JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION="1",
+        JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION="1",
+    )
+    env.update(extra)
+    return env
+
+
+def _real_app_imports() -> tuple[bool, str]:
+    result = subprocess.run(
+        [sys.executable, "-c", "import app"],
+        cwd=REPO_ROOT,
+        env=offline_aws_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    last_line = (result.stderr.strip().splitlines() or [""])[-1]
+    return result.returncode == 0, last_line
+
+
+@dataclass(frozen=True)
+class ChaliceProject:
+    """The Chalice project the tests deploy, and why it was chosen."""
+
+    path: Path
+    reason: str
+
+
+@pytest.fixture(scope="session")
+def chalice_project() -> ChaliceProject:
+    """The real app when it imports, else the stand-in (see the module docstring)."""
+    override = os.environ.get("TE_INFRA_APP_DIR")
+    if override:
+        return ChaliceProject(Path(override).resolve(), "TE_INFRA_APP_DIR")
+    imports, error = _real_app_imports()
+    if imports:
+        return ChaliceProject(REPO_ROOT, "app.py imports")
+    return ChaliceProject(FIXTURE_APP, f"app.py does not import yet: {error}")
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    """The synthesized cloud assembly."""
+
+    outdir: Path
+    template_path: Path
+    template: dict[str, Any]
+    project: ChaliceProject
+
+    def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
+        """Logical id -> resource, for every resource of one type."""
+        return {
+            logical_id: resource
+            for logical_id, resource in self.template["Resources"].items()
+            if resource["Type"] == resource_type
+        }
+
+
+@pytest.fixture(scope="session")
+def synthesis(
+    chalice_project: ChaliceProject, tmp_path_factory: pytest.TempPathFactory
+) -> Synthesis:
+    """Run ``infra/cdk_app.py`` once, offline, into a temporary cdk.out."""
+    assert shutil.which("node"), "CDK synthesis runs jsii, which needs node on PATH"
+    workdir = tmp_path_factory.mktemp("cdk")
+    outdir = workdir / "cdk.out"
+    context = {"source_dir": str(chalice_project.path), "stage": STACK_ID}
+    # cwd is the temp dir because chalice.cdk writes its packages to ./chalice.out.
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "infra" / "cdk_app.py")],
+        cwd=workdir,
+        env=offline_aws_env(CDK_OUTDIR=str(outdir), CDK_CONTEXT_JSON=json.dumps(context)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, (
+        f"synthesis of {chalice_project.path} ({chalice_project.reason}) failed:\n"
+        f"{result.stdout}\n{result.stderr}"
+    )
+    template_path = outdir / f"{STACK_ID}.template.json"
+    return Synthesis(
+        outdir=outdir,
+        template_path=template_path,
+        template=json.loads(template_path.read_text()),
+        project=chalice_project,
+    )
