@@ -1,12 +1,299 @@
-"""Routes for /endpoints (being implemented)."""
+"""``/endpoints``: registered delivery targets (HTTP, KAFKA, REDIS_STREAM).
+
+Validation lives in :mod:`chalicelib.domain.endpoints` (shape, defaults, template
+namespaces per field); this module adds the checks that need the database, in the same
+transaction as the write:
+
+* ``payload_spec`` / ``config`` naming nothing: 422 INVALID_PAYLOAD_SPEC_REF /
+  INVALID_CONFIG_REF.
+* ``{{secret.<name>}}`` naming a secret that does not exist: 422 TEMPLATE_RESOLUTION_FAILED.
+  (``{{config.<key>}}`` keys are not checked against the config's current values: configs
+  change independently and are resolved per execution.)
+
+``PUT /endpoints/{name}`` replaces the whole definition, type included; omitted optional
+fields return to their defaults. Jobs keep the snapshot taken at their creation, so an
+update applies to future jobs only. ``DELETE`` is refused (409 CONFLICT naming them) while
+jobs reference the endpoint: ACTIVE ones, and also RETIRED ones, whose rows keep pointing at
+it through the schema's ``fk_jobs_endpoint``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from chalicelib.api import crud
 from chalicelib.api.http import Resource
+from chalicelib.api.pagination import page_response, parse_page
+from chalicelib.db.connection import Row, Transaction
+from chalicelib.domain.endpoints import (
+    ENDPOINT_TYPES,
+    EndpointDefinition,
+    endpoint_snapshot,
+    parse_endpoint,
+)
+from chalicelib.errors import (
+    Conflict,
+    EndpointNotFound,
+    ForeignKeyViolation,
+    InvalidConfigRef,
+    InvalidPayloadSpecRef,
+    TemplateResolutionFailed,
+)
+from chalicelib.repositories import setup as repo
 
 resource = Resource(__name__)
 
+
+def render(row: Mapping[str, Any]) -> dict[str, Any]:
+    snapshot = endpoint_snapshot(row)
+    return {
+        "name": row["name"],
+        "type": snapshot["type"],
+        "payload_spec": row["payload_spec_ref"],
+        "config": row["config_ref"],
+        "spec": snapshot["spec"],
+        "retry_policy": snapshot["retry_policy"],
+        **crud.timestamps(row),
+    }
+
+
+def _not_found(name: str) -> EndpointNotFound:
+    return EndpointNotFound(f"Endpoint '{name}' does not exist.")
+
+
+def check_references(tx: Transaction, definition: EndpointDefinition) -> None:
+    """Payload spec, config and secrets the endpoint names must exist (422 otherwise)."""
+    if definition.payload_spec and not repo.get(tx, "payload_spec", definition.payload_spec):
+        raise InvalidPayloadSpecRef(
+            f"Payload spec '{definition.payload_spec}' does not exist: create it first."
+        )
+    if definition.config and not repo.get(tx, "config", definition.config):
+        raise InvalidConfigRef(f"Config '{definition.config}' does not exist: create it first.")
+    wanted = sorted(definition.secrets)
+    missing = sorted(set(wanted) - repo.existing_secrets(tx, wanted))
+    if missing:
+        raise TemplateResolutionFailed(
+            "The spec references secret(s) that do not exist: "
+            + ", ".join(f"{{{{secret.{m}}}}}" for m in missing)
+            + "."
+        )
+
+
+def _write(work: Any, name: str) -> Row:
+    """Run a write; a reference deleted concurrently (foreign key) is the matching 422."""
+    try:
+        row: Row = crud.database().transaction(work, name=name)
+    except ForeignKeyViolation as exc:
+        if "fk_endpoints_config" in str(exc):
+            raise InvalidConfigRef("The referenced config was deleted concurrently.") from exc
+        raise InvalidPayloadSpecRef(
+            "The referenced payload spec was deleted concurrently."
+        ) from exc
+    return row
+
+
+@resource.route("/endpoints", methods=["POST"], status=201)
+def create_endpoint() -> dict[str, Any]:
+    """Register an endpoint."""
+    definition = parse_endpoint(resource.json_body())
+
+    def work(tx: Transaction) -> Row:
+        if repo.get_endpoint(tx, definition.name) is not None:
+            raise Conflict(f"Endpoint '{definition.name}' already exists.")
+        check_references(tx, definition)
+        row = repo.insert_endpoint(tx, definition)
+        if row is None:
+            raise Conflict(f"Endpoint '{definition.name}' already exists.")
+        return row
+
+    return render(_write(work, "endpoint_create"))
+
+
+@resource.route("/endpoints", methods=["GET"])
+def list_endpoints() -> dict[str, Any]:
+    """List endpoints, newest first."""
+    page = parse_page(resource.request.query_params)
+    rows = crud.database().transaction(
+        lambda tx: repo.list_page(tx, "endpoint", page), name="endpoint_list"
+    )
+    return page_response(rows, page, render=render, id_field="name")
+
+
+@resource.route("/endpoints/{name}", methods=["GET"])
+def get_endpoint(name: str) -> dict[str, Any]:
+    """Get one endpoint, defaults applied."""
+    row = crud.read(lambda tx: repo.get_endpoint(tx, name), name="endpoint_get")
+    if row is None:
+        raise _not_found(name)
+    return render(row)
+
+
+@resource.route("/endpoints/{name}", methods=["PUT"])
+def update_endpoint(name: str) -> dict[str, Any]:
+    """Replace an endpoint's definition (future jobs only)."""
+    definition = parse_endpoint(resource.json_body(), path_name=name)
+
+    def work(tx: Transaction) -> Row:
+        if repo.get_endpoint(tx, name) is None:
+            raise _not_found(name)
+        check_references(tx, definition)
+        row = repo.update_endpoint(tx, definition)
+        if row is None:
+            raise _not_found(name)
+        return row
+
+    return render(_write(work, "endpoint_update"))
+
+
+@resource.route("/endpoints/{name}", methods=["DELETE"])
+def delete_endpoint(name: str) -> Any:
+    """Delete an endpoint unless jobs reference it."""
+
+    def work(tx: Transaction) -> None:
+        if repo.get_endpoint(tx, name) is None:
+            raise _not_found(name)
+        jobs = repo.jobs_using_endpoint(tx, name)
+        active = [str(j["job_id"]) for j in jobs if j["status"] == "ACTIVE"]
+        if active:
+            raise Conflict(
+                f"Endpoint '{name}' has ACTIVE job(s): {crud.name_list(active)}. Cancel them first."
+            )
+        if jobs:
+            raise Conflict(
+                f"Endpoint '{name}' is referenced by retired job(s) kept for history: "
+                f"{crud.name_list([str(j['job_id']) for j in jobs])}."
+            )
+        repo.delete(tx, "endpoint", name)
+
+    return crud.delete_in_transaction(
+        work,
+        name="endpoint_delete",
+        race_message=f"Endpoint '{name}' was referenced by a job created meanwhile.",
+    )
+
+
+_STAMP = {"type": "string", "format": "date-time"}
+_REF = {"type": ["string", "null"], "maxLength": 100}
+_RETRY: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100, "default": 1},
+        "backoff": {"enum": ["fixed", "linear", "exponential"], "default": "exponential"},
+        "initial_delay_ms": {"type": "integer", "minimum": 0, "default": 1000},
+        "max_delay_ms": {"type": "integer", "minimum": 0, "default": 60000},
+    },
+}
+_TIMEOUT = {"type": "integer", "minimum": 1, "maximum": 300000}
+_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_SPECS = {
+    "HttpSpec": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["url", "method"],
+        "properties": {
+            "url": {"type": "string", "description": "Supports {{config.*}}, {{secret.*}}."},
+            "method": {"enum": ["GET", "POST", "PUT", "PATCH", "DELETE"]},
+            "headers": {**_STRING_MAP, "description": "Supports {{config.*}}, {{secret.*}}."},
+            "body_template": {
+                "type": "object",
+                "description": "Supports {{input.*}}, {{config.*}}, {{secret.*}}.",
+            },
+            "timeout_ms": {**_TIMEOUT, "default": 30000},
+            "expected_status_codes": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 100, "maximum": 599},
+                "default": [200, 201, 202, 204],
+            },
+        },
+    },
+    "KafkaSpec": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["bootstrap_servers", "topic", "value_template"],
+        "properties": {
+            "bootstrap_servers": {
+                "type": "string",
+                "description": "Supports {{config.*}}, {{secret.*}}.",
+            },
+            "topic": {"type": "string", "description": "Supports {{config.*}}."},
+            "key_template": {
+                "type": "string",
+                "description": "Supports {{input.*}}, {{config.*}}.",
+            },
+            "value_template": {
+                "type": "object",
+                "description": "Supports {{input.*}}, {{config.*}}, {{secret.*}}.",
+            },
+            "headers": {
+                **_STRING_MAP,
+                "description": "Supports {{config.*}}, {{secret.*}} and, as in the "
+                "specification's example, {{input.*}}.",
+            },
+            "acks": {"enum": ["0", "1", "all"], "default": "all"},
+            "timeout_ms": {**_TIMEOUT, "default": 10000},
+        },
+    },
+    "RedisStreamSpec": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["redis_url", "stream", "fields_template"],
+        "properties": {
+            "redis_url": {"type": "string", "description": "Supports {{config.*}}, {{secret.*}}."},
+            "stream": {"type": "string", "description": "Supports {{config.*}}."},
+            "fields_template": {
+                "type": "object",
+                "minProperties": 1,
+                "description": "Supports {{input.*}}, {{config.*}}, {{secret.*}}.",
+            },
+            "max_len": {
+                "oneOf": [
+                    {"type": "integer", "minimum": 1},
+                    {"type": "string", "description": "One {{config.*}} placeholder."},
+                ]
+            },
+            "approximate_trimming": {"type": "boolean", "default": True},
+            "timeout_ms": {**_TIMEOUT, "default": 3000},
+        },
+    },
+}
+_SPEC_ONE_OF = {"oneOf": [{"$ref": f"#/components/schemas/{n}"} for n in _SPECS]}
+_WRITABLE = {
+    "type": {"enum": list(ENDPOINT_TYPES)},
+    "payload_spec": _REF,
+    "config": _REF,
+    "spec": {**_SPEC_ONE_OF, "description": "Validated by type; see HttpSpec, KafkaSpec, ..."},
+    "retry_policy": _RETRY,
+}
+_UNPROCESSABLE = (
+    "INVALID_PAYLOAD_SPEC_REF or INVALID_CONFIG_REF: the named payload spec or config does "
+    "not exist. TEMPLATE_RESOLUTION_FAILED: a placeholder whose namespace is unknown or not "
+    "supported by its field, {{config.*}} without a config, or {{secret.*}} naming a secret "
+    "that does not exist."
+)
+
 #: OpenAPI fragment: {"paths": {...}, "schemas": {...}} merged by chalicelib.api.meta.
-OPENAPI: dict[str, Any] = {"paths": {}, "schemas": {}}
+OPENAPI: dict[str, Any] = {
+    "paths": crud.crud_paths(
+        collection="/endpoints",
+        noun="endpoint",
+        schema="Endpoint",
+        not_found="ENDPOINT_NOT_FOUND",
+        delete_conflict="jobs reference this endpoint (ACTIVE ones, or RETIRED ones kept "
+        "for history); they are named.",
+        unprocessable=_UNPROCESSABLE,
+    ),
+    "schemas": {
+        **crud.crud_schemas(
+            "Endpoint",
+            properties={
+                **_WRITABLE,
+                "retry_policy": {**_RETRY, "required": list(_RETRY["properties"])},
+            },
+            writable=_WRITABLE,
+            required=["type", "spec"],
+        ),
+        **_SPECS,
+    },
+}

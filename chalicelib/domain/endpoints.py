@@ -1,0 +1,306 @@
+"""Endpoints: validation of a registration, its defaults, and the snapshot jobs keep.
+
+Pure: no database, no environment. The API validates a body with :func:`parse_endpoint`
+(shape, types, defaults, template namespaces), then checks the references that need the
+database (payload spec, config, secrets) itself.
+
+Rules, per the specification's field tables:
+
+* ``spec`` fields by type (:data:`SPEC_RULES`); unknown or missing fields, wrong types and
+  bad values are 400 INVALID_REQUEST. Defaults: HTTP ``timeout_ms`` 30000 (the
+  specification gives none) and ``expected_status_codes`` [200, 201, 202, 204]; KAFKA
+  ``acks`` "all" and ``timeout_ms`` 10000; REDIS_STREAM ``approximate_trimming`` true and
+  ``timeout_ms`` 3000. ``timeout_ms`` is 1..300000 (the stuck-execution timeout).
+* Each field accepts only the template namespaces its table lists. A placeholder whose
+  namespace is unknown or not allowed in that field, a ``{{config.*}}`` when the endpoint
+  has no config, and a ``{{secret.*}}`` with a nested path are 422
+  TEMPLATE_RESOLUTION_FAILED. One deliberate widening: KAFKA ``headers`` also accept
+  ``{{input.*}}``, because the specification's own Kafka example uses it there.
+* ``retry_policy`` (:data:`RETRY_DEFAULTS`): ``max_attempts`` 1..100, ``backoff`` fixed |
+  linear | exponential, delays 0..86400000 ms with ``initial_delay_ms <= max_delay_ms``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.domain.names import check_endpoint_name
+from chalicelib.domain.templates import NAMESPACES, PLACEHOLDER, find_placeholders
+from chalicelib.errors import TemplateResolutionFailed, ValidationFailed
+
+ENDPOINT_TYPES = ("HTTP", "KAFKA", "REDIS_STREAM")
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+KAFKA_ACKS = ("0", "1", "all")
+BACKOFFS = ("fixed", "linear", "exponential")
+MAX_TIMEOUT_MS = 300_000
+MAX_DELAY_MS = 86_400_000
+MAX_ATTEMPTS = 100
+
+RETRY_DEFAULTS: dict[str, Any] = {
+    "max_attempts": 1,
+    "backoff": "exponential",
+    "initial_delay_ms": 1000,
+    "max_delay_ms": 60000,
+}
+
+_CONFIG = frozenset({"config"})
+_CONFIG_SECRET = frozenset({"config", "secret"})
+_INPUT_CONFIG = frozenset({"input", "config"})
+_ALL = frozenset(NAMESPACES)
+_NONE: frozenset[str] = frozenset()
+
+Check = Callable[[str, Any], None]
+
+
+def _fail(where: str, what: str) -> None:
+    raise ValidationFailed(f"Field '{where}' must be {what}.")
+
+
+def _string(where: str, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        _fail(where, "a non-empty string")
+
+
+def _object(where: str, value: Any) -> None:
+    if not isinstance(value, dict):
+        _fail(where, "an object")
+
+
+def _non_empty_object(where: str, value: Any) -> None:
+    if not isinstance(value, dict) or not value:
+        _fail(where, "a non-empty object")
+
+
+def _string_map(where: str, value: Any) -> None:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        _fail(where, "an object whose values are strings")
+
+
+def _boolean(where: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        _fail(where, "a boolean")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _timeout(where: str, value: Any) -> None:
+    if not _is_int(value) or not 1 <= value <= MAX_TIMEOUT_MS:
+        _fail(where, f"an integer between 1 and {MAX_TIMEOUT_MS}")
+
+
+def _status_codes(where: str, value: Any) -> None:
+    ok = isinstance(value, list) and value and len(set(map(str, value))) == len(value)
+    if not ok or not all(_is_int(c) and 100 <= c <= 599 for c in value):
+        _fail(where, "a non-empty array of distinct HTTP status codes (100-599)")
+
+
+def _one_of(choices: tuple[str, ...]) -> Check:
+    def check(where: str, value: Any) -> None:
+        if value not in choices or not isinstance(value, str):
+            _fail(where, "one of " + ", ".join(f'"{c}"' for c in choices))
+
+    return check
+
+
+def _max_len(where: str, value: Any) -> None:
+    if _is_int(value) and value > 0:
+        return
+    if isinstance(value, str) and PLACEHOLDER.fullmatch(value.strip()):
+        return
+    _fail(where, "a positive integer or a single {{config.*}} placeholder")
+
+
+@dataclass(frozen=True)
+class FieldRule:
+    """One ``spec`` field: its check, whether required, its namespaces and default."""
+
+    check: Check
+    required: bool = False
+    namespaces: frozenset[str] = _NONE
+    default: Any = None
+
+
+SPEC_RULES: dict[str, dict[str, FieldRule]] = {
+    "HTTP": {
+        "url": FieldRule(_string, True, _CONFIG_SECRET),
+        "method": FieldRule(_one_of(HTTP_METHODS), True),
+        "headers": FieldRule(_string_map, namespaces=_CONFIG_SECRET),
+        "body_template": FieldRule(_object, namespaces=_ALL),
+        "timeout_ms": FieldRule(_timeout, default=30000),
+        "expected_status_codes": FieldRule(_status_codes, default=[200, 201, 202, 204]),
+    },
+    "KAFKA": {
+        "bootstrap_servers": FieldRule(_string, True, _CONFIG_SECRET),
+        "topic": FieldRule(_string, True, _CONFIG),
+        "key_template": FieldRule(_string, namespaces=_INPUT_CONFIG),
+        "value_template": FieldRule(_object, True, _ALL),
+        "headers": FieldRule(_string_map, namespaces=_ALL),
+        "acks": FieldRule(_one_of(KAFKA_ACKS), default="all"),
+        "timeout_ms": FieldRule(_timeout, default=10000),
+    },
+    "REDIS_STREAM": {
+        "redis_url": FieldRule(_string, True, _CONFIG_SECRET),
+        "stream": FieldRule(_string, True, _CONFIG),
+        "fields_template": FieldRule(_non_empty_object, True, _ALL),
+        "max_len": FieldRule(_max_len, namespaces=_CONFIG),
+        "approximate_trimming": FieldRule(_boolean, default=True),
+        "timeout_ms": FieldRule(_timeout, default=3000),
+    },
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndpointDefinition:
+    """A validated endpoint with defaults applied; ``secrets`` are the names it uses."""
+
+    name: str
+    type: str
+    payload_spec: str | None
+    config: str | None
+    spec: dict[str, Any]
+    retry_policy: dict[str, Any]
+    secrets: frozenset[str] = field(default_factory=frozenset)
+
+
+def _check_unknown_and_missing(
+    where: str, body: Mapping[str, Any], allowed: Iterable[str], required: Iterable[str] = ()
+) -> None:
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise ValidationFailed(f"Unknown field(s) in '{where}': {', '.join(unknown)}.")
+    missing = [k for k in required if body.get(k) is None]
+    if missing:
+        raise ValidationFailed(f"Missing required field(s) in '{where}': {', '.join(missing)}.")
+
+
+def apply_spec_defaults(endpoint_type: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``spec`` with every omitted defaulted field filled in (no validation)."""
+    result = dict(spec)
+    for name, rule in SPEC_RULES.get(endpoint_type, {}).items():
+        if result.get(name) is None and rule.default is not None:
+            result[name] = list(rule.default) if isinstance(rule.default, list) else rule.default
+    return {k: v for k, v in result.items() if v is not None}
+
+
+def validate_spec(endpoint_type: str, spec: Any) -> dict[str, Any]:
+    """Shape and types of ``spec`` for ``endpoint_type``; returns it with defaults."""
+    if not isinstance(spec, dict):
+        raise ValidationFailed("Field 'spec' must be an object.")
+    rules = SPEC_RULES[endpoint_type]
+    _check_unknown_and_missing("spec", spec, rules, [k for k, r in rules.items() if r.required])
+    for name, value in spec.items():
+        if value is not None:
+            rules[name].check(f"spec.{name}", value)
+    return apply_spec_defaults(endpoint_type, spec)
+
+
+def check_template_namespaces(
+    endpoint_type: str, spec: Mapping[str, Any], *, has_config: bool
+) -> frozenset[str]:
+    """Reject placeholders a field does not support; return the secret names used."""
+    secrets: set[str] = set()
+    rules = SPEC_RULES[endpoint_type]
+    for name, value in spec.items():
+        allowed = rules[name].namespaces
+        for _, placeholder in find_placeholders(value):
+            _check_placeholder(f"spec.{name}", placeholder.namespace, placeholder.path, allowed)
+            if placeholder.namespace == "config" and not has_config:
+                raise TemplateResolutionFailed(
+                    f"'spec.{name}' uses {placeholder} but the endpoint has no 'config'."
+                )
+            if placeholder.namespace == "secret":
+                secrets.add(placeholder.path)
+    return frozenset(secrets)
+
+
+def _check_placeholder(where: str, namespace: str, path: str, allowed: frozenset[str]) -> None:
+    text = f"{{{{{namespace}.{path}}}}}"
+    if namespace not in NAMESPACES:
+        raise TemplateResolutionFailed(
+            f"'{where}' uses {text}: unknown namespace '{namespace}' (use input, config or secret)."
+        )
+    if namespace not in allowed:
+        supported = ", ".join(f"{{{{{n}.*}}}}" for n in NAMESPACES if n in allowed) or "none"
+        raise TemplateResolutionFailed(
+            f"'{where}' does not support {{{{{namespace}.*}}}} (found {text}; supported: "
+            f"{supported})."
+        )
+    if namespace == "secret" and "." in path:
+        raise TemplateResolutionFailed(
+            f"'{where}' uses {text}: a secret placeholder names one secret, {{{{secret.<name>}}}}."
+        )
+
+
+def validate_retry_policy(policy: Any) -> dict[str, Any]:
+    """``retry_policy`` with defaults for omitted fields, ranges checked (400)."""
+    if policy is None:
+        return dict(RETRY_DEFAULTS)
+    if not isinstance(policy, dict):
+        raise ValidationFailed("Field 'retry_policy' must be an object.")
+    _check_unknown_and_missing("retry_policy", policy, RETRY_DEFAULTS)
+    result = {**RETRY_DEFAULTS, **{k: v for k, v in policy.items() if v is not None}}
+    if not _is_int(result["max_attempts"]) or not 1 <= result["max_attempts"] <= MAX_ATTEMPTS:
+        _fail("retry_policy.max_attempts", f"an integer between 1 and {MAX_ATTEMPTS}")
+    _one_of(BACKOFFS)("retry_policy.backoff", result["backoff"])
+    for name in ("initial_delay_ms", "max_delay_ms"):
+        if not _is_int(result[name]) or not 0 <= result[name] <= MAX_DELAY_MS:
+            _fail(f"retry_policy.{name}", f"an integer between 0 and {MAX_DELAY_MS}")
+    if result["initial_delay_ms"] > result["max_delay_ms"]:
+        _fail("retry_policy.initial_delay_ms", "less than or equal to max_delay_ms")
+    return result
+
+
+def _optional_ref(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and (not isinstance(value, str) or not value):
+        _fail(name, "a non-empty string naming a registered resource")
+    return value
+
+
+ENDPOINT_FIELDS = ("name", "type", "payload_spec", "config", "spec", "retry_policy")
+
+
+def parse_endpoint(body: Mapping[str, Any], *, path_name: str | None = None) -> EndpointDefinition:
+    """Validate a POST (``path_name`` None) or PUT body into an :class:`EndpointDefinition`.
+
+    For PUT the name comes from the path; a ``name`` in the body must equal it.
+    """
+    required = ["type", "spec"] if path_name is not None else ["name", "type", "spec"]
+    _check_unknown_and_missing("body", body, ENDPOINT_FIELDS, required)
+    if path_name is not None and body.get("name") not in (None, path_name):
+        raise ValidationFailed("Field 'name' cannot change: it must match the URL.")
+    name = check_endpoint_name(path_name if path_name is not None else body["name"])
+    endpoint_type = body["type"]
+    _one_of(ENDPOINT_TYPES)("type", endpoint_type)
+    config = _optional_ref(body, "config")
+    spec = validate_spec(endpoint_type, body["spec"])
+    return EndpointDefinition(
+        name=name,
+        type=endpoint_type,
+        payload_spec=_optional_ref(body, "payload_spec"),
+        config=config,
+        spec=spec,
+        retry_policy=validate_retry_policy(body.get("retry_policy")),
+        secrets=check_template_namespaces(endpoint_type, spec, has_config=config is not None),
+    )
+
+
+def endpoint_snapshot(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``jobs.endpoint_snapshot`` of an ``endpoints`` row (see the shared contract).
+
+    Defaults are applied again so a row written before a default existed still yields a
+    complete snapshot.
+    """
+    endpoint_type = str(row["endpoint_type"])
+    return {
+        "name": row["name"],
+        "type": endpoint_type,
+        "spec": apply_spec_defaults(endpoint_type, row["spec"] or {}),
+        "retry_policy": {**RETRY_DEFAULTS, **(row.get("retry_policy") or {})},
+        "config_ref": row.get("config_ref"),
+        "payload_spec_ref": row.get("payload_spec_ref"),
+    }

@@ -1,0 +1,40 @@
+"""Names of setup and register resources: what a client may call them.
+
+Endpoint names follow the specification ("URL-safe: lowercase alphanumeric, hyphens"):
+``^[a-z0-9]+(-[a-z0-9]+)*$``. Payload specs, configs and secrets additionally allow ``_``
+because the specification's own examples name a secret ``email_api_key``; they must still
+start with a letter or digit. Both are at most 100 characters and safe in a URL path.
+"""
+
+from __future__ import annotations
+
+import re
+
+from chalicelib.errors import ValidationFailed
+
+MAX_NAME_LENGTH = 100
+ENDPOINT_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+SETUP_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+ENDPOINT_NAME_RULE = "lowercase letters, digits and single hyphens between them"
+SETUP_NAME_RULE = "lowercase letters, digits, '-' and '_', starting with a letter or digit"
+
+
+def _check(name: object, pattern: re.Pattern[str], rule: str) -> str:
+    if not isinstance(name, str):
+        raise ValidationFailed("Field 'name' must be a string.")
+    if not name or len(name) > MAX_NAME_LENGTH or not pattern.fullmatch(name):
+        raise ValidationFailed(
+            f"Field 'name' must be 1-{MAX_NAME_LENGTH} characters of {rule}; got {name!r}."
+        )
+    return name
+
+
+def check_endpoint_name(name: object) -> str:
+    """``name`` if it is a valid endpoint name, else 400 INVALID_REQUEST."""
+    return _check(name, ENDPOINT_NAME, ENDPOINT_NAME_RULE)
+
+
+def check_setup_name(name: object) -> str:
+    """``name`` if it is a valid payload spec, config or secret name, else 400."""
+    return _check(name, SETUP_NAME, SETUP_NAME_RULE)

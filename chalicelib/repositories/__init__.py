@@ -1,0 +1,1 @@
+"""Repositories: functions that run named queries in a transaction and return rows."""
