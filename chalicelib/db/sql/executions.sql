@@ -1,0 +1,78 @@
+-- name: executions_get
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at
+FROM executions
+WHERE execution_id = :execution_id
+
+-- name: executions_status
+-- The current status only: what a refused transition reports, and what long-polling reads.
+SELECT status FROM executions WHERE execution_id = :execution_id
+
+-- name: executions_queue_position
+-- 1-based place in the claim order (run_at ASC among due QUEUED/RETRYING rows), counted on
+-- idx_executions_pickup. execution_id breaks run_at ties so positions are distinct; the
+-- claim itself does not promise an order among equal run_at values.
+SELECT count(*) + 1 AS position
+FROM executions
+WHERE status IN ('QUEUED', 'RETRYING')
+  AND run_at <= now()
+  AND (run_at < :run_at OR (run_at = :run_at AND execution_id < :execution_id))
+
+-- name: executions_cancel
+-- The CANCELLED transition and its log line in one statement. The WHERE guard lists the
+-- statuses the transition table allows as sources (:sources = sources_of(CANCELLED)), so a
+-- worker that claimed the row first wins and this changes 0 rows: never RUNNING ->
+-- CANCELLED, never a terminal status overwritten.
+WITH moved AS (
+    UPDATE executions
+    SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
+    WHERE execution_id = :execution_id AND status = ANY(CAST(:sources AS TEXT[]))
+    RETURNING execution_id, attempt_count
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, attempt_count, 'INFO', :message FROM moved
+    RETURNING log_id
+)
+SELECT execution_id FROM moved
+
+-- name: executions_one_shot_of_job
+-- A one-shot job has exactly one execution (created with the job).
+SELECT execution_id FROM executions WHERE job_id = :job_id
+ORDER BY created_at ASC, execution_id ASC
+LIMIT 1
+
+-- name: executions_list_for_job
+-- Keyset page on (created_at, execution_id) descending over idx_executions_by_job.
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at
+FROM executions
+WHERE job_id = :job_id
+  AND (CAST(:status AS TEXT) IS NULL OR status = :status)
+  AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
+       OR (created_at, execution_id) < (:after_ts, :after_id))
+ORDER BY created_at DESC, execution_id DESC
+LIMIT :limit_plus_one
+
+-- name: executions_attempts_page
+-- Attempts in attempt_number order (idx_attempts_by_execution). The cursor carries the last
+-- attempt's (created_at, attempt_id); its attempt_number is looked up so the page resumes
+-- right after it.
+SELECT attempt_id, execution_id, attempt_number, status, started_at, completed_at,
+       duration_ms, output, error, created_at
+FROM attempts
+WHERE execution_id = :execution_id
+  AND (CAST(:after_id AS TEXT) IS NULL
+       OR attempt_number > (SELECT a.attempt_number FROM attempts a
+                            WHERE a.attempt_id = :after_id AND a.execution_id = :execution_id))
+ORDER BY attempt_number ASC
+LIMIT :limit_plus_one
+
+-- name: executions_logs_page
+-- Logs oldest first on idx_logs_by_execution; (logged_at, log_id) ascending is the keyset,
+-- log_id ordering lines written in the same transaction (same now()).
+SELECT log_id, execution_id, attempt_number, level, message, logged_at
+FROM execution_logs
+WHERE execution_id = :execution_id
+  AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL OR (logged_at, log_id) > (:after_ts, :after_id))
+ORDER BY logged_at ASC, log_id ASC
+LIMIT :limit_plus_one

@@ -1,0 +1,170 @@
+-- name: jobs_get_endpoint
+-- The endpoint a job fires, with its payload spec's schema, read in the creating
+-- transaction: the snapshot and the input validation see the same endpoint version the
+-- job row records, even if the endpoint is updated concurrently (SERIALIZABLE).
+SELECT e.name, e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec, e.retry_policy,
+       p.schema_json AS payload_schema
+FROM endpoints e
+LEFT JOIN payload_specs p ON p.name = e.payload_spec_ref
+WHERE e.name = :name
+
+-- name: jobs_find_by_idempotency_key
+-- Deduplication lookup on the unique index idx_jobs_idempotency (endpoint, key).
+SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
+       replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
+       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at
+FROM jobs
+WHERE endpoint = :endpoint AND idempotency_key = :idempotency_key
+
+-- name: jobs_insert
+-- ON CONFLICT DO NOTHING on the partial unique index: a concurrent twin either commits
+-- first (we return nothing and read it back) or makes this transaction fail with 40001 at
+-- SERIALIZABLE, and the retry then finds the twin. Either way exactly one job exists.
+INSERT INTO jobs (endpoint, endpoint_type, trigger_type, idempotency_key, input, run_at,
+                  cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
+                  cron_next_run_at, endpoint_snapshot, version, previous_version_id)
+VALUES (:endpoint, :endpoint_type, :trigger_type, CAST(:idempotency_key AS TEXT),
+        CAST(:input AS JSONB), CAST(:run_at AS TIMESTAMPTZ), CAST(:cron_expression AS TEXT),
+        CAST(:cron_timezone AS TEXT), CAST(:cron_starts_at AS TIMESTAMPTZ),
+        CAST(:cron_ends_at AS TIMESTAMPTZ), CAST(:cron_next_run_at AS TIMESTAMPTZ),
+        CAST(:endpoint_snapshot AS JSONB), :version, CAST(:previous_version_id AS TEXT))
+ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
+          replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
+          cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at,
+          retired_at
+
+-- name: jobs_insert_execution
+-- A one-shot job's only execution and its "created" log line in one statement, so no
+-- execution ever exists without the log of how it began. IMMEDIATE passes run_at NULL:
+-- the database clock decides "now", the same clock the claim query compares against.
+WITH created AS (
+    INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status, run_at,
+                            input, max_attempts)
+    VALUES (:job_id, :endpoint, :endpoint_type, :idempotency_key, :status,
+            COALESCE(CAST(:run_at AS TIMESTAMPTZ), now()), CAST(:input AS JSONB),
+            :max_attempts)
+    RETURNING execution_id, job_id, status, attempt_count, run_at, started_at, completed_at,
+              created_at
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, attempt_count, 'INFO', :message FROM created
+    RETURNING log_id
+)
+SELECT execution_id, job_id, status, attempt_count, run_at, started_at, completed_at,
+       created_at
+FROM created
+
+-- name: jobs_get
+SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
+       replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
+       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at
+FROM jobs
+WHERE job_id = :job_id
+
+-- name: jobs_latest_execution
+-- Uses idx_executions_by_job (job_id, created_at DESC); execution_id breaks ties so the
+-- answer is deterministic when two ticks share a timestamp.
+SELECT execution_id, job_id, status, attempt_count, run_at, started_at, completed_at,
+       created_at
+FROM executions
+WHERE job_id = :job_id
+ORDER BY created_at DESC, execution_id DESC
+LIMIT 1
+
+-- name: jobs_executions_of
+-- The executions of a page of one-shot jobs (one each), fetched in one round trip instead
+-- of one query per listed job.
+SELECT execution_id, job_id, status, attempt_count, run_at, started_at, completed_at,
+       created_at
+FROM executions
+WHERE job_id = ANY(CAST(:job_ids AS TEXT[]))
+
+-- name: jobs_list
+-- Keyset page on (created_at, job_id) descending: stable while jobs are being inserted.
+-- Each filter is off when its parameter is NULL.
+SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
+       replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
+       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at
+FROM jobs
+WHERE (CAST(:endpoint AS TEXT) IS NULL OR endpoint = :endpoint)
+  AND (CAST(:trigger_type AS TEXT) IS NULL OR trigger_type = :trigger_type)
+  AND (CAST(:status AS TEXT) IS NULL OR status = :status)
+  AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL OR (created_at, job_id) < (:after_ts, :after_id))
+ORDER BY created_at DESC, job_id DESC
+LIMIT :limit_plus_one
+
+-- name: jobs_retire_replaced
+-- CAS on status = 'ACTIVE': of two concurrent updates of the same version only one
+-- retires it; the other changes 0 rows and its transaction (holding its new version row)
+-- is rolled back with 409 JOB_NOT_UPDATABLE.
+UPDATE jobs
+SET status = 'RETIRED', retired_at = now(), replaced_by_id = :replaced_by_id
+WHERE job_id = :job_id AND status = 'ACTIVE'
+RETURNING job_id
+
+-- name: jobs_retire
+-- Cancel: RETIRED jobs are skipped by the cron materializer (idx_jobs_cron_due covers only
+-- ACTIVE rows), so no further tick fires; executions already created run to completion.
+UPDATE jobs
+SET status = 'RETIRED', retired_at = now()
+WHERE job_id = :job_id AND status = 'ACTIVE'
+RETURNING job_id
+
+-- name: jobs_version_root
+-- Walk previous_version_id back to version 1 (chains are short: one row per update).
+WITH RECURSIVE up (job_id, previous_version_id) AS (
+    SELECT job_id, previous_version_id FROM jobs WHERE job_id = :job_id
+    UNION ALL
+    SELECT j.job_id, j.previous_version_id
+    FROM jobs j JOIN up ON j.job_id = up.previous_version_id
+)
+SELECT job_id FROM up WHERE previous_version_id IS NULL
+
+-- name: jobs_version_chain
+-- Every version descending from the root, oldest first. The cursor's id names the last
+-- version seen; versions after it have a higher version number.
+WITH RECURSIVE chain (job_id, version) AS (
+    SELECT job_id, version FROM jobs WHERE job_id = :root_id
+    UNION ALL
+    SELECT j.job_id, j.version FROM jobs j JOIN chain ON j.previous_version_id = chain.job_id
+)
+SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.version,
+       j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
+       j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
+       j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at
+FROM chain JOIN jobs j ON j.job_id = chain.job_id
+WHERE CAST(:after_id AS TEXT) IS NULL
+   OR chain.version > (SELECT version FROM jobs WHERE job_id = :after_id)
+ORDER BY chain.version ASC
+LIMIT :limit_plus_one
+
+-- name: jobs_window_stats
+-- GET /jobs/{id}/status: executions created since :since (the last 24 hours), on
+-- idx_executions_by_job. Durations are averaged over executions that have one (finished
+-- ones). percentile_cont takes FLOAT8 on both PostgreSQL and CockroachDB (CockroachDB has
+-- no INT overload), hence the casts; the results are rounded to whole milliseconds here.
+WITH recent AS (
+    SELECT status, duration_ms
+    FROM executions
+    WHERE job_id = :job_id AND created_at >= :since
+)
+SELECT
+    count(*) AS total,
+    COALESCE(sum(CASE WHEN status = 'SUCCESS' THEN 1 ELSE 0 END), 0) AS succeeded,
+    COALESCE(sum(CASE WHEN status = 'FAILED' THEN 1 ELSE 0 END), 0) AS failed,
+    CAST(round(avg(duration_ms)) AS BIGINT) AS avg_duration_ms,
+    (SELECT CAST(round(CAST(percentile_cont(CAST(0.99 AS FLOAT8))
+                 WITHIN GROUP (ORDER BY CAST(duration_ms AS FLOAT8)) AS NUMERIC)) AS BIGINT)
+     FROM recent WHERE duration_ms IS NOT NULL) AS p99_duration_ms
+FROM recent
+
+-- name: jobs_active_counts
+-- In-flight executions of a job regardless of age: "pending" is everything not yet
+-- running (PENDING, QUEUED and RETRYING), "running" is RUNNING.
+SELECT
+    COALESCE(sum(CASE WHEN status IN ('PENDING', 'QUEUED', 'RETRYING') THEN 1 ELSE 0 END), 0)
+        AS pending,
+    COALESCE(sum(CASE WHEN status = 'RUNNING' THEN 1 ELSE 0 END), 0) AS running
+FROM executions
+WHERE job_id = :job_id AND status IN ('PENDING', 'QUEUED', 'RETRYING', 'RUNNING')

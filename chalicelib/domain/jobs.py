@@ -1,0 +1,325 @@
+"""Jobs, pure: request validation, input validation, endpoint snapshots and health.
+
+Nothing here touches the database or the environment; services call these with what they
+read and raise what these raise.
+
+Decisions recorded here (and in the README):
+
+* ``idempotency_key`` is required for IMMEDIATE and DELAYED and *optional* for CRON, where
+  it deduplicates retried creations the same way (a repeat returns the existing job, 200).
+* A repeat of a known ``(endpoint, idempotency_key)`` returns the existing job with 200 even
+  when the body differs: the key names the request, the first body wins.
+* A DELAYED ``run_at`` in the past is accepted; the execution is created PENDING with that
+  ``run_at`` and the delayed promoter queues it on its next pass (within
+  ``TE_PROMOTE_INTERVAL_MS``), so every DELAYED execution follows PENDING -> QUEUED.
+* A CRON job's first tick is the first one at or after ``max(starts_at, now)``: creating a
+  job with a past ``starts_at`` never backfills ticks from before its creation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from chalicelib.domain import cron
+from chalicelib.domain.statuses import JobStatus, TriggerType
+from chalicelib.errors import InputValidationFailed, ValidationFailed
+
+MAX_IDEMPOTENCY_KEY_LENGTH = 255
+
+_COMMON_FIELDS = frozenset({"endpoint", "trigger", "idempotency_key", "input"})
+TRIGGER_FIELDS: dict[TriggerType, frozenset[str]] = {
+    TriggerType.IMMEDIATE: _COMMON_FIELDS,
+    TriggerType.DELAYED: _COMMON_FIELDS | {"run_at"},
+    TriggerType.CRON: _COMMON_FIELDS | {"cron", "timezone", "starts_at", "ends_at"},
+}
+CRON_UPDATE_FIELDS = frozenset({"cron", "timezone", "input", "starts_at", "ends_at"})
+
+RETRY_DEFAULTS: dict[str, Any] = {
+    "max_attempts": 1,
+    "backoff": "exponential",
+    "initial_delay_ms": 1000,
+    "max_delay_ms": 60000,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CronSchedule:
+    """A validated schedule: normalized expression, zone and window."""
+
+    expression: str
+    timezone: str
+    starts_at: datetime
+    ends_at: datetime | None
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+    def first_run(self, now: datetime) -> datetime:
+        """First tick at or after ``max(starts_at, now)`` (no backfill before creation)."""
+        return cron.first_tick(self.expression, self.zone, max(self.starts_at, now))
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobRequest:
+    """A validated ``POST /jobs`` body (input not yet checked against the payload spec)."""
+
+    endpoint: str
+    trigger: TriggerType
+    idempotency_key: str | None
+    input: dict[str, Any]
+    run_at: datetime | None = None
+    schedule: CronSchedule | None = None
+
+
+def parse_instant(value: object, name: str) -> datetime:
+    """An ISO 8601 timestamp with an explicit offset (``Z`` or ``+05:30``), else 400."""
+    if not isinstance(value, str):
+        raise ValidationFailed(f"Field '{name}' must be an ISO 8601 timestamp string.")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise ValidationFailed(f"Field '{name}' is not an ISO 8601 timestamp: {value!r}.") from exc
+    if moment.tzinfo is None:
+        raise ValidationFailed(
+            f"Field '{name}' must include a UTC offset (e.g. 'Z' or '+05:30'): {value!r}."
+        )
+    return moment
+
+
+def _reject_unknown(body: Mapping[str, Any], allowed: frozenset[str], context: str) -> None:
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise ValidationFailed(f"Unknown field(s) for {context}: {', '.join(unknown)}.")
+
+
+def _string(body: Mapping[str, Any], name: str, *, required: bool) -> str | None:
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise ValidationFailed(f"Missing required field: {name}.")
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationFailed(f"Field '{name}' must be a non-empty string.")
+    return value
+
+
+def _input(body: Mapping[str, Any]) -> dict[str, Any]:
+    value = body.get("input")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationFailed("Field 'input' must be an object.")
+    return value
+
+
+def _trigger(body: Mapping[str, Any]) -> TriggerType:
+    raw = _string(body, "trigger", required=True)
+    try:
+        return TriggerType(str(raw))
+    except ValueError as exc:
+        allowed = ", ".join(t.value for t in TriggerType)
+        raise ValidationFailed(f"Field 'trigger' must be one of {allowed}, got {raw!r}.") from exc
+
+
+def _idempotency_key(body: Mapping[str, Any], trigger: TriggerType) -> str | None:
+    key = _string(body, "idempotency_key", required=trigger is not TriggerType.CRON)
+    if key is not None and len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+        raise ValidationFailed(
+            f"Field 'idempotency_key' is longer than {MAX_IDEMPOTENCY_KEY_LENGTH} characters."
+        )
+    return key
+
+
+def parse_schedule(
+    *, expression: object, timezone: object, starts_at: datetime, ends_at: datetime | None
+) -> CronSchedule:
+    """Validate a schedule: 422 INVALID_CRON, 400 for the zone and the window."""
+    if expression is None:
+        raise ValidationFailed("Missing required field: cron.")
+    if timezone is None:
+        raise ValidationFailed("Missing required field: timezone.")
+    normalized = cron.validate_cron(expression)
+    zone = cron.parse_timezone(timezone)
+    if ends_at is not None and ends_at <= starts_at:
+        raise ValidationFailed("Field 'ends_at' must be later than 'starts_at'.")
+    return CronSchedule(
+        expression=normalized, timezone=zone.key, starts_at=starts_at, ends_at=ends_at
+    )
+
+
+def _optional_instant(body: Mapping[str, Any], name: str) -> datetime | None:
+    value = body.get(name)
+    return None if value is None else parse_instant(value, name)
+
+
+def parse_job_request(body: Mapping[str, Any], *, now: datetime) -> JobRequest:
+    """Validate a ``POST /jobs`` body for its trigger (400 / 422 INVALID_CRON)."""
+    trigger = _trigger(body)
+    _reject_unknown(body, TRIGGER_FIELDS[trigger], f"{trigger} jobs")
+    endpoint = _string(body, "endpoint", required=True)
+    assert endpoint is not None
+    request = JobRequest(
+        endpoint=endpoint,
+        trigger=trigger,
+        idempotency_key=_idempotency_key(body, trigger),
+        input=_input(body),
+    )
+    if trigger is TriggerType.DELAYED:
+        if body.get("run_at") is None:
+            raise ValidationFailed("Missing required field: run_at.")
+        return replace(request, run_at=parse_instant(body["run_at"], "run_at"))
+    if trigger is TriggerType.CRON:
+        schedule = parse_schedule(
+            expression=body.get("cron"),
+            timezone=body.get("timezone"),
+            starts_at=_optional_instant(body, "starts_at") or now,
+            ends_at=_optional_instant(body, "ends_at"),
+        )
+        return replace(request, schedule=schedule)
+    return request
+
+
+@dataclass(frozen=True, kw_only=True)
+class CronUpdate:
+    """A validated ``PUT /jobs/{id}``: the new version's schedule and input."""
+
+    schedule: CronSchedule
+    input: dict[str, Any]
+
+
+def parse_cron_update(
+    body: Mapping[str, Any], *, current: CronSchedule, current_input: dict[str, Any]
+) -> CronUpdate:
+    """Merge a PUT body over the current version: unspecified fields are carried over.
+
+    ``ends_at: null`` given explicitly clears the end (the schedule becomes indefinite).
+    """
+    _reject_unknown(body, CRON_UPDATE_FIELDS, "PUT /jobs/{job_id}")
+    if not body:
+        raise ValidationFailed(
+            f"Nothing to update: give at least one of {', '.join(sorted(CRON_UPDATE_FIELDS))}."
+        )
+    starts_at = _optional_instant(body, "starts_at") or current.starts_at
+    ends_at = _optional_instant(body, "ends_at") if "ends_at" in body else current.ends_at
+    schedule = parse_schedule(
+        expression=body.get("cron", current.expression),
+        timezone=body.get("timezone", current.timezone),
+        starts_at=starts_at,
+        ends_at=ends_at,
+    )
+    new_input = _input(body) if "input" in body else current_input
+    return CronUpdate(schedule=schedule, input=new_input)
+
+
+# -- input against the payload spec ------------------------------------------------------
+
+
+def validate_input(schema: Mapping[str, Any] | None, value: Any) -> None:
+    """Check job input against the endpoint's payload spec; 422 listing every violation.
+
+    The message names each violation by its JSON path (``$.user.id: ...``), sorted by path
+    and then by message so it is stable across runs.
+    """
+    if schema is None:
+        return
+    from jsonschema.validators import validator_for  # imported on use: cold starts
+
+    validator_class = validator_for(schema)
+    validator = validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)
+    problems = sorted((err.json_path, err.message) for err in validator.iter_errors(value))
+    if problems:
+        listed = "; ".join(f"{path}: {message}" for path, message in problems)
+        raise InputValidationFailed(
+            f"Input does not match the payload spec ({len(problems)} violation(s)): {listed}."
+        )
+
+
+# -- endpoint snapshot (the shared contract with the worker) --------------------------------
+
+
+def retry_policy_with_defaults(policy: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The endpoint's retry policy with the spec's defaults for every missing field."""
+    merged = dict(RETRY_DEFAULTS)
+    merged.update({k: v for k, v in (policy or {}).items() if v is not None})
+    return merged
+
+
+def endpoint_snapshot(endpoint: Mapping[str, Any]) -> dict[str, Any]:
+    """``jobs.endpoint_snapshot`` built from an ``endpoints`` row (see the brief's contract)."""
+    return {
+        "name": endpoint["name"],
+        "type": endpoint["endpoint_type"],
+        "spec": endpoint["spec"],
+        "retry_policy": retry_policy_with_defaults(endpoint.get("retry_policy")),
+        "config_ref": endpoint.get("config_ref"),
+        "payload_spec_ref": endpoint.get("payload_spec_ref"),
+    }
+
+
+# -- health -------------------------------------------------------------------------------
+
+
+class Health(StrEnum):
+    """How a job has been doing over the last 24 hours."""
+
+    HEALTHY = "HEALTHY"  #: failure ratio below DEGRADED_RATIO (or nothing finished yet)
+    DEGRADED = "DEGRADED"  #: failure ratio >= DEGRADED_RATIO and < FAILING_RATIO
+    FAILING = "FAILING"  #: failure ratio >= FAILING_RATIO
+    IDLE = "IDLE"  #: no execution created in the window
+
+
+DEGRADED_RATIO = 0.10
+FAILING_RATIO = 0.50
+
+
+def compute_health(*, total: int, succeeded: int, failed: int) -> Health:
+    """Health from the window's counts.
+
+    * IDLE: no execution was created in the window (``total == 0``).
+    * The failure ratio is ``failed / (succeeded + failed)``: only finished executions
+      count; CANCELLED and in-flight ones are neither successes nor failures.
+    * FAILING when the ratio is >= 50 %, DEGRADED when >= 10 %, HEALTHY otherwise
+      (including a window whose executions have not finished yet).
+    """
+    if total == 0:
+        return Health.IDLE
+    finished = succeeded + failed
+    if finished == 0:
+        return Health.HEALTHY
+    ratio = failed / finished
+    if ratio >= FAILING_RATIO:
+        return Health.FAILING
+    if ratio >= DEGRADED_RATIO:
+        return Health.DEGRADED
+    return Health.HEALTHY
+
+
+# -- list filters -------------------------------------------------------------------------
+
+
+def _enum_filter(params: Mapping[str, str], name: str, allowed: list[str]) -> str | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    if value not in allowed:
+        raise ValidationFailed(f"{name} must be one of {', '.join(allowed)}, got {value!r}.")
+    return value
+
+
+def parse_job_filters(params: Mapping[str, str] | None) -> dict[str, str | None]:
+    """``GET /jobs`` filters (``endpoint``, ``trigger``, ``status``); 400 on a bad value."""
+    params = params or {}
+    endpoint = params.get("endpoint")
+    if endpoint is not None and not endpoint.strip():
+        raise ValidationFailed("endpoint must be a non-empty endpoint name.")
+    return {
+        "endpoint": endpoint,
+        "trigger_type": _enum_filter(params, "trigger", [t.value for t in TriggerType]),
+        "status": _enum_filter(params, "status", [s.value for s in JobStatus]),
+    }

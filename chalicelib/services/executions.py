@@ -1,0 +1,131 @@
+"""Execution use cases: read, cancel, attempts, logs, and waiting for a final status.
+
+Every status change here goes through the transition table
+(:mod:`chalicelib.domain.statuses`): the cancel UPDATE is guarded by
+``sources_of(CANCELLED)`` and, when it changes nothing, the current status is checked
+against the table to explain the refusal (409 EXECUTION_NOT_CANCELLABLE).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.api.pagination import PageRequest
+from chalicelib.db.connection import Database, Row, Transaction
+from chalicelib.db.queries import queries
+from chalicelib.domain.statuses import ExecutionStatus, can_transition, sources_of
+from chalicelib.errors import ExecutionNotCancellable, ExecutionNotFound, ValidationFailed
+from chalicelib.services.longpoll import Poller
+
+CANCEL_MESSAGE = "Execution cancelled by API request."
+
+
+def parse_execution_status(raw: str | None) -> str | None:
+    """A ``status`` filter value, or 400 naming the allowed ones."""
+    if raw is None:
+        return None
+    try:
+        return ExecutionStatus(raw).value
+    except ValueError as exc:
+        allowed = ", ".join(s.value for s in ExecutionStatus)
+        raise ValidationFailed(f"status must be one of {allowed}, got {raw!r}.") from exc
+
+
+def is_final(execution: Row | None) -> bool:
+    """True when there is nothing left to wait for (terminal status)."""
+    return execution is not None and ExecutionStatus(execution["status"]).is_terminal
+
+
+def page_params(page: PageRequest) -> dict[str, Any]:
+    return {
+        "after_ts": page.after_ts,
+        "after_id": page.after_id,
+        "limit_plus_one": page.limit + 1,
+    }
+
+
+def cancel_in(tx: Transaction, execution_id: str) -> None:
+    """Move one execution to CANCELLED inside ``tx``, or raise 404 / 409.
+
+    The UPDATE only matches the transition table's sources of CANCELLED; a 0-row result is
+    explained by the status it found (RUNNING or terminal: not cancellable).
+    """
+    moved = tx.one(
+        queries["executions_cancel"],
+        execution_id=execution_id,
+        sources=sources_of(ExecutionStatus.CANCELLED),
+        message=CANCEL_MESSAGE,
+    )
+    if moved is not None:
+        return
+    current = tx.scalar(queries["executions_status"], execution_id=execution_id)
+    if current is None:
+        raise ExecutionNotFound(f"Execution with ID '{execution_id}' does not exist.")
+    if not can_transition(current, ExecutionStatus.CANCELLED):
+        raise ExecutionNotCancellable(
+            f"Execution '{execution_id}' is {current}: only PENDING, QUEUED or RETRYING "
+            "executions can be cancelled."
+        )
+    # The table allows it but the guarded UPDATE did not match: the row changed between the
+    # two statements, which SERIALIZABLE turns into a 40001 retry before we get here.
+    raise ExecutionNotCancellable(f"Execution '{execution_id}' changed while cancelling.")
+
+
+@dataclass(frozen=True)
+class ExecutionService:
+    """Reads and cancels executions; ``poller`` waits for final statuses."""
+
+    db: Database
+    poller: Poller = field(default_factory=Poller)
+
+    def _get_in(self, tx: Transaction, execution_id: str) -> Row:
+        row = tx.one(queries["executions_get"], execution_id=execution_id)
+        if row is None:
+            raise ExecutionNotFound(f"Execution with ID '{execution_id}' does not exist.")
+        row["queue_position"] = None
+        if row["status"] == ExecutionStatus.QUEUED:
+            row["queue_position"] = tx.scalar(
+                queries["executions_queue_position"],
+                run_at=row["run_at"],
+                execution_id=execution_id,
+            )
+        return row
+
+    def get(self, execution_id: str, *, wait: int | None = None) -> Row:
+        """One execution with its queue position; with ``wait``, long-poll for a final one."""
+
+        def fetch() -> Row:
+            return self.db.transaction(lambda tx: self._get_in(tx, execution_id), name="exec_get")
+
+        if not wait:
+            return fetch()
+        return self.poller.wait(fetch, is_final, wait)
+
+    def cancel(self, execution_id: str) -> Row:
+        """Cancel if PENDING / QUEUED / RETRYING (409 otherwise); returns the execution."""
+
+        def work(tx: Transaction) -> Row:
+            cancel_in(tx, execution_id)
+            return self._get_in(tx, execution_id)
+
+        return self.db.transaction(work, name="exec_cancel")
+
+    def _require(self, tx: Transaction, execution_id: str) -> None:
+        if tx.scalar(queries["executions_status"], execution_id=execution_id) is None:
+            raise ExecutionNotFound(f"Execution with ID '{execution_id}' does not exist.")
+
+    def _page(self, query: str, execution_id: str, page: PageRequest) -> list[Row]:
+        def work(tx: Transaction) -> list[Row]:
+            self._require(tx, execution_id)
+            return tx.run(queries[query], execution_id=execution_id, **page_params(page))
+
+        return self.db.transaction(work, name=query)
+
+    def attempts(self, execution_id: str, page: PageRequest) -> list[Row]:
+        """Attempts by attempt_number ascending (404 for an unknown execution)."""
+        return self._page("executions_attempts_page", execution_id, page)
+
+    def logs(self, execution_id: str, page: PageRequest) -> list[Row]:
+        """Log lines oldest first (404 for an unknown execution)."""
+        return self._page("executions_logs_page", execution_id, page)

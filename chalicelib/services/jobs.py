@@ -1,0 +1,278 @@
+"""Job use cases: create (IMMEDIATE / DELAYED / CRON), read, list, update, cancel, versions.
+
+Each use case is one transaction through :meth:`Database.transaction` (re-runnable: it only
+reads and writes the database and computes from what it read). Status and executions of
+a job live in :mod:`chalicelib.services.job_status`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from chalicelib.api.pagination import PageRequest
+from chalicelib.db.connection import Database, Row, Transaction
+from chalicelib.db.queries import queries
+from chalicelib.domain.jobs import (
+    CronSchedule,
+    JobRequest,
+    endpoint_snapshot,
+    parse_cron_update,
+    parse_job_request,
+    validate_input,
+)
+from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
+from chalicelib.errors import EndpointNotFound, JobNotFound, JobNotUpdatable
+from chalicelib.services.executions import cancel_in, is_final, page_params
+from chalicelib.services.longpoll import Poller
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A job row and the execution shown with it (one-shot: its execution; cron: latest)."""
+
+    job: Row
+    execution: Row | None = None
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    view: JobView
+    created: bool  #: False when the idempotency key matched an existing job (200)
+
+
+def get_job_in(tx: Transaction, job_id: str) -> Row:
+    """The job row or 404 JOB_NOT_FOUND."""
+    job = tx.one(queries["jobs_get"], job_id=job_id)
+    if job is None:
+        raise JobNotFound(f"Job with ID '{job_id}' does not exist.")
+    return job
+
+
+def _view_in(tx: Transaction, job: Row) -> JobView:
+    return JobView(job, tx.one(queries["jobs_latest_execution"], job_id=job["job_id"]))
+
+
+def _schedule_of(job: Row) -> CronSchedule:
+    return CronSchedule(
+        expression=job["cron_expression"],
+        timezone=job["cron_timezone"],
+        starts_at=job["cron_starts_at"],
+        ends_at=job["cron_ends_at"],
+    )
+
+
+def _insert_params(
+    endpoint: Row, *, trigger: TriggerType, job_input: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "endpoint": endpoint["name"],
+        "endpoint_type": endpoint["endpoint_type"],
+        "trigger_type": trigger.value,
+        "input": job_input,
+        "endpoint_snapshot": endpoint_snapshot(endpoint),
+        "idempotency_key": None,
+        "run_at": None,
+        "cron_expression": None,
+        "cron_timezone": None,
+        "cron_starts_at": None,
+        "cron_ends_at": None,
+        "cron_next_run_at": None,
+        "version": 1,
+        "previous_version_id": None,
+    }
+
+
+def _schedule_params(schedule: CronSchedule, now: datetime) -> dict[str, Any]:
+    return {
+        "cron_expression": schedule.expression,
+        "cron_timezone": schedule.timezone,
+        "cron_starts_at": schedule.starts_at,
+        "cron_ends_at": schedule.ends_at,
+        "cron_next_run_at": schedule.first_run(now),
+    }
+
+
+@dataclass(frozen=True)
+class JobService:
+    """Creates and manages jobs. ``clock`` is UTC-aware "now" (injected for tests)."""
+
+    db: Database
+    clock: Callable[[], datetime]
+    poller: Poller = field(default_factory=Poller)
+
+    # -- create ----------------------------------------------------------------------------
+
+    def create(self, body: Mapping[str, Any]) -> CreateResult:
+        """POST /jobs: one transaction; 201 for a new job, 200 for an idempotency-key hit."""
+        request = parse_job_request(body, now=self.clock())
+        return self.db.transaction(lambda tx: self._create_in(tx, request), name="job_create")
+
+    def _existing(self, tx: Transaction, request: JobRequest) -> JobView | None:
+        if request.idempotency_key is None:
+            return None
+        job = tx.one(
+            queries["jobs_find_by_idempotency_key"],
+            endpoint=request.endpoint,
+            idempotency_key=request.idempotency_key,
+        )
+        return None if job is None else _view_in(tx, job)
+
+    def _create_in(self, tx: Transaction, request: JobRequest) -> CreateResult:
+        endpoint = tx.one(queries["jobs_get_endpoint"], name=request.endpoint)
+        if endpoint is None:
+            raise EndpointNotFound(f"Endpoint '{request.endpoint}' does not exist.")
+        existing = self._existing(tx, request)
+        if existing is not None:
+            return CreateResult(existing, created=False)
+        validate_input(endpoint["payload_schema"], request.input)
+        now = self.clock()
+        params = _insert_params(endpoint, trigger=request.trigger, job_input=request.input)
+        params.update(idempotency_key=request.idempotency_key, run_at=request.run_at)
+        if request.schedule is not None:
+            params.update(_schedule_params(request.schedule, now))
+        job = tx.one(queries["jobs_insert"], **params)
+        if job is None:  # a twin committed between our lookup and insert
+            twin = self._existing(tx, request)
+            assert twin is not None, "ON CONFLICT matched a row the lookup cannot see"
+            return CreateResult(twin, created=False)
+        if request.trigger is TriggerType.CRON:
+            return CreateResult(JobView(job), created=True)
+        execution = self._insert_execution(tx, job, endpoint, request)
+        return CreateResult(JobView(job, execution), created=True)
+
+    def _insert_execution(
+        self, tx: Transaction, job: Row, endpoint: Row, request: JobRequest
+    ) -> Row | None:
+        # IMMEDIATE is due now (QUEUED); DELAYED waits for the promoter (PENDING), even when
+        # run_at is already past: the promoter queues it on its next pass.
+        status = ExecutionStatus.QUEUED
+        if request.trigger is TriggerType.DELAYED:
+            status = ExecutionStatus.PENDING
+        snapshot = endpoint_snapshot(endpoint)
+        return tx.one(
+            queries["jobs_insert_execution"],
+            job_id=job["job_id"],
+            endpoint=job["endpoint"],
+            endpoint_type=job["endpoint_type"],
+            idempotency_key=job["idempotency_key"],
+            status=status.value,
+            run_at=request.run_at,
+            input=request.input,
+            max_attempts=int(snapshot["retry_policy"]["max_attempts"]),
+            message=f"Execution created {status.value} ({request.trigger.value} job).",
+        )
+
+    # -- read ------------------------------------------------------------------------------
+
+    def get(self, job_id: str, *, wait: int | None = None) -> JobView:
+        """A job with its latest execution; with ``wait``, long-poll until it is final."""
+
+        def fetch() -> JobView:
+            return self.db.transaction(
+                lambda tx: _view_in(tx, get_job_in(tx, job_id)), name="job_get"
+            )
+
+        if not wait:
+            return fetch()
+        return self.poller.wait(fetch, _nothing_to_wait_for, wait)
+
+    def list_page(self, filters: Mapping[str, str | None], page: PageRequest) -> list[JobView]:
+        """A keyset page of jobs, newest first; one-shot jobs carry their execution."""
+
+        def work(tx: Transaction) -> list[JobView]:
+            jobs = tx.run(queries["jobs_list"], **filters, **page_params(page))
+            one_shot = [j["job_id"] for j in jobs if j["trigger_type"] != TriggerType.CRON]
+            executions: dict[str, Row] = {}
+            if one_shot:
+                for row in tx.run(queries["jobs_executions_of"], job_ids=one_shot):
+                    executions[row["job_id"]] = row
+            return [JobView(job, executions.get(job["job_id"])) for job in jobs]
+
+        return self.db.transaction(work, name="job_list")
+
+    def versions(self, job_id: str, page: PageRequest) -> list[Row]:
+        """The whole version chain containing ``job_id``, oldest first."""
+
+        def work(tx: Transaction) -> list[Row]:
+            root = tx.scalar(queries["jobs_version_root"], job_id=job_id)
+            if root is None:
+                raise JobNotFound(f"Job with ID '{job_id}' does not exist.")
+            return tx.run(
+                queries["jobs_version_chain"],
+                root_id=root,
+                after_id=page.after_id,
+                limit_plus_one=page.limit + 1,
+            )
+
+        return self.db.transaction(work, name="job_versions")
+
+    # -- update / cancel -------------------------------------------------------------------
+
+    def update(self, job_id: str, body: Mapping[str, Any]) -> JobView:
+        """PUT /jobs/{id}: a new CRON version; the old one RETIRED, atomically (CAS)."""
+        return self.db.transaction(lambda tx: self._update_in(tx, job_id, body), name="job_put")
+
+    def _update_in(self, tx: Transaction, job_id: str, body: Mapping[str, Any]) -> JobView:
+        job = get_job_in(tx, job_id)
+        _require_updatable(job)
+        change = parse_cron_update(body, current=_schedule_of(job), current_input=job["input"])
+        # The new version is a new job: it snapshots the endpoint as it is now and its input
+        # is checked against the endpoint's current payload spec.
+        endpoint = tx.one(queries["jobs_get_endpoint"], name=job["endpoint"])
+        if endpoint is None:
+            raise EndpointNotFound(f"Endpoint '{job['endpoint']}' does not exist.")
+        validate_input(endpoint["payload_schema"], change.input)
+        now = self.clock()
+        params = _insert_params(endpoint, trigger=TriggerType.CRON, job_input=change.input)
+        params.update(_schedule_params(change.schedule, now))
+        params.update(version=job["version"] + 1, previous_version_id=job_id)
+        new_job = tx.one(queries["jobs_insert"], **params)
+        assert new_job is not None, "a job without idempotency key cannot conflict"
+        if tx.one(queries["jobs_retire_replaced"], job_id=job_id, replaced_by_id=new_job["job_id"]):
+            return JobView(new_job)
+        raise JobNotUpdatable(f"Job '{job_id}' was retired while it was being updated.")
+
+    def cancel(self, job_id: str) -> JobView:
+        """CRON: retire (no further ticks). One-shot: cancel its execution and retire."""
+        return self.db.transaction(lambda tx: self._cancel_in(tx, job_id), name="job_cancel")
+
+    def _cancel_in(self, tx: Transaction, job_id: str) -> JobView:
+        job = get_job_in(tx, job_id)
+        if job["trigger_type"] == TriggerType.CRON:
+            if tx.one(queries["jobs_retire"], job_id=job_id) is None:
+                raise JobNotUpdatable(_retired_message(job))
+        else:
+            execution_id = tx.scalar(queries["executions_one_shot_of_job"], job_id=job_id)
+            cancel_in(tx, execution_id)
+            tx.one(queries["jobs_retire"], job_id=job_id)
+        return _view_in(tx, get_job_in(tx, job_id))
+
+
+def _retired_message(job: Row) -> str:
+    replaced = job.get("replaced_by_id")
+    suffix = f" (replaced by version '{replaced}')" if replaced else ""
+    return f"Job '{job['job_id']}' is already RETIRED{suffix}."
+
+
+def _require_updatable(job: Row) -> None:
+    if job["trigger_type"] != TriggerType.CRON:
+        raise JobNotUpdatable(
+            f"Job '{job['job_id']}' is a {job['trigger_type']} job: only CRON jobs can be updated."
+        )
+    if job["status"] != JobStatus.ACTIVE:
+        raise JobNotUpdatable(_retired_message(job) + " Update the current version instead.")
+
+
+def _nothing_to_wait_for(view: JobView) -> bool:
+    """Long-poll end condition for a job: its latest execution is final.
+
+    A job without an execution is final unless it is an ACTIVE cron job (a tick may still
+    create one).
+    """
+    if view.execution is not None:
+        return is_final(view.execution)
+    job = view.job
+    return not (job["trigger_type"] == TriggerType.CRON and job["status"] == JobStatus.ACTIVE)
