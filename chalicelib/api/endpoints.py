@@ -93,21 +93,22 @@ def _write(work: Any, name: str) -> Row:
     return row
 
 
+def register(tx: Transaction, definition: EndpointDefinition) -> Row:
+    """Insert a new endpoint after checking its name and references (one transaction)."""
+    if repo.get_endpoint(tx, definition.name) is not None:
+        raise Conflict(f"Endpoint '{definition.name}' already exists.")
+    check_references(tx, definition)
+    row = repo.insert_endpoint(tx, definition)
+    if row is None:
+        raise Conflict(f"Endpoint '{definition.name}' already exists.")
+    return row
+
+
 @resource.route("/endpoints", methods=["POST"], status=201)
 def create_endpoint() -> dict[str, Any]:
     """Register an endpoint."""
     definition = parse_endpoint(resource.json_body())
-
-    def work(tx: Transaction) -> Row:
-        if repo.get_endpoint(tx, definition.name) is not None:
-            raise Conflict(f"Endpoint '{definition.name}' already exists.")
-        check_references(tx, definition)
-        row = repo.insert_endpoint(tx, definition)
-        if row is None:
-            raise Conflict(f"Endpoint '{definition.name}' already exists.")
-        return row
-
-    return render(_write(work, "endpoint_create"))
+    return render(_write(lambda tx: register(tx, definition), "endpoint_create"))
 
 
 @resource.route("/endpoints", methods=["GET"])

@@ -104,23 +104,31 @@ def _endpoints_referencing(tx: Transaction, name: str) -> list[str]:
     return [str(r["name"]) for r in candidates if name in secret_names(r["spec"])]
 
 
+def delete_unreferenced(tx: Transaction, name: str) -> None:
+    """Delete a secret unless an endpoint's spec references it (one transaction).
+
+    Registration reads the secrets it references in its own transaction, so at
+    SERIALIZABLE a registration racing this delete makes one of the two retry (40001) and
+    then see the other's outcome: no endpoint is left referencing a deleted secret.
+    """
+    if repo.get(tx, "secret", name) is None:
+        raise _not_found(name)
+    users = _endpoints_referencing(tx, name)
+    if users:
+        raise Conflict(
+            f"Secret '{name}' is referenced by endpoint(s): {crud.name_list(users)}. "
+            "Change or delete them first."
+        )
+    repo.delete(tx, "secret", name)
+
+
 @resource.route("/secrets/{name}", methods=["DELETE"])
 def delete_secret(name: str) -> Any:
     """Delete a secret unless an endpoint's spec references it."""
-
-    def work(tx: Transaction) -> None:
-        if repo.get(tx, "secret", name) is None:
-            raise _not_found(name)
-        users = _endpoints_referencing(tx, name)
-        if users:
-            raise Conflict(
-                f"Secret '{name}' is referenced by endpoint(s): {crud.name_list(users)}. "
-                "Change or delete them first."
-            )
-        repo.delete(tx, "secret", name)
-
     response = crud.delete_in_transaction(
-        work, name="secret_delete", race_message=f"Secret '{name}' is still referenced."
+        lambda tx: delete_unreferenced(tx, name),
+        name="secret_delete",
+        race_message=f"Secret '{name}' is still referenced.",
     )
     log_event(log, "secret_deleted", secret=name)
     return response
