@@ -1,0 +1,166 @@
+-- Scheduler loops: cron tick materializer, delayed promoter, stuck reclaimer.
+--
+-- Every statement is safe with several schedulers running at once (no leader election):
+-- each one is guarded so that a second scheduler doing the same work finds nothing to do.
+-- The clock is always a parameter (:now, :cutoff), never now(), so tests move time instead
+-- of sleeping and every scheduler in a run agrees on one instant per iteration.
+-- "/*region_filter*/ TRUE" is the RegionFilter hook: chalicelib.scheduler.regional swaps
+-- it for "crdb_region = ANY(:regions)" once a second region exists; today it stays TRUE.
+
+-- name: scheduler_cron_due_jobs
+-- The due scan of idx_jobs_cron_due (partial: CRON and ACTIVE only, ordered by
+-- cron_next_run_at), so its cost follows the number of due jobs, not the size of jobs.
+-- cron_ends_at is deliberately not filtered here: ticks before ends_at that were missed
+-- while no scheduler ran are still materialized, and a job whose next tick reached ends_at
+-- must be seen once so its cron_next_run_at is cleared (otherwise it stays "due" forever).
+SELECT job_id, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
+       cron_next_run_at
+FROM jobs
+WHERE trigger_type = 'CRON'
+  AND status = 'ACTIVE'
+  AND cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
+  AND /*region_filter*/ TRUE
+ORDER BY cron_next_run_at ASC
+LIMIT :batch
+
+-- name: scheduler_cron_materialize_tick
+-- One tick of one job, in one statement (hence one transaction):
+-- 1. advanced: the compare-and-set. It moves cron_next_run_at from :tick to :next_tick
+--    only if the job is still ACTIVE and still at :tick. A second scheduler that read the
+--    same tick updates nothing (after a 40001 retry at SERIALIZABLE it reads the new
+--    value); a job retired after the due scan updates nothing.
+-- 2. created: the execution is inserted FROM advanced, so it exists only if this
+--    statement won the CAS: a retired job never ticks again, even when it was retired
+--    between the due scan and this statement. ON CONFLICT on the (job_id, idempotency_key)
+--    unique index makes a replayed tick a no-op; the key is cron_<job_id>_<epoch_ms>.
+--    max_attempts comes from the endpoint as it was when the job was created.
+-- 3. logged: the QUEUED transition's log row, for the row that was really inserted.
+WITH advanced AS (
+    UPDATE jobs
+    SET cron_next_run_at = CAST(:next_tick AS TIMESTAMPTZ),
+        cron_last_tick_at = CAST(:tick AS TIMESTAMPTZ)
+    WHERE job_id = :job_id
+      AND status = 'ACTIVE'
+      AND cron_next_run_at = CAST(:tick AS TIMESTAMPTZ)
+    RETURNING job_id, endpoint, endpoint_type, input, endpoint_snapshot
+), created AS (
+    INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
+                            input, run_at, max_attempts)
+    SELECT job_id, endpoint, endpoint_type, :idempotency_key, 'QUEUED',
+           input, CAST(:tick AS TIMESTAMPTZ),
+           COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS INT), 1)
+    FROM advanced
+    ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING execution_id
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, 0, 'INFO', :message
+    FROM created
+    RETURNING execution_id
+)
+SELECT (SELECT count(*) FROM advanced) AS advanced,
+       (SELECT max(execution_id) FROM logged) AS execution_id
+
+-- name: scheduler_cron_move_tick
+-- Moves cron_next_run_at without materializing anything, by the same CAS as a tick:
+-- to NULL when the tick is at or after cron_ends_at (the schedule is exhausted; the job
+-- stays ACTIVE but has no next run and leaves the due index scan), or forward to the first
+-- tick at or after cron_starts_at when a tick precedes it.
+UPDATE jobs
+SET cron_next_run_at = CAST(:next_tick AS TIMESTAMPTZ)
+WHERE job_id = :job_id
+  AND status = 'ACTIVE'
+  AND cron_next_run_at = CAST(:tick AS TIMESTAMPTZ)
+
+-- name: scheduler_promote_due
+-- PENDING -> QUEUED for executions whose run_at has come, in one bounded batch.
+-- The inner SELECT walks idx_executions_pending (partial on PENDING, by run_at) with a
+-- LIMIT because UPDATE ... LIMIT does not exist in CockroachDB. SKIP LOCKED lets two
+-- schedulers promote disjoint rows instead of queueing on each other; correctness does
+-- not depend on it: the outer UPDATE re-checks the source statuses (the transition table's
+-- sources of QUEUED), so a row promoted or cancelled concurrently is left alone.
+-- The log row is written by the same statement, for exactly the rows that moved.
+WITH promoted AS (
+    UPDATE executions
+    SET status = 'QUEUED'
+    WHERE execution_id IN (
+        SELECT execution_id
+        FROM executions
+        WHERE status = 'PENDING'
+          AND run_at <= CAST(:now AS TIMESTAMPTZ)
+          AND /*region_filter*/ TRUE
+        ORDER BY run_at ASC
+        LIMIT :batch
+        FOR UPDATE SKIP LOCKED
+    )
+      AND status = ANY(CAST(:from_statuses AS TEXT[]))
+    RETURNING execution_id, attempt_count
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, attempt_count, 'INFO', :message
+    FROM promoted
+    RETURNING execution_id
+)
+SELECT count(*) AS promoted FROM logged
+
+-- name: scheduler_reclaim_stuck
+-- RUNNING executions whose lease expired (started before :cutoff = now minus
+-- TE_STUCK_EXECUTION_TIMEOUT_SEC) lost their worker: it crashed, was killed, or its Lambda
+-- timed out. They go back to RETRYING at once (attempts left) or to FAILED.
+-- stuck: idx_executions_running (partial on RUNNING, by started_at), bounded, SKIP LOCKED
+-- so concurrent reclaimers split the work; it also keeps the worker_id that the UPDATE
+-- clears, for the messages.
+-- reclaimed: re-checks the transition table's sources (RUNNING) and the lease, so a worker
+-- that finished in the meantime wins and a second reclaimer finds nothing.
+-- lost: the attempt record of the lost attempt. ON CONFLICT DO NOTHING: the worker may
+-- have recorded that attempt just before it died, and its record is the better one.
+-- logged: one WARN line per reclaimed execution.
+WITH stuck AS (
+    SELECT execution_id, worker_id
+    FROM executions
+    WHERE status = 'RUNNING'
+      AND started_at < CAST(:cutoff AS TIMESTAMPTZ)
+      AND /*region_filter*/ TRUE
+    ORDER BY started_at ASC
+    LIMIT :batch
+    FOR UPDATE SKIP LOCKED
+), reclaimed AS (
+    UPDATE executions
+    SET status = CASE WHEN attempt_count >= max_attempts THEN 'FAILED' ELSE 'RETRYING' END,
+        run_at = CASE WHEN attempt_count >= max_attempts THEN run_at
+                      ELSE CAST(:now AS TIMESTAMPTZ) END,
+        completed_at = CASE WHEN attempt_count >= max_attempts THEN CAST(:now AS TIMESTAMPTZ)
+                            ELSE completed_at END,
+        worker_id = NULL
+    WHERE execution_id IN (SELECT execution_id FROM stuck)
+      AND status = ANY(CAST(:from_statuses AS TEXT[]))
+      AND started_at < CAST(:cutoff AS TIMESTAMPTZ)
+    RETURNING execution_id, status, attempt_count, max_attempts, started_at
+), described AS (
+    SELECT r.execution_id, r.status, r.attempt_count, r.started_at,
+           'Worker ' || COALESCE(s.worker_id, 'unknown') || ' lost attempt '
+               || CAST(r.attempt_count AS TEXT) || ': no result within '
+               || CAST(:timeout_sec AS TEXT) || ' s' AS reason
+    FROM reclaimed AS r
+    JOIN stuck AS s ON s.execution_id = r.execution_id
+), lost AS (
+    INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
+                          duration_ms, error)
+    SELECT execution_id, attempt_count, 'FAILED', started_at, CAST(:now AS TIMESTAMPTZ),
+           CAST(EXTRACT(EPOCH FROM (CAST(:now AS TIMESTAMPTZ) - started_at)) * 1000 AS BIGINT),
+           jsonb_build_object('type', 'WORKER_LOST', 'message', reason)
+    FROM described
+    WHERE attempt_count > 0
+    ON CONFLICT (execution_id, attempt_number) DO NOTHING
+    RETURNING execution_id
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, attempt_count, 'WARN',
+           reason || CASE WHEN status = 'FAILED' THEN '; no attempts left, execution FAILED'
+                          ELSE '; execution RETRYING now' END
+    FROM described
+    RETURNING execution_id
+)
+SELECT d.execution_id, d.status,
+       EXISTS (SELECT 1 FROM lost WHERE lost.execution_id = d.execution_id) AS attempt_recorded
+FROM described AS d

@@ -1,0 +1,45 @@
+"""``python -m chalicelib.scheduler``: every scheduler loop as one long-lived process.
+
+SIGTERM or SIGINT: each loop finishes its current iteration, a final ``DEAD`` heartbeat is
+written, and the process exits 0 (1 if a loop crashed). Several such processes may run at
+once: every loop is idempotent, no leader election is needed.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+from chalicelib.errors import TaskExecutorError
+from chalicelib.logs import configure_logging, log_event
+
+log = logging.getLogger("chalicelib.scheduler")
+
+
+def main() -> int:
+    configure_logging()
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log_event(log, "scheduler_stopping", signal=signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    from chalicelib.scheduler.runner import run_scheduler_until
+
+    log_event(log, "scheduler_started")
+    try:
+        stats = run_scheduler_until(stop)
+    except TaskExecutorError as exc:
+        log_event(log, "scheduler_failed", logging.ERROR, error=str(exc))
+        return 1
+    log_event(log, "scheduler_stopped", **{name: s.total for name, s in stats.items()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Loop 3: the stuck execution reclaimer.
+
+Every ``TE_RECLAIM_INTERVAL_SEC`` it returns RUNNING executions whose lease expired (started
+more than ``TE_STUCK_EXECUTION_TIMEOUT_SEC`` ago: the worker crashed, was killed, or its
+Lambda timed out) to RETRYING with ``run_at = now`` when attempts are left, else to FAILED
+with ``completed_at = now``. Each one gets, in the same statement, a FAILED attempt record
+for the lost attempt (error type ``WORKER_LOST``, unless the worker recorded that attempt
+before dying) and a WARN log row. Safe with several schedulers: the UPDATE re-checks that
+the execution is still RUNNING on an expired lease (``scheduler_reclaim_stuck``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from chalicelib.db.connection import Database, Transaction
+from chalicelib.db.queries import queries
+from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
+from chalicelib.domain.statuses import ExecutionStatus, sources_of
+from chalicelib.scheduler.loop import Progress
+from chalicelib.scheduler.regional import regional
+from chalicelib.wiring import utcnow
+
+#: Executions reclaimed per statement.
+DEFAULT_BATCH_SIZE = 100
+
+#: Both outcomes must be reachable from the status being reclaimed (RUNNING).
+RECLAIMABLE_STATUSES = sorted(
+    set(sources_of(ExecutionStatus.RETRYING)) & set(sources_of(ExecutionStatus.FAILED))
+)
+
+
+@dataclass(frozen=True)
+class Reclaimed:
+    """One execution taken back from a lost worker."""
+
+    execution_id: str
+    status: ExecutionStatus  #: RETRYING or FAILED
+    attempt_recorded: bool  #: False when the worker had already recorded the attempt
+
+
+class StuckReclaimer:
+    """RUNNING past the lease -> RETRYING/FAILED; one :meth:`run_once` per iteration."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        timeout_sec: float,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        clock: Callable[[], datetime] = utcnow,
+        regions: Callable[[], RegionFilter] = lambda: ALL_REGIONS,
+    ) -> None:
+        self._db = db
+        self._timeout_sec = timeout_sec
+        self._batch_size = batch_size
+        self._clock = clock
+        self._regions = regions
+
+    def reclaim(self) -> list[Reclaimed]:
+        """Reclaim up to ``batch_size`` expired executions as of now."""
+        sql, params = regional(queries["scheduler_reclaim_stuck"], self._regions())
+        now = self._clock()
+
+        def work(tx: Transaction) -> list[Reclaimed]:
+            rows = tx.run(
+                sql,
+                now=now,
+                cutoff=now - timedelta(seconds=self._timeout_sec),
+                timeout_sec=_format_seconds(self._timeout_sec),
+                batch=self._batch_size,
+                from_statuses=RECLAIMABLE_STATUSES,
+                **params,
+            )
+            return [
+                Reclaimed(r["execution_id"], ExecutionStatus(r["status"]), r["attempt_recorded"])
+                for r in rows
+            ]
+
+        return self._db.transaction(work, name="scheduler_reclaim_stuck")
+
+    def run_once(self) -> Progress:
+        reclaimed = self.reclaim()
+        failed = sum(1 for r in reclaimed if r.status is ExecutionStatus.FAILED)
+        return Progress(
+            len(reclaimed),
+            len(reclaimed) >= self._batch_size,
+            {"retrying": len(reclaimed) - failed, "failed": failed},
+        )
+
+
+def _format_seconds(seconds: float) -> str:
+    return str(int(seconds)) if float(seconds).is_integer() else str(seconds)

@@ -1,0 +1,19 @@
+"""Run the whole scheduler in the current thread until a stop event is set."""
+
+from __future__ import annotations
+
+import threading
+
+from chalicelib import wiring
+from chalicelib.scheduler.loop import LoopStats
+from chalicelib.scheduler.service import Scheduler
+
+
+def build_scheduler() -> Scheduler:
+    """All three loops plus the health stubs, over this process's scheduler pool."""
+    return Scheduler.build(wiring.settings(), wiring.database("scheduler"), clock=wiring.utcnow)
+
+
+def run_scheduler_until(stop: threading.Event) -> dict[str, LoopStats]:
+    """Run every loop until ``stop`` is set; the current iterations finish first."""
+    return build_scheduler().run(stop)
