@@ -236,7 +236,7 @@ def validate_input(schema: Mapping[str, Any] | None, value: Any) -> None:
     if problems:
         listed = "; ".join(f"{path}: {message}" for path, message in problems)
         raise InputValidationFailed(
-            f"Input does not match the payload spec ({len(problems)} violation(s)): {listed}."
+            f"Input does not match the payload spec ({len(problems)} violations): {listed}."
         )
 
 
