@@ -74,25 +74,28 @@ WHERE job_id = :job_id
 
 -- name: scheduler_promote_due
 -- PENDING -> QUEUED for executions whose run_at has come, in one bounded batch.
--- The inner SELECT walks idx_executions_pending (partial on PENDING, by run_at) with a
--- LIMIT because UPDATE ... LIMIT does not exist in CockroachDB. SKIP LOCKED lets two
--- schedulers promote disjoint rows instead of queueing on each other; correctness does
--- not depend on it: the outer UPDATE re-checks the source statuses (the transition table's
--- sources of QUEUED), so a row promoted or cancelled concurrently is left alone.
+-- due walks idx_executions_pending (partial on PENDING, by run_at) with a LIMIT because
+-- UPDATE ... LIMIT does not exist in CockroachDB. It is a CTE, evaluated once, and not a
+-- subquery of the UPDATE: PostgreSQL may rescan a locking subquery, and a rescan skips
+-- the rows this statement already updated and returns the next ones, overrunning LIMIT.
+-- SKIP LOCKED lets two schedulers promote disjoint rows instead of queueing on each other;
+-- correctness does not depend on it: the UPDATE re-checks the source statuses (the
+-- transition table's sources of QUEUED), so a row promoted or cancelled concurrently is
+-- left alone.
 -- The log row is written by the same statement, for exactly the rows that moved.
-WITH promoted AS (
+WITH due AS (
+    SELECT execution_id
+    FROM executions
+    WHERE status = 'PENDING'
+      AND run_at <= CAST(:now AS TIMESTAMPTZ)
+      AND /*region_filter*/ TRUE
+    ORDER BY run_at ASC
+    LIMIT :batch
+    FOR UPDATE SKIP LOCKED
+), promoted AS (
     UPDATE executions
     SET status = 'QUEUED'
-    WHERE execution_id IN (
-        SELECT execution_id
-        FROM executions
-        WHERE status = 'PENDING'
-          AND run_at <= CAST(:now AS TIMESTAMPTZ)
-          AND /*region_filter*/ TRUE
-        ORDER BY run_at ASC
-        LIMIT :batch
-        FOR UPDATE SKIP LOCKED
-    )
+    WHERE execution_id IN (SELECT execution_id FROM due)
       AND status = ANY(CAST(:from_statuses AS TEXT[]))
     RETURNING execution_id, attempt_count
 ), logged AS (
