@@ -1,0 +1,158 @@
+-- Worker statements: claim a batch, finalize a batch, read configs and secrets.
+-- "{region_filter}" is replaced by RegionFilter.sql_clause() (TRUE while single-region).
+
+-- name: worker_claim_skip_locked
+-- PostgreSQL claim: one statement takes up to :batch due executions. FOR UPDATE SKIP LOCKED
+-- makes concurrent workers pass over rows another worker is claiming instead of queueing
+-- behind its lock, so N workers claim N disjoint batches without blocking each other. The
+-- inner SELECT walks idx_executions_pickup (partial: only QUEUED/RETRYING rows), so its cost
+-- does not grow with terminal history. The outer status guard keeps the transition table
+-- honest (QUEUED/RETRYING -> RUNNING only). The claim log row and the job's endpoint
+-- snapshot come back in the same round trip; the claim commits before any delivery.
+WITH claimed AS (
+    UPDATE executions
+    SET status = 'RUNNING',
+        worker_id = CAST(:worker_id AS TEXT),
+        started_at = now(),
+        attempt_count = attempt_count + 1
+    WHERE execution_id IN (
+        SELECT execution_id
+        FROM executions
+        WHERE status IN ('QUEUED', 'RETRYING')
+          AND run_at <= now()
+          AND {region_filter}
+        ORDER BY run_at ASC
+        LIMIT :batch
+        FOR UPDATE SKIP LOCKED
+    )
+      AND status IN ('QUEUED', 'RETRYING')
+    RETURNING execution_id, job_id, endpoint, endpoint_type, input, attempt_count,
+              max_attempts, config_snapshot, started_at
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, attempt_count, 'INFO',
+           'Attempt ' || CAST(attempt_count AS TEXT) || ' claimed by worker '
+               || CAST(:worker_id AS TEXT)
+    FROM claimed
+)
+SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
+       c.max_attempts, c.config_snapshot, c.started_at,
+       COALESCE(j.endpoint_snapshot, jsonb_build_object(
+           'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
+           'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
+           'payload_spec_ref', en.payload_spec_ref)) AS endpoint_snapshot
+FROM claimed c
+JOIN jobs j ON j.job_id = c.job_id
+LEFT JOIN endpoints en ON en.name = c.endpoint
+
+-- name: worker_claim_candidates
+-- CockroachDB claim, step 1: read due ids without locking. CockroachDB's SKIP LOCKED has
+-- open issues under contention, so candidates are read plainly on idx_executions_pickup
+-- and step 2 decides ownership.
+SELECT execution_id
+FROM executions
+WHERE status IN ('QUEUED', 'RETRYING')
+  AND run_at <= now()
+  AND {region_filter}
+ORDER BY run_at ASC
+LIMIT :batch
+
+-- name: worker_claim_conditional
+-- CockroachDB claim, step 2: a conditional UPDATE (compare-and-set on status) of the
+-- candidates. When two workers pick the same ids, the status guard lets only one of them
+-- move each row (the other gets fewer rows, or a 40001 that the transaction helper retries
+-- with fresh candidates), so no execution is ever claimed twice. Same RETURNING shape as
+-- worker_claim_skip_locked.
+WITH claimed AS (
+    UPDATE executions
+    SET status = 'RUNNING',
+        worker_id = CAST(:worker_id AS TEXT),
+        started_at = now(),
+        attempt_count = attempt_count + 1
+    WHERE execution_id = ANY(CAST(:ids AS TEXT[]))
+      AND status IN ('QUEUED', 'RETRYING')
+      AND run_at <= now()
+    RETURNING execution_id, job_id, endpoint, endpoint_type, input, attempt_count,
+              max_attempts, config_snapshot, started_at
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, attempt_count, 'INFO',
+           'Attempt ' || CAST(attempt_count AS TEXT) || ' claimed by worker '
+               || CAST(:worker_id AS TEXT)
+    FROM claimed
+)
+SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
+       c.max_attempts, c.config_snapshot, c.started_at,
+       COALESCE(j.endpoint_snapshot, jsonb_build_object(
+           'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
+           'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
+           'payload_spec_ref', en.payload_spec_ref)) AS endpoint_snapshot
+FROM claimed c
+JOIN jobs j ON j.job_id = c.job_id
+LEFT JOIN endpoints en ON en.name = c.endpoint
+
+-- name: worker_finalize_batch
+-- Records the attempts of many finished executions and moves them on, in one statement:
+-- one durable commit finalizes a whole batch, which is what lets throughput exceed the
+-- commits/s the database can make. Rows come in as one JSONB array (jsonb_array_elements
+-- works on PostgreSQL and CockroachDB alike). The UPDATE is a compare-and-set on
+-- (RUNNING, worker_id, attempt_count): if the reclaimer took the execution back, or another
+-- worker has claimed it since, this late result changes nothing and records nothing.
+-- config_snapshot is kept from the first attempt that stored one.
+WITH done AS (
+    SELECT r ->> 'execution_id' AS execution_id,
+           CAST(r ->> 'attempt_number' AS INT) AS attempt_number,
+           r ->> 'attempt_status' AS attempt_status,
+           r ->> 'next_status' AS next_status,
+           CAST(r ->> 'started_at' AS TIMESTAMPTZ) AS started_at,
+           CAST(r ->> 'completed_at' AS TIMESTAMPTZ) AS completed_at,
+           CAST(r ->> 'duration_ms' AS BIGINT) AS duration_ms,
+           r -> 'output' AS output,
+           r -> 'error' AS error,
+           CAST(r ->> 'retry_delay_ms' AS BIGINT) AS retry_delay_ms,
+           r -> 'config_snapshot' AS config_snapshot,
+           r ->> 'log_level' AS log_level,
+           r ->> 'log_message' AS log_message
+    FROM jsonb_array_elements(CAST(:results AS JSONB)) AS r
+), moved AS (
+    UPDATE executions AS e
+    SET status = d.next_status,
+        output = CASE WHEN d.next_status = 'SUCCESS' THEN d.output ELSE e.output END,
+        completed_at = CASE WHEN d.next_status IN ('SUCCESS', 'FAILED')
+                            THEN d.completed_at ELSE e.completed_at END,
+        duration_ms = CASE WHEN d.next_status IN ('SUCCESS', 'FAILED')
+                           THEN d.duration_ms ELSE e.duration_ms END,
+        run_at = CASE WHEN d.next_status = 'RETRYING'
+                      THEN now() + d.retry_delay_ms * INTERVAL '1 millisecond'
+                      ELSE e.run_at END,
+        worker_id = CASE WHEN d.next_status = 'RETRYING' THEN NULL ELSE e.worker_id END,
+        config_snapshot = COALESCE(e.config_snapshot, d.config_snapshot)
+    FROM done AS d
+    WHERE e.execution_id = d.execution_id
+      AND e.status = 'RUNNING'
+      AND e.worker_id = CAST(:worker_id AS TEXT)
+      AND e.attempt_count = d.attempt_number
+    RETURNING e.execution_id
+), attempted AS (
+    INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
+                          duration_ms, output, error)
+    SELECT d.execution_id, d.attempt_number, d.attempt_status, d.started_at, d.completed_at,
+           d.duration_ms, d.output, d.error
+    FROM done AS d
+    JOIN moved AS m ON m.execution_id = d.execution_id
+    ON CONFLICT (execution_id, attempt_number) DO NOTHING
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT d.execution_id, d.attempt_number, d.log_level, d.log_message
+    FROM done AS d
+    JOIN moved AS m ON m.execution_id = d.execution_id
+)
+SELECT execution_id FROM moved
+
+-- name: worker_config_values
+-- Config cache miss: the current values (the first attempt snapshots them).
+SELECT values_json FROM configs WHERE name = :name
+
+-- name: worker_secret_values
+-- Secret cache misses, all in one read; decrypted in the worker, never logged.
+SELECT name, encrypted_value FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))

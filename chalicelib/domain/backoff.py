@@ -1,0 +1,128 @@
+"""Retry decisions: the spec's ``compute_backoff`` with jitter, as a pure function.
+
+Nothing here reads a clock or a global random generator: callers pass ``rand`` (a function
+returning a float in ``[0, 1)``) and, for ``Retry-After`` dates, ``now``. Tests therefore
+check exact delays without sleeping or patching.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from enum import StrEnum
+from typing import Any
+
+Rand = Callable[[], float]
+
+#: Spec defaults of ``retry_policy`` (applied by the API; repeated here for old snapshots).
+DEFAULT_MAX_ATTEMPTS = 1
+DEFAULT_INITIAL_DELAY_MS = 1000
+DEFAULT_MAX_DELAY_MS = 60000
+
+#: The HTTP statuses whose ``Retry-After`` header overrides the computed backoff.
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+
+
+class BackoffKind(StrEnum):
+    """How the delay grows between attempts."""
+
+    FIXED = "fixed"  #: always ``initial_delay_ms``
+    LINEAR = "linear"  #: ``initial_delay_ms * attempt``
+    EXPONENTIAL = "exponential"  #: ``initial_delay_ms * 2 ** (attempt - 1)``
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """An endpoint's retry policy (``max_attempts`` counts the first attempt)."""
+
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff: BackoffKind = BackoffKind.EXPONENTIAL
+    initial_delay_ms: int = DEFAULT_INITIAL_DELAY_MS
+    max_delay_ms: int = DEFAULT_MAX_DELAY_MS
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> RetryPolicy:
+        """Build from the snapshot's ``retry_policy`` object, defaults for missing fields."""
+        data = data or {}
+        return cls(
+            max_attempts=int(data.get("max_attempts", DEFAULT_MAX_ATTEMPTS)),
+            backoff=BackoffKind(data.get("backoff", BackoffKind.EXPONENTIAL)),
+            initial_delay_ms=int(data.get("initial_delay_ms", DEFAULT_INITIAL_DELAY_MS)),
+            max_delay_ms=int(data.get("max_delay_ms", DEFAULT_MAX_DELAY_MS)),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryDecision:
+    """What to do after a failed attempt: retry after ``delay_ms``, or give up."""
+
+    retry: bool
+    delay_ms: int = 0
+    reason: str = ""
+
+
+def base_delay_ms(policy: RetryPolicy, attempt: int) -> int:
+    """The un-jittered delay after attempt number ``attempt`` (1-based)."""
+    attempt = max(1, attempt)
+    if policy.backoff is BackoffKind.FIXED:
+        return policy.initial_delay_ms
+    if policy.backoff is BackoffKind.LINEAR:
+        return policy.initial_delay_ms * attempt
+    # Cap the exponent: past 2**40 every realistic max_delay_ms has long been reached.
+    return policy.initial_delay_ms * 2 ** min(attempt - 1, 40)
+
+
+def compute_backoff(policy: RetryPolicy, attempt: int, rand: Rand = random.random) -> int:
+    """The spec's compute_backoff: base delay, +/-25 % jitter, clamped to [0, max_delay_ms]."""
+    delay = base_delay_ms(policy, attempt)
+    quarter = delay // 4
+    # Uniform over [-quarter, +quarter]; spreads retries of executions that failed together.
+    jitter = round((2 * rand() - 1) * quarter)
+    return max(0, min(delay + jitter, policy.max_delay_ms))
+
+
+def decide_retry(
+    policy: RetryPolicy,
+    attempt: int,
+    *,
+    retryable: bool = True,
+    retry_after_ms: int | None = None,
+    rand: Rand = random.random,
+) -> RetryDecision:
+    """Retry or give up after attempt ``attempt`` failed.
+
+    A non-retryable failure (template, SSRF, header injection) gives up at once. A
+    ``Retry-After`` the target sent replaces the computed backoff, capped by max_delay_ms.
+    """
+    if not retryable:
+        return RetryDecision(retry=False, reason="not retryable")
+    if attempt >= policy.max_attempts:
+        return RetryDecision(retry=False, reason=f"{policy.max_attempts} attempts exhausted")
+    if retry_after_ms is not None:
+        delay = max(0, min(retry_after_ms, policy.max_delay_ms))
+        return RetryDecision(retry=True, delay_ms=delay, reason="Retry-After")
+    return RetryDecision(
+        retry=True, delay_ms=compute_backoff(policy, attempt, rand), reason=str(policy.backoff)
+    )
+
+
+def parse_retry_after(value: str | None, now: datetime) -> int | None:
+    """``Retry-After`` as milliseconds from ``now``: delta-seconds or an HTTP-date.
+
+    Returns None when the header is missing or malformed (the computed backoff applies).
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return int(text) * 1000
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0, int((when - now).total_seconds() * 1000))

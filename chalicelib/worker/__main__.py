@@ -1,0 +1,56 @@
+"""``python -m chalicelib.worker``: the long-running worker process (the Fargate shape).
+
+SIGTERM or SIGINT stops claiming; in-flight deliveries get up to
+``TE_WORKER_SHUTDOWN_TIMEOUT_SEC`` to finish and be recorded. Whatever is still running
+then stays RUNNING in the database for the stuck reclaimer, and the process exits without
+waiting for those delivery threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from types import FrameType
+
+from chalicelib.logs import configure_logging, log_event
+from chalicelib.settings import get_settings
+from chalicelib.worker import build_worker
+
+log = logging.getLogger("chalicelib.worker")
+
+
+def main() -> int:
+    configure_logging()
+    settings = get_settings()
+    worker = build_worker(settings=settings)
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log_event(log, "worker_stopping", worker_id=worker.worker_id, signal=signum)
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log_event(
+        log,
+        "worker_started",
+        worker_id=worker.worker_id,
+        max_concurrent=settings.worker_max_concurrent,
+        claim_strategy=settings.claim_strategy,
+    )
+    worker.run()
+    drained = worker.drain(settings.worker_shutdown_timeout_sec)
+    left = worker.in_flight
+    worker.close(abandon=not drained)
+    log_event(log, "worker_stopped", worker_id=worker.worker_id, drained=drained, left_running=left)
+    if not drained:
+        # Delivery threads still blocked on a target would keep the interpreter alive;
+        # their executions are RUNNING in the database and the reclaimer owns them now.
+        logging.shutdown()
+        os._exit(0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Per-process TTL caches for configs and decrypted secrets (thread-safe, injectable clock).
+
+The spec's DashMap caches: configs live ``TE_CONFIG_CACHE_TTL_SEC`` (60 s), decrypted
+secrets ``TE_SECRET_CACHE_TTL_SEC`` (300 s). A config update or a secret rotation therefore
+reaches new executions within one TTL. Loads happen outside the lock, so a slow database
+read never blocks threads whose entries are cached; two threads missing the same key at
+once may both load it, which is harmless.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+from chalicelib.crypto import SecretBox
+from chalicelib.db.connection import Database
+from chalicelib.db.queries import queries
+
+V = TypeVar("V")
+
+
+class TtlCache(Generic[V]):
+    """Values that expire ``ttl`` seconds after they were stored."""
+
+    def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[float, V]] = {}
+
+    def get(self, key: str) -> V | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            if entry[0] <= self._clock():
+                del self._entries[key]
+                return None
+            return entry[1]
+
+    def put(self, key: str, value: V) -> None:
+        with self._lock:
+            self._entries[key] = (self._clock() + self._ttl, value)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+class ConfigCache:
+    """Config values by name; a missing config reads as None and is not cached."""
+
+    def __init__(
+        self, db: Database, ttl: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._db = db
+        self._cache: TtlCache[dict[str, Any]] = TtlCache(ttl, clock)
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        cached = self._cache.get(name)
+        if cached is not None:
+            return cached
+        row = self._db.transaction(
+            lambda tx: tx.one(queries["worker_config_values"], name=name), name="config_values"
+        )
+        values = None if row is None else dict(row["values_json"])
+        if values is not None:
+            self._cache.put(name, values)
+        return values
+
+
+class SecretCache:
+    """Decrypted secret values by name; names not in the table are simply absent."""
+
+    def __init__(
+        self,
+        db: Database,
+        box: Callable[[], SecretBox],
+        ttl: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._db = db
+        self._box = box
+        self._cache: TtlCache[str] = TtlCache(ttl, clock)
+
+    def get_many(self, names: Iterable[str]) -> Mapping[str, str]:
+        """The values of ``names`` that exist (one query for all the missing ones)."""
+        found: dict[str, str] = {}
+        missing = []
+        for name in set(names):
+            value = self._cache.get(name)
+            if value is None:
+                missing.append(name)
+            else:
+                found[name] = value
+        if missing:
+            rows = self._db.transaction(
+                lambda tx: tx.run(queries["worker_secret_values"], names=missing),
+                name="secret_values",
+            )
+            box = self._box()
+            for row in rows:
+                value = box.decrypt(row["name"], row["encrypted_value"])
+                self._cache.put(row["name"], value)
+                found[row["name"]] = value
+        return found

@@ -1,0 +1,138 @@
+"""Redis Stream delivery, exactly once per execution, with pooled redis-py clients per URL.
+
+One Lua script checks a per-execution dedup key and XADDs atomically: a retried or
+reclaimed execution whose first XADD did happen (the worker died, or its finalize was lost)
+gets the original entry id back instead of appending a second entry. Dedup keys expire after
+:data:`DEDUP_TTL_SEC`, longer than any retry horizon (reclaim timeout plus backoff).
+``redis`` is imported on first use so the API Lambda never pays for it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from chalicelib.domain.delivery import (
+    DeliveryErrorType,
+    DeliveryOutcome,
+    DeliveryRequest,
+    failed,
+    succeeded,
+)
+
+DEFAULT_TIMEOUT_MS = 3000
+DEDUP_TTL_SEC = 7 * 24 * 3600
+
+# KEYS[1] stream, KEYS[2] dedup key. ARGV[1] MAXLEN ('' = none), ARGV[2] '1' for '~',
+# ARGV[3] dedup TTL seconds, ARGV[4..] field/value pairs. Returns {entry id, 1 if repeat}.
+XADD_ONCE = """
+local seen = redis.call('GET', KEYS[2])
+if seen then return {seen, 1} end
+local args = {'XADD', KEYS[1]}
+if ARGV[1] ~= '' then
+  table.insert(args, 'MAXLEN')
+  if ARGV[2] == '1' then table.insert(args, '~') end
+  table.insert(args, ARGV[1])
+end
+table.insert(args, '*')
+for i = 4, #ARGV do table.insert(args, ARGV[i]) end
+local id = redis.call(unpack(args))
+redis.call('SET', KEYS[2], id, 'EX', tonumber(ARGV[3]))
+return {id, 0}
+"""
+
+ClientKey = tuple[str, int]
+
+
+class InvalidStreamSpec(Exception):
+    """The resolved spec cannot be sent (no stream, bad max_len); never retried."""
+
+
+class RedisStreamDispatcher:
+    """Appends one stream entry per execution (the first attempt that reaches Redis)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scripts: dict[ClientKey, Any] = {}
+
+    def dispatch(self, request: DeliveryRequest) -> DeliveryOutcome:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import RedisError
+        from redis.exceptions import TimeoutError as RedisTimeout
+
+        spec = request.spec
+        timeout_ms = int(spec.get("timeout_ms") or DEFAULT_TIMEOUT_MS)
+        try:
+            stream, args = _script_args(request)
+            script = self._script(str(spec.get("redis_url") or ""), timeout_ms)
+            entry_id, _ = script(keys=[stream, dedup_key(stream, request)], args=args)
+        except InvalidStreamSpec as exc:
+            return failed(DeliveryErrorType.STREAM_ERROR, str(exc), retryable=False)
+        except ValueError as exc:  # redis-py rejects a malformed URL this way
+            return failed(
+                DeliveryErrorType.CONNECTION_ERROR, f"invalid redis_url: {exc}", retryable=False
+            )
+        except RedisTimeout:
+            return failed(DeliveryErrorType.TIMEOUT, f"no reply within {timeout_ms} ms")
+        except RedisConnectionError as exc:
+            return failed(DeliveryErrorType.CONNECTION_ERROR, f"cannot reach Redis: {exc}")
+        except RedisError as exc:
+            return failed(DeliveryErrorType.STREAM_ERROR, f"XADD failed: {exc}")
+        return succeeded({"message_id": _text(entry_id), "stream": stream})
+
+    def _script(self, url: str, timeout_ms: int) -> Any:
+        """The XADD-once script bound to a pooled client for ``url`` (EVALSHA, cached)."""
+        import redis
+
+        with self._lock:
+            script = self._scripts.get((url, timeout_ms))
+            if script is None:
+                client = redis.Redis.from_url(
+                    url,
+                    socket_timeout=timeout_ms / 1000,
+                    socket_connect_timeout=timeout_ms / 1000,
+                    decode_responses=True,
+                )
+                script = client.register_script(XADD_ONCE)
+                self._scripts[(url, timeout_ms)] = script
+            return script
+
+    def close(self) -> None:
+        with self._lock:
+            scripts, self._scripts = list(self._scripts.values()), {}
+        for script in scripts:
+            script.registered_client.close()
+
+
+def dedup_key(stream: str, request: DeliveryRequest) -> str:
+    """Where the entry id of an execution's XADD is remembered."""
+    return f"{stream}:te-dedup:{request.execution_id}"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _field_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def _script_args(request: DeliveryRequest) -> tuple[str, list[str]]:
+    spec = request.spec
+    stream = spec.get("stream")
+    if not isinstance(stream, str) or not stream:
+        raise InvalidStreamSpec("resolved stream name is empty or not a string")
+    max_len = spec.get("max_len")
+    if max_len is not None and (isinstance(max_len, bool) or not str(max_len).isdigit()):
+        raise InvalidStreamSpec("resolved max_len is not a non-negative integer")
+    fields = {str(k): _field_value(v) for k, v in (spec.get("fields_template") or {}).items()}
+    # Ours win over same-named template fields: receivers rely on them to deduplicate.
+    fields["execution_id"] = request.execution_id
+    fields["attempt"] = str(request.attempt)
+    approximate = spec.get("approximate_trimming", True) is not False
+    args = ["" if max_len is None else str(max_len), "1" if approximate else "0"]
+    args.append(str(DEDUP_TTL_SEC))
+    for name, value in fields.items():
+        args += [name, value]
+    return stream, args

@@ -1,0 +1,122 @@
+"""The finalizer: records attempts and moves executions on, many per transaction.
+
+Delivery threads hand finished executions to :meth:`Finalizer.submit`; one thread writes
+everything that is ready with one ``worker_finalize_batch`` statement, so a burst of N
+finished deliveries costs one commit instead of N (the commit rate of the database is the
+ceiling otherwise). While one batch is being written the next one accumulates, so nothing
+waits on a timer. If the database is down the batch is retried with backoff until it is
+written or the worker abandons it at shutdown; abandoned executions stay RUNNING and the
+reclaimer returns them (at-least-once delivery).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+from chalicelib.db.connection import Database
+from chalicelib.db.queries import queries
+from chalicelib.errors import DatabaseError
+from chalicelib.worker.models import FinishedExecution
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 500
+
+#: Called once per submitted execution after its batch commits: (finished, applied). A
+#: result that lost its compare-and-set (reclaimed meanwhile) is reported with False.
+OnFinalized = Callable[[FinishedExecution, bool], None]
+
+
+class Finalizer:
+    """A queue drained by one writer thread."""
+
+    def __init__(self, db: Database, worker_id: str, on_finalized: OnFinalized) -> None:
+        self._db = db
+        self._worker_id = worker_id
+        self._on_finalized = on_finalized
+        self._queue: queue.Queue[FinishedExecution | None] = queue.Queue()
+        self._abandon = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._abandon.clear()
+                self._thread = threading.Thread(target=self._loop, name="te-finalizer", daemon=True)
+                self._thread.start()
+
+    def submit(self, finished: FinishedExecution) -> None:
+        self._queue.put(finished)
+
+    def stop(self, *, abandon: bool = False) -> None:
+        """Stop the writer after what is queued (or at once, dropping it, if ``abandon``)."""
+        if abandon:
+            self._abandon.set()
+        self._queue.put(None)
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < MAX_BATCH:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)  # stop after this batch
+                    break
+                batch.append(item)
+            self._write(batch)
+
+    def _write(self, batch: list[FinishedExecution]) -> None:
+        applied = self._write_with_retry(batch)
+        for finished in batch:
+            self._on_finalized(finished, finished.execution_id in applied)
+
+    def _write_with_retry(self, batch: list[FinishedExecution]) -> set[str]:
+        payload = json.dumps([f.to_json() for f in batch], separators=(",", ":"))
+        delay = 0.05
+        while True:
+            try:
+                rows = self._db.transaction(
+                    lambda tx: tx.run(
+                        queries["worker_finalize_batch"],
+                        results=payload,
+                        worker_id=self._worker_id,
+                    ),
+                    name="worker_finalize_batch",
+                )
+                return {row["execution_id"] for row in rows}
+            except DatabaseError as exc:
+                if self._abandon.is_set():
+                    log.warning(
+                        "finalize abandoned at shutdown; executions stay RUNNING",
+                        extra={"count": len(batch), "error": str(exc)},
+                    )
+                    return set()
+                log.warning(
+                    "finalize failed; retrying", extra={"count": len(batch), "error": str(exc)}
+                )
+                self._abandon.wait(delay)
+                delay = min(delay * 2, 2.0)
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
+def monotonic_deadline(timeout: float) -> Callable[[], float]:
+    """Seconds left until ``timeout`` from now (never negative)."""
+    end = time.monotonic() + timeout
+    return lambda: max(0.0, end - time.monotonic())

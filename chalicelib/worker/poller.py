@@ -1,0 +1,226 @@
+"""The worker: a poller that claims batches, a bounded delivery pool, and the finalizer.
+
+Capacity (``TE_WORKER_MAX_CONCURRENT``) counts executions from claim until their finalize
+commits, so the work a crash can lose (delivered but not recorded: the reclaimer retries
+it) is bounded by that number. The poller claims up to the free capacity in one statement
+and sleeps ``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due; :meth:`Worker.nudge`
+wakes it early (an in-process accelerator; polling stays the correct fallback).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from chalicelib.db.connection import Database
+from chalicelib.domain.statuses import ExecutionStatus
+from chalicelib.errors import DatabaseError
+from chalicelib.logs import log_event
+from chalicelib.settings import Settings
+from chalicelib.worker.claims import ClaimStrategy
+from chalicelib.worker.dispatchers import Dispatcher
+from chalicelib.worker.finalizer import Finalizer
+from chalicelib.worker.models import ClaimedExecution, FinishedExecution
+from chalicelib.worker.pipeline import Pipeline
+
+log = logging.getLogger("chalicelib.worker")
+
+#: Claim once at least this share of the capacity is free, or after CLAIM_LINGER_SEC:
+#: fewer, larger claims mean fewer commits per delivered execution.
+MIN_BATCH_SHARE = 4
+CLAIM_LINGER_SEC = 0.002
+
+_EVENTS = {
+    ExecutionStatus.SUCCESS: ("execution_succeeded", logging.INFO),
+    ExecutionStatus.RETRYING: ("execution_retrying", logging.WARNING),
+    ExecutionStatus.FAILED: ("execution_failed", logging.ERROR),
+}
+
+
+def new_worker_id() -> str:
+    """Unique per process and instance: host, pid and a random suffix."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+class Worker:
+    """Claims, delivers and finalizes executions; run it with :meth:`run` in any thread."""
+
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        *,
+        claims: ClaimStrategy,
+        pipeline: Pipeline,
+        dispatchers: Mapping[str, Dispatcher],
+        worker_id: str | None = None,
+    ) -> None:
+        self.db = db
+        self.worker_id = worker_id or new_worker_id()
+        self.capacity = settings.worker_max_concurrent
+        self._poll_interval = settings.worker_poll_interval_ms / 1000
+        self._claims = claims
+        self._pipeline = pipeline
+        self._dispatchers = dispatchers
+        self._pool = ThreadPoolExecutor(self.capacity, thread_name_prefix="te-delivery")
+        self._finalizer = Finalizer(db, self.worker_id, self._finalized)
+        self._cond = threading.Condition()
+        self._in_flight = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+
+    # -- control -----------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        with self._cond:
+            return self._in_flight
+
+    def nudge(self) -> None:
+        """Claim now instead of at the end of the current poll sleep."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Stop claiming (signal-handler safe); :meth:`run` returns soon after."""
+        self._stop.set()
+        self._wake.set()
+
+    def run(
+        self,
+        stop_event: threading.Event | None = None,
+        *,
+        until: Callable[[], bool] | None = None,
+    ) -> None:
+        """Claim and deliver until :meth:`stop`, ``stop_event`` or ``until()`` says stop.
+
+        Returns without waiting for in-flight executions: call :meth:`drain` for that.
+        """
+
+        def stopping() -> bool:
+            external = stop_event is not None and stop_event.is_set()
+            return self._stop.is_set() or external or (until is not None and until())
+
+        self._finalizer.start()
+        while not stopping():
+            if not self._wait_for_capacity(stopping):
+                break
+            try:
+                claimed = self.run_once()
+            except DatabaseError as exc:
+                log.warning("claim failed; retrying after the poll interval", exc_info=exc)
+                claimed = 0
+            if claimed == 0:
+                self._wake.wait(self._poll_interval)
+                self._wake.clear()
+
+    def run_once(self) -> int:
+        """Claim up to the free capacity once and start the deliveries; returns how many."""
+        self._finalizer.start()
+        free = self.capacity - self.in_flight
+        if free <= 0:
+            return 0
+        started = time.monotonic()
+        batch = self._claims.claim(self.db, self.worker_id, free)
+        if not batch:
+            return 0
+        with self._cond:
+            self._in_flight += len(batch)
+        log_event(
+            log,
+            "worker_batch_claimed",
+            worker_id=self.worker_id,
+            count=len(batch),
+            claim_ms=round((time.monotonic() - started) * 1000, 2),
+        )
+        for claimed in batch:
+            future = self._pool.submit(self._process, claimed)
+            future.add_done_callback(self._crashed)
+        return len(batch)
+
+    def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s until every claimed execution is finalized."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._in_flight > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.1))
+        return True
+
+    def close(self, *, abandon: bool = False) -> None:
+        """Release threads and clients (after :meth:`drain`; ``abandon`` drops what is left)."""
+        self._finalizer.stop(abandon=abandon)
+        self._pool.shutdown(wait=not abandon, cancel_futures=abandon)
+        for dispatcher in self._dispatchers.values():
+            dispatcher.close()
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _wait_for_capacity(self, stopping: Callable[[], bool]) -> bool:
+        """Block until a batch worth claiming is free; False if asked to stop meanwhile."""
+        min_batch = max(1, self.capacity // MIN_BATCH_SHARE)
+        linger_until = time.monotonic() + CLAIM_LINGER_SEC
+        with self._cond:
+            while not stopping():
+                free = self.capacity - self._in_flight
+                if free >= min_batch or (free > 0 and time.monotonic() >= linger_until):
+                    return True
+                wait = CLAIM_LINGER_SEC if free > 0 else self._poll_interval
+                self._cond.wait(wait)
+        return False
+
+    def _process(self, claimed: ClaimedExecution) -> None:
+        try:
+            finished = self._pipeline.run(claimed)
+        except DatabaseError as exc:
+            # Config/secret reads failed: leave it RUNNING; the reclaimer retries it.
+            log.warning(
+                "execution left RUNNING: %s",
+                exc,
+                extra={"execution_id": claimed.execution_id},
+            )
+            self._release(1)
+            return
+        self._finalizer.submit(finished)
+
+    def _crashed(self, future: Future[None]) -> None:
+        exc = future.exception()
+        if exc is not None:
+            log.error("delivery thread failed; execution left RUNNING", exc_info=exc)
+            self._release(1)
+
+    def _finalized(self, finished: FinishedExecution, applied: bool) -> None:
+        self._release(1)
+        if not applied:
+            log_event(
+                log,
+                "execution_finalize_skipped",
+                level=logging.WARNING,
+                execution_id=finished.execution_id,
+                attempt=finished.attempt_number,
+            )
+            return
+        event, level = _EVENTS[finished.next_status]
+        log_event(
+            log,
+            event,
+            level=level,
+            execution_id=finished.execution_id,
+            endpoint=finished.endpoint,
+            attempt=finished.attempt_number,
+            duration_ms=finished.duration_ms,
+            error_type=None if finished.error is None else finished.error.get("type"),
+            retry_delay_ms=finished.retry_delay_ms,
+        )
+
+    def _release(self, count: int) -> None:
+        with self._cond:
+            self._in_flight -= count
+            self._cond.notify_all()
