@@ -1,0 +1,340 @@
+"""Our service under test: database preparation, seeding, and worker/API/scheduler processes.
+
+Everything here talks to the code under test only through its public surfaces: the
+migrations, ``python -m chalicelib.worker`` / ``chalicelib.scheduler`` / ``chalicelib.local``,
+the HTTP API, and ``bench/ours_inproc.py`` (run with the project's venv).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.client
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+from common import BENCH, PROJECT_PY, ROOT, WORK, free_port, progress, run_json
+from pgserver import PgServer
+
+API_KEY = "te_bench_" + base64.urlsafe_b64encode(os.urandom(18)).decode()
+ENC_KEY = base64.b64encode(os.urandom(32)).decode()
+ENDPOINT = "bench-sink"
+TERMINAL = "('SUCCESS', 'FAILED', 'CANCELLED')"
+
+
+class Missing(Exception):
+    """A piece of the service this workload needs does not exist yet."""
+
+
+def require_module(dotted: str) -> None:
+    path = ROOT / Path(*dotted.split(".")) / "__main__.py"
+    if not path.exists():
+        raise Missing(f"`python -m {dotted}` does not exist yet ({path.relative_to(ROOT)})")
+
+
+def project_env(url: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TE_")}
+    env.update(
+        TE_DATABASE_URL=url,
+        TE_ALLOW_PRIVATE_TARGETS="true",
+        TE_BOOTSTRAP_API_KEY=API_KEY,
+        TE_SECRET_ENCRYPTION_KEY=ENC_KEY,
+        TE_LOG_LEVEL="WARNING",
+        TE_DATA_DIR=str(WORK / "te-data"),
+        PYTHONPATH=str(ROOT),
+    )
+    env.update(extra)
+    return env
+
+
+def prepare_db(server: PgServer, name: str) -> str:
+    """A fresh SERIALIZABLE database (as the service runs) with our migrations applied."""
+    url = server.recreate(name, serializable=True)
+    proc = subprocess.run(
+        [str(PROJECT_PY), "-m", "chalicelib.db.migrate"],
+        env=project_env(url),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"migrations failed: {proc.stderr[-1500:]}")
+    return url
+
+
+def endpoint_spec(sink_url: str) -> dict[str, Any]:
+    return {
+        "url": sink_url,
+        "method": "POST",
+        "headers": {"Content-Type": "application/json"},
+        "body_template": {"n": "{{input.n}}"},
+        "timeout_ms": 5000,
+        "expected_status_codes": [200],
+    }
+
+
+RETRY = {
+    "max_attempts": 3,
+    "backoff": "exponential",
+    "initial_delay_ms": 1000,
+    "max_delay_ms": 30000,
+}
+
+
+def seed_endpoint_sql(conn: Any, sink_url: str) -> None:
+    conn.execute(
+        "INSERT INTO endpoints (name, endpoint_type, spec, retry_policy)"
+        " VALUES (%s, 'HTTP', %s::jsonb, %s::jsonb)",
+        (ENDPOINT, json.dumps(endpoint_spec(sink_url)), json.dumps(RETRY)),
+    )
+
+
+def snapshot(sink_url: str) -> str:
+    return json.dumps(
+        {
+            "name": ENDPOINT,
+            "type": "HTTP",
+            "spec": endpoint_spec(sink_url),
+            "retry_policy": RETRY,
+            "config_ref": None,
+            "payload_spec_ref": None,
+        }
+    )
+
+
+def seed_immediate_sql(conn: Any, sink_url: str, n: int) -> None:
+    """N IMMEDIATE jobs with one QUEUED execution each (what POST /jobs writes), by SQL."""
+    conn.execute(
+        """
+        WITH j AS (
+            INSERT INTO jobs (endpoint, endpoint_type, trigger_type, idempotency_key, input,
+                              endpoint_snapshot)
+            SELECT %(ep)s, 'HTTP', 'IMMEDIATE', 'bench-' || g, jsonb_build_object('n', g),
+                   %(snap)s::jsonb
+            FROM generate_series(1, %(n)s) g
+            RETURNING job_id, idempotency_key, input
+        ), e AS (
+            INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
+                                    input, max_attempts, run_at)
+            SELECT job_id, %(ep)s, 'HTTP', idempotency_key, 'QUEUED', input, 3, now() FROM j
+            RETURNING execution_id
+        )
+        INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+        SELECT execution_id, 0, 'INFO', 'Execution created (QUEUED).' FROM e
+        """,
+        {"ep": ENDPOINT, "snap": snapshot(sink_url), "n": n},
+    )
+    conn.execute("ANALYZE")
+
+
+class Procs:
+    """Child processes of one workload; stopped with SIGTERM (then SIGKILL) by pid."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Path] = []
+
+    def start(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        log = WORK / "logs" / f"{name}-{len(self.procs)}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("wb") as out:
+            proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        self.logs.append(log)
+        return proc
+
+    def check_alive(self) -> None:
+        for proc, log in zip(self.procs, self.logs, strict=True):
+            if proc.poll() is not None:
+                tail = log.read_text(errors="replace")[-1500:]
+                raise RuntimeError(f"{log.name} exited with {proc.returncode}:\n{tail}")
+
+    def rss_bytes(self) -> int:
+        total = 0
+        for proc in self.procs:
+            with contextlib.suppress(psutil.Error):
+                total = max(total, psutil.Process(proc.pid).memory_info().rss)
+        return total
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 40
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.clear()
+
+
+def start_workers(procs: Procs, url: str, count: int, **extra: str) -> None:
+    require_module("chalicelib.worker")
+    for _ in range(count):
+        procs.start(
+            "worker", [str(PROJECT_PY), "-m", "chalicelib.worker"], project_env(url, **extra)
+        )
+
+
+def wait_terminal(conn: Any, n: int, procs: Procs, label: str, stall_s: float = 60) -> float:
+    """Poll until n executions are terminal; returns the peak worker RSS seen (bytes)."""
+    last_done, last_change, last_print, peak = -1, time.monotonic(), 0.0, 0
+    while True:
+        done = conn.execute(
+            f"SELECT count(*) FROM executions WHERE status IN {TERMINAL}"
+        ).fetchone()[0]
+        peak = max(peak, procs.rss_bytes())
+        now = time.monotonic()
+        if done != last_done:
+            last_done, last_change = done, now
+        if done >= n:
+            return peak
+        if now - last_print > 5:
+            progress(f"  {label}: {done}/{n} terminal")
+            last_print = now
+        if now - last_change > stall_s:
+            raise RuntimeError(f"{label}: no progress for {stall_s}s at {done}/{n}")
+        procs.check_alive()
+        time.sleep(0.25)
+
+
+def window_stats(conn: Any) -> dict[str, Any]:
+    row = conn.execute(
+        f"""SELECT count(*) FILTER (WHERE status = 'SUCCESS'),
+                  count(*) FILTER (WHERE status IN {TERMINAL}),
+                  EXTRACT(EPOCH FROM max(completed_at) - min(started_at)),
+                  (SELECT count(*) FROM attempts), (SELECT count(*) FROM execution_logs)
+           FROM executions"""
+    ).fetchone()
+    success, terminal, window, attempts, logs = row
+    window = float(window or 0)
+    return {
+        "success": success,
+        "terminal": terminal,
+        "db_window_s": window,
+        "attempts": attempts,
+        "log_rows": logs,
+        "per_s": success / window if window > 0 else None,
+    }
+
+
+def run_throughput(server: PgServer, sink_url: str, n: int, workers: int) -> dict[str, Any]:
+    """Workload 1: N seeded IMMEDIATE executions, `workers` worker processes."""
+    require_module("chalicelib.worker")
+    name = f"bench_ours_{workers}w"
+    url = prepare_db(server, name)
+    with server.connect(name) as conn:
+        seed_endpoint_sql(conn, sink_url)
+        seed_immediate_sql(conn, sink_url, n)
+        procs = Procs()
+        try:
+            start_workers(procs, url, workers)
+            peak = wait_terminal(conn, n, procs, f"ours x{workers}")
+        finally:
+            procs.stop()
+        result = window_stats(conn)
+    result.update(system=f"ours_{workers}w", n=n, workers=workers, peak_rss_mb=peak / 2**20)
+    server.wait_idle(name)
+    progress(
+        f"ours x{workers}: {result['success']} delivered, {result['per_s'] or 0:.0f}/s, "
+        f"{result['attempts']} attempts recorded"
+    )
+    return result
+
+
+class Api:
+    """A minimal HTTP client for the API (one keep-alive connection per instance)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.conn: http.client.HTTPConnection | None = None
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        payload = None if body is None else json.dumps(body)
+        headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            try:
+                self.conn.request(method, path, body=payload, headers=headers)
+                resp = self.conn.getresponse()
+                raw = resp.read()
+                if resp.getheader("Connection", "").lower() == "close":
+                    self.conn.close()
+                    self.conn = None
+                return resp.status, json.loads(raw) if raw else None
+            except (OSError, http.client.HTTPException):
+                self.conn = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+
+def start_api(procs: Procs, url: str, *, stack: bool) -> Api:
+    """API server: the local stack (API + worker + scheduler in one process) or API alone."""
+    port = free_port()
+    if stack:
+        procs.start(
+            "local",
+            [str(PROJECT_PY), "-m", "chalicelib.local"],
+            project_env(url, TE_LISTEN_ADDR=f"127.0.0.1:{port}"),
+        )
+    else:
+        procs.start(
+            "api",
+            [str(PROJECT_PY), str(BENCH / "ours_inproc.py"), "serve-api", "127.0.0.1", str(port)],
+            project_env(url),
+        )
+    api = Api(port)
+    for _ in range(200):
+        procs.check_alive()
+        try:
+            status, _ = api.call("GET", "/openapi.json")
+            if status == 200:
+                return api
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("API server did not answer GET /openapi.json")
+
+
+def create_endpoint(api: Api, sink_url: str) -> None:
+    status, body = api.call(
+        "POST",
+        "/endpoints",
+        {
+            "name": ENDPOINT,
+            "type": "HTTP",
+            "spec": endpoint_spec(sink_url),
+            "retry_policy": RETRY,
+        },
+    )
+    if status not in (200, 201):
+        raise RuntimeError(f"POST /endpoints answered {status}: {body}")
+
+
+def post_job(api: Api, body: dict[str, Any]) -> dict[str, Any]:
+    status, reply = api.call("POST", "/jobs", body)
+    if status == 404:
+        raise Missing(f"POST /jobs answered 404 ({reply})")
+    if status not in (200, 201):
+        raise RuntimeError(f"POST /jobs answered {status}: {reply}")
+    return reply
+
+
+def inproc_rate(url: str, n: int) -> dict[str, Any]:
+    return run_json(
+        [str(PROJECT_PY), str(BENCH / "ours_inproc.py"), "inproc-api", str(n)],
+        env=project_env(url),
+        timeout=600,
+    )

@@ -1,0 +1,178 @@
+"""Helpers that run inside the project's venv (.venv), next to the code under test.
+
+Subcommands (each prints one JSON line, or serves until SIGTERM):
+
+* ``serve-api HOST PORT``: the API alone on Chalice's local server (``make_api_server``),
+  no worker or scheduler in the process; TE_* from the environment.
+* ``inproc-api N``: POST /jobs N times through ``chalice.test.Client`` (no HTTP), rate.
+* ``import-app``: time ``import app`` in this fresh interpreter (cold import).
+* ``scale-probe JOB_ID REPEAT``: time the worker's claim query (rolled back, so the due
+  rows stay due) and the executions list page; EXPLAIN of the claim.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import statistics
+import sys
+import time
+from typing import Any
+
+
+def serve_api(host: str, port: int) -> None:
+    from chalicelib.local import make_api_server
+
+    server = make_api_server(host, port)
+    signal.signal(signal.SIGTERM, lambda *_: server.shutdown())
+    server.server.serve_forever()
+
+
+def inproc_api(n: int) -> None:
+    from chalice.test import Client
+
+    import app as app_module
+
+    headers = {
+        "Authorization": f"Bearer {os.environ['TE_BOOTSTRAP_API_KEY']}",
+        "Content-Type": "application/json",
+    }
+    with Client(app_module.app) as client:
+        times = []
+        for i in range(n):
+            body = {
+                "endpoint": "bench-sink",
+                "trigger": "IMMEDIATE",
+                "idempotency_key": f"inproc-{os.getpid()}-{i}",
+                "input": {"n": i},
+            }
+            start = time.perf_counter()
+            reply = client.http.post("/jobs", headers=headers, body=json.dumps(body))
+            times.append(time.perf_counter() - start)
+            if reply.status_code not in (200, 201):
+                raise SystemExit(f"POST /jobs answered {reply.status_code}: {reply.body!r}")
+    total = sum(times)
+    print(json.dumps({"n": n, "per_s": n / total, "p50_ms": statistics.median(times) * 1000}))
+
+
+def import_app() -> None:
+    start = time.perf_counter()
+    import app  # noqa: F401
+
+    elapsed = time.perf_counter() - start
+    heavy = sorted(
+        m for m in ("kafka", "redis", "boto3", "botocore", "urllib3", "pg8000") if m in sys.modules
+    )
+    print(json.dumps({"import_s": elapsed, "heavy_modules_loaded": heavy}))
+
+
+def _claim_query() -> tuple[str, Any]:
+    """The worker's claim statement from the named-query registry."""
+    from chalicelib.db.queries import queries
+
+    names = [name for name in queries if "claim" in name and name.startswith("worker")]
+    if not names:
+        raise SystemExit(json.dumps({"status": "missing", "reason": "no worker_*claim* query"}))
+    return names[0], queries[names[0]]
+
+
+def scale_probe(job_id: str, repeat: int) -> None:
+    from chalicelib import wiring
+
+    name, claim = _claim_query()
+    db = wiring.database("worker")
+    params = _claim_params(claim.sql)
+    claim_times: list[float] = []
+    plan_rows = db.transaction(
+        lambda tx: tx.run("EXPLAIN " + claim.sql, **params), name="bench_explain"
+    )
+    plan = [next(iter(r.values())) for r in plan_rows]
+    for _ in range(repeat):
+        claim_times.append(_timed_rollback(db, claim.sql, params))
+    page_times = _list_page_times(job_id, repeat)
+    print(
+        json.dumps(
+            {
+                "claim_query": name,
+                "claim_ms_median": statistics.median(claim_times) * 1000,
+                "list_page_ms_median": statistics.median(page_times) * 1000,
+                "uses_pickup_index": any("idx_executions_pickup" in line for line in plan),
+                "plan": plan,
+            }
+        )
+    )
+
+
+class _Rollback(Exception):
+    pass
+
+
+def _timed_rollback(db: Any, sql: str, params: dict[str, Any]) -> float:
+    elapsed: list[float] = []
+
+    def work(tx: Any) -> None:
+        start = time.perf_counter()
+        tx.run(sql, **params)
+        elapsed.append(time.perf_counter() - start)
+        raise _Rollback
+
+    with contextlib.suppress(_Rollback):
+        db.transaction(work, name="bench_claim_probe")
+    return elapsed[-1]
+
+
+def _claim_params(sql: str) -> dict[str, Any]:
+    """Values for whatever named parameters the claim statement takes."""
+    import re
+
+    known: dict[str, Any] = {
+        "limit": 50,
+        "batch_size": 50,
+        "batch": 50,
+        "worker_id": "bench-probe",
+        "region": "default",
+        "regions": ["default"],
+        "lease_sec": 300,
+        "now": None,
+    }
+    params: dict[str, Any] = {}
+    for name in set(re.findall(r"(?<!:):([a-z_]+)", sql)):
+        params[name] = known.get(name, 50 if "limit" in name or "size" in name else "default")
+    return params
+
+
+def _list_page_times(job_id: str, repeat: int) -> list[float]:
+    from chalice.test import Client
+
+    import app as app_module
+
+    headers = {"Authorization": f"Bearer {os.environ['TE_BOOTSTRAP_API_KEY']}"}
+    times = []
+    with Client(app_module.app) as client:
+        for _ in range(repeat):
+            start = time.perf_counter()
+            reply = client.http.get(f"/jobs/{job_id}/executions?limit=50", headers=headers)
+            times.append(time.perf_counter() - start)
+            if reply.status_code != 200:
+                raise SystemExit(f"list page answered {reply.status_code}: {reply.body!r}")
+    return times
+
+
+def main() -> None:
+    command, args = sys.argv[1], sys.argv[2:]
+    if command == "serve-api":
+        serve_api(args[0], int(args[1]))
+    elif command == "inproc-api":
+        inproc_api(int(args[0]))
+    elif command == "import-app":
+        import_app()
+    elif command == "scale-probe":
+        scale_probe(args[0], int(args[1]))
+    else:
+        raise SystemExit(f"unknown command {command}")
+
+
+if __name__ == "__main__":
+    main()

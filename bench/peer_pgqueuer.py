@@ -1,0 +1,112 @@
+"""Peer: PgQueuer (asyncio + asyncpg) delivering N POSTs to the sink, one worker process.
+
+Usage: peer_pgqueuer.py URL N SINK_URL [BATCH_SIZE] [MAX_CONCURRENT]. Prints one JSON line.
+
+Settings follow PgQueuer's docs for throughput: batched dequeue (``batch_size``), batched
+status acknowledgements (its JobStatusLogBuffer), LISTEN/NOTIFY, uvloop, one asyncpg
+connection for the queue manager. ``mode=drain`` makes the worker exit once the queue is
+empty, so the run has a natural end. The rate is measured from the database: first
+'picked' to last 'successful' in pgqueuer_log (the same first-claim-to-last-finalize
+window our worker is measured on), with the in-process wall clock as a cross-check.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import timedelta
+
+import aiohttp
+import asyncpg
+import uvloop
+from pgqueuer import QueueManager
+from pgqueuer.db import AsyncpgDriver
+from pgqueuer.models import Job
+from pgqueuer.queries import Queries
+from pgqueuer.types import QueueExecutionMode
+
+
+async def seed(url: str, n: int) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        queries = Queries(AsyncpgDriver(conn))
+        await queries.install()
+        for start in range(0, n, 1000):
+            size = min(1000, n - start)
+            await queries.enqueue(
+                ["deliver"] * size,
+                [f"pgq_{i}".encode() for i in range(start, start + size)],
+                [0] * size,
+            )
+    finally:
+        await conn.close()
+
+
+async def work(url: str, sink: str, batch_size: int, max_concurrent: int) -> dict[str, float]:
+    conn = await asyncpg.connect(url)
+    qm = QueueManager(Queries(AsyncpgDriver(conn)))
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=max_concurrent))
+    marks: dict[str, float] = {}
+
+    @qm.entrypoint("deliver")
+    async def deliver(job: Job) -> None:
+        marks.setdefault("first", time.time())
+        ident = (job.payload or b"").decode()
+        async with session.post(
+            sink, json={"id": ident}, headers={"X-Task-Executor-Execution-Id": ident}
+        ) as resp:
+            if resp.status != 200:
+                raise RuntimeError(f"sink answered {resp.status}")
+            await resp.read()
+
+    await qm.run(
+        batch_size=batch_size,
+        max_concurrent_tasks=max_concurrent,
+        mode=QueueExecutionMode.drain,
+        dequeue_timeout=timedelta(seconds=1),
+    )
+    marks["end"] = time.time()
+    await session.close()
+    await conn.close()
+    return marks
+
+
+async def measure(url: str) -> dict[str, float | int]:
+    conn = await asyncpg.connect(url)
+    try:
+        row = await conn.fetchrow(
+            "SELECT min(created) FILTER (WHERE status = 'picked') AS first_pick,"
+            " max(created) FILTER (WHERE status = 'successful') AS last_done,"
+            " count(*) FILTER (WHERE status = 'successful') AS done FROM pgqueuer_log"
+        )
+    finally:
+        await conn.close()
+    window = (row["last_done"] - row["first_pick"]).total_seconds()
+    return {"done": int(row["done"]), "db_window_s": window}
+
+
+async def main() -> None:
+    url, n, sink = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    batch_size = int(sys.argv[4]) if len(sys.argv) > 4 else 25
+    max_concurrent = int(sys.argv[5]) if len(sys.argv) > 5 else 50
+    await seed(url, n)
+    marks = await work(url, sink, batch_size, max_concurrent)
+    db = await measure(url)
+    wall = marks["end"] - marks["first"]
+    result = {
+        "system": "pgqueuer",
+        "n": n,
+        "done": db["done"],
+        "batch_size": batch_size,
+        "max_concurrent": max_concurrent,
+        "db_window_s": db["db_window_s"],
+        "wall_s": wall,
+        "per_s": db["done"] / db["db_window_s"] if db["db_window_s"] > 0 else None,
+        "per_s_wall": db["done"] / wall if wall > 0 else None,
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    uvloop.run(main())

