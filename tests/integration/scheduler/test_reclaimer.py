@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -31,11 +31,13 @@ def job_id(database: Database) -> str:
     return seed_one_shot_job(database)
 
 
-def reclaimer(db: Database, **kw: object) -> StuckReclaimer:
-    return StuckReclaimer(db, timeout_sec=TIMEOUT, clock=FakeClock(T0), **kw)  # type: ignore[arg-type]
+def reclaimer(db: Database, batch_size: int = 100) -> StuckReclaimer:
+    return StuckReclaimer(db, timeout_sec=TIMEOUT, batch_size=batch_size, clock=FakeClock(T0))
 
 
-def running(db: Database, job_id: str, *, attempt: int, of: int, started=EXPIRED) -> str:  # type: ignore[no-untyped-def]
+def running(
+    db: Database, job_id: str, *, attempt: int, of: int, started: datetime = EXPIRED
+) -> str:
     return seed_execution(
         db,
         job_id=job_id,
