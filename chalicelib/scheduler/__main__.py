@@ -29,11 +29,11 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    from chalicelib.scheduler.runner import run_scheduler_until
+    from chalicelib.scheduler.runner import build_scheduler
 
     log_event(log, "scheduler_started")
     try:
-        stats = run_scheduler_until(stop)
+        stats = build_scheduler().run(stop)
     except TaskExecutorError as exc:
         log_event(log, "scheduler_failed", logging.ERROR, error=str(exc))
         return 1

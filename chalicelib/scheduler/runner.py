@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 from chalicelib import wiring
-from chalicelib.scheduler.loop import LoopStats
 from chalicelib.scheduler.service import Scheduler
 
 
@@ -14,6 +13,9 @@ def build_scheduler() -> Scheduler:
     return Scheduler.build(wiring.settings(), wiring.database("scheduler"), clock=wiring.utcnow)
 
 
-def run_scheduler_until(stop: threading.Event) -> dict[str, LoopStats]:
-    """Run every loop until ``stop`` is set; the current iterations finish first."""
-    return build_scheduler().run(stop)
+def run_scheduler_until(stop: threading.Event) -> None:
+    """Run every loop until ``stop`` is set; the current iterations finish first.
+
+    Raises :class:`~chalicelib.scheduler.service.SchedulerLoopCrashed` if a loop crashed.
+    """
+    build_scheduler().run(stop)

@@ -97,6 +97,7 @@ class Scheduler:
         self._time_left = time_left
         self._loop_clock = loop_clock
         self.stats: dict[str, LoopStats] = {}
+        self.crashes: dict[str, BaseException] = {}
 
     @classmethod
     def build(
@@ -143,9 +144,11 @@ class Scheduler:
         for thread in threads:
             thread.join()
         self._final_heartbeat()
-        crashed = [spec.name for spec in self.loops if spec.name not in self.stats]
-        if crashed:
-            raise SchedulerLoopCrashed(f"scheduler loops crashed: {', '.join(crashed)}")
+        if self.crashes:
+            names = ", ".join(self.crashes)
+            raise SchedulerLoopCrashed(f"scheduler loops crashed: {names}") from next(
+                iter(self.crashes.values())
+            )
         return self.stats
 
     def _run_one(self, spec: LoopSpec, halt: threading.Event) -> None:
@@ -153,6 +156,10 @@ class Scheduler:
             self.stats[spec.name] = run_loop(
                 spec, halt, time_left=self._time_left, clock=self._loop_clock
             )
+        except BaseException as exc:
+            # Not swallowed: handed to the thread that called run(), which raises it.
+            log.exception("scheduler loop %s crashed", spec.name)
+            self.crashes[spec.name] = exc
         finally:
             # One loop ending (deadline, or a crash) ends them all: the process restarts
             # or the invocation returns as a whole.

@@ -1,0 +1,199 @@
+"""The interval-loop runner and the Scheduler's thread handling, on a fake clock."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from chalicelib.errors import DatabaseUnavailable
+from chalicelib.scheduler.loop import LoopClock, LoopSpec, Progress, run_loop
+from chalicelib.scheduler.service import Scheduler, SchedulerLoopCrashed
+
+
+class FakeTime:
+    """Monotonic time that only moves when the loop waits or an iteration says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.waits: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        self.waits.append(seconds)
+        self.now += seconds
+        return stop.is_set()
+
+    def clock(self) -> LoopClock:
+        return LoopClock(monotonic=self.monotonic, wait=self.wait)
+
+    def budget(self, seconds: float) -> float:
+        return seconds - self.now
+
+
+def spec(iteration: object, interval: float = 1.0, event: str | None = "thing_done") -> LoopSpec:
+    return LoopSpec(
+        name="test_loop", interval_sec=interval, iteration=iteration, metric_event=event
+    )  # type: ignore[arg-type]
+
+
+def test_runs_at_its_interval_until_the_time_budget_is_spent() -> None:
+    fake = FakeTime()
+    starts: list[float] = []
+
+    def iteration() -> Progress:
+        starts.append(fake.now)
+        return Progress(1)
+
+    stats = run_loop(
+        spec(iteration), threading.Event(), time_left=lambda: fake.budget(5.5), clock=fake.clock()
+    )
+    assert starts == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert (stats.iterations, stats.total, stats.failures) == (6, 6, 0)
+    # The last wait is cut short by the budget: the loop never sleeps past its deadline.
+    assert fake.waits[-1] == pytest.approx(0.5)
+    assert fake.now == pytest.approx(5.5)
+
+
+def test_a_full_batch_runs_again_without_waiting() -> None:
+    fake = FakeTime()
+    results = iter([Progress(10, more=True), Progress(10, more=True), Progress(3)])
+    stop = threading.Event()
+
+    def iteration() -> Progress:
+        progress = next(results)
+        if not progress.more:
+            stop.set()
+        return progress
+
+    stats = run_loop(spec(iteration), stop, clock=fake.clock())
+    assert stats.total == 23
+    assert fake.waits == [1.0]  # only after the batch that was not full
+
+
+def test_stop_ends_the_loop_after_the_current_iteration() -> None:
+    fake = FakeTime()
+    stop = threading.Event()
+    calls: list[int] = []
+
+    def iteration() -> Progress:
+        calls.append(1)
+        stop.set()  # as a SIGTERM arriving mid-iteration would
+        return Progress(2)
+
+    stats = run_loop(spec(iteration), stop, clock=fake.clock())
+    assert (len(calls), stats.total) == (1, 2)
+
+
+def test_no_iteration_starts_without_time_left() -> None:
+    stats = run_loop(spec(lambda: Progress(1)), threading.Event(), time_left=lambda: -0.1)
+    assert stats.iterations == 0
+
+
+def test_a_failed_iteration_is_logged_and_the_loop_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake = FakeTime()
+    outcomes: list[Exception | Progress] = [DatabaseUnavailable("down"), Progress(4)]
+
+    def iteration() -> Progress:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    with caplog.at_level(logging.INFO):
+        stats = run_loop(
+            spec(iteration),
+            threading.Event(),
+            time_left=lambda: fake.budget(1.5),
+            clock=fake.clock(),
+        )
+    assert (stats.iterations, stats.failures, stats.total) == (2, 1, 4)
+    errors = [r for r in caplog.records if getattr(r, "event", None) == "loop_error"]
+    assert [(r.levelno, r.error) for r in errors] == [(logging.ERROR, "DatabaseUnavailable")]  # type: ignore[attr-defined]
+
+
+def test_unexpected_exceptions_are_not_swallowed() -> None:
+    def iteration() -> Progress:
+        raise KeyError("bug")
+
+    with pytest.raises(KeyError):
+        run_loop(spec(iteration), threading.Event())
+
+
+def test_metrics_are_structured_events(caplog: pytest.LogCaptureFixture) -> None:
+    fake = FakeTime()
+    durations = iter([0.0, 2.5, 0.0])
+
+    def iteration() -> Progress:
+        fake.now += next(durations)  # the second iteration overruns its interval
+        return Progress(3, detail={"kind": "x"})
+
+    with caplog.at_level(logging.INFO):
+        run_loop(
+            spec(iteration),
+            threading.Event(),
+            time_left=lambda: fake.budget(3.6),
+            clock=fake.clock(),
+            report_every_sec=100,
+        )
+    events = [(r.event, r.levelno) for r in caplog.records if hasattr(r, "event")]  # type: ignore[attr-defined]
+    assert events.count(("thing_done", logging.INFO)) == 3
+    # The third iteration started 1.5 s late (more than a whole interval): warned at once.
+    assert ("loop_lag", logging.WARNING) in events
+    # The summary at exit covers every iteration.
+    summary = [r for r in caplog.records if getattr(r, "event", None) == "loop_lag"][-1]
+    assert (summary.levelno, summary.iterations, summary.max_lag_ms) == (logging.INFO, 3, 1500.0)  # type: ignore[attr-defined]
+    done = next(r for r in caplog.records if getattr(r, "event", None) == "thing_done")
+    assert (done.count, done.kind, done.loop) == (3, "x", "test_loop")  # type: ignore[attr-defined]
+
+
+def test_loops_without_a_metric_event_log_no_counts(caplog: pytest.LogCaptureFixture) -> None:
+    stop = threading.Event()
+
+    def iteration() -> Progress:
+        stop.set()
+        return Progress(1)
+
+    with caplog.at_level(logging.INFO):
+        run_loop(spec(iteration, event=None), stop, clock=FakeTime().clock())
+    assert {getattr(r, "event", None) for r in caplog.records} == {"loop_lag"}
+
+
+def test_scheduler_stops_every_loop_when_one_crashes() -> None:
+    def crash() -> Progress:
+        raise RuntimeError("bug")
+
+    survivor = LoopSpec(name="survivor", interval_sec=0.01, iteration=lambda: Progress())
+    doomed = LoopSpec(name="doomed", interval_sec=0.01, iteration=crash)
+    scheduler = Scheduler([survivor, doomed])
+    with pytest.raises(SchedulerLoopCrashed, match="doomed") as raised:
+        scheduler.run(threading.Event())
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    assert scheduler.stats["survivor"].iterations >= 1
+
+
+def test_scheduler_returns_when_the_time_budget_is_spent() -> None:
+    loops = [
+        LoopSpec(name=f"loop{i}", interval_sec=0.01, iteration=lambda: Progress(1))
+        for i in range(2)
+    ]
+    stats = Scheduler(loops, time_left=lambda: -1.0).run(threading.Event())
+    assert {name: s.iterations for name, s in stats.items()} == {"loop0": 0, "loop1": 0}
+
+
+def test_scheduler_stops_when_asked() -> None:
+    stop = threading.Event()
+    calls: list[int] = []
+
+    def iteration() -> Progress:
+        calls.append(1)
+        stop.set()
+        return Progress()
+
+    stats = Scheduler([LoopSpec(name="one", interval_sec=60, iteration=iteration)]).run(stop)
+    assert stats["one"].iterations == len(calls) == 1
