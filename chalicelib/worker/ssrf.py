@@ -38,8 +38,8 @@ def refusal_reason(address: IPAddress) -> str | None:
         ("is_unspecified", "the unspecified address"),
         ("is_link_local", "a link-local address"),
         ("is_multicast", "a multicast address"),
-        ("is_private", "a private address"),
         ("is_reserved", "a reserved address"),
+        ("is_private", "a private address"),
     )
     for attribute, reason in checks:
         if getattr(address, attribute):

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import urllib3
-from urllib3.exceptions import HTTPError, LocationParseError
+from urllib3.exceptions import HTTPError, LocationParseError, NewConnectionError
 from urllib3.exceptions import TimeoutError as Urllib3Timeout
 from urllib3.util import parse_url
 
@@ -32,6 +32,8 @@ DEFAULT_EXPECTED = (200, 201, 202, 204)
 DEFAULT_TIMEOUT_MS = 30000
 #: Response bodies kept in attempts/outputs are cut to this many bytes.
 BODY_LIMIT = 4096
+#: How much of an unexpected response's body the error message quotes.
+ERROR_BODY_LIMIT = 200
 EXECUTION_HEADER = "X-Task-Executor-Execution-Id"
 ATTEMPT_HEADER = "X-Task-Executor-Attempt"
 _FORBIDDEN_IN_HEADERS = ("\r", "\n", "\0")
@@ -68,6 +70,9 @@ class HttpDispatcher:
             return failed(DeliveryErrorType.TEMPLATE_RESOLUTION_FAILED, str(exc), retryable=False)
         except BlockedTarget as exc:
             return failed(DeliveryErrorType.CONNECTION_ERROR, str(exc), retryable=False)
+        except NewConnectionError as exc:
+            # Before the timeout clause: urllib3 2 makes it a ConnectTimeoutError subclass.
+            return failed(DeliveryErrorType.CONNECTION_ERROR, _connection_message(exc))
         except Urllib3Timeout:
             return failed(DeliveryErrorType.TIMEOUT, f"no response within {timeout_ms} ms")
         except HTTPError as exc:
@@ -121,7 +126,8 @@ class HttpDispatcher:
             retry_after = parse_retry_after(response.headers.get("Retry-After"), self._clock())
         return failed(
             DeliveryErrorType.HTTP_ERROR,
-            f"unexpected status {status} (expected one of {list(expected)})",
+            f"unexpected status {status} (expected one of {list(expected)})"
+            + (f": {text[:ERROR_BODY_LIMIT]}" if text else ""),
             status_code=status,
             retry_after_ms=retry_after,
         )
