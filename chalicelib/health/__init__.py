@@ -1,0 +1,6 @@
+"""Multi-region health, stubbed: present and running, not acting.
+
+``heartbeat`` writes each component's sign of life to ``region_heartbeats`` every 5 s;
+``region`` reads ``region_status`` every 10 s and serves ``["default"]`` and a no-op
+RegionFilter; ``evaluator`` (the failover decision) is defined but inactive.
+"""
