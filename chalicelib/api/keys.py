@@ -42,7 +42,11 @@ def revoke_key(db: Database, key_id: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m chalicelib.api.keys", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m chalicelib.api.keys",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("create", help="create a key").add_argument("name")
     commands.add_parser("revoke", help="revoke a key").add_argument("key_id")
