@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -263,3 +264,19 @@ def test_secret_referenced_by_an_endpoint_spec_cannot_be_deleted(api: ApiClient)
     assert "uses-token-2" in reply.body["error"]["message"]
     api.delete("/endpoints/uses-token-2")
     assert api.delete("/secrets/token_2").status == 204
+
+
+def test_secret_value_never_reaches_the_logs(
+    api: ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    api.post("/secrets", {"name": "logged", "value": SECRET_VALUE})
+    api.put("/secrets/logged", {"value": SECRET_VALUE + "-2"})
+    api.post("/secrets", {"name": "logged", "value": SECRET_VALUE})
+    api.post("/secrets", {"name": "Bad Name", "value": SECRET_VALUE})
+    api.delete("/secrets/logged")
+    events = [getattr(r, "event", None) for r in caplog.records]
+    assert {"secret_created", "secret_rotated", "secret_deleted"} <= set(events)
+    for record in caplog.records:
+        assert "sk-live" not in record.getMessage()
+        assert "sk-live" not in json.dumps(record.__dict__, default=str)
