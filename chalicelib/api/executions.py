@@ -170,6 +170,7 @@ _ERROREXECUTION_STATUS = {
     "Unauthorized": "401",
     "NotFound": "404",
     "Conflict": "409",
+    "PayloadTooLarge": "413",
     "Unprocessable": "422",
 }
 

@@ -222,7 +222,7 @@ _CREATE = operation(
     "createJob",
     "Existing job (idempotency_key already used for this endpoint).",
     "Job",
-    errors=("BadRequest", "NotFound", "Unprocessable"),
+    errors=("BadRequest", "NotFound", "PayloadTooLarge", "Unprocessable"),
     requestBody=_body("#/components/schemas/JobCreate"),
     description="IMMEDIATE: execution QUEUED now. DELAYED: execution PENDING until run_at "
     "(a past run_at fires on the promoter's next pass). CRON: no execution until the first "
@@ -262,7 +262,7 @@ OPENAPI: dict[str, Any] = {
                 "updateJob",
                 "New version of a CRON job; the old version becomes RETIRED.",
                 "Job",
-                errors=("BadRequest", "NotFound", "Conflict", "Unprocessable"),
+                errors=("BadRequest", "NotFound", "Conflict", "PayloadTooLarge", "Unprocessable"),
                 parameters=[_ID],
                 requestBody=_body("#/components/schemas/JobUpdate"),
             ),

@@ -26,6 +26,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from chalicelib.domain import cron
+from chalicelib.domain.endpoints import RETRY_DEFAULTS, apply_spec_defaults
 from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.errors import InputValidationFailed, ValidationFailed
 
@@ -38,13 +39,6 @@ TRIGGER_FIELDS: dict[TriggerType, frozenset[str]] = {
     TriggerType.CRON: _COMMON_FIELDS | {"cron", "timezone", "starts_at", "ends_at"},
 }
 CRON_UPDATE_FIELDS = frozenset({"cron", "timezone", "input", "starts_at", "ends_at"})
-
-RETRY_DEFAULTS: dict[str, Any] = {
-    "max_attempts": 1,
-    "backoff": "exponential",
-    "initial_delay_ms": 1000,
-    "max_delay_ms": 60000,
-}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,11 +245,15 @@ def retry_policy_with_defaults(policy: Mapping[str, Any] | None) -> dict[str, An
 
 
 def endpoint_snapshot(endpoint: Mapping[str, Any]) -> dict[str, Any]:
-    """``jobs.endpoint_snapshot`` built from an ``endpoints`` row (see the brief's contract)."""
+    """``jobs.endpoint_snapshot`` built from an ``endpoints`` row (the worker's contract).
+
+    Defaults are applied again here (spec and retry policy) so the snapshot is complete even
+    for rows written before a default existed.
+    """
     return {
         "name": endpoint["name"],
         "type": endpoint["endpoint_type"],
-        "spec": endpoint["spec"],
+        "spec": apply_spec_defaults(endpoint["endpoint_type"], endpoint["spec"]),
         "retry_policy": retry_policy_with_defaults(endpoint.get("retry_policy")),
         "config_ref": endpoint.get("config_ref"),
         "payload_spec_ref": endpoint.get("payload_spec_ref"),

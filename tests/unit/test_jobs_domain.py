@@ -223,7 +223,7 @@ def test_endpoint_snapshot_contract() -> None:
     assert snapshot == {
         "name": "ep",
         "type": "KAFKA",
-        "spec": {"topic": "t"},
+        "spec": {"topic": "t", "acks": "all", "timeout_ms": 10000},  # defaults applied
         "retry_policy": {
             "max_attempts": 3,
             "backoff": "exponential",
