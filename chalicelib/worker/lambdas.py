@@ -41,6 +41,16 @@ def _shared_worker() -> Any:
         return _worker
 
 
+def reset_shared_worker() -> None:
+    """Stop and forget the container's worker (tests; settings changed)."""
+    global _worker  # see _shared_worker
+    with _lock:
+        worker, _worker = _worker, None
+    if worker is not None:
+        worker.stop()
+        worker.close(abandon=not worker.drain(5))
+
+
 def run_invocation(worker: Any, context: Any) -> dict[str, Any]:
     """Run ``worker`` until the remaining time is below the margin, then drain."""
     budget = int(context.get_remaining_time_in_millis())

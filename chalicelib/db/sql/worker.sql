@@ -5,29 +5,33 @@
 -- PostgreSQL claim: one statement takes up to :batch due executions. FOR UPDATE SKIP LOCKED
 -- makes concurrent workers pass over rows another worker is claiming instead of queueing
 -- behind its lock, so N workers claim N disjoint batches without blocking each other. The
--- inner SELECT walks idx_executions_pickup (partial: only QUEUED/RETRYING rows), so its cost
--- does not grow with terminal history. The outer status guard keeps the transition table
--- honest (QUEUED/RETRYING -> RUNNING only). The claim log row and the job's endpoint
--- snapshot come back in the same round trip; the claim commits before any delivery.
-WITH claimed AS (
-    UPDATE executions
+-- candidates are a MATERIALIZED CTE rather than "WHERE id IN (SELECT ... LIMIT)": the
+-- planner may re-run an IN-subquery (e.g. as the inner side of a join) and overrun LIMIT;
+-- a materialized CTE runs exactly once. It walks idx_executions_pickup (partial: only
+-- QUEUED/RETRYING rows), so its cost does not grow with terminal history. The status
+-- guard keeps the transition table honest (QUEUED/RETRYING -> RUNNING only). The claim log
+-- row and the job's endpoint snapshot come back in the same round trip; the claim commits
+-- before any delivery starts.
+WITH picked AS MATERIALIZED (
+    SELECT execution_id
+    FROM executions
+    WHERE status IN ('QUEUED', 'RETRYING')
+      AND run_at <= now()
+      AND {region_filter}
+    ORDER BY run_at ASC
+    LIMIT :batch
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE executions AS e
     SET status = 'RUNNING',
         worker_id = CAST(:worker_id AS TEXT),
         started_at = now(),
-        attempt_count = attempt_count + 1
-    WHERE execution_id IN (
-        SELECT execution_id
-        FROM executions
-        WHERE status IN ('QUEUED', 'RETRYING')
-          AND run_at <= now()
-          AND {region_filter}
-        ORDER BY run_at ASC
-        LIMIT :batch
-        FOR UPDATE SKIP LOCKED
-    )
-      AND status IN ('QUEUED', 'RETRYING')
-    RETURNING execution_id, job_id, endpoint, endpoint_type, input, attempt_count,
-              max_attempts, config_snapshot, started_at
+        attempt_count = e.attempt_count + 1
+    FROM picked
+    WHERE e.execution_id = picked.execution_id
+      AND e.status IN ('QUEUED', 'RETRYING')
+    RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
+              e.attempt_count, e.max_attempts, e.config_snapshot, e.started_at
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO',
