@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -296,3 +297,27 @@ def test_status_of_one_shot_job_and_404(api: ApiClient, endpoint: str) -> None:
     assert body["active_executions"] == {"pending": 1, "running": 0, "total": 1}
     missing = api.get("/jobs/job_missing/status")
     assert (missing.status, missing.error_code) == (404, "JOB_NOT_FOUND")
+
+
+def test_concurrent_updates_of_one_version_make_exactly_one_successor(
+    api: ApiClient, database: Database, endpoint: str
+) -> None:
+    v1 = cron_job(api)
+    barrier = threading.Barrier(4)
+    replies: list[Any] = []
+
+    def put(hour: int) -> None:
+        barrier.wait()
+        replies.append(api.put(f"/jobs/{v1['job_id']}", {"cron": f"0 {hour} * * *"}))
+
+    threads = [threading.Thread(target=put, args=(h,)) for h in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    outcomes = sorted((r.status, r.error_code) for r in replies)
+    assert outcomes == [(200, None)] + [(409, "JOB_NOT_UPDATABLE")] * 3
+    winner = next(r.body for r in replies if r.status == 200)
+    versions = api.get(f"/jobs/{v1['job_id']}/versions").body["items"]
+    assert [v["job_id"] for v in versions] == [v1["job_id"], winner["job_id"]]
+    assert database.run("SELECT count(*) AS n FROM jobs")[0]["n"] == 2
