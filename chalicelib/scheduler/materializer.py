@@ -146,7 +146,7 @@ class CronMaterializer:
         now = self._clock()
         sql, params = regional(queries["scheduler_cron_due_jobs"], self._regions())
         rows = self._db.run(sql, now=now, batch=self._batch_size, **params)
-        created, more = 0, len(rows) >= self._batch_size
+        created, more = 0, False
         for row in rows:
             job = self._load(row)
             if job is None:
@@ -154,6 +154,9 @@ class CronMaterializer:
             made, still_due = self.catch_up(job, now)
             created += made
             more = more or still_due
+        # A full batch that made progress may hide more due jobs behind it: come back at
+        # once. (Without progress, e.g. a batch of corrupt rows, wait for the interval.)
+        more = more or (len(rows) >= self._batch_size and created > 0)
         return Progress(created, more)
 
     def catch_up(self, job: DueJob, now: datetime) -> tuple[int, bool]:

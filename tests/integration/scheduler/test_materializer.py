@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -28,6 +29,8 @@ from tests.integration.scheduler.factory import (
     seed_endpoint,
     utc,
 )
+
+MINUTE = timedelta(minutes=1)
 
 
 @pytest.fixture
@@ -326,3 +329,24 @@ def test_concurrent_schedulers_materialize_each_tick_exactly_once(
     assert sum(created) == total
     keys = database.run("SELECT count(DISTINCT idempotency_key) AS n FROM executions")
     assert keys[0]["n"] == total
+
+
+@pytest.mark.parametrize(("cron", "timezone"), [("* * * * *", "Not/A_Zone"), ("0 0 30 2 *", "UTC")])
+def test_unschedulable_job_is_reported_and_does_not_block_the_others(
+    database: Database,
+    endpoint: str,
+    caplog: pytest.LogCaptureFixture,
+    cron: str,
+    timezone: str,
+) -> None:
+    # Only the API writes jobs and it validates them; this row bypassed it.
+    broken = seed_cron_job(database, cron=cron, timezone=timezone, next_run_at=T0)
+    healthy = seed_cron_job(database, next_run_at=T0 + timedelta(seconds=1))
+    with caplog.at_level(logging.ERROR):
+        progress = CronMaterializer(database, clock=FakeClock(T0 + MINUTE / 2)).run_once()
+    assert progress.count == 1
+    assert run_times(database, healthy) == [T0 + timedelta(seconds=1)]
+    assert executions_of(database, broken) == []
+    assert job(database, broken)["cron_next_run_at"] == T0
+    reports = [r for r in caplog.records if getattr(r, "event", None) == "cron_job_unschedulable"]
+    assert [r.job_id for r in reports] == [broken]  # type: ignore[attr-defined]
