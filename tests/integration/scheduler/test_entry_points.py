@@ -22,6 +22,8 @@ from chalice.test import Client
 
 from chalicelib.db.connection import Database
 from chalicelib.scheduler.loop import LoopStats
+from chalicelib.scheduler.materializer import CronMaterializer
+from chalicelib.scheduler.promoter import DelayedPromoter
 from chalicelib.scheduler.service import LOOP_NAMES, Scheduler
 from chalicelib.settings import Settings
 from tests.integration.scheduler.factory import (
@@ -216,3 +218,42 @@ def test_functions_are_scheduled_every_minute() -> None:
     assert {name: schedules.get(name) for name in FUNCTIONS} == dict.fromkeys(
         FUNCTIONS, "rate(1 minute)"
     )
+
+
+def test_jobs_created_through_the_api_fire_on_time(api: Any, database: Database) -> None:
+    endpoint = {
+        "name": "ep-api",
+        "type": "HTTP",
+        "spec": {"url": "http://127.0.0.1:9/hook", "method": "POST"},
+        "retry_policy": {"max_attempts": 4},
+    }
+    assert api.post("/endpoints", endpoint).status == 201
+    now = datetime.now(UTC)
+    cron = api.post(
+        "/jobs",
+        {"endpoint": "ep-api", "trigger": "CRON", "cron": "* * * * *", "timezone": "UTC"},
+    )
+    assert cron.status == 201, cron.body
+    run_at = now + timedelta(minutes=5)
+    delayed = api.post(
+        "/jobs",
+        {
+            "endpoint": "ep-api",
+            "trigger": "DELAYED",
+            "idempotency_key": "later",
+            "run_at": run_at.isoformat(),
+        },
+    )
+    assert delayed.status == 201, delayed.body
+    # The scheduler was "down" for three minutes past the first tick: it catches up.
+    first = datetime.fromisoformat(cron.body["next_run_at"])
+    clock = FakeClock(first + timedelta(minutes=2, seconds=30))
+    CronMaterializer(database, clock=clock).run_once()
+    ticks = executions_of(database, cron.body["job_id"])
+    assert [e["run_at"] for e in ticks] == [first + timedelta(minutes=i) for i in range(3)]
+    assert {(e["status"], e["max_attempts"]) for e in ticks} == {("QUEUED", 4)}
+    promoter = DelayedPromoter(database, clock=FakeClock(run_at - timedelta(milliseconds=1)))
+    assert promoter.run_once().count == 0
+    assert DelayedPromoter(database, clock=FakeClock(run_at)).run_once().count == 1
+    status = api.get(f"/executions/{delayed.body['execution']['execution_id']}").body["status"]
+    assert status == "QUEUED"
