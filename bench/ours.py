@@ -119,7 +119,7 @@ def seed_immediate_sql(conn: Any, sink_url: str, n: int) -> None:
                               endpoint_snapshot)
             SELECT %(ep)s, 'HTTP', 'IMMEDIATE', 'bench-' || g, jsonb_build_object('n', g),
                    %(snap)s::jsonb
-            FROM generate_series(1, %(n)s) g
+            FROM generate_series(1, %(n)s::int) g
             RETURNING job_id, idempotency_key, input
         ), e AS (
             INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
@@ -162,6 +162,15 @@ class Procs:
         for proc in self.procs:
             with contextlib.suppress(psutil.Error):
                 total = max(total, psutil.Process(proc.pid).memory_info().rss)
+        return total
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU consumed so far by the (still running) processes."""
+        total = 0.0
+        for proc in self.procs:
+            with contextlib.suppress(psutil.Error):
+                times = psutil.Process(proc.pid).cpu_times()
+                total += times.user + times.system
         return total
 
     def stop(self) -> None:
@@ -208,6 +217,27 @@ def wait_terminal(conn: Any, n: int, procs: Procs, label: str, stall_s: float = 
         time.sleep(0.25)
 
 
+COUNTERS_SQL = (
+    "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, xact_commit"
+    " FROM pg_stat_database WHERE datname = current_database()"
+)
+
+
+def db_counters(conn: Any) -> tuple[int, int]:
+    """(WAL position, committed transactions) of this database, after stats are flushed."""
+    time.sleep(1.2)  # backends flush their statistics at most once a second
+    wal, commits = conn.execute(COUNTERS_SQL).fetchone()
+    return int(wal), int(commits)
+
+
+def per_delivery(before: tuple[int, int], after: tuple[int, int], n: int) -> dict[str, Any]:
+    """Commits and WAL bytes per delivered execution (includes the harness's polls, ~4/s)."""
+    return {
+        "commits_per_delivery": (after[1] - before[1]) / n if n else None,
+        "wal_bytes_per_delivery": (after[0] - before[0]) / n if n else None,
+    }
+
+
 def window_stats(conn: Any) -> dict[str, Any]:
     row = conn.execute(
         f"""SELECT count(*) FILTER (WHERE status = 'SUCCESS'),
@@ -236,14 +266,19 @@ def run_throughput(server: PgServer, sink_url: str, n: int, workers: int) -> dic
     with server.connect(name) as conn:
         seed_endpoint_sql(conn, sink_url)
         seed_immediate_sql(conn, sink_url, n)
+        before = db_counters(conn)
         procs = Procs()
         try:
             start_workers(procs, url, workers)
             peak = wait_terminal(conn, n, procs, f"ours x{workers}")
+            cpu = procs.cpu_seconds()
         finally:
             procs.stop()
         result = window_stats(conn)
-    result.update(system=f"ours_{workers}w", n=n, workers=workers, peak_rss_mb=peak / 2**20)
+        result.update(per_delivery(before, db_counters(conn), result["success"]))
+    result.update(
+        system=f"ours_{workers}w", n=n, workers=workers, peak_rss_mb=peak / 2**20, worker_cpu_s=cpu
+    )
     server.wait_idle(name)
     progress(
         f"ours x{workers}: {result['success']} delivered, {result['per_s'] or 0:.0f}/s, "

@@ -26,7 +26,12 @@ def serve_api(host: str, port: int) -> None:
     from chalicelib.local import make_api_server
 
     server = make_api_server(host, port)
-    signal.signal(signal.SIGTERM, lambda *_: server.shutdown())
+
+    def stop(*_: Any) -> None:
+        # shutdown() from the thread running serve_forever() would deadlock: leave instead.
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
     server.server.serve_forever()
 
 
@@ -68,14 +73,15 @@ def import_app() -> None:
     print(json.dumps({"import_s": elapsed, "heavy_modules_loaded": heavy}))
 
 
-def _claim_query() -> tuple[str, Any]:
-    """The worker's claim statement from the named-query registry."""
-    from chalicelib.db.queries import queries
-
-    names = [name for name in queries if "claim" in name and name.startswith("worker")]
-    if not names:
-        raise SystemExit(json.dumps({"status": "missing", "reason": "no worker_*claim* query"}))
-    return names[0], queries[names[0]]
+def _claim_query() -> tuple[str, str]:
+    """The worker's PostgreSQL claim statement, rendered as the worker renders it."""
+    try:
+        from chalicelib.domain.regions import ALL_REGIONS
+        from chalicelib.worker.claims import render
+    except ImportError as exc:
+        raise SystemExit(json.dumps({"status": "missing", "reason": str(exc)})) from exc
+    name = "worker_claim_skip_locked"
+    return name, render(name, ALL_REGIONS)
 
 
 def scale_probe(job_id: str, repeat: int) -> None:
@@ -83,14 +89,14 @@ def scale_probe(job_id: str, repeat: int) -> None:
 
     name, claim = _claim_query()
     db = wiring.database("worker")
-    params = _claim_params(claim.sql)
+    params = {"worker_id": "bench-probe", "batch": 50}
     claim_times: list[float] = []
     plan_rows = db.transaction(
-        lambda tx: tx.run("EXPLAIN " + claim.sql, **params), name="bench_explain"
+        lambda tx: tx.run("EXPLAIN " + claim, **params), name="bench_explain"
     )
     plan = [next(iter(r.values())) for r in plan_rows]
     for _ in range(repeat):
-        claim_times.append(_timed_rollback(db, claim.sql, params))
+        claim_times.append(_timed_rollback(db, claim, params))
     page_times = _list_page_times(job_id, repeat)
     print(
         json.dumps(
@@ -121,26 +127,6 @@ def _timed_rollback(db: Any, sql: str, params: dict[str, Any]) -> float:
     with contextlib.suppress(_Rollback):
         db.transaction(work, name="bench_claim_probe")
     return elapsed[-1]
-
-
-def _claim_params(sql: str) -> dict[str, Any]:
-    """Values for whatever named parameters the claim statement takes."""
-    import re
-
-    known: dict[str, Any] = {
-        "limit": 50,
-        "batch_size": 50,
-        "batch": 50,
-        "worker_id": "bench-probe",
-        "region": "default",
-        "regions": ["default"],
-        "lease_sec": 300,
-        "now": None,
-    }
-    params: dict[str, Any] = {}
-    for name in set(re.findall(r"(?<!:):([a-z_]+)", sql)):
-        params[name] = known.get(name, 50 if "limit" in name or "size" in name else "default")
-    return params
 
 
 def _list_page_times(job_id: str, repeat: int) -> list[float]:

@@ -12,6 +12,7 @@ window our worker is measured on), with the in-process wall clock as a cross-che
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -86,12 +87,28 @@ async def measure(url: str) -> dict[str, float | int]:
     return {"done": int(row["done"]), "db_window_s": window}
 
 
+async def counters(url: str) -> tuple[int, int]:
+    """(WAL position, committed transactions) of this database, after stats are flushed."""
+    await asyncio.sleep(1.2)
+    conn = await asyncpg.connect(url)
+    try:
+        row = await conn.fetchrow(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint AS wal, xact_commit"
+            " FROM pg_stat_database WHERE datname = current_database()"
+        )
+    finally:
+        await conn.close()
+    return int(row["wal"]), int(row["xact_commit"])
+
+
 async def main() -> None:
     url, n, sink = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     batch_size = int(sys.argv[4]) if len(sys.argv) > 4 else 25
     max_concurrent = int(sys.argv[5]) if len(sys.argv) > 5 else 50
     await seed(url, n)
+    before = await counters(url)
     marks = await work(url, sink, batch_size, max_concurrent)
+    after = await counters(url)
     db = await measure(url)
     wall = marks["end"] - marks["first"]
     result = {
@@ -104,6 +121,8 @@ async def main() -> None:
         "wall_s": wall,
         "per_s": db["done"] / db["db_window_s"] if db["db_window_s"] > 0 else None,
         "per_s_wall": db["done"] / wall if wall > 0 else None,
+        "commits_per_delivery": (after[1] - before[1]) / max(1, db["done"]),
+        "wal_bytes_per_delivery": (after[0] - before[0]) / max(1, db["done"]),
     }
     print(json.dumps(result))
 

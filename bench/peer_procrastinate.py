@@ -40,6 +40,17 @@ def build_app(url: str, pool_size: int) -> procrastinate.App:
     return app
 
 
+def counters(url: str) -> tuple[int, int]:
+    """(WAL position, committed transactions) of this database, after stats are flushed."""
+    time.sleep(1.2)
+    with psycopg.connect(url) as conn:
+        wal, commits = conn.execute(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, xact_commit"
+            " FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()  # type: ignore[misc]
+    return int(wal), int(commits)
+
+
 async def main() -> None:
     url, n, sink = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     concurrency = int(sys.argv[4]) if len(sys.argv) > 4 else 50
@@ -52,12 +63,14 @@ async def main() -> None:
             await task.batch_defer_async(
                 *({"ident": f"proc_{i}"} for i in range(start, min(n, start + 1000)))
             )
+        before = counters(url)
         STATE["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency))
         await app.run_worker_async(
             queues=["deliver"], concurrency=concurrency, wait=False, listen_notify=True
         )
         end = time.time()
         await STATE["session"].close()  # type: ignore[attr-defined]
+    after = counters(url)
     with psycopg.connect(url) as conn:
         first, last, done = conn.execute(
             "SELECT min(at) FILTER (WHERE type = 'started'), max(at) FILTER (WHERE type ="
@@ -76,6 +89,8 @@ async def main() -> None:
                 "wall_s": wall,
                 "per_s": done / window if window > 0 else None,
                 "per_s_wall": done / wall if wall > 0 else None,
+                "commits_per_delivery": (after[1] - before[1]) / max(1, done),
+                "wal_bytes_per_delivery": (after[0] - before[0]) / max(1, done),
             }
         )
     )
