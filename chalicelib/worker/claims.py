@@ -56,6 +56,7 @@ class ConditionalUpdateClaim:
     def claim(self, db: Database, worker_id: str, batch: int) -> list[ClaimedExecution]:
         def work(tx: Transaction) -> list[ClaimedExecution]:
             # Re-run whole on 40001: the retry reads fresh candidates.
+            tx.execute(queries["worker_read_committed"])
             found = tx.run(self._candidates, batch=batch, **self._region.params())
             if not found:
                 return []

@@ -15,10 +15,9 @@ import json
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable
 
-from chalicelib.db.connection import Database
+from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.errors import DatabaseError
 from chalicelib.worker.models import FinishedExecution
@@ -91,11 +90,7 @@ class Finalizer:
         while True:
             try:
                 rows = self._db.transaction(
-                    lambda tx: tx.run(
-                        queries["worker_finalize_batch"],
-                        results=payload,
-                        worker_id=self._worker_id,
-                    ),
+                    lambda tx: _finalize(tx, payload, self._worker_id),
                     name="worker_finalize_batch",
                 )
                 return {row["execution_id"] for row in rows}
@@ -116,7 +111,6 @@ class Finalizer:
         return self._thread is not None and self._thread.is_alive()
 
 
-def monotonic_deadline(timeout: float) -> Callable[[], float]:
-    """Seconds left until ``timeout`` from now (never negative)."""
-    end = time.monotonic() + timeout
-    return lambda: max(0.0, end - time.monotonic())
+def _finalize(tx: Transaction, payload: str, worker_id: str) -> list[Row]:
+    tx.execute(queries["worker_read_committed"])
+    return tx.run(queries["worker_finalize_batch"], results=payload, worker_id=worker_id)

@@ -1,8 +1,9 @@
 """The worker: a poller that claims batches, a bounded delivery pool, and the finalizer.
 
-Capacity (``TE_WORKER_MAX_CONCURRENT``) counts executions from claim until their finalize
-commits, so the work a crash can lose (delivered but not recorded: the reclaimer retries
-it) is bounded by that number. The poller claims up to the free capacity in one statement
+Capacity (``TE_WORKER_MAX_CONCURRENT``) bounds concurrent deliveries. Executions delivered
+but not yet finalized are bounded too (at most another capacity's worth), so the work a
+crash can lose (delivered but not recorded: the reclaimer retries it) stays bounded while
+claims overlap the finalizer's commits. The poller claims up to the free capacity in one statement
 and sleeps ``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due; :meth:`Worker.nudge`
 wakes it early (an in-process accelerator; polling stays the correct fallback).
 """
@@ -71,7 +72,8 @@ class Worker:
         self._pool = ThreadPoolExecutor(self.capacity, thread_name_prefix="te-delivery")
         self._finalizer = Finalizer(db, self.worker_id, self._finalized)
         self._cond = threading.Condition()
-        self._in_flight = 0
+        self._in_flight = 0  # claimed, not yet finalized
+        self._delivering = 0  # claimed, pipeline still running
         self._wake = threading.Event()
         self._stop = threading.Event()
 
@@ -122,7 +124,8 @@ class Worker:
     def run_once(self) -> int:
         """Claim up to the free capacity once and start the deliveries; returns how many."""
         self._finalizer.start()
-        free = self.capacity - self.in_flight
+        with self._cond:
+            free = self._free()
         if free <= 0:
             return 0
         started = time.monotonic()
@@ -131,6 +134,7 @@ class Worker:
             return 0
         with self._cond:
             self._in_flight += len(batch)
+            self._delivering += len(batch)
         log_event(
             log,
             "worker_batch_claimed",
@@ -169,12 +173,16 @@ class Worker:
         linger_until = time.monotonic() + CLAIM_LINGER_SEC
         with self._cond:
             while not stopping():
-                free = self.capacity - self._in_flight
+                free = self._free()
                 if free >= min_batch or (free > 0 and time.monotonic() >= linger_until):
                     return True
                 wait = CLAIM_LINGER_SEC if free > 0 else self._poll_interval
                 self._cond.wait(wait)
         return False
+
+    def _free(self) -> int:
+        """Slots to claim into (call with the condition held)."""
+        return min(self.capacity - self._delivering, 2 * self.capacity - self._in_flight)
 
     def _process(self, claimed: ClaimedExecution) -> None:
         try:
@@ -186,18 +194,19 @@ class Worker:
                 exc,
                 extra={"execution_id": claimed.execution_id},
             )
-            self._release(1)
+            self._release(delivered=True, finalized=True)
             return
+        self._release(delivered=True)
         self._finalizer.submit(finished)
 
     def _crashed(self, future: Future[None]) -> None:
         exc = future.exception()
         if exc is not None:
             log.error("delivery thread failed; execution left RUNNING", exc_info=exc)
-            self._release(1)
+            self._release(delivered=True, finalized=True)
 
     def _finalized(self, finished: FinishedExecution, applied: bool) -> None:
-        self._release(1)
+        self._release(finalized=True)
         if not applied:
             log_event(
                 log,
@@ -220,7 +229,8 @@ class Worker:
             retry_delay_ms=finished.retry_delay_ms,
         )
 
-    def _release(self, count: int) -> None:
+    def _release(self, *, delivered: bool = False, finalized: bool = False) -> None:
         with self._cond:
-            self._in_flight -= count
+            self._delivering -= int(delivered)
+            self._in_flight -= int(finalized)
             self._cond.notify_all()

@@ -160,3 +160,13 @@ SELECT values_json FROM configs WHERE name = :name
 -- name: worker_secret_values
 -- Secret cache misses, all in one read; decrypted in the worker, never logged.
 SELECT name, encrypted_value FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))
+
+-- name: worker_read_committed
+-- First statement of the claim and finalize transactions. Each of them is ONE statement
+-- whose correctness rests on row locks and compare-and-set guards (SKIP LOCKED, "status IN
+-- (...)", "status = 'RUNNING' AND worker_id AND attempt_count"), which PostgreSQL re-checks
+-- on the latest row version under READ COMMITTED. At SERIALIZABLE the claim's range read of
+-- the pickup index and the finalizer's writes to recently claimed rows abort each other
+-- (40001) for no benefit. CockroachDB runs it as READ COMMITTED where enabled and upgrades
+-- it to SERIALIZABLE otherwise; both are correct, the helper retries 40001 either way.
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED
