@@ -3,16 +3,17 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-REQS := requirements.txt requirements-dev.txt
+REQS := requirements.txt requirements-dev.txt $(wildcard requirements-infra.txt)
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit integration migrate bench chaos clean
+.PHONY: run test lint typecheck unit migrate clean venv
 
 $(STAMP): $(REQS)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q --upgrade pip
-	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt \
+		$(if $(wildcard requirements-infra.txt),-r requirements-infra.txt)
 	@touch $@
 
 venv: $(STAMP)
@@ -23,7 +24,7 @@ run: $(STAMP)
 
 ## test: lint, type check, then the whole test suite (unit + integration).
 test: $(STAMP) lint typecheck
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not chaos"
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
@@ -41,3 +42,8 @@ migrate: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# Benchmarks (make bench, make bench-quick) live with their scripts.
+-include bench/bench.mk
+# Fault injection (make chaos): long runs that break things on purpose.
+-include chaos.mk

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -121,26 +120,6 @@ def require_encryption_key() -> bytes:
     return current
 
 
-_queued_listeners: list[Callable[[], None]] = []
-
-
-def add_queued_listener(listener: Callable[[], None]) -> None:
-    """Register a callback run after a transaction made executions claimable.
-
-    The local stack registers the in-process worker's ``nudge`` here so an IMMEDIATE job
-    is claimed without waiting for the next poll. Polling stays the correct fallback:
-    nothing depends on a listener being present (Lambda, Fargate and CockroachDB have none).
-    """
-    with _lock:
-        _queued_listeners.append(listener)
-
-
-def notify_queued() -> None:
-    """Tell in-process listeners that executions became claimable (after COMMIT)."""
-    for listener in list(_queued_listeners):
-        listener()
-
-
 def reset() -> None:
     """Forget every cached collaborator (tests; the local runner after changing env)."""
     with _lock:
@@ -148,4 +127,3 @@ def reset() -> None:
             db.close()
         _databases.clear()
         _cache.clear()
-        _queued_listeners.clear()

@@ -15,11 +15,7 @@ from chalice import Blueprint
 from chalice.app import CloudWatchEvent
 
 from chalicelib.scheduler.loop import TimeLeft
-from chalicelib.scheduler.service import (
-    CRON_MATERIALIZER,
-    DELAYED_PROMOTER,
-    STUCK_RECLAIMER,
-)
+from chalicelib.scheduler.names import CRON_MATERIALIZER, DELAYED_PROMOTER, STUCK_RECLAIMER
 
 bp = Blueprint(__name__)
 

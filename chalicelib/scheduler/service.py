@@ -21,6 +21,7 @@ from chalicelib.health.region import RegionRefresher
 from chalicelib.logs import log_event
 from chalicelib.scheduler.loop import LoopClock, LoopSpec, LoopStats, TimeLeft, run_loop
 from chalicelib.scheduler.materializer import CronMaterializer
+from chalicelib.scheduler.names import CRON_MATERIALIZER, DELAYED_PROMOTER, STUCK_RECLAIMER
 from chalicelib.scheduler.promoter import DelayedPromoter
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.settings import Settings
@@ -28,9 +29,6 @@ from chalicelib.wiring import utcnow
 
 log = logging.getLogger(__name__)
 
-CRON_MATERIALIZER = "cron_materializer"
-DELAYED_PROMOTER = "delayed_promoter"
-STUCK_RECLAIMER = "stuck_reclaimer"
 LOOP_NAMES = (CRON_MATERIALIZER, DELAYED_PROMOTER, STUCK_RECLAIMER)
 
 # How often the main thread looks at the caller's stop event.

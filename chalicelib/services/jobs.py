@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from chalicelib import wakeup
 from chalicelib.api.pagination import PageRequest
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
@@ -108,7 +109,12 @@ class JobService:
     def create(self, body: Mapping[str, Any]) -> CreateResult:
         """POST /jobs: one transaction; 201 for a new job, 200 for an idempotency-key hit."""
         request = parse_job_request(body, now=self.clock())
-        return self.db.transaction(lambda tx: self._create_in(tx, request), name="job_create")
+        result = self.db.transaction(lambda tx: self._create_in(tx, request), name="job_create")
+        if result.created and request.trigger == TriggerType.IMMEDIATE:
+            # After COMMIT: wake a worker running in this process (the local stack). A no-op
+            # elsewhere; the worker's poll loop is the path correctness relies on.
+            wakeup.notify()
+        return result
 
     def _existing(self, tx: Transaction, request: JobRequest) -> JobView | None:
         if request.idempotency_key is None:

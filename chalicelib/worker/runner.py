@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import threading
 
+from chalicelib import wakeup
 from chalicelib.logs import log_event
-from chalicelib.worker import build_worker, wakeup
+from chalicelib.worker import build_worker
 
 log = logging.getLogger("chalicelib.worker")
 
@@ -15,7 +16,7 @@ def run_worker_until(stop: threading.Event, *, nudge_from_api: bool = False) -> 
     """Run a worker built from settings until ``stop`` is set, then drain and close it.
 
     With ``nudge_from_api`` the worker claims as soon as code in this process calls
-    :func:`chalicelib.worker.wakeup.notify` (e.g. POST /jobs after its commit).
+    :func:`chalicelib.wakeup.notify` (e.g. POST /jobs after its commit).
     """
     from chalicelib.settings import get_settings
 

@@ -1,0 +1,172 @@
+"""`make run`'s stack end to end: a real process, the embedded database, HTTP over loopback.
+
+Starts ``python -m chalicelib.local`` with a fresh data dir and no TE_DATABASE_URL (so the
+embedded PostgreSQL is started by the stack itself), creates an endpoint and an IMMEDIATE
+job with plain HTTP requests, sees the delivery arrive at a real HTTP target, stops the stack
+with SIGINT (Ctrl-C), checks nothing is left running, and starts it again on the same data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.fixtures.services import HttpTarget, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _call(base: str, key: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(  # noqa: S310 - loopback URL built by the test
+        base + path,
+        data=data,
+        method=method,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+class Stack:
+    """One `python -m chalicelib.local` process and what its banner said."""
+
+    def __init__(self, data_dir: Path, port: int) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TE_")}
+        env.update(
+            TE_DATA_DIR=str(data_dir),
+            TE_LISTEN_ADDR=f"127.0.0.1:{port}",
+            TE_WORKER_POLL_INTERVAL_MS="100",
+            PYTHONUNBUFFERED="1",
+        )
+        self.base = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "chalicelib.local"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.output: list[str] = []
+        self.key = self._read_banner()
+
+    def _read_banner(self) -> str:
+        deadline = time.monotonic() + 90
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError("stack exited early:\n" + "".join(self.output))
+            self.output.append(line)
+            if line.startswith("API key: "):
+                return line.split(": ", 1)[1].strip()
+        raise AssertionError("no banner within 90 s:\n" + "".join(self.output))
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
+def _postgres_processes(data_dir: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        cmdline = " ".join(proc.info.get("cmdline") or [])
+        if proc.info.get("name") == "postgres" and str(data_dir) in cmdline:
+            found.append(proc)
+    return found
+
+
+def _wait_until(predicate: Any, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = Path(tmp_path_factory.mktemp("stack")) / "data"
+    os.chmod(path.parent, 0o755)  # noqa: S103 - the embedded postgres OS user must reach it
+    return path
+
+
+def test_local_stack_delivers_a_curl_created_job_and_restarts_on_its_data(
+    data_dir: Path, http_target: HttpTarget
+) -> None:
+    port = free_port()
+    stack = Stack(data_dir, port)
+    try:
+        status, _ = _call(
+            stack.base,
+            stack.key,
+            "POST",
+            "/endpoints",
+            {
+                "name": "hello",
+                "type": "HTTP",
+                "spec": {
+                    "url": http_target.url("/hello"),
+                    "method": "POST",
+                    "body_template": {"who": "{{input.who}}"},
+                },
+            },
+        )
+        assert status == 201
+        status, job = _call(
+            stack.base,
+            stack.key,
+            "POST",
+            "/jobs",
+            {
+                "endpoint": "hello",
+                "trigger": "IMMEDIATE",
+                "idempotency_key": "k1",
+                "input": {"who": "world"},
+            },
+        )
+        assert status == 201
+        received = _wait_until(lambda: http_target.received("/hello"))
+        assert received[0].json() == {"who": "world"}
+        execution_id = job["execution"]["execution_id"]
+        _wait_until(
+            lambda: (
+                _call(stack.base, stack.key, "GET", f"/executions/{execution_id}")[1]["status"]
+                == "SUCCESS"
+            )
+        )
+        status, body = _call(stack.base, stack.key, "GET", "/no/such/route")
+        assert status == 404 and body["error"]["code"] == "ROUTE_NOT_FOUND"
+    finally:
+        assert stack.stop() == 0
+    assert _wait_until(lambda: not _postgres_processes(data_dir), timeout=20) is True
+
+    again = Stack(data_dir, port)
+    try:
+        assert again.key == stack.key  # generated once, reused
+        status, job_again = _call(again.base, again.key, "GET", f"/jobs/{job['job_id']}")
+        assert status == 200 and job_again["execution"]["status"] == "SUCCESS"
+    finally:
+        assert again.stop() == 0
+    assert _wait_until(lambda: not _postgres_processes(data_dir), timeout=20) is True
