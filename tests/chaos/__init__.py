@@ -1,0 +1,1 @@
+"""Long-running fault tests (``make chaos``, marker ``chaos``; excluded from ``make test``)."""

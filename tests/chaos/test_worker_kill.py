@@ -1,0 +1,146 @@
+"""Fault 1: the worker SIGKILLed every few seconds and restarted (issue 8).
+
+10,000 IMMEDIATE executions (``TE_CHAOS_N`` for a quick run) are delivered by
+``python -m chalicelib.worker`` while a ``python -m chalicelib.scheduler`` reclaims what each
+killed worker held (lease ``TE_STUCK_EXECUTION_TIMEOUT_SEC=5``, checked every second).
+
+* HTTP target: every execution ends SUCCESS and reached the target (0 lost, 0 stuck);
+  duplicates (same ``X-Task-Executor-Execution-Id`` received twice) are at most the work in
+  flight at the kills: at-least-once, detectable by the receiver.
+* Redis Stream target: the same kills produce 0 duplicate entries (exactly-once).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from chalicelib.db.connection import Database
+from tests.chaos.figures import chaos_n, write_figures
+from tests.chaos.harness import (
+    KillReport,
+    Stack,
+    figures,
+    kill_worker_until_done,
+    status_counts,
+)
+from tests.fixtures.services import HttpTarget
+from tests.integration.worker.factories import http_spec, retry_policy, seed
+
+pytestmark = pytest.mark.chaos
+
+# Seconds between kills (random in the range): a worker claims within ~1 s of starting.
+KILL_EVERY_S = (1.0, 3.0)
+# Enough attempts that an execution killed several times in a row is still retried.
+POLICY = retry_policy(max_attempts=20)
+EXECUTION_HEADER = "x-task-executor-execution-id"
+
+
+def _inputs(n: int) -> list[dict[str, str]]:
+    return [{"user_id": f"u{i}"} for i in range(n)]
+
+
+def _run_with_kills(db: Database, stack: Stack, total: int) -> tuple[float, KillReport]:
+    started = time.monotonic()
+    stack.start("scheduler", "chalicelib.scheduler")
+    stack.start("worker", "chalicelib.worker")
+    try:
+        kills = kill_worker_until_done(
+            stack,
+            db,
+            every_s=KILL_EVERY_S,
+            keep_killing=lambda counts: counts.get("QUEUED", 0) > 0,
+            timeout_s=max(600.0, total / 5),
+        )
+    finally:
+        stack.close()
+    return time.monotonic() - started, kills
+
+
+def test_http_target_under_worker_kills_loses_nothing(
+    database: Database, db_url: str, http_target: HttpTarget, tmp_path: Path
+) -> None:
+    total = chaos_n(10_000)
+    seeded = seed(
+        database, spec=http_spec(http_target.url("/hook")), policy=POLICY, inputs=_inputs(total)
+    )
+    duration, kills = _run_with_kills(database, Stack(db_url, tmp_path), total)
+
+    received = Counter(r.headers.get(EXECUTION_HEADER) for r in http_target.received("/hook"))
+    counts = status_counts(database)
+    ids = set(seeded.execution_ids)
+    lost = len(ids - set(received)) + (total - counts.get("SUCCESS", 0))
+    duplicated = sum(n - 1 for n in received.values())
+    stuck = sum(n for s, n in counts.items() if s not in ("SUCCESS", "FAILED"))
+    write_figures(
+        "worker_kill",
+        figures(
+            created=total,
+            delivered=len(ids & set(received)),
+            duplicated=duplicated,
+            lost=lost,
+            stuck=stuck,
+            duration_s=duration,
+            kills=kills.kills,
+            in_flight_at_kills=kills.in_flight_at_kills,
+            statuses=counts,
+        ),
+    )
+
+    assert kills.kills >= 1
+    assert (lost, stuck) == (0, 0), counts
+    assert set(received) == ids
+    assert duplicated <= kills.in_flight_at_kills
+
+
+def test_redis_stream_under_worker_kills_has_no_duplicates(
+    database: Database, db_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    import redis
+
+    total = chaos_n(10_000)
+    stream = "chaos-" + uuid.uuid4().hex[:8]
+    spec = {
+        "redis_url": redis_url,
+        "stream": stream,
+        "fields_template": {"user_id": "{{input.user_id}}"},
+        "max_len": None,
+        "approximate_trimming": True,
+        "timeout_ms": 2000,
+    }
+    seeded = seed(
+        database, spec=spec, endpoint_type="REDIS_STREAM", policy=POLICY, inputs=_inputs(total)
+    )
+    duration, kills = _run_with_kills(database, Stack(db_url, tmp_path), total)
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    raw: list[tuple[str, dict[str, str]]] = client.xrange(stream)  # type: ignore[assignment]
+    entries = Counter(fields["execution_id"] for _, fields in raw)
+    client.close()
+    counts = status_counts(database)
+    ids = set(seeded.execution_ids)
+    lost = len(ids - set(entries)) + (total - counts.get("SUCCESS", 0))
+    duplicated = sum(n - 1 for n in entries.values())
+    stuck = sum(n for s, n in counts.items() if s not in ("SUCCESS", "FAILED"))
+    write_figures(
+        "worker_kill_redis_stream",
+        figures(
+            created=total,
+            delivered=len(ids & set(entries)),
+            duplicated=duplicated,
+            lost=lost,
+            stuck=stuck,
+            duration_s=duration,
+            kills=kills.kills,
+            in_flight_at_kills=kills.in_flight_at_kills,
+            statuses=counts,
+        ),
+    )
+
+    assert kills.kills >= 1
+    assert (lost, stuck, duplicated) == (0, 0, 0), counts
+    assert set(entries) == ids

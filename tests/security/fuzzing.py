@@ -1,0 +1,212 @@
+"""Fuzz the API from its own OpenAPI document with schemathesis (issue 8, "bad input").
+
+The app runs as the local stack serves it (``chalicelib.local.make_api_server``) on a free
+loopback port in a thread of the test process, on the test's database. Every operation of
+``GET /openapi.json`` gets hypothesis-generated cases in both modes (POSITIVE: valid per the
+document; NEGATIVE: deliberately invalid), each sent with the bootstrap key, and every
+response goes through schemathesis' conformance checks plus our envelope rule. Failures are
+collected (not raised inside hypothesis, so nothing shrinks for minutes) and reported with
+the exact request as a curl command.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis.core.failures import FailureGroup
+
+from tests.conftest import BOOTSTRAP_KEY
+from tests.fixtures.services import free_port
+
+
+@dataclass
+class FuzzReport:
+    """What a run sent and what broke (one entry per distinct failure)."""
+
+    requests: int = 0
+    by_status: dict[int, int] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    server_errors: int = 0
+    unsatisfiable: list[str] = field(default_factory=list)
+
+    def note(self, status: int) -> None:
+        self.requests += 1
+        self.by_status[status] = self.by_status.get(status, 0) + 1
+        if status >= 500:
+            self.server_errors += 1
+
+    def summary(self) -> str:
+        head = f"{self.requests} requests, statuses {dict(sorted(self.by_status.items()))}"
+        return "\n\n".join([head, *self.failures[:20]])
+
+
+@contextmanager
+def api_server() -> Iterator[str]:
+    """The app on a free loopback port (the caller has set TE_* for its database)."""
+    from chalicelib.local import make_api_server
+
+    port = free_port()
+    server = make_api_server("127.0.0.1", port)
+    thread = threading.Thread(target=server.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.server.shutdown()
+        server.server.server_close()
+        thread.join(timeout=5)
+
+
+def fetch_document(base_url: str) -> dict[str, Any]:
+    """The document exactly as clients get it."""
+    doc: dict[str, Any] = requests.get(base_url + "/openapi.json", timeout=10).json()
+    return doc
+
+
+def load_schema(doc: dict[str, Any]) -> Any:
+    import schemathesis
+
+    return schemathesis.openapi.from_dict(doc)
+
+
+def _header(response: Any, name: str) -> str | None:
+    """schemathesis' Response keeps headers as {name: [values]} in the server's spelling."""
+    for key, values in response.headers.items():
+        if key.lower() == name.lower():
+            return str(values[0]) if isinstance(values, list) else str(values)
+    return None
+
+
+def _envelope_problem(response: Any) -> str | None:
+    """Every 4xx/5xx is ``{"error": {"code", "message", "request_id"}}`` (spec's envelope)."""
+    if response.status_code < 400:
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        return "error body is not JSON"
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return "error body has no 'error' object"
+    for key in ("code", "message", "request_id"):
+        if not isinstance(error.get(key), str) or not error[key]:
+            return f"error envelope lacks a string {key!r}"
+    if _header(response, "X-Request-Id") != error["request_id"]:
+        return "X-Request-Id header differs from error.request_id"
+    return None
+
+
+def _checks() -> list[Any]:
+    from schemathesis.checks import not_a_server_error
+    from schemathesis.specs.openapi.checks import (
+        content_type_conformance,
+        response_headers_conformance,
+        response_schema_conformance,
+        status_code_conformance,
+    )
+
+    return [
+        not_a_server_error,
+        status_code_conformance,
+        content_type_conformance,
+        response_headers_conformance,
+        response_schema_conformance,
+    ]
+
+
+def _first_line(failure: BaseException) -> str:
+    title = getattr(failure, "title", "") or type(failure).__name__
+    text = str(failure).strip().splitlines()
+    return f"{title}: {text[0][:300]}" if text else str(title)
+
+
+class Fuzzer:
+    """Sends generated cases for every operation and records what fails."""
+
+    def __init__(self, base_url: str, schema: Any) -> None:
+        self.base_url = base_url
+        self.schema = schema
+        self.session = requests.Session()
+        self.report = FuzzReport()
+        self._seen: set[str] = set()
+
+    def run(self, examples_per_operation: int, *, derandomize: bool = True) -> FuzzReport:
+        from schemathesis import GenerationMode
+
+        operations = [op.ok() for op in self.schema.get_all_operations()]
+        for operation in operations:
+            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+                self._fuzz(operation, mode, examples_per_operation, derandomize)
+        return self.report
+
+    def _fuzz(self, operation: Any, mode: Any, examples: int, derandomize: bool) -> None:
+        strategy = operation.as_strategy(generation_mode=mode)
+
+        @settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            derandomize=derandomize,
+            suppress_health_check=list(HealthCheck),
+            phases=[Phase.generate],
+        )
+        @given(case=strategy)
+        def one(case: Any) -> None:
+            self._send(case)
+
+        try:
+            one()
+        except Unsatisfiable:
+            # NEGATIVE mode has nothing to break in an operation without parameters or body.
+            self.report.unsatisfiable.append(f"{operation.label} {mode.value}")
+
+    def _send(self, case: Any) -> None:
+        headers = {"Authorization": f"Bearer {BOOTSTRAP_KEY}"}
+        response = case.call(base_url=self.base_url, session=self.session, headers=headers)
+        self.report.note(response.status_code)
+        problems = []
+        envelope = _envelope_problem(response)
+        if envelope:
+            problems.append(envelope)
+        try:
+            case.validate_response(response, checks=_checks(), headers=headers)
+        except FailureGroup as group:
+            problems.extend(_first_line(failure) for failure in group.exceptions)
+        except AssertionError as exc:
+            problems.append(_first_line(exc))
+        for problem in problems:
+            self._record(case, response, problem)
+
+    def _record(self, case: Any, response: Any, problem: str) -> None:
+        key = f"{case.operation.label} {response.status_code} {problem}"
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        curl = case.as_curl_command(base_url=self.base_url)
+        body = response.text[:400]
+        self.report.failures.append(
+            f"{key}\n  request: {curl}\n  response: {response.status_code} {body}"
+        )
+
+
+def fuzz(examples_per_operation: int, *, derandomize: bool = True) -> FuzzReport:
+    """Start the API, fuzz every operation, stop it (env must already point at a database)."""
+    with api_server() as base_url:
+        return Fuzzer(base_url, load_schema(fetch_document(base_url))).run(
+            examples_per_operation, derandomize=derandomize
+        )
+
+
+def dump(report: FuzzReport) -> str:
+    return json.dumps(
+        {"requests": report.requests, "by_status": report.by_status, "failures": report.failures},
+        indent=2,
+    )
