@@ -204,6 +204,13 @@ class ForeignKeyViolation(DatabaseError):
     code = "CONFLICT"
 
 
+class InvalidData(DatabaseError):
+    """The database refused a value from the request (SQLSTATE class 22): a client error."""
+
+    status = 400
+    code = "INVALID_REQUEST"
+
+
 class SecretKeyError(TaskExecutorError):
     """A secret cannot be encrypted or decrypted with the configured keys."""
 

@@ -16,8 +16,9 @@ from typing import Any
 from chalice import Chalice, Response
 from chalice.app import Request
 
-from chalicelib.api.http import error_body, error_response, new_request_id
+from chalicelib.api.http import contains_nul, error_body, error_response, new_request_id
 from chalicelib.errors import (
+    InvalidRequest,
     MethodNotAllowed,
     PayloadTooLarge,
     TaskExecutorError,
@@ -81,6 +82,9 @@ def _guard(request: Request) -> None:
     from chalicelib.settings import get_settings
 
     route = (request.method, request.context.get("resourcePath", ""))
+    params = list((request.query_params or {}).values()) + list((request.uri_params or {}).values())
+    if contains_nul(params):
+        raise InvalidRequest("Query and path parameters must not contain NUL (%00).")
     raw = request.raw_body if request.method in ("POST", "PUT", "PATCH") else b""
     if raw and len(raw) > get_settings().max_body_bytes:
         raise PayloadTooLarge(f"Request body exceeds {get_settings().max_body_bytes} bytes.")

@@ -19,9 +19,11 @@ from chalice import Blueprint, Response
 from chalice.app import Request
 
 from chalicelib.errors import (
+    DatabaseError,
     InvalidRequest,
     PayloadTooLarge,
     RateLimited,
+    SecretKeyError,
     TaskExecutorError,
     ValidationFailed,
 )
@@ -57,13 +59,27 @@ def error_body(code: str, message: str, request_id: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "request_id": request_id}}
 
 
+# Messages of these errors may carry SQL, query names or server text: never shown to clients.
+_HIDDEN_5XX = {
+    500: "An internal error occurred.",
+    503: "The service is temporarily unavailable; retry shortly.",
+}
+
+
+def public_message(exc: TaskExecutorError) -> str:
+    """What a client may read: the message, except for infrastructure failures."""
+    if exc.status >= 500 and isinstance(exc, DatabaseError | SecretKeyError):
+        return _HIDDEN_5XX.get(exc.status, _HIDDEN_5XX[500])
+    return exc.message
+
+
 def error_response(exc: TaskExecutorError) -> Response:
     request_id = current_request_id()
     headers: dict[str, Any] = {**JSON_HEADERS, "X-Request-Id": request_id}
     if isinstance(exc, RateLimited):
         headers["Retry-After"] = str(exc.retry_after_sec)
     return Response(
-        body=json.dumps(error_body(exc.code, exc.message, request_id)),
+        body=json.dumps(error_body(exc.code, public_message(exc), request_id)),
         status_code=exc.status,
         headers=headers,
     )
@@ -92,20 +108,32 @@ def to_response(result: Any, status: int = 200) -> Response:
 # -- request parsing ---------------------------------------------------------------------
 
 
-def _depth(value: Any, limit: int) -> int:
-    """Nesting depth of decoded JSON, iteratively (no recursion on hostile input)."""
+def _inspect(value: Any, limit: int) -> tuple[int, bool]:
+    """Nesting depth of decoded JSON and whether any key or string holds a NUL character.
+
+    Iterative (no recursion on hostile input). NUL is refused up front because neither
+    PostgreSQL's JSONB nor TEXT can store it: it must be a 400, not a database error.
+    """
     deepest = 0
+    has_nul = False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         deepest = max(deepest, depth)
         if deepest > limit:
-            return deepest
-        if isinstance(node, dict):
+            break
+        if isinstance(node, str):
+            has_nul = has_nul or "\x00" in node
+        elif isinstance(node, dict):
+            has_nul = has_nul or any("\x00" in key for key in node)
             stack.extend((v, depth + 1) for v in node.values())
         elif isinstance(node, list):
             stack.extend((v, depth + 1) for v in node)
-    return deepest
+    return deepest, has_nul
+
+
+def contains_nul(values: Iterable[str]) -> bool:
+    return any("\x00" in value for value in values)
 
 
 def parse_json_body(raw: bytes | None, *, max_bytes: int) -> dict[str, Any]:
@@ -128,8 +156,11 @@ def parse_json_body(raw: bytes | None, *, max_bytes: int) -> dict[str, Any]:
         ) from exc
     if not isinstance(body, dict):
         raise InvalidRequest("Request body must be a JSON object.")
-    if _depth(body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+    depth, has_nul = _inspect(body, MAX_JSON_DEPTH)
+    if depth > MAX_JSON_DEPTH:
         raise InvalidRequest(f"JSON nesting deeper than {MAX_JSON_DEPTH} levels.")
+    if has_nul:
+        raise InvalidRequest("Strings in the request body must not contain NUL (\\u0000).")
     return body
 
 

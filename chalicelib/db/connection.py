@@ -37,6 +37,7 @@ from chalicelib.errors import (
     DatabaseError,
     DatabaseUnavailable,
     ForeignKeyViolation,
+    InvalidData,
     TransactionRetriesExhausted,
     UniqueViolation,
 )
@@ -325,4 +326,8 @@ def translate_error(exc: BaseException, name: str) -> DatabaseError:
         return ForeignKeyViolation(f"{name}: {message}")
     if _is_disconnect(exc):
         return DatabaseUnavailable(f"{name}: {message}")
+    if state is not None and state.startswith("22"):
+        # Class 22 (data exception): a value the database cannot store or compare, e.g. an
+        # out-of-range number or an invalid byte sequence. The request caused it: 400.
+        return InvalidData(f"The database refused a value of the request: {message}.")
     return DatabaseError(f"{name}: {message} (SQLSTATE {state})")

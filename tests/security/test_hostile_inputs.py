@@ -1,0 +1,179 @@
+"""Hostile inputs get a clear 4xx with the envelope, never a 500 and never a half-write.
+
+Complements tests/integration/test_api_foundation.py (oversize bodies, deep nesting, invalid
+UTF-8, huge limits, forged cursors, content types) and the worker's CRLF header tests.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from chalicelib.db.connection import Database
+from chalicelib.worker import build_worker
+from tests.conftest import ApiClient
+from tests.fixtures.services import HttpTarget
+
+NUL = "\u0000"
+
+
+def _rows(database: Database, table: str) -> int:
+    return int(database.run(f"SELECT count(*) AS n FROM {table}")[0]["n"])
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "table"),
+    [
+        (
+            "/payload-specs",
+            {"name": "p1", "schema": {"a" + NUL: {"type": "string"}}},
+            "payload_specs",
+        ),
+        ("/configs", {"name": "c1", "values": {"k": "v" + NUL}}, "configs"),
+        ("/secrets", {"name": "s1", "value": "v" + NUL}, "secrets"),
+        (
+            "/endpoints",
+            {"name": "e1", "type": "HTTP", "spec": {"url": "http://x/" + NUL, "method": "GET"}},
+            "endpoints",
+        ),
+    ],
+)
+def test_nul_characters_in_bodies_are_a_400_and_nothing_is_written(
+    api: ApiClient, database: Database, path: str, body: dict[str, Any], table: str
+) -> None:
+    reply = api.post(path, body)
+    assert reply.status == 400, reply.body
+    assert reply.error_code == "INVALID_REQUEST"
+    assert "NUL" in reply.body["error"]["message"]
+    assert _rows(database, table) == 0
+
+
+def test_nul_in_job_input_is_a_400(api: ApiClient, database: Database) -> None:
+    assert (
+        api.post(
+            "/endpoints",
+            {"name": "e", "type": "HTTP", "spec": {"url": "http://example.com/", "method": "POST"}},
+        ).status
+        == 201
+    )
+    reply = api.post(
+        "/jobs",
+        {"endpoint": "e", "trigger": "IMMEDIATE", "idempotency_key": "k", "input": {"x": NUL}},
+    )
+    assert reply.status == 400 and reply.error_code == "INVALID_REQUEST"
+    assert _rows(database, "jobs") == 0 and _rows(database, "executions") == 0
+
+
+@pytest.mark.parametrize(
+    "path", ["/jobs?endpoint=%00", "/jobs?status=ACTIVE%00", "/jobs/j/executions?status=%00"]
+)
+def test_nul_in_query_and_path_parameters_is_a_400(api: ApiClient, path: str) -> None:
+    reply = api.get(path)
+    assert reply.status == 400, reply.body
+    assert reply.error_code == "INVALID_REQUEST"
+
+
+@pytest.mark.parametrize(
+    "name", ["x'; DROP TABLE configs; --", 'a" OR "1"="1', "../etc/passwd", "UPPER", "a b"]
+)
+def test_sql_and_path_metacharacters_in_names_are_refused(
+    api: ApiClient, database: Database, name: str
+) -> None:
+    reply = api.post("/configs", {"name": name, "values": {}})
+    assert reply.status == 400, reply.body
+    assert reply.error_code == "INVALID_REQUEST"
+    assert _rows(database, "configs") == 0
+
+
+def test_sql_metacharacters_in_values_are_stored_verbatim(api: ApiClient) -> None:
+    value = "'); DELETE FROM configs; --"
+    assert api.post("/configs", {"name": "c", "values": {"v": value}}).status == 201
+    assert api.get("/configs/c").body["values"] == {"v": value}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"endpoint": "e", "trigger": "IMMEDIATE", "idempotency_key": "k", "surprise": 1},
+        {"endpoint": "e", "trigger": "IMMEDIATE", "idempotency_key": 7},
+        {"endpoint": ["e"], "trigger": "IMMEDIATE", "idempotency_key": "k"},
+        {"endpoint": "e", "trigger": "SOMETIMES", "idempotency_key": "k"},
+        {"endpoint": "e", "trigger": "IMMEDIATE", "idempotency_key": "k", "input": [1, 2]},
+    ],
+)
+def test_unknown_fields_and_wrong_types_on_jobs_are_a_400(
+    api: ApiClient, database: Database, body: dict[str, Any]
+) -> None:
+    assert (
+        api.post(
+            "/endpoints",
+            {"name": "e", "type": "HTTP", "spec": {"url": "http://example.com/", "method": "POST"}},
+        ).status
+        == 201
+    )
+    reply = api.post("/jobs", body)
+    assert reply.status == 400, reply.body
+    assert reply.error_code == "INVALID_REQUEST"
+    assert _rows(database, "jobs") == 0
+
+
+def test_database_failures_do_not_leak_sql_or_server_text(
+    api: ApiClient, database: Database
+) -> None:
+    database.execute("ALTER TABLE configs RENAME TO configs_gone")
+    reply = api.get("/configs")
+    assert reply.status == 500
+    assert reply.error_code == "INTERNAL_ERROR"
+    message = reply.body["error"]["message"]
+    assert message == "An internal error occurred."
+    assert "configs" not in message and "SQLSTATE" not in message
+
+
+def test_placeholders_in_input_values_are_delivered_literally(
+    api: ApiClient, http_target: HttpTarget
+) -> None:
+    """Input is data: a value that looks like {{secret.x}} must not be expanded."""
+    assert api.post("/secrets", {"name": "k", "value": "the-real-secret"}).status == 201
+    assert (
+        api.post(
+            "/endpoints",
+            {
+                "name": "echo",
+                "type": "HTTP",
+                "spec": {
+                    "url": http_target.url("/echo"),
+                    "method": "POST",
+                    "headers": {"X-Key": "{{secret.k}}"},
+                    "body_template": {"note": "{{input.note}}", "text": "say {{input.note}}"},
+                },
+            },
+        ).status
+        == 201
+    )
+    smuggled = "{{secret.k}}"
+    job = api.post(
+        "/jobs",
+        {
+            "endpoint": "echo",
+            "trigger": "IMMEDIATE",
+            "idempotency_key": "k",
+            "input": {"note": smuggled},
+        },
+    )
+    assert job.status == 201
+    worker = build_worker()
+    try:
+        deadline = time.monotonic() + 20
+        while not http_target.received("/echo"):
+            assert time.monotonic() < deadline, "not delivered"
+            worker.run_once()
+            worker.drain(5)
+    finally:
+        worker.stop()
+        worker.drain(5)
+        worker.close()
+    received = http_target.received("/echo")[0]
+    assert received.json() == {"note": smuggled, "text": f"say {smuggled}"}
+    assert "the-real-secret" not in str(received.json())
