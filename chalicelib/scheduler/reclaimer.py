@@ -11,6 +11,7 @@ the execution is still RUNNING on an expired lease (``scheduler_reclaim_stuck``)
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,9 +20,12 @@ from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.domain.statuses import ExecutionStatus, sources_of
+from chalicelib.logs import log_event
 from chalicelib.scheduler.loop import Progress
 from chalicelib.scheduler.regional import regional
 from chalicelib.wiring import utcnow
+
+log = logging.getLogger(__name__)
 
 #: Executions reclaimed per statement.
 DEFAULT_BATCH_SIZE = 100
@@ -84,6 +88,18 @@ class StuckReclaimer:
     def run_once(self) -> Progress:
         reclaimed = self.reclaim()
         failed = sum(1 for r in reclaimed if r.status is ExecutionStatus.FAILED)
+        for r in reclaimed:
+            if r.status is ExecutionStatus.FAILED:
+                # The same event the worker logs for a FAILED execution, so one metric filter
+                # (infra: TaskExecutor/ExecutionsFailed, value $.count) counts both paths.
+                log_event(
+                    log,
+                    "execution_failed",
+                    logging.ERROR,
+                    execution_id=r.execution_id,
+                    error_type="WORKER_LOST",
+                    count=1,
+                )
         return Progress(
             len(reclaimed),
             len(reclaimed) >= self._batch_size,

@@ -227,6 +227,7 @@ class Worker:
             duration_ms=finished.duration_ms,
             error_type=None if finished.error is None else finished.error.get("type"),
             retry_delay_ms=finished.retry_delay_ms,
+            count=1,  # CloudWatch metric filters sum $.count (infra/stacks/observability.py)
         )
 
     def _release(self, *, delivered: bool = False, finalized: bool = False) -> None:

@@ -99,7 +99,9 @@ class Observability(Construct):
                 filter_pattern=metric.filter_pattern,
                 metric_namespace=NAMESPACE,
                 metric_name=metric.metric_name,
-                metric_value="1",
+                # Every counted event carries `count`: 1 per execution from the worker,
+                # the batch size from the reclaimer's per-iteration `reclaimed` line.
+                metric_value="$.count",
             )
         alarm = cloudwatch.Alarm(
             self,

@@ -71,9 +71,14 @@ def test_lost_attempt_with_attempts_left_goes_to_retrying_now(
     assert "RETRYING" in log["message"]
 
 
-def test_lost_last_attempt_fails_the_execution(database: Database, job_id: str) -> None:
+def test_lost_last_attempt_fails_the_execution(
+    database: Database, job_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
     execution_id = running(database, job_id, attempt=3, of=3)
-    progress = reclaimer(database).run_once()
+    with caplog.at_level("INFO"):
+        progress = reclaimer(database).run_once()
+    failed_events = [r for r in caplog.records if getattr(r, "event", "") == "execution_failed"]
+    assert [(r.execution_id, r.count) for r in failed_events] == [(execution_id, 1)]  # type: ignore[attr-defined]
     assert (progress.count, dict(progress.detail)) == (1, {"retrying": 0, "failed": 1})
     row = execution(database, execution_id)
     assert (row["status"], row["completed_at"], row["worker_id"]) == ("FAILED", T0, None)
