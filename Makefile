@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): $(REQS)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check -q --upgrade pip
+	$(PY) -m pip install --disable-pip-version-check -q 'pip>=23,<26.3'  # chalice 1.34 needs pip<26.3
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt \
 		$(if $(wildcard requirements-infra.txt),-r requirements-infra.txt)
 	@touch $@

@@ -136,16 +136,21 @@ def main() -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
 
+    # Import everything the threads need here, in the main thread, before any thread starts:
+    # chalice.local pulls in six's meta-path importer, and a first import of http.server in
+    # one thread racing urllib3's first import of http.client in another deadlocked on the
+    # module locks (seen here, intermittently).
+    host, port = settings.listen_host_port()
+    server = make_api_server(host, port)
+    import chalicelib.worker.dispatchers.http  # noqa: F401 - see above
     from chalicelib.scheduler.runner import run_scheduler_until
     from chalicelib.worker.runner import run_worker_until
 
     threads = [
         _start("worker", lambda: run_worker_until(stop, nudge_from_api=True)),
         _start("scheduler", lambda: run_scheduler_until(stop)),
+        _start("api", server.server.serve_forever),
     ]
-    host, port = settings.listen_host_port()
-    server = make_api_server(host, port)
-    threads.append(_start("api", server.server.serve_forever))
     _banner(host, port, api_key)
     stop.wait()
     server.shutdown()

