@@ -108,28 +108,39 @@ def to_response(result: Any, status: int = 200) -> Response:
 # -- request parsing ---------------------------------------------------------------------
 
 
-def _inspect(value: Any, limit: int) -> tuple[int, bool]:
-    """Nesting depth of decoded JSON and whether any key or string holds a NUL character.
+def _storable(text: str) -> bool:
+    """False for NUL and lone surrogates: PostgreSQL's TEXT/JSONB cannot hold either."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
-    Iterative (no recursion on hostile input). NUL is refused up front because neither
-    PostgreSQL's JSONB nor TEXT can store it: it must be a 400, not a database error.
+
+def _inspect(value: Any, limit: int) -> tuple[int, bool]:
+    """Nesting depth of decoded JSON and whether every key and string can be stored.
+
+    Iterative (no recursion on hostile input). JSON may spell NUL (``\\u0000``) and lone
+    UTF-16 surrogates, which the database refuses: they must be a 400, not a database error.
     """
     deepest = 0
-    has_nul = False
+    storable = True
     stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
+    while stack and storable:
         node, depth = stack.pop()
         deepest = max(deepest, depth)
         if deepest > limit:
             break
         if isinstance(node, str):
-            has_nul = has_nul or "\x00" in node
+            storable = _storable(node)
         elif isinstance(node, dict):
-            has_nul = has_nul or any("\x00" in key for key in node)
+            storable = all(_storable(key) for key in node)
             stack.extend((v, depth + 1) for v in node.values())
         elif isinstance(node, list):
             stack.extend((v, depth + 1) for v in node)
-    return deepest, has_nul
+    return deepest, storable
 
 
 def contains_nul(values: Iterable[str]) -> bool:
@@ -156,11 +167,13 @@ def parse_json_body(raw: bytes | None, *, max_bytes: int) -> dict[str, Any]:
         ) from exc
     if not isinstance(body, dict):
         raise InvalidRequest("Request body must be a JSON object.")
-    depth, has_nul = _inspect(body, MAX_JSON_DEPTH)
+    depth, storable = _inspect(body, MAX_JSON_DEPTH)
     if depth > MAX_JSON_DEPTH:
         raise InvalidRequest(f"JSON nesting deeper than {MAX_JSON_DEPTH} levels.")
-    if has_nul:
-        raise InvalidRequest("Strings in the request body must not contain NUL (\\u0000).")
+    if not storable:
+        raise InvalidRequest(
+            "Strings in the request body must not contain NUL (\\u0000) or lone surrogates."
+        )
     return body
 
 

@@ -50,6 +50,16 @@ def test_nul_characters_in_bodies_are_a_400_and_nothing_is_written(
     assert _rows(database, table) == 0
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"name": "c", "values": {"k": "\\ud800"}}', b'{"name": "c", "values": {"\\udc00x": 1}}'],
+)
+def test_lone_surrogates_are_a_400(api: ApiClient, database: Database, raw: bytes) -> None:
+    reply = api.post("/configs", raw=raw)
+    assert reply.status == 400 and reply.error_code == "INVALID_REQUEST", reply.body
+    assert _rows(database, "configs") == 0
+
+
 def test_nul_in_job_input_is_a_400(api: ApiClient, database: Database) -> None:
     assert (
         api.post(
