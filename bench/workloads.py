@@ -157,6 +157,7 @@ def delayed(server: PgServer, sink: Sink, count: int, spread: float) -> dict[str
         progress(f"  {count} DELAYED jobs created; waiting {spread + lead:.0f}s")
         time.sleep(max(0.0, t0 + spread - time.time()))
         received = _collect(sink, mark, set(due), 30)
+        missing = _statuses(server, "bench_delayed", sorted(set(due) - set(received)))
     finally:
         procs.stop()
     late = [received[k] - due[k] for k in due if k in received]
@@ -164,6 +165,7 @@ def delayed(server: PgServer, sink: Sink, count: int, spread: float) -> dict[str
         "jobs": count,
         "spread_s": spread,
         "delivered": len(received),
+        "undelivered_by_status": missing,
         **summary_ms(late),
         "samples_ms": [round(x * 1000, 1) for x in late],
     }
@@ -172,6 +174,18 @@ def delayed(server: PgServer, sink: Sink, count: int, spread: float) -> dict[str
         f"max {out['max_ms']:.0f} ms late"
     )
     return out
+
+
+def _statuses(server: PgServer, db: str, ids: list[str]) -> dict[str, int]:
+    """Status counts of executions the sink never saw (why a delivery is missing)."""
+    if not ids:
+        return {}
+    with server.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT status, count(*) FROM executions WHERE execution_id = ANY(%s) GROUP BY 1",
+            (ids,),
+        ).fetchall()
+    return {status: count for status, count in rows}
 
 
 def cron(server: PgServer, sink: Sink, jobs: int, ticks: int) -> dict[str, Any]:
