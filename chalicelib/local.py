@@ -62,6 +62,10 @@ def _envelope_handler() -> type:
     from chalicelib.api.http import error_body
 
     class Handler(ChaliceRequestHandler):
+        # Chalice writes headers and body in separate sends; with Nagle on, a keep-alive
+        # client waits ~40 ms for the delayed ACK on every request.
+        disable_nagle_algorithm = True
+
         def _send_error_response(self, error: Any) -> None:
             if isinstance(error, ForbiddenError):
                 request_id = "req_" + secrets.token_hex(12)
