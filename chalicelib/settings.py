@@ -58,6 +58,8 @@ class Settings:
     log_format: str = "text"
     log_level: str = "INFO"
     claim_strategy: str = "skip_locked"
+    # Cross-process wake-up by PostgreSQL NOTIFY: auto (on unless CockroachDB), on, off.
+    wakeup_notify: str = "auto"
     max_body_bytes: int = 1_048_576
     # Requests per second per API key (token bucket, burst = 2x); 0 disables the limiter.
     rate_limit_per_sec: float = 0.0
@@ -136,6 +138,8 @@ def _validate(settings: Settings) -> None:
             f"TE_CLAIM_STRATEGY must be one of {', '.join(CLAIM_STRATEGIES)}, "
             f"got {settings.claim_strategy!r}"
         )
+    if settings.wakeup_notify not in ("auto", "on", "off"):
+        raise ConfigurationError("TE_WAKEUP_NOTIFY must be auto, on or off")
     if settings.log_format not in ("text", "json"):
         raise ConfigurationError("TE_LOG_FORMAT must be 'text' or 'json'")
     if settings.secret_encryption_key is not None:
