@@ -14,6 +14,7 @@ from typing import Any
 
 from chalicelib import wakeup
 from chalicelib.api.pagination import PageRequest
+from chalicelib.db import notify
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain.jobs import (
@@ -147,6 +148,8 @@ class JobService:
         if request.trigger is TriggerType.CRON:
             return CreateResult(JobView(job), created=True)
         execution = self._insert_execution(tx, job, endpoint, request)
+        if request.trigger is TriggerType.IMMEDIATE:
+            notify.publish(tx, self.db)  # delivered at COMMIT: wakes LISTENing workers
         return CreateResult(JobView(job, execution), created=True)
 
     def _insert_execution(

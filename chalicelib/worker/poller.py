@@ -3,9 +3,11 @@
 Capacity (``TE_WORKER_MAX_CONCURRENT``) bounds concurrent deliveries. Executions delivered
 but not yet finalized are bounded too (at most another capacity's worth), so the work a
 crash can lose (delivered but not recorded: the reclaimer retries it) stays bounded while
-claims overlap the finalizer's commits. The poller claims up to the free capacity in one statement
-and sleeps ``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due; :meth:`Worker.nudge`
-wakes it early (an in-process accelerator; polling stays the correct fallback).
+claims overlap the finalizer's commits. The poller claims up to the free capacity in one
+statement and sleeps ``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due. Two
+accelerators end that sleep early: :meth:`Worker.nudge` (in-process, the local stack) and a
+PostgreSQL LISTEN connection (:class:`chalicelib.db.notify.Listener`, on unless
+``TE_WAKEUP_NOTIFY`` or CockroachDB says otherwise). Polling stays the correct fallback.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
+from chalicelib.db import notify
 from chalicelib.db.connection import Database
 from chalicelib.domain.statuses import ExecutionStatus
 from chalicelib.errors import DatabaseError
@@ -44,6 +48,15 @@ _EVENTS = {
 }
 
 
+@dataclass
+class SleepStats:
+    """How idle sleeps ended (diagnostics; tests tell a wake-up from a timed-out poll)."""
+
+    started: int = 0
+    woken: int = 0  #: ended early by a nudge or a notification
+    timed_out: int = 0  #: ran the whole poll interval
+
+
 def new_worker_id() -> str:
     """Unique per process and instance: host, pid and a random suffix."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -66,6 +79,7 @@ class Worker:
         self.worker_id = worker_id or new_worker_id()
         self.capacity = settings.worker_max_concurrent
         self._poll_interval = settings.worker_poll_interval_ms / 1000
+        self._wakeup_notify = settings.wakeup_notify
         self._claims = claims
         self._pipeline = pipeline
         self._dispatchers = dispatchers
@@ -75,6 +89,9 @@ class Worker:
         self._in_flight = 0  # claimed, not yet finalized
         self._delivering = 0  # claimed, pipeline still running
         self._wake = threading.Event()
+        self.sleeps = SleepStats()
+        #: The running LISTEN connection's thread, if any (tests inspect it).
+        self.listener: notify.Listener | None = None
         self._stop = threading.Event()
 
     # -- control -----------------------------------------------------------------------
@@ -109,17 +126,21 @@ class Worker:
             return self._stop.is_set() or external or (until is not None and until())
 
         self._finalizer.start()
-        while not stopping():
-            if not self._wait_for_capacity(stopping):
-                break
-            try:
-                claimed = self.run_once()
-            except DatabaseError as exc:
-                log.warning("claim failed; retrying after the poll interval", exc_info=exc)
-                claimed = 0
-            if claimed == 0:
-                self._wake.wait(self._poll_interval)
-                self._wake.clear()
+        listener = self._start_listener()
+        try:
+            while not stopping():
+                if not self._wait_for_capacity(stopping):
+                    break
+                try:
+                    claimed = self.run_once()
+                except DatabaseError as exc:
+                    log.warning("claim failed; retrying after the poll interval", exc_info=exc)
+                    claimed = 0
+                if claimed == 0:
+                    self._sleep()
+        finally:
+            if listener is not None:
+                listener.stop()
 
     def run_once(self) -> int:
         """Claim up to the free capacity once and start the deliveries; returns how many."""
@@ -179,6 +200,31 @@ class Worker:
                 wait = CLAIM_LINGER_SEC if free > 0 else self._poll_interval
                 self._cond.wait(wait)
         return False
+
+    def _sleep(self) -> None:
+        """Idle: wait the poll interval unless a nudge or a notification comes first."""
+        self.sleeps.started += 1
+        if self._wake.wait(self._poll_interval):
+            self.sleeps.woken += 1
+        else:
+            self.sleeps.timed_out += 1
+        self._wake.clear()
+
+    def _start_listener(self) -> notify.Listener | None:
+        """LISTEN for queued executions (PostgreSQL) so an idle sleep ends at once.
+
+        An accelerator: if the database cannot tell its flavor now, the worker polls only.
+        """
+        try:
+            if not notify.enabled(self.db, self._wakeup_notify):
+                return None
+        except DatabaseError as exc:
+            log.warning("cannot decide on LISTEN/NOTIFY; polling only", exc_info=exc)
+            return None
+        listener = notify.Listener(self.db.params, self.nudge)
+        listener.start()
+        self.listener = listener
+        return listener
 
     def _free(self) -> int:
         """Slots to claim into (call with the condition held)."""

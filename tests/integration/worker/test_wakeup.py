@@ -1,0 +1,112 @@
+"""Cross-process wake-up: POST /jobs NOTIFYs, an idle worker LISTENing claims at once.
+
+The worker here polls every 10 s. Whether a claim came from a notification or from the
+poll is told by how the worker's idle sleep ended (``Worker.sleeps``), not by timing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from chalicelib.db.connection import Database
+from chalicelib.worker import Worker
+from tests.conftest import ApiClient
+from tests.integration.worker.factories import execution, http_spec, seed
+
+LONG_POLL_MS = 10_000
+
+
+@pytest.fixture
+def running() -> Iterator[Callable[[Worker], None]]:
+    """Run workers in threads; stopped at the end of the test."""
+    threads: list[tuple[Worker, threading.Thread]] = []
+
+    def start(worker: Worker) -> None:
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        threads.append((worker, thread))
+
+    yield start
+    for worker, thread in threads:
+        worker.stop()
+        thread.join(timeout=5)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 8.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+def create_immediate(api: ApiClient, database: Database, target_url: Callable[[str], str]) -> str:
+    """An IMMEDIATE job through the API (its own Database); returns the execution id."""
+    endpoint = seed(database, spec=http_spec(target_url("/hook")), inputs=[], count=0).endpoint
+    reply = api.post(
+        "/jobs",
+        {
+            "endpoint": endpoint,
+            "trigger": "IMMEDIATE",
+            "idempotency_key": "wake-1",
+            "input": {"user_id": "u1"},
+        },
+    )
+    assert reply.status == 201, reply.body
+    return str(reply.body["execution"]["execution_id"])
+
+
+def claimed(database: Database, execution_id: str) -> Callable[[], bool]:
+    return lambda: execution(database, execution_id)["status"] != "QUEUED"
+
+
+def test_notification_ends_the_idle_sleep(
+    database: Database, api: ApiClient, make_worker, running, http_target
+) -> None:
+    worker = make_worker(worker_poll_interval_ms=LONG_POLL_MS)
+    running(worker)
+    wait_for(lambda: worker.listener is not None and worker.listener.connects == 1)
+
+    execution_id = create_immediate(api, database, http_target.url)
+
+    wait_for(claimed(database, execution_id))
+    assert worker.sleeps.timed_out == 0  # claimed before the 10 s poll could fire
+    assert worker.sleeps.woken >= 1
+    wait_for(lambda: execution(database, execution_id)["status"] == "SUCCESS")
+
+
+def test_without_notify_only_the_poll_claims(
+    database: Database, api: ApiClient, make_worker, running, http_target
+) -> None:
+    worker = make_worker(worker_poll_interval_ms=1000, wakeup_notify="off")
+    running(worker)
+    wait_for(lambda: worker.sleeps.started >= 1)  # asleep: only a timer or a signal claims now
+
+    execution_id = create_immediate(api, database, http_target.url)
+
+    wait_for(claimed(database, execution_id))
+    assert worker.listener is None
+    assert worker.sleeps.woken == 0
+    assert worker.sleeps.timed_out >= 1
+
+
+def test_listener_recovers_from_a_killed_connection(
+    database: Database, api: ApiClient, make_worker, running, http_target
+) -> None:
+    worker = make_worker(worker_poll_interval_ms=LONG_POLL_MS)
+    running(worker)
+    wait_for(lambda: worker.listener is not None and worker.listener.backend_pid is not None)
+    listener = worker.listener
+    assert listener is not None
+    killed = database.run("SELECT pg_terminate_backend(:pid) AS ok", pid=listener.backend_pid)
+    assert killed[0]["ok"] is True
+
+    wait_for(lambda: listener.connects == 2 and listener.backend_pid is not None)
+    execution_id = create_immediate(api, database, http_target.url)
+
+    wait_for(claimed(database, execution_id))
+    assert worker.sleeps.timed_out == 0
