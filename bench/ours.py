@@ -143,7 +143,7 @@ class Procs:
         self.logs: list[Path] = []
 
     def start(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        log = WORK / "logs" / f"{name}-{len(self.procs)}.log"
+        log = WORK / "logs" / f"{name}-{os.getpid()}-{len(self.procs)}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("wb") as out:
             proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)

@@ -17,8 +17,10 @@ from pathlib import Path
 import psycopg
 from common import ROOT, WORK, free_port, progress
 
-PGDATA = WORK / "pg" / "data"
-SOCKET_DIR = WORK / "pgsock"
+# One directory per harness process: several people may import these modules at once on a
+# shared checkout, and one run must never wipe or stop another run's server.
+PGDATA = WORK / "pg" / f"data-{os.getpid()}"
+SOCKET_DIR = WORK / "pgsock" / str(os.getpid())
 PG_USER = "embedded_postgres"  # the same unprivileged account the project's embedded server uses
 
 SETTINGS = {
@@ -64,7 +66,7 @@ class PgServer:
         PGDATA.mkdir(parents=True)
         SOCKET_DIR.mkdir(parents=True, exist_ok=True)
         if as_user:
-            for path in (PGDATA.parent, PGDATA, SOCKET_DIR):
+            for path in (PGDATA.parent, PGDATA, SOCKET_DIR.parent, SOCKET_DIR):
                 shutil.chown(path, PG_USER, PG_USER)
         subprocess.run(
             [
@@ -89,7 +91,7 @@ class PgServer:
                 "-D",
                 str(PGDATA),
                 "-l",
-                str(PGDATA.parent / "server.log"),
+                str(PGDATA / "server.log"),
                 "-o",
                 options,
                 "-w",
@@ -104,12 +106,19 @@ class PgServer:
         )
 
     def stop(self) -> None:
+        """Stop the server; keep its log under bench/.work/logs, drop its data directory."""
         subprocess.run(
             [str(self.bin / "pg_ctl"), "-D", str(PGDATA), "-m", "fast", "-w", "stop"],
             check=False,
             capture_output=True,
             **_as_pg_user(),  # type: ignore[arg-type]
         )
+        log = PGDATA / "server.log"
+        if log.exists():
+            (WORK / "logs").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(log, WORK / "logs" / f"postgres-{os.getpid()}.log")
+        shutil.rmtree(PGDATA, ignore_errors=True)
+        shutil.rmtree(SOCKET_DIR, ignore_errors=True)
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@/{database}?host={SOCKET_DIR}&port={self.port}"

@@ -7,6 +7,7 @@ the latency and precision workloads join against what they sent.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from common import WORK, free_port, progress
 
-NGINX_DIR = WORK / "nginx"
+NGINX_DIR = WORK / "nginx" / str(os.getpid())  # per harness process, like the database
 ACCESS_LOG = NGINX_DIR / "access.log"
 
 CONFIG = """\

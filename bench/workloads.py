@@ -157,7 +157,9 @@ def delayed(server: PgServer, sink: Sink, count: int, spread: float) -> dict[str
         progress(f"  {count} DELAYED jobs created; waiting {spread + lead:.0f}s")
         time.sleep(max(0.0, t0 + spread - time.time()))
         received = _collect(sink, mark, set(due), 30)
-        missing = _statuses(server, "bench_delayed", sorted(set(due) - set(received)))
+        unseen = sorted(set(due) - set(received))
+        missing = _statuses(server, "bench_delayed", unseen)
+        missing["unseen_ids"] = unseen[:20]  # type: ignore[assignment]
     finally:
         procs.stop()
     late = [received[k] - due[k] for k in due if k in received]
