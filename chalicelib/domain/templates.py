@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,15 +98,82 @@ class TemplateContext:
             ) from None
 
 
-def _resolve_string(text: str, context: TemplateContext) -> Any:
+#: A compiled template node. Parts without placeholders compile to None instead, so their
+#: parents keep them as they are and skip them at resolution time.
+_Node = Callable[[TemplateContext], Any]
+
+
+def _compile_string(text: str) -> _Node | None:
     exact = _EXACT.match(text)
     if exact:
-        return context.value(Placeholder(exact.group(1), exact.group(2)))
+        placeholder = Placeholder(exact.group(1), exact.group(2))
+        return lambda context: context.value(placeholder)
+    parts: list[str | Placeholder] = []
+    position = 0
+    for match in PLACEHOLDER.finditer(text):
+        parts.append(text[position : match.start()])
+        parts.append(Placeholder(match.group(1), match.group(2)))
+        position = match.end()
+    if not parts:
+        return None
+    parts.append(text[position:])
 
-    def replace(match: re.Match[str]) -> str:
-        return _as_text(context.value(Placeholder(match.group(1), match.group(2))))
+    def interpolate(context: TemplateContext) -> str:
+        return "".join(
+            part if isinstance(part, str) else _as_text(context.value(part)) for part in parts
+        )
 
-    return PLACEHOLDER.sub(replace, text)
+    return interpolate
+
+
+def _compile_mapping(template: Mapping[Any, Any]) -> _Node | None:
+    items = []
+    for key, value in template.items():
+        items.append((str(key), _compile_string(str(key)), value, _compile(value)))
+    if all(key_node is None and node is None for _, key_node, _, node in items):
+        return None
+
+    def build(context: TemplateContext) -> dict[str, Any]:
+        out = {}
+        for key, key_node, value, node in items:
+            resolved_key = key if key_node is None else _as_text(key_node(context))
+            out[resolved_key] = value if node is None else node(context)
+        return out
+
+    return build
+
+
+def _compile(template: Any) -> _Node | None:
+    if isinstance(template, str):
+        return _compile_string(template)
+    if isinstance(template, Mapping):
+        return _compile_mapping(template)
+    if isinstance(template, list):
+        nodes = [(item, _compile(item)) for item in template]
+        if all(node is None for _, node in nodes):
+            return None
+        return lambda context: [item if node is None else node(context) for item, node in nodes]
+    return None
+
+
+class Template:
+    """A template parsed once; :meth:`resolve` only substitutes (the worker caches these).
+
+    Parts without placeholders are returned as they are (shared between resolutions:
+    callers treat resolved values as read-only), which is also what :func:`resolve` returns
+    for them apart from the containers it rebuilds.
+    """
+
+    def __init__(self, template: Any) -> None:
+        self.source = template
+        self._node = _compile(template)
+        self.secret_names = frozenset(
+            p.path.split(".")[0] for _, p in find_placeholders(template) if p.namespace == "secret"
+        )
+
+    def resolve(self, context: TemplateContext) -> Any:
+        """Same result and errors as :func:`resolve` on the source template."""
+        return self.source if self._node is None else self._node(context)
 
 
 def resolve(template: Any, context: TemplateContext) -> Any:
@@ -115,16 +182,7 @@ def resolve(template: Any, context: TemplateContext) -> Any:
     Only the template's own strings are scanned: substituted values are inserted as data and
     never scanned again, so input cannot smuggle in ``{{secret.*}}``.
     """
-    if isinstance(template, str):
-        return _resolve_string(template, context)
-    if isinstance(template, Mapping):
-        return {
-            _as_text(_resolve_string(str(k), context)): resolve(v, context)
-            for k, v in template.items()
-        }
-    if isinstance(template, list):
-        return [resolve(item, context) for item in template]
-    return template
+    return Template(template).resolve(context)
 
 
 def secret_names(template: Any) -> set[str]:

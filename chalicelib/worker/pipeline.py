@@ -23,11 +23,14 @@ from chalicelib.domain.delivery import (
     failed,
 )
 from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus, LogLevel
-from chalicelib.domain.templates import TemplateContext, resolve, secret_names
+from chalicelib.domain.templates import Template, TemplateContext
 from chalicelib.errors import SecretKeyError, TemplateResolutionFailed
 from chalicelib.worker.caches import ConfigCache, SecretCache
 from chalicelib.worker.dispatchers import Dispatcher
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
+
+#: Parsed templates kept per process (one per job id); the cache is emptied when full.
+TEMPLATE_CACHE_SIZE = 1024
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,9 @@ class Pipeline:
         self._dispatchers = dispatchers
         self._clock = clock
         self._rand = rand
+        # Plain dict: single get/set operations are atomic, and two threads parsing the
+        # same job's template at once both get a correct one.
+        self._templates: dict[str, Template] = {}
 
     def run(self, claimed: ClaimedExecution) -> FinishedExecution:
         started_at = self._clock()
@@ -85,16 +91,35 @@ class Pipeline:
         if config is None and claimed.config_ref:
             fresh = self._configs.get(claimed.config_ref)
             config = fresh
-        try:
-            secrets = self._secrets.get_many(secret_names(claimed.spec))
-        except SecretKeyError as exc:
-            raise TemplateResolutionFailed(f"A secret cannot be decrypted: {exc}") from exc
+        template = self._template(claimed)
+        secrets: Mapping[str, str] = {}
+        if template.secret_names:
+            try:
+                secrets = self._secrets.get_many(template.secret_names)
+            except SecretKeyError as exc:
+                raise TemplateResolutionFailed(f"A secret cannot be decrypted: {exc}") from exc
         context = TemplateContext(input=claimed.input, config=config or {}, secret=secrets)
-        spec = resolve(dict(claimed.spec), context)
+        spec = template.resolve(context)
         request = DeliveryRequest(
             execution_id=claimed.execution_id, attempt=claimed.attempt, spec=spec
         )
         return Resolved(request, tuple(secrets.values()), fresh)
+
+    def _template(self, claimed: ClaimedExecution) -> Template:
+        """The parsed spec, shared by every execution of a job (all carry one snapshot).
+
+        Keyed by job id and checked against the spec itself: a job whose snapshot is empty
+        falls back to its endpoint's current row, which can change.
+        """
+        spec = claimed.spec
+        cached = self._templates.get(claimed.job_id)
+        if cached is not None and cached.source == spec:
+            return cached
+        if len(self._templates) >= TEMPLATE_CACHE_SIZE:
+            self._templates.clear()
+        template = Template(spec)
+        self._templates[claimed.job_id] = template
+        return template
 
     def _finish(
         self,

@@ -6,6 +6,7 @@ import pytest
 
 from chalicelib.domain.templates import (
     Placeholder,
+    Template,
     TemplateContext,
     find_placeholders,
     lookup,
@@ -93,3 +94,28 @@ def test_secret_names() -> None:
         "u": "{{config.x}}",
     }
     assert secret_names(template) == {"a", "b"}
+
+
+def test_a_compiled_template_resolves_like_resolve_for_every_context() -> None:
+    source = {
+        "url": "{{config.base}}/u/{{input.user.id}}",
+        "{{secret.token}}": ["{{input.n}}", "plain", {"k": "{{input.flag}}"}],
+        "static": {"a": [1, "b"]},
+        "n": 5,
+    }
+    template = Template(source)
+    other = TemplateContext(
+        input={"user": {"id": "u_2"}, "n": 7, "flag": False},
+        config={"base": "http://b"},
+        secret={"token": "t2"},
+    )
+    for context in (CONTEXT, other):
+        assert template.resolve(context) == resolve(source, context)
+    assert template.secret_names == {"token"}
+    assert Template({"a": ["x"]}).resolve(CONTEXT) == {"a": ["x"]}
+
+
+def test_a_compiled_template_raises_like_resolve() -> None:
+    template = Template({"a": "{{input.user.id}}", "b": "x {{input.missing}}"})
+    with pytest.raises(TemplateResolutionFailed, match=r"\{\{input.missing\}\}"):
+        template.resolve(CONTEXT)
