@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -155,3 +156,15 @@ def figures(
         "duration_s": round(duration_s, 1),
         **extra,
     }
+
+
+def logged_totals(log_dir: Path, pattern: str, event: str, field_name: str) -> dict[str, int]:
+    """Sum of ``field_name=N`` over the ``event`` lines of each service log matching
+    ``pattern`` (text log format), by log file stem: what each process reported doing."""
+    needle = re.compile(rf"\b{re.escape(field_name)}=(\d+)")
+    totals: dict[str, int] = {}
+    for path in sorted(log_dir.glob(pattern)):
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        values = [needle.search(line) for line in lines if f" {event} " in f"{line} "]
+        totals[path.stem] = sum(int(m.group(1)) for m in values if m)
+    return totals
