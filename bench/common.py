@@ -83,6 +83,12 @@ def machine() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "loadavg_at_start": [round(x, 2) for x in load],
         "git_commit": _git("rev-parse", "--short", "HEAD"),
+        # The processes under test run from the working tree: say when it differs from HEAD.
+        "git_dirty": [
+            line.split(None, 1)[1]
+            for line in _git("status", "--porcelain", "--", "chalicelib", "app.py").splitlines()
+            if line.strip()
+        ],
     }
 
 

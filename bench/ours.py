@@ -315,20 +315,20 @@ class Api:
         raise AssertionError("unreachable")
 
 
-def start_api(procs: Procs, url: str, *, stack: bool) -> Api:
+def start_api(procs: Procs, url: str, *, stack: bool, **extra: str) -> Api:
     """API server: the local stack (API + worker + scheduler in one process) or API alone."""
     port = free_port()
     if stack:
         procs.start(
             "local",
             [str(PROJECT_PY), "-m", "chalicelib.local"],
-            project_env(url, TE_LISTEN_ADDR=f"127.0.0.1:{port}"),
+            project_env(url, TE_LISTEN_ADDR=f"127.0.0.1:{port}", **extra),
         )
     else:
         procs.start(
             "api",
             [str(PROJECT_PY), str(BENCH / "ours_inproc.py"), "serve-api", "127.0.0.1", str(port)],
-            project_env(url),
+            project_env(url, **extra),
         )
     api = Api(port)
     for _ in range(200):

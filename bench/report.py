@@ -50,7 +50,8 @@ def _latency_rows(lat: dict[str, Any]) -> list[tuple[str, str, str]]:
     rows = []
     for key, label in (
         ("local_stack", "local stack, in-process nudge"),
-        ("separate_worker", "API + separate worker process"),
+        ("separate_worker", "API + separate worker process, NOTIFY wake-up"),
+        ("separate_worker_poll_only", "API + separate worker process, poll only"),
     ):
         entry = lat.get(key, {})
         value = _status(entry) or (
@@ -180,7 +181,13 @@ def render(res: dict[str, Any], out_dir: Path) -> str:
         "",
         f"Machine: {m.get('nproc')} CPUs ({m.get('cpu_model')}), {m.get('ram_gib')} GiB RAM, "
         f"Linux {m.get('kernel')}, Python {m.get('python')}, load average at start "
-        f"{m.get('loadavg_at_start')}, commit {m.get('git_commit')}.",
+        f"{m.get('loadavg_at_start')}, commit {m.get('git_commit')}"
+        + (
+            f" plus uncommitted changes in {', '.join(m['git_dirty'])}"
+            if m.get("git_dirty")
+            else ""
+        )
+        + ".",
         f"PostgreSQL {pg.get('server_version')}: fsync={pg.get('fsync')}, synchronous_commit="
         f"{pg.get('synchronous_commit')}, full_page_writes={pg.get('full_page_writes')}, "
         f"shared_buffers={pg.get('shared_buffers')}.",

@@ -165,8 +165,14 @@ def main() -> None:
                     lambda: workloads.latency(server, sink, cfg["latency_s"], stack=True),
                 ),
                 "separate_worker": guarded(
-                    "latency, separate worker process",
+                    "latency, separate worker process, NOTIFY wake-up",
                     lambda: workloads.latency(server, sink, cfg["latency_s"], stack=False),
+                ),
+                "separate_worker_poll_only": guarded(
+                    "latency, separate worker process, poll only",
+                    lambda: workloads.latency(
+                        server, sink, cfg["latency_s"], stack=False, poll_only=True
+                    ),
                 ),
             },
             "delayed": lambda: workloads.delayed(server, sink, *cfg["delayed"]),

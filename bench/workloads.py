@@ -55,14 +55,20 @@ def _collect(sink: Sink, mark: int, want: set[str], timeout: float) -> dict[str,
         time.sleep(0.5)
 
 
-def latency(server: PgServer, sink: Sink, seconds: float, *, stack: bool) -> dict[str, Any]:
-    """Workload 4: one IMMEDIATE job every 20 ms through the HTTP API, idle running worker."""
+def latency(
+    server: PgServer, sink: Sink, seconds: float, *, stack: bool, poll_only: bool = False
+) -> dict[str, Any]:
+    """Workload 4: one IMMEDIATE job every 20 ms through the HTTP API, idle running worker.
+
+    ``poll_only`` turns the cross-process wake-up off (TE_WAKEUP_NOTIFY=off), which is how
+    the worker behaves on CockroachDB."""
     url = ours.prepare_db(server, "bench_latency")
+    extra = {"TE_WAKEUP_NOTIFY": "off"} if poll_only else {}
     procs = Procs()
     try:
-        api = ours.start_api(procs, url, stack=stack)
+        api = ours.start_api(procs, url, stack=stack, **extra)
         if not stack:
-            ours.start_workers(procs, url, 1)
+            ours.start_workers(procs, url, 1, **extra)
         ours.create_endpoint(api, sink.url)
         time.sleep(2)
         mark = sink.mark()
@@ -97,9 +103,7 @@ def latency(server: PgServer, sink: Sink, seconds: float, *, stack: bool) -> dic
         procs.stop()
     lat = [received[k] - sent[k] for k in sent if k in received]
     out = {
-        "topology": "local stack (in-process nudge)"
-        if stack
-        else "API + separate worker (poll only)",
+        "topology": _topology(stack, poll_only),
         "sent": len(sent),
         "delivered": len(received),
         **summary_ms(lat),
@@ -107,6 +111,12 @@ def latency(server: PgServer, sink: Sink, seconds: float, *, stack: bool) -> dic
     }
     progress(f"latency ({out['topology']}): p50 {out['p50_ms']:.1f} ms, p99 {out['p99_ms']:.1f} ms")
     return out
+
+
+def _topology(stack: bool, poll_only: bool) -> str:
+    if stack:
+        return "local stack (in-process nudge)"
+    return "API + separate worker (" + ("poll only)" if poll_only else "NOTIFY wake-up)")
 
 
 def _stack_with_scheduler(server: PgServer, sink: Sink, db: str) -> tuple[str, Procs, Api]:
