@@ -32,9 +32,12 @@ def reset_process_state() -> None:
 def app_env(
     db_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> Iterator[dict[str, str]]:
-    """Process environment for one test: its own database, known keys, nothing inherited."""
+    """Process environment for one test: its own database, known keys, nothing inherited.
+
+    Only the test harness's own knobs (TE_TEST_*, TE_CHAOS_*) survive.
+    """
     for name in list(os.environ):
-        if name.startswith("TE_") and not name.startswith("TE_TEST_"):
+        if name.startswith("TE_") and not name.startswith(("TE_TEST_", "TE_CHAOS_")):
             monkeypatch.delenv(name)
     env = {
         "TE_DATABASE_URL": db_url,
