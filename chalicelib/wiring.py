@@ -69,6 +69,16 @@ def database(role: str = "api") -> Database:
         return _databases[role]
 
 
+def database_stats() -> dict[str, int]:
+    """40001 retries and reconnects of this process's pools (logged when a process stops)."""
+    with _lock:
+        pools = list(_databases.values())
+    return {
+        "serialization_retries": sum(db.stats.serialization_retries for db in pools),
+        "reconnects": sum(db.stats.reconnects for db in pools),
+    }
+
+
 def encryption_keys() -> tuple[bytes | None, list[bytes]]:
     """(current key or None, older keys still accepted for decryption)."""
     from chalicelib.settings import decode_key, split_keys

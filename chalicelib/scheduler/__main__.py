@@ -37,7 +37,10 @@ def main() -> int:
     except TaskExecutorError as exc:
         log_event(log, "scheduler_failed", logging.ERROR, error=str(exc))
         return 1
-    log_event(log, "scheduler_stopped", **{name: s.total for name, s in stats.items()})
+    from chalicelib import wiring
+
+    totals = {name: s.total for name, s in stats.items()}
+    log_event(log, "scheduler_stopped", **totals, **wiring.database_stats())
     return 0
 
 

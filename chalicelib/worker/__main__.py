@@ -14,6 +14,7 @@ import signal
 import sys
 from types import FrameType
 
+from chalicelib import wiring
 from chalicelib.logs import configure_logging, log_event
 from chalicelib.settings import get_settings
 from chalicelib.worker import build_worker
@@ -43,7 +44,14 @@ def main() -> int:
     drained = worker.drain(settings.worker_shutdown_timeout_sec)
     left = worker.in_flight
     worker.close(abandon=not drained)
-    log_event(log, "worker_stopped", worker_id=worker.worker_id, drained=drained, left_running=left)
+    log_event(
+        log,
+        "worker_stopped",
+        worker_id=worker.worker_id,
+        drained=drained,
+        left_running=left,
+        **wiring.database_stats(),
+    )
     if not drained:
         # Delivery threads still blocked on a target would keep the interpreter alive;
         # their executions are RUNNING in the database and the reclaimer owns them now.

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from chalicelib.domain.delivery import (
@@ -26,13 +28,19 @@ _ACKS = {"0": 0, "1": 1, "all": "all", "-1": "all"}
 
 ProducerKey = tuple[str, str, int]
 
+#: How long a failed connect to a set of brokers is remembered (deliveries to it fail fast).
+FAILED_CONNECT_TTL_SEC = 1.0
+
 
 class KafkaDispatcher:
     """Produces one record per attempt and waits for the broker's acknowledgement."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._lock = threading.Lock()  # guards the dicts below, never held while connecting
         self._producers: dict[ProducerKey, Any] = {}
+        self._connecting: dict[ProducerKey, threading.Lock] = {}
+        self._failed: dict[ProducerKey, tuple[float, str]] = {}
+        self._clock = clock
 
     def dispatch(self, request: DeliveryRequest) -> DeliveryOutcome:
         from kafka.errors import KafkaError, KafkaTimeoutError
@@ -61,13 +69,37 @@ class KafkaDispatcher:
         return succeeded({"partition": metadata.partition, "offset": metadata.offset})
 
     def _producer(self, key: ProducerKey) -> Any:
-        # Held while connecting: a second thread for the same brokers waits instead of
-        # opening a second producer.
+        """The shared producer for ``key``, connecting once per key.
+
+        Only threads for the same brokers wait for a connect (other clusters and transports
+        keep flowing); a failed connect is remembered for :data:`FAILED_CONNECT_TTL_SEC` so
+        the waiting threads and the next deliveries fail fast instead of each waiting out
+        ``timeout_ms`` against a dead broker.
+        """
+        from kafka.errors import KafkaConnectionError
+
         with self._lock:
             producer = self._producers.get(key)
-            if producer is None:
+            if producer is not None:
+                return producer
+            connecting = self._connecting.setdefault(key, threading.Lock())
+        with connecting:
+            with self._lock:
+                producer = self._producers.get(key)
+                failure = self._failed.get(key)
+            if producer is not None:
+                return producer
+            if failure is not None and self._clock() - failure[0] < FAILED_CONNECT_TTL_SEC:
+                raise KafkaConnectionError(failure[1])
+            try:
                 producer = _new_producer(*key)
+            except Exception as exc:
+                with self._lock:
+                    self._failed[key] = (self._clock(), str(exc))
+                raise
+            with self._lock:
                 self._producers[key] = producer
+                self._failed.pop(key, None)
             return producer
 
     def close(self) -> None:

@@ -66,6 +66,7 @@ def test_sigterm_drains_in_flight_and_leaves_the_rest_running(
     assert statuses(database, stuck.execution_ids) == {"RUNNING": 2}
     assert '"event": "worker_started"' in stderr
     assert '"event": "worker_stopped"' in stderr and '"drained": false' in stderr
+    assert '"serialization_retries": ' in stderr and '"reconnects": ' in stderr
 
 
 @pytest.fixture
