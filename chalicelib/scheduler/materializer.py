@@ -1,9 +1,21 @@
 """Loop 1: the cron tick materializer.
 
-Every ``TE_CRON_TICK_INTERVAL_SEC`` it scans up to ``TE_CRON_BATCH_SIZE`` due ACTIVE cron
-jobs and, for each, materializes its due ticks one by one: one QUEUED execution per tick
-(idempotency key ``cron_<job_id>_<epoch_ms>``) and the job's ``cron_next_run_at`` advanced
-by compare-and-set, both in one statement (see ``scheduler_cron_materialize_tick``).
+Every ``TE_CRON_TICK_INTERVAL_SEC`` it scans up to ``TE_CRON_BATCH_SIZE`` ACTIVE cron jobs due
+within the look-ahead and materializes their ticks in rounds: each round is ONE statement
+for the whole batch (``scheduler_cron_apply_ticks``) that, for every job, advances
+``cron_next_run_at`` by compare-and-set on its current tick and inserts that tick's QUEUED
+execution (idempotency key ``cron_<job_id>_<epoch_ms>``). A batch of jobs due at the same
+tick therefore costs one round trip and one commit, not one per job. Further rounds only
+happen for jobs catching up on missed ticks.
+
+Look-ahead (``lookahead``; the service passes ``TE_CRON_TICK_INTERVAL_SEC`` itself, there is
+no separate setting): a tick due before the next iteration is materialized now, QUEUED with
+``run_at`` = the tick. The worker's claim requires ``run_at <= now()``, so it fires at the
+tick, not one iteration after it. Retiring a job (cancel, or PUT replacing it) cancels its
+QUEUED executions whose ``run_at`` is still ahead, so a retired job does not fire a tick
+materialized early. After a round that created executions a NOTIFY
+(:mod:`chalicelib.db.notify`) is published in the same transaction; polling stays the
+fallback.
 
 Guarantees, with any number of schedulers running at once:
 
@@ -13,7 +25,9 @@ Guarantees, with any number of schedulers running at once:
   ticks missed while no scheduler ran are materialized in order (catch-up), at most
   ``max_ticks_per_job`` per job per iteration before the loop comes straight back;
 * a retired job never ticks again, even if retired between the due scan and the insert:
-  the execution is inserted only from the row the CAS updated, which requires ACTIVE;
+  the execution is inserted only from the row the CAS updated, which requires ACTIVE
+  (a job locked by another writer at that moment is skipped and left to the next
+  iteration, so two schedulers never wait on each other);
 * ``starts_at``: a tick before it is not materialized; the job moves to its first tick at
   or after ``starts_at``;
 * ``ends_at``: a tick at or after it is not materialized. The job's ``cron_next_run_at``
@@ -26,14 +40,15 @@ Guarantees, with any number of schedulers running at once:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from chalicelib.db.connection import Database
+from chalicelib.db import notify
+from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain.cron import first_tick, next_tick, parse_timezone, render_local
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
@@ -121,6 +136,10 @@ def _before_end(job: DueJob, tick: datetime) -> datetime | None:
     return None if job.ends_at is not None and tick >= job.ends_at else tick
 
 
+#: One round: each job (at most once) with the plan for its current tick.
+Plans = list[tuple[DueJob, TickPlan]]
+
+
 class CronMaterializer:
     """Materializes due cron ticks; one :meth:`run_once` per loop iteration."""
 
@@ -130,79 +149,69 @@ class CronMaterializer:
         *,
         batch_size: int = 100,
         max_ticks_per_job: int = 100,
+        lookahead: timedelta = timedelta(0),
         clock: Callable[[], datetime] = utcnow,
         regions: Callable[[], RegionFilter] = lambda: ALL_REGIONS,
         before_tick: BeforeTick | None = None,
     ) -> None:
+        if lookahead < timedelta(0):
+            raise ValueError("lookahead must not be negative")
         self._db = db
         self._batch_size = batch_size
         self._max_ticks_per_job = max_ticks_per_job
+        self._lookahead = lookahead
         self._clock = clock
         self._regions = regions
         self._before_tick = before_tick
 
     def run_once(self) -> Progress:
-        """Materialize the due ticks of up to ``batch_size`` jobs, as of one instant."""
-        now = self._clock()
+        """Materialize the ticks of up to ``batch_size`` jobs due by now plus the look-ahead."""
+        horizon = self._clock() + self._lookahead
         sql, params = regional(queries["scheduler_cron_due_jobs"], self._regions())
-        rows = self._db.run(sql, now=now, batch=self._batch_size, **params)
-        created, more = 0, False
-        for row in rows:
-            job = self._load(row)
-            if job is None:
-                continue
-            made, still_due = self.catch_up(job, now)
-            created += made
-            more = more or still_due
+        rows = self._db.run(sql, now=horizon, batch=self._batch_size, **params)
+        jobs = [job for job in map(self._load, rows) if job is not None]
+        created, still_due = self.materialize(jobs, horizon)
         # A full batch that made progress may hide more due jobs behind it: come back at
         # once. (Without progress, e.g. a batch of corrupt rows, wait for the interval.)
-        more = more or (len(rows) >= self._batch_size and created > 0)
+        more = still_due or (len(rows) >= self._batch_size and created > 0)
         return Progress(created, more)
 
-    def catch_up(self, job: DueJob, now: datetime) -> tuple[int, bool]:
-        """Materialize ``job``'s ticks up to ``now``: (executions created, still due)."""
-        tick: datetime | None = job.next_run_at
+    def materialize(self, jobs: list[DueJob], horizon: datetime) -> tuple[int, bool]:
+        """Materialize the jobs' ticks up to ``horizon``: (executions created, still due)."""
+        current: dict[str, tuple[DueJob, datetime | None]] = {
+            job.job_id: (job, job.next_run_at) for job in jobs
+        }
         created = 0
         for _ in range(self._max_ticks_per_job):
-            if tick is None or tick > now:
+            plans = _plans(current.values(), horizon)
+            if not plans:
                 return created, False
-            plan = _plan_or_report(job, tick)
-            if plan is None:
-                return created, False
-            won, inserted = self.apply(job, plan)
-            if not won:
-                # Another scheduler advanced this job (or it was retired): it owns the rest.
-                return created, False
-            created += inserted
-            tick = plan.next_tick
-        return created, tick is not None and tick <= now
+            won = self.apply(plans)
+            created += sum(won.values())
+            # A lost CAS: another scheduler advanced that job (or it was retired or is
+            # being written): it owns the rest of that job's ticks.
+            current = {
+                job.job_id: (job, plan.next_tick) for job, plan in plans if job.job_id in won
+            }
+        return created, any(t is not None and t <= horizon for _, t in current.values())
 
-    def apply(self, job: DueJob, plan: TickPlan) -> tuple[bool, bool]:
-        """Apply one plan by CAS: (won the CAS, inserted an execution)."""
+    def apply(self, plans: Plans) -> dict[str, bool]:
+        """Apply one round by CAS: {job_id: an execution was inserted} for the CAS winners."""
         if self._before_tick is not None:
-            self._before_tick(job.job_id, plan.tick)
-        if plan.action is not TickAction.MATERIALIZE:
-            moved = self._db.execute(
-                queries["scheduler_cron_move_tick"],
-                job_id=job.job_id,
-                tick=plan.tick,
-                next_tick=plan.next_tick,
-            )
-            return moved > 0, False
-        message = f"Cron tick {render_local(plan.tick, job.zone)} materialized; execution QUEUED."
-        row = self._db.transaction(
-            lambda tx: tx.one(
-                queries["scheduler_cron_materialize_tick"],
-                job_id=job.job_id,
-                tick=plan.tick,
-                next_tick=plan.next_tick,
-                idempotency_key=cron_idempotency_key(job.job_id, plan.tick),
-                message=message,
-            ),
-            name="scheduler_cron_materialize_tick",
-        )
-        assert row is not None  # the statement always returns one row
-        return row["advanced"] > 0, row["execution_id"] is not None
+            for job, plan in plans:
+                self._before_tick(job.job_id, plan.tick)
+        params = _statement_params(plans)
+        # Decided outside the transaction: the first call may read the server version.
+        notifying = notify.enabled(self._db)
+
+        def work(tx: Transaction) -> dict[str, bool]:
+            rows = tx.run(queries["scheduler_cron_apply_ticks"], **params)
+            won = {row["job_id"]: row["execution_id"] is not None for row in rows}
+            if notifying and any(won.values()):
+                notify.publish(tx, self._db)
+            return won
+
+        return self._db.transaction(work, name="scheduler_cron_apply_ticks")
 
     def _load(self, row: dict[str, Any]) -> DueJob | None:
         try:
@@ -214,3 +223,34 @@ class CronMaterializer:
                 log, "cron_job_unschedulable", logging.ERROR, job_id=row["job_id"], error=str(exc)
             )
             return None
+
+
+def _plans(current: Iterable[tuple[DueJob, datetime | None]], horizon: datetime) -> Plans:
+    plans: Plans = []
+    for job, tick in current:
+        if tick is None or tick > horizon:
+            continue
+        plan = _plan_or_report(job, tick)
+        if plan is not None:
+            plans.append((job, plan))
+    return plans
+
+
+def _statement_params(plans: Plans) -> dict[str, list[Any]]:
+    """The round as parallel arrays (see ``scheduler_cron_apply_ticks``)."""
+    materialize = [plan.action is TickAction.MATERIALIZE for _, plan in plans]
+    return {
+        "job_ids": [job.job_id for job, _ in plans],
+        "ticks": [plan.tick.isoformat() for _, plan in plans],
+        "next_ticks": [_iso(plan.next_tick) for _, plan in plans],
+        "materialize": ["true" if m else "false" for m in materialize],
+        "keys": [cron_idempotency_key(job.job_id, plan.tick) for job, plan in plans],
+        "messages": [
+            f"Cron tick {render_local(plan.tick, job.zone)} materialized; execution QUEUED."
+            for job, plan in plans
+        ],
+    }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()

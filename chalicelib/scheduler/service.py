@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from chalicelib.db.connection import Database
 from chalicelib.domain.regions import RegionFilter
@@ -47,8 +47,13 @@ def build_loop(
 ) -> LoopSpec:
     """The loop ``name`` with its interval and batch size from ``settings``."""
     if name == CRON_MATERIALIZER:
+        # Look-ahead of one interval: ticks due before the next iteration are queued now.
         materializer = CronMaterializer(
-            db, batch_size=settings.cron_batch_size, clock=clock, regions=regions
+            db,
+            batch_size=settings.cron_batch_size,
+            lookahead=timedelta(seconds=settings.cron_tick_interval_sec),
+            clock=clock,
+            regions=regions,
         )
         return LoopSpec(
             name=name,
@@ -57,10 +62,12 @@ def build_loop(
             metric_event="cron_ticks_materialized",
         )
     if name == DELAYED_PROMOTER:
-        promoter = DelayedPromoter(db, clock=clock, regions=regions)
+        # Look-ahead of one interval: rows due before the next iteration are queued now.
+        interval = timedelta(milliseconds=settings.promote_interval_ms)
+        promoter = DelayedPromoter(db, lookahead=interval, clock=clock, regions=regions)
         return LoopSpec(
             name=name,
-            interval_sec=settings.promote_interval_ms / 1000,
+            interval_sec=interval.total_seconds(),
             iteration=promoter.run_once,
             metric_event="delayed_promoted",
         )

@@ -160,6 +160,50 @@ def test_cancel_cron_retires_it_and_in_flight_runs_continue(
     assert (again.status, again.error_code) == (409, "JOB_NOT_UPDATABLE")
 
 
+def _ticks_ahead_and_due(database: Database, job_id: str) -> tuple[str, str]:
+    """A tick the scheduler materialized ahead of time (QUEUED, run_at in the future) and
+    one that is due (QUEUED, run_at passed)."""
+    now = datetime.now(UTC)
+    ahead = f.add_execution(
+        database, job_id, status="QUEUED", created_at=now, run_at=now + timedelta(hours=1)
+    )
+    due = f.add_execution(
+        database, job_id, status="QUEUED", created_at=now, run_at=now - timedelta(seconds=1)
+    )
+    return ahead, due
+
+
+def _messages(api: ApiClient, execution_id: str) -> list[str]:
+    return [log["message"] for log in api.get(f"/executions/{execution_id}/logs").body["items"]]
+
+
+def test_cancel_cron_cancels_a_tick_materialized_ahead_but_not_a_due_one(
+    api: ApiClient, database: Database, endpoint: str
+) -> None:
+    job = cron_job(api)
+    ahead, due = _ticks_ahead_and_due(database, job["job_id"])
+    assert api.post(f"/jobs/{job['job_id']}/cancel").status == 200
+    cancelled = api.get(f"/executions/{ahead}").body
+    assert cancelled["status"] == "CANCELLED" and cancelled["completed_at"] is not None
+    assert _messages(api, ahead) == ["Job retired before this tick; execution CANCELLED."]
+    assert api.get(f"/executions/{due}").body["status"] == "QUEUED"
+    assert _messages(api, due) == []
+
+
+def test_update_cancels_the_old_versions_tick_materialized_ahead(
+    api: ApiClient, database: Database, endpoint: str
+) -> None:
+    v1 = cron_job(api)
+    ahead, due = _ticks_ahead_and_due(database, v1["job_id"])
+    reply = api.put(f"/jobs/{v1['job_id']}", {"cron": "0 10 * * MON"})
+    assert reply.status == 200, reply.body
+    assert api.get(f"/executions/{ahead}").body["status"] == "CANCELLED"
+    assert _messages(api, ahead) == [
+        "Job replaced by a new version before this tick; execution CANCELLED."
+    ]
+    assert api.get(f"/executions/{due}").body["status"] == "QUEUED"
+
+
 @pytest.mark.parametrize("status", ["PENDING", "QUEUED", "RETRYING"])
 def test_cancel_one_shot_in_a_cancellable_status(
     api: ApiClient, database: Database, endpoint: str, status: str

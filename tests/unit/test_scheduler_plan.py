@@ -92,7 +92,7 @@ def test_region_filter_hook(name: str) -> None:
 
 def test_region_filter_hook_needs_its_marker() -> None:
     with pytest.raises(ValueError, match="marker"):
-        regional(load_queries()["scheduler_cron_move_tick"], ALL_REGIONS)
+        regional(load_queries()["scheduler_cron_apply_ticks"], ALL_REGIONS)
 
 
 class FakeContext:

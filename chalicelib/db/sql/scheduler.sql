@@ -23,57 +23,80 @@ WHERE trigger_type = 'CRON'
 ORDER BY cron_next_run_at ASC
 LIMIT :batch
 
--- name: scheduler_cron_materialize_tick
--- One tick of one job, in one statement (hence one transaction):
--- 1. advanced: the compare-and-set. It moves cron_next_run_at from :tick to :next_tick
---    only if the job is still ACTIVE and still at :tick. A second scheduler that read the
---    same tick updates nothing (after a 40001 retry at SERIALIZABLE it reads the new
---    value); a job retired after the due scan updates nothing.
--- 2. created: the execution is inserted FROM advanced, so it exists only if this
---    statement won the CAS: a retired job never ticks again, even when it was retired
---    between the due scan and this statement. ON CONFLICT on the (job_id, idempotency_key)
---    unique index makes a replayed tick a no-op; the key is cron_<job_id>_<epoch_ms>.
+-- name: scheduler_cron_apply_ticks
+-- One tick for each of a batch of jobs, in one statement (hence one transaction and one
+-- commit for the whole batch instead of one per job-tick). The plans come as parallel
+-- arrays, one element per job (a job appears at most once): the tick it is at, the tick to
+-- move to (NULL: schedule exhausted), whether to materialize the tick or only move (ends_at
+-- reached, or the tick precedes starts_at), its idempotency key and log message.
+-- Timestamps and flags travel as TEXT[] (ISO 8601, 'true'/'false') and are cast here: the
+-- driver cannot infer an array type from a list that may be all NULLs.
+-- 1. locked: the jobs of the batch still ACTIVE, locked in job_id order. SKIP LOCKED: a
+--    job another scheduler (or an API retire) is writing right now is left to it; its tick
+--    is not lost, the CAS below decides and the next iteration sees the outcome.
+-- 2. advanced: the compare-and-set. It moves cron_next_run_at from the plan's tick to its
+--    next tick only if the job is still ACTIVE and still at that tick. A second scheduler
+--    that read the same tick updates nothing (after a 40001 retry at SERIALIZABLE it
+--    reads the new value); a job retired after the due scan updates nothing.
+-- 3. created: the executions are inserted FROM advanced, so a tick's execution exists only
+--    if this statement won that job's CAS: a retired job never ticks again, even when it
+--    was retired between the due scan and this statement. ON CONFLICT on the
+--    (job_id, idempotency_key) unique index makes a replayed tick a no-op; the key is
+--    cron_<job_id>_<epoch_ms>. run_at is the tick, which may still be ahead (look-ahead):
+--    the worker's claim requires run_at <= now(), so it never fires early.
 --    max_attempts comes from the endpoint as it was when the job was created.
--- 3. logged: the QUEUED transition's log row, for the row that was really inserted.
-WITH advanced AS (
-    UPDATE jobs
-    SET cron_next_run_at = CAST(:next_tick AS TIMESTAMPTZ),
-        cron_last_tick_at = CAST(:tick AS TIMESTAMPTZ)
-    WHERE job_id = :job_id
+-- 4. logged: the QUEUED transition's log row, for the rows that were really inserted.
+WITH plan AS (
+    SELECT *
+    FROM unnest(CAST(:job_ids AS TEXT[]), CAST(CAST(:ticks AS TEXT[]) AS TIMESTAMPTZ[]),
+                CAST(CAST(:next_ticks AS TEXT[]) AS TIMESTAMPTZ[]),
+                CAST(CAST(:materialize AS TEXT[]) AS BOOLEAN[]),
+                CAST(:keys AS TEXT[]), CAST(:messages AS TEXT[]))
+        AS p(job_id, tick, next_tick, materialize, idempotency_key, message)
+), locked AS (
+    SELECT job_id
+    FROM jobs
+    WHERE job_id = ANY(CAST(:job_ids AS TEXT[]))
       AND status = 'ACTIVE'
-      AND cron_next_run_at = CAST(:tick AS TIMESTAMPTZ)
-    RETURNING job_id, endpoint, endpoint_type, input, endpoint_snapshot
+    ORDER BY job_id
+    FOR UPDATE SKIP LOCKED
+), advanced AS (
+    UPDATE jobs AS j
+    SET cron_next_run_at = p.next_tick,
+        cron_last_tick_at = CASE WHEN p.materialize THEN p.tick ELSE j.cron_last_tick_at END
+    FROM plan AS p
+    WHERE j.job_id = p.job_id
+      AND j.job_id IN (SELECT job_id FROM locked)
+      AND j.status = 'ACTIVE'
+      AND j.cron_next_run_at = p.tick
+    RETURNING j.job_id, j.endpoint, j.endpoint_type, j.input, j.endpoint_snapshot, p.tick,
+              p.materialize, p.idempotency_key, p.message
 ), created AS (
     INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
                             input, run_at, max_attempts)
-    SELECT job_id, endpoint, endpoint_type, :idempotency_key, 'QUEUED',
-           input, CAST(:tick AS TIMESTAMPTZ),
+    SELECT job_id, endpoint, endpoint_type, idempotency_key, 'QUEUED', input, tick,
            COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS INT), 1)
     FROM advanced
+    WHERE materialize
     ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING execution_id
+    RETURNING execution_id, job_id
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
-    SELECT execution_id, 0, 'INFO', :message
-    FROM created
+    SELECT c.execution_id, 0, 'INFO', a.message
+    FROM created AS c
+    JOIN advanced AS a ON a.job_id = c.job_id
     RETURNING execution_id
 )
-SELECT (SELECT count(*) FROM advanced) AS advanced,
-       (SELECT max(execution_id) FROM logged) AS execution_id
-
--- name: scheduler_cron_move_tick
--- Moves cron_next_run_at without materializing anything, by the same CAS as a tick:
--- to NULL when the tick is at or after cron_ends_at (the schedule is exhausted; the job
--- stays ACTIVE but has no next run and leaves the due index scan), or forward to the first
--- tick at or after cron_starts_at when a tick precedes it.
-UPDATE jobs
-SET cron_next_run_at = CAST(:next_tick AS TIMESTAMPTZ)
-WHERE job_id = :job_id
-  AND status = 'ACTIVE'
-  AND cron_next_run_at = CAST(:tick AS TIMESTAMPTZ)
+SELECT a.job_id, l.execution_id
+FROM advanced AS a
+LEFT JOIN created AS c ON c.job_id = a.job_id
+LEFT JOIN logged AS l ON l.execution_id = c.execution_id
 
 -- name: scheduler_promote_due
--- PENDING -> QUEUED for executions whose run_at has come, in one bounded batch.
+-- PENDING -> QUEUED for executions whose run_at has come or comes before :horizon (now plus
+-- one promote interval), in one bounded batch. Promoting early never delivers early: the
+-- worker's claim requires run_at <= now(), so a QUEUED row waits for its run_at, and a
+-- worker polling (or woken) at run_at finds it instead of waiting for the next promotion.
 -- due walks idx_executions_pending (partial on PENDING, by run_at) with a LIMIT because
 -- UPDATE ... LIMIT does not exist in CockroachDB. It is a CTE, evaluated once, and not a
 -- subquery of the UPDATE: PostgreSQL may rescan a locking subquery, and a rescan skips
@@ -87,7 +110,7 @@ WITH due AS (
     SELECT execution_id
     FROM executions
     WHERE status = 'PENDING'
-      AND run_at <= CAST(:now AS TIMESTAMPTZ)
+      AND run_at <= CAST(:horizon AS TIMESTAMPTZ)
       AND /*region_filter*/ TRUE
     ORDER BY run_at ASC
     LIMIT :batch

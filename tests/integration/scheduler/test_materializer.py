@@ -9,7 +9,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from chalicelib.db.connection import Database
+from chalicelib.db import notify
+from chalicelib.db.connection import ConnectionParams, Database
 from chalicelib.domain.cron import next_tick
 from chalicelib.scheduler.materializer import (
     CronMaterializer,
@@ -121,8 +122,8 @@ def test_cas_loser_does_nothing(database: Database, endpoint: str) -> None:
     winner.run_once()
     loser = CronMaterializer(database, clock=FakeClock(T0))
     stale = TickPlan(TickAction.MATERIALIZE, T0, T0 + timedelta(minutes=1))
-    assert loser.apply(due, stale) == (False, False)
-    assert loser.catch_up(due, T0) == (0, False)
+    assert loser.apply([(due, stale)]) == {}
+    assert loser.materialize([due], T0) == (0, False)
     assert run_times(database, job_id) == [T0]
     assert job(database, job_id)["cron_next_run_at"] == T0 + timedelta(minutes=1)
 
@@ -350,3 +351,58 @@ def test_unschedulable_job_is_reported_and_does_not_block_the_others(
     assert job(database, broken)["cron_next_run_at"] == T0
     reports = [r for r in caplog.records if getattr(r, "event", None) == "cron_job_unschedulable"]
     assert [r.job_id for r in reports] == [broken]  # type: ignore[attr-defined]
+
+
+def test_look_ahead_materializes_a_tick_due_within_it_with_run_at_the_tick(
+    database: Database, endpoint: str
+) -> None:
+    soon = seed_cron_job(database, next_run_at=T0 + timedelta(seconds=1))
+    later = seed_cron_job(database, next_run_at=T0 + timedelta(seconds=1, milliseconds=1))
+    clock = FakeClock(T0)
+    materializer = CronMaterializer(database, lookahead=timedelta(seconds=1), clock=clock)
+    assert (materializer.run_once().count, materializer.run_once().count) == (1, 0)
+    [execution] = executions_of(database, soon)
+    assert (execution["status"], execution["run_at"]) == ("QUEUED", T0 + timedelta(seconds=1))
+    assert job(database, soon)["cron_next_run_at"] == T0 + MINUTE  # next "* * * * *" tick
+    assert executions_of(database, later) == []
+    clock.advance(milliseconds=1)
+    assert materializer.run_once().count == 1
+    assert run_times(database, later) == [T0 + timedelta(seconds=1, milliseconds=1)]
+
+
+def test_a_batch_of_jobs_due_at_one_tick_is_one_round(database: Database, endpoint: str) -> None:
+    jobs = [seed_cron_job(database, next_run_at=T0) for _ in range(30)]
+    rounds: list[int] = []
+    materializer = CronMaterializer(database, clock=FakeClock(T0))
+    apply = materializer.apply
+
+    def counting(plans: list[tuple[DueJob, TickPlan]]) -> dict[str, bool]:
+        rounds.append(len(plans))
+        return apply(plans)
+
+    materializer.apply = counting  # type: ignore[method-assign]
+    assert materializer.run_once().count == 30
+    assert rounds == [30]
+    for job_id in jobs:
+        assert run_times(database, job_id) == [T0]
+        assert len(logs_of(database, executions_of(database, job_id)[0]["execution_id"])) == 1
+
+
+def test_negative_look_ahead_is_refused(database: Database) -> None:
+    with pytest.raises(ValueError, match="lookahead"):
+        CronMaterializer(database, lookahead=timedelta(seconds=-1))
+
+
+def test_notify_is_published_when_ticks_are_materialized(
+    database: Database, db_url: str, endpoint: str
+) -> None:
+    seed_cron_job(database, next_run_at=T0)
+    listener = ConnectionParams.from_url(db_url).connect()
+    try:
+        listener.run(f"LISTEN {notify.CHANNEL}")
+        assert CronMaterializer(database, clock=FakeClock(T0)).run_once().count == 1
+        assert CronMaterializer(database, clock=FakeClock(T0)).run_once().count == 0
+        listener.run("SELECT 1")  # notifications arrive with the next round trip
+        assert [n[1] for n in listener.notifications] == [notify.CHANNEL]
+    finally:
+        listener.close()

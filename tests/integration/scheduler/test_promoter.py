@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from chalicelib.db.connection import Database
+from chalicelib.db import notify
+from chalicelib.db.connection import ConnectionParams, Database
+from chalicelib.db.queries import queries
 from chalicelib.scheduler.promoter import PROMOTED_MESSAGE, DelayedPromoter
 from tests.integration.scheduler.factory import (
     T0,
@@ -103,3 +105,62 @@ def test_concurrent_promoters_promote_each_execution_once(
         "SELECT execution_id, count(*) AS n FROM execution_logs GROUP BY execution_id"
     )
     assert {r["execution_id"]: r["n"] for r in per_execution} == dict.fromkeys(ids, 1)
+
+
+def test_look_ahead_queues_rows_due_within_it_and_logs_them(
+    database: Database, job_id: str
+) -> None:
+    inside = seed_execution(
+        database, job_id=job_id, status="PENDING", run_at=T0 + timedelta(milliseconds=500)
+    )
+    beyond = seed_execution(
+        database, job_id=job_id, status="PENDING", run_at=T0 + timedelta(milliseconds=501)
+    )
+    promoter = DelayedPromoter(database, lookahead=timedelta(milliseconds=500), clock=FakeClock(T0))
+    assert promoter.run_once().count == 1
+    row = execution(database, inside)
+    assert (row["status"], row["run_at"]) == ("QUEUED", T0 + timedelta(milliseconds=500))
+    assert [log["message"] for log in logs_of(database, inside)] == [PROMOTED_MESSAGE]
+    assert execution(database, beyond)["status"] == "PENDING"
+    assert logs_of(database, beyond) == []
+
+
+def test_negative_look_ahead_is_refused(database: Database) -> None:
+    with pytest.raises(ValueError, match="lookahead"):
+        DelayedPromoter(database, lookahead=timedelta(seconds=-1))
+
+
+def _claim(db: Database) -> list[dict[str, object]]:
+    sql = queries["worker_claim_skip_locked"].sql.replace("{region_filter}", "TRUE")
+    return db.transaction(lambda tx: tx.run(sql, batch=10, worker_id="w-test"))
+
+
+def test_early_promoted_execution_is_not_claimed_before_its_run_at(
+    database: Database, job_id: str
+) -> None:
+    # Real clock: the claim compares run_at with the server's now().
+    now = datetime.now(UTC)
+    future = seed_execution(
+        database, job_id=job_id, status="PENDING", run_at=now + timedelta(minutes=30)
+    )
+    due = seed_execution(database, job_id=job_id, status="PENDING", run_at=now)
+    promoter = DelayedPromoter(database, lookahead=timedelta(hours=1), clock=lambda: now)
+    assert promoter.run_once().count == 2
+    assert [row["execution_id"] for row in _claim(database)] == [due]
+    assert execution(database, future)["status"] == "QUEUED"
+    assert _claim(database) == []
+
+
+def test_notify_is_published_when_rows_are_promoted(
+    database: Database, db_url: str, job_id: str
+) -> None:
+    seed_execution(database, job_id=job_id, status="PENDING", run_at=T0)
+    listener = ConnectionParams.from_url(db_url).connect()
+    try:
+        listener.run(f"LISTEN {notify.CHANNEL}")
+        assert DelayedPromoter(database, clock=FakeClock(T0)).run_once().count == 1
+        assert DelayedPromoter(database, clock=FakeClock(T0)).run_once().count == 0
+        listener.run("SELECT 1")  # notifications arrive with the next round trip
+        assert [n[1] for n in listener.notifications] == [notify.CHANNEL]
+    finally:
+        listener.close()

@@ -19,7 +19,7 @@ from tests.integration.scheduler.factory import T0
         (
             "scheduler_promote_due",
             "idx_executions_pending",
-            {"now": T0, "batch": 100, "from_statuses": ["PENDING"], "message": "m"},
+            {"horizon": T0, "batch": 100, "from_statuses": ["PENDING"], "message": "m"},
         ),
         (
             "scheduler_reclaim_stuck",
