@@ -39,6 +39,7 @@ Guarantees, with any number of schedulers running at once:
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -112,14 +113,20 @@ class TickPlan:
     next_tick: datetime | None
 
 
+# Jobs sharing an expression and zone share their ticks (a batch of 200 "* * * * *" jobs due
+# at one tick needs one cron evaluation, not 200); next_tick is pure, so caching is safe.
+_next_tick = functools.lru_cache(maxsize=4096)(next_tick)
+_first_tick = functools.lru_cache(maxsize=1024)(first_tick)
+
+
 def plan_tick(job: DueJob, tick: datetime) -> TickPlan:
     """Decide what to do with ``tick`` of ``job`` (pure: no clock, no database)."""
     if job.ends_at is not None and tick >= job.ends_at:
         return TickPlan(TickAction.EXHAUST, tick, None)
     if job.starts_at is not None and tick < job.starts_at:
-        start = first_tick(job.expression, job.zone, job.starts_at)
+        start = _first_tick(job.expression, job.zone, job.starts_at)
         return TickPlan(TickAction.SKIP_TO_START, tick, _before_end(job, start))
-    following = next_tick(job.expression, job.zone, tick)
+    following = _next_tick(job.expression, job.zone, tick)
     return TickPlan(TickAction.MATERIALIZE, tick, _before_end(job, following))
 
 
