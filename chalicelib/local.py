@@ -86,12 +86,19 @@ def _envelope_handler() -> type:
 def make_api_server(host: str, port: int) -> Any:
     """A threaded local HTTP server for the Chalice app (also used by benchmarks)."""
     from chalice.config import Config
-    from chalice.local import LocalDevServer
+    from chalice.local import CustomLocalChalice, LocalChalice, LocalDevServer
 
     import app as app_module
 
+    app_obj = app_module.app
+    # What chalice.local.create_local_server does: make `current_request` thread-local.
+    # Without it the threaded server shares one request object between concurrent requests
+    # (bench/ saw replies carrying a neighbour's idempotency key).
+    if not isinstance(app_obj, LocalChalice):
+        CustomLocalChalice.__bases__ = (LocalChalice, app_obj.__class__)
+        app_obj.__class__ = CustomLocalChalice
     config = Config.create(chalice_stage="dev", app_name="task-executor")
-    server = LocalDevServer(app_module.app, config, host, port, handler_cls=_envelope_handler())
+    server = LocalDevServer(app_obj, config, host, port, handler_cls=_envelope_handler())
     server.server.daemon_threads = True
     return server
 
