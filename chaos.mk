@@ -4,7 +4,7 @@
 # Figures: bench/results/chaos/<test>.json, printed as a table at the end (even on failure).
 
 .PHONY: chaos
-chaos:
+chaos: $(STAMP)
 	.venv/bin/python -m pytest tests/chaos -m chaos -p no:cacheprovider -q; \
 	status=$$?; \
 	.venv/bin/python -m tests.chaos.report; \

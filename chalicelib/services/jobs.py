@@ -240,7 +240,7 @@ class JobService:
         params.update(version=job["version"] + 1, previous_version_id=job_id)
         new_job = tx.one(queries["jobs_insert"], **params)
         assert new_job is not None, "a job without idempotency key cannot conflict"
-        if tx.one(queries["jobs_retire_replaced"], job_id=job_id, replaced_by_id=new_job["job_id"]):
+        if tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=new_job["job_id"]):
             return JobView(new_job)
         raise JobNotUpdatable(f"Job '{job_id}' was retired while it was being updated.")
 
@@ -251,12 +251,12 @@ class JobService:
     def _cancel_in(self, tx: Transaction, job_id: str) -> JobView:
         job = get_job_in(tx, job_id)
         if job["trigger_type"] == TriggerType.CRON:
-            if tx.one(queries["jobs_retire"], job_id=job_id) is None:
+            if tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=None) is None:
                 raise JobNotUpdatable(_retired_message(job))
         else:
             execution_id = tx.scalar(queries["executions_one_shot_of_job"], job_id=job_id)
             cancel_in(tx, execution_id)
-            tx.one(queries["jobs_retire"], job_id=job_id)
+            tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=None)
         return _view_in(tx, get_job_in(tx, job_id))
 
 

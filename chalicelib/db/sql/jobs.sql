@@ -94,57 +94,36 @@ WHERE (CAST(:endpoint AS TEXT) IS NULL OR endpoint = :endpoint)
 ORDER BY created_at DESC, job_id DESC
 LIMIT :limit_plus_one
 
--- name: jobs_retire_replaced
--- CAS on status = 'ACTIVE': of two concurrent updates of the same version only one
--- retires it; the other changes 0 rows and its transaction (holding its new version row)
--- is rolled back with 409 JOB_NOT_UPDATABLE.
--- cancelled/logged: the scheduler materializes a cron tick up to one tick interval before
--- it is due (QUEUED, run_at = the tick; the claim waits for run_at). A tick of the retired
--- version that is still ahead must not fire beside the new version's: its QUEUED
--- executions with run_at in the future are CANCELLED, with a log line. Due or running
--- executions are in flight and continue.
-WITH retired AS (
-    UPDATE jobs
-    SET status = 'RETIRED', retired_at = now(), replaced_by_id = :replaced_by_id
-    WHERE job_id = :job_id AND status = 'ACTIVE'
-    RETURNING job_id
-), cancelled AS (
-    UPDATE executions AS e
-    SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
-    FROM retired AS r
-    WHERE e.job_id = r.job_id AND e.status = 'QUEUED' AND e.run_at > now()
-    RETURNING e.execution_id, e.attempt_count
-), logged AS (
-    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
-    SELECT execution_id, attempt_count, 'INFO',
-           'Job replaced by a new version before this tick; execution CANCELLED.'
-    FROM cancelled
-    RETURNING log_id
-)
-SELECT job_id, (SELECT count(*) FROM logged) AS cancelled FROM retired
-
 -- name: jobs_retire
--- Cancel: RETIRED jobs are skipped by the cron materializer (idx_jobs_cron_due covers only
--- ACTIVE rows), so no further tick fires; executions already due or running continue.
--- cancelled/logged: a cron tick materialized ahead of time (QUEUED with run_at in the
--- future, see jobs_retire_replaced) has not happened yet: it is CANCELLED with a log line
--- so a job retired before its tick does not fire. (A one-shot job's execution is
--- cancelled by the caller first and is no longer QUEUED here.)
+-- Retires a job: cancel (replaced_by_id NULL) or replacement by a new version (PUT).
+-- CAS on status = 'ACTIVE': RETIRED jobs are skipped by the cron materializer
+-- (idx_jobs_cron_due covers only ACTIVE rows), and of two concurrent updates of the same
+-- version only one retires it; the other changes 0 rows and its transaction (holding its
+-- new version row) is rolled back with 409 JOB_NOT_UPDATABLE.
+-- cancelled/logged: the scheduler materializes a cron tick up to one tick interval before
+-- it is due (QUEUED, run_at = the tick; the claim waits for run_at). A tick that has not
+-- happened yet must not fire for a retired job: its QUEUED executions with run_at in the
+-- future are CANCELLED, with a log line. Due or running executions are in flight and
+-- continue. (A one-shot job's execution is cancelled by the caller first.)
 WITH retired AS (
     UPDATE jobs
-    SET status = 'RETIRED', retired_at = now()
+    SET status = 'RETIRED', retired_at = now(),
+        replaced_by_id = CAST(:replaced_by_id AS TEXT)
     WHERE job_id = :job_id AND status = 'ACTIVE'
-    RETURNING job_id
+    RETURNING job_id, replaced_by_id
 ), cancelled AS (
     UPDATE executions AS e
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     FROM retired AS r
     WHERE e.job_id = r.job_id AND e.status = 'QUEUED' AND e.run_at > now()
-    RETURNING e.execution_id, e.attempt_count
+    RETURNING e.execution_id, e.attempt_count, r.replaced_by_id
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO',
-           'Job retired before this tick; execution CANCELLED.'
+           CASE WHEN replaced_by_id IS NULL
+                THEN 'Job retired before this tick; execution CANCELLED.'
+                ELSE 'Job replaced by a new version before this tick; execution CANCELLED.'
+           END
     FROM cancelled
     RETURNING log_id
 )
