@@ -61,6 +61,36 @@ def _run_with_kills(db: Database, stack: Stack, total: int) -> tuple[float, Kill
     return time.monotonic() - started, kills
 
 
+def _account(
+    name: str,
+    database: Database,
+    ids: set[str],
+    seen: Counter[str | None],
+    duration: float,
+    kills: KillReport,
+) -> dict[str, int]:
+    """Compare what the target saw (execution id -> count) with the database; write figures."""
+    counts = status_counts(database)
+    result = {
+        "lost": len(ids - set(seen)) + (len(ids) - counts.get("SUCCESS", 0)),
+        "duplicated": sum(n - 1 for n in seen.values()),
+        "stuck": sum(n for s, n in counts.items() if s not in ("SUCCESS", "FAILED")),
+    }
+    write_figures(
+        name,
+        figures(
+            created=len(ids),
+            delivered=len(ids & set(seen)),
+            duration_s=duration,
+            kills=kills.kills,
+            in_flight_at_kills=kills.in_flight_at_kills,
+            statuses=counts,
+            **result,
+        ),
+    )
+    return result
+
+
 def test_http_target_under_worker_kills_loses_nothing(
     database: Database, db_url: str, http_target: HttpTarget, tmp_path: Path
 ) -> None:
@@ -71,30 +101,13 @@ def test_http_target_under_worker_kills_loses_nothing(
     duration, kills = _run_with_kills(database, Stack(db_url, tmp_path), total)
 
     received = Counter(r.headers.get(EXECUTION_HEADER) for r in http_target.received("/hook"))
-    counts = status_counts(database)
     ids = set(seeded.execution_ids)
-    lost = len(ids - set(received)) + (total - counts.get("SUCCESS", 0))
-    duplicated = sum(n - 1 for n in received.values())
-    stuck = sum(n for s, n in counts.items() if s not in ("SUCCESS", "FAILED"))
-    write_figures(
-        "worker_kill",
-        figures(
-            created=total,
-            delivered=len(ids & set(received)),
-            duplicated=duplicated,
-            lost=lost,
-            stuck=stuck,
-            duration_s=duration,
-            kills=kills.kills,
-            in_flight_at_kills=kills.in_flight_at_kills,
-            statuses=counts,
-        ),
-    )
+    result = _account("worker_kill", database, ids, received, duration, kills)
 
     assert kills.kills >= 1
-    assert (lost, stuck) == (0, 0), counts
+    assert (result["lost"], result["stuck"]) == (0, 0)
     assert set(received) == ids
-    assert duplicated <= kills.in_flight_at_kills
+    assert result["duplicated"] <= kills.in_flight_at_kills
 
 
 def test_redis_stream_under_worker_kills_has_no_duplicates(
@@ -119,28 +132,11 @@ def test_redis_stream_under_worker_kills_has_no_duplicates(
 
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     raw: list[tuple[str, dict[str, str]]] = client.xrange(stream)  # type: ignore[assignment]
-    entries = Counter(fields["execution_id"] for _, fields in raw)
+    entries: Counter[str | None] = Counter(fields["execution_id"] for _, fields in raw)
     client.close()
-    counts = status_counts(database)
     ids = set(seeded.execution_ids)
-    lost = len(ids - set(entries)) + (total - counts.get("SUCCESS", 0))
-    duplicated = sum(n - 1 for n in entries.values())
-    stuck = sum(n for s, n in counts.items() if s not in ("SUCCESS", "FAILED"))
-    write_figures(
-        "worker_kill_redis_stream",
-        figures(
-            created=total,
-            delivered=len(ids & set(entries)),
-            duplicated=duplicated,
-            lost=lost,
-            stuck=stuck,
-            duration_s=duration,
-            kills=kills.kills,
-            in_flight_at_kills=kills.in_flight_at_kills,
-            statuses=counts,
-        ),
-    )
+    result = _account("worker_kill_redis_stream", database, ids, entries, duration, kills)
 
     assert kills.kills >= 1
-    assert (lost, stuck, duplicated) == (0, 0, 0), counts
+    assert (result["lost"], result["stuck"], result["duplicated"]) == (0, 0, 0)
     assert set(entries) == ids
