@@ -18,6 +18,7 @@ from chalicelib import wiring
 from chalicelib.logs import configure_logging, log_event
 from chalicelib.settings import get_settings
 from chalicelib.worker import build_worker
+from chalicelib.worker.background import running_background
 
 log = logging.getLogger("chalicelib.worker")
 
@@ -40,10 +41,11 @@ def main() -> int:
         max_concurrent=settings.worker_max_concurrent,
         claim_strategy=settings.claim_strategy,
     )
-    worker.run()
-    drained = worker.drain(settings.worker_shutdown_timeout_sec)
-    left = worker.in_flight
-    worker.close(abandon=not drained)
+    with running_background(worker, settings):
+        worker.run()
+        drained = worker.drain(settings.worker_shutdown_timeout_sec)
+        left = worker.in_flight
+        worker.close(abandon=not drained)
     log_event(
         log,
         "worker_stopped",

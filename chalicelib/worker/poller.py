@@ -46,6 +46,11 @@ _EVENTS = {
     ExecutionStatus.RETRYING: ("execution_retrying", logging.WARNING),
     ExecutionStatus.FAILED: ("execution_failed", logging.ERROR),
 }
+_COUNTERS = {
+    ExecutionStatus.SUCCESS: "succeeded",
+    ExecutionStatus.RETRYING: "retrying",
+    ExecutionStatus.FAILED: "failed",
+}
 
 
 @dataclass
@@ -86,6 +91,7 @@ class Worker:
         self._pool = ThreadPoolExecutor(self.capacity, thread_name_prefix="te-delivery")
         self._finalizer = Finalizer(db, self.worker_id, self._finalized)
         self._cond = threading.Condition()
+        self._counts = {"claimed": 0, "succeeded": 0, "retrying": 0, "failed": 0}
         self._in_flight = 0  # claimed, not yet finalized
         self._delivering = 0  # claimed, pipeline still running
         self._wake = threading.Event()
@@ -100,6 +106,11 @@ class Worker:
     def in_flight(self) -> int:
         with self._cond:
             return self._in_flight
+
+    def counts(self) -> dict[str, int]:
+        """Executions claimed and finalized (by outcome) since this worker started."""
+        with self._cond:
+            return dict(self._counts)
 
     def nudge(self) -> None:
         """Claim now instead of at the end of the current poll sleep."""
@@ -156,6 +167,7 @@ class Worker:
         with self._cond:
             self._in_flight += len(batch)
             self._delivering += len(batch)
+            self._counts["claimed"] += len(batch)
         log_event(
             log,
             "worker_batch_claimed",
@@ -263,6 +275,8 @@ class Worker:
             )
             return
         event, level = _EVENTS[finished.next_status]
+        with self._cond:
+            self._counts[_COUNTERS[finished.next_status]] += 1
         log_event(
             log,
             event,

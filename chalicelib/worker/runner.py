@@ -8,6 +8,7 @@ import threading
 from chalicelib import wakeup
 from chalicelib.logs import log_event
 from chalicelib.worker import build_worker
+from chalicelib.worker.background import running_background
 
 log = logging.getLogger("chalicelib.worker")
 
@@ -25,9 +26,10 @@ def run_worker_until(stop: threading.Event, *, nudge_from_api: bool = False) -> 
     unregister = wakeup.register(worker.nudge) if nudge_from_api else None
     log_event(log, "worker_started", worker_id=worker.worker_id)
     try:
-        worker.run(stop)
-        drained = worker.drain(settings.worker_shutdown_timeout_sec)
-        worker.close(abandon=not drained)
+        with running_background(worker, settings):
+            worker.run(stop)
+            drained = worker.drain(settings.worker_shutdown_timeout_sec)
+            worker.close(abandon=not drained)
         log_event(log, "worker_stopped", worker_id=worker.worker_id, drained=drained)
     finally:
         if unregister is not None:

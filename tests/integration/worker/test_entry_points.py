@@ -67,6 +67,8 @@ def test_sigterm_drains_in_flight_and_leaves_the_rest_running(
     assert '"event": "worker_started"' in stderr
     assert '"event": "worker_stopped"' in stderr and '"drained": false' in stderr
     assert '"serialization_retries": ' in stderr and '"reconnects": ' in stderr
+    [beat] = database.run("SELECT status FROM region_heartbeats WHERE component LIKE 'worker@%'")
+    assert beat["status"] == "DEAD"  # the final heartbeat of a graceful shutdown
 
 
 @pytest.fixture

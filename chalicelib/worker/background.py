@@ -1,0 +1,83 @@
+"""The worker process's background loops, as the spec's worker process structure lists them.
+
+* heartbeat writer (every 5 s, stub): ``region_heartbeats`` row ``worker@<host>:<pid>``,
+  ``DEAD`` on graceful shutdown;
+* region status refresher (every 10 s, stub): reads ``region_status``, serves ``["default"]``;
+* metrics reporter (every 15 s): one ``worker_metrics`` log line with the worker's counters
+  and the process's 40001 retries and reconnects.
+
+They run on the same loop runner as the scheduler (:class:`~chalicelib.scheduler.service.
+Scheduler` is a generic group of interval loops), beside :meth:`Worker.run`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from chalicelib import wiring
+from chalicelib.db.connection import Database
+from chalicelib.health.heartbeat import DEAD, HeartbeatWriter, instance_name
+from chalicelib.health.region import RegionRefresher
+from chalicelib.logs import log_event
+from chalicelib.scheduler.loop import LoopSpec, Progress
+from chalicelib.scheduler.service import Scheduler
+from chalicelib.settings import Settings
+from chalicelib.worker.poller import Worker
+
+log = logging.getLogger("chalicelib.worker")
+
+METRICS_INTERVAL_SEC = 15.0
+
+
+def report_metrics(worker: Worker) -> Progress:
+    """Log the worker's counters once (the metrics reporter's iteration)."""
+    log_event(
+        log,
+        "worker_metrics",
+        worker_id=worker.worker_id,
+        in_flight=worker.in_flight,
+        **worker.counts(),
+        **wiring.database_stats(),
+    )
+    return Progress()
+
+
+def background_loops(
+    worker: Worker,
+    settings: Settings,
+    db: Database,
+    *,
+    metrics_interval_sec: float = METRICS_INTERVAL_SEC,
+) -> Scheduler:
+    """Heartbeat, region refresher and metrics reporter for ``worker``; ``run(stop)`` them."""
+    heartbeat = HeartbeatWriter(
+        db,
+        component=instance_name("worker"),
+        region=settings.region,
+        metadata={"worker_id": worker.worker_id},
+    )
+    metrics = LoopSpec(
+        name="worker_metrics",
+        interval_sec=metrics_interval_sec,
+        iteration=lambda: report_metrics(worker),
+    )
+    loops = [heartbeat.loop_spec(), RegionRefresher(db).loop_spec(), metrics]
+    return Scheduler(loops, heartbeat=heartbeat, final_status=DEAD)
+
+
+@contextmanager
+def running_background(worker: Worker, settings: Settings) -> Iterator[None]:
+    """Run the background loops while the block runs; a final DEAD heartbeat at the end."""
+    stop = threading.Event()
+    group = background_loops(worker, settings, worker.db)
+    thread = threading.Thread(target=group.run, args=(stop,), name="te-worker-background")
+    thread.daemon = True  # never keeps a stopping process alive
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
