@@ -29,8 +29,10 @@ from chalicelib.worker.caches import ConfigCache, SecretCache
 from chalicelib.worker.dispatchers import Dispatcher
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 
-#: Parsed templates kept per process (one per job id); the cache is emptied when full.
+#: Parsed templates kept per process: endpoints remembered (the cache is emptied when
+#: full) and snapshot versions per endpoint.
 TEMPLATE_CACHE_SIZE = 1024
+VERSIONS_PER_ENDPOINT = 4
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,20 @@ class Resolved:
     request: DeliveryRequest
     secrets: tuple[str, ...]
     config_snapshot: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A claimed execution with its resolved request, waiting to be dispatched."""
+
+    claimed: ClaimedExecution
+    resolved: Resolved
+    started_at: datetime
+    started: float  #: time.monotonic() when preparation began (for duration_ms)
+
+    @property
+    def request(self) -> DeliveryRequest:
+        return self.resolved.request
 
 
 class Pipeline:
@@ -59,11 +75,16 @@ class Pipeline:
         self._dispatchers = dispatchers
         self._clock = clock
         self._rand = rand
-        # Plain dict: single get/set operations are atomic, and two threads parsing the
-        # same job's template at once both get a correct one.
-        self._templates: dict[str, Template] = {}
+        # Plain dict of tuples: single get/set operations are atomic, and two threads
+        # parsing the same spec at once both get a correct template.
+        self._templates: dict[str, tuple[Template, ...]] = {}
 
-    def run(self, claimed: ClaimedExecution) -> FinishedExecution:
+    def prepare(self, claimed: ClaimedExecution) -> Prepared | FinishedExecution:
+        """Resolve the request to send, or finish at once if its templates cannot resolve.
+
+        Touches the database only on a config or secret cache miss (its
+        :class:`~chalicelib.errors.DatabaseError` propagates: the execution stays RUNNING).
+        """
         started_at = self._clock()
         started = time.monotonic()
         try:
@@ -72,13 +93,27 @@ class Pipeline:
             outcome = failed(
                 DeliveryErrorType.TEMPLATE_RESOLUTION_FAILED, exc.message, retryable=False
             )
-            snapshot = None
-        else:
-            dispatcher = self._dispatchers[claimed.endpoint_type]
-            outcome = dispatcher.dispatch(resolved.request).redacted(resolved.secrets)
-            snapshot = resolved.config_snapshot
-        duration_ms = int((time.monotonic() - started) * 1000)
-        return self._finish(claimed, outcome, started_at, duration_ms, snapshot)
+            return self._finish(claimed, outcome, started_at, _elapsed_ms(started), None)
+        return Prepared(claimed=claimed, resolved=resolved, started_at=started_at, started=started)
+
+    def complete(self, prepared: Prepared, outcome: DeliveryOutcome) -> FinishedExecution:
+        """The finished execution for a delivery's outcome (redacted of secret values)."""
+        resolved = prepared.resolved
+        return self._finish(
+            prepared.claimed,
+            outcome.redacted(resolved.secrets),
+            prepared.started_at,
+            _elapsed_ms(prepared.started),
+            resolved.config_snapshot,
+        )
+
+    def run(self, claimed: ClaimedExecution) -> FinishedExecution:
+        """Prepare, dispatch on the calling thread, and complete (one execution, blocking)."""
+        prepared = self.prepare(claimed)
+        if isinstance(prepared, FinishedExecution):
+            return prepared
+        dispatcher = self._dispatchers[claimed.endpoint_type]
+        return self.complete(prepared, dispatcher.dispatch(prepared.request))
 
     def resolve(self, claimed: ClaimedExecution) -> Resolved:
         """The endpoint spec with config, secrets and input substituted.
@@ -106,19 +141,23 @@ class Pipeline:
         return Resolved(request, tuple(secrets.values()), fresh)
 
     def _template(self, claimed: ClaimedExecution) -> Template:
-        """The parsed spec, shared by every execution of a job (all carry one snapshot).
+        """The parsed spec, shared by every execution that carries the same snapshot.
 
-        Keyed by job id and checked against the spec itself: a job whose snapshot is empty
-        falls back to its endpoint's current row, which can change.
+        Keyed by endpoint name and matched on the spec itself: jobs snapshot their endpoint
+        when created, so a few versions of one endpoint can be live at once (kept newest
+        first, at most :data:`VERSIONS_PER_ENDPOINT`).
         """
         spec = claimed.spec
-        cached = self._templates.get(claimed.job_id)
-        if cached is not None and cached.source == spec:
-            return cached
+        versions = self._templates.get(claimed.endpoint)
+        if versions is not None:
+            for template in versions:
+                if template.source == spec:
+                    return template
         if len(self._templates) >= TEMPLATE_CACHE_SIZE:
             self._templates.clear()
         template = Template(spec)
-        self._templates[claimed.job_id] = template
+        # Replace rather than mutate: another thread may be iterating the old tuple.
+        self._templates[claimed.endpoint] = (template, *(versions or ()))[:VERSIONS_PER_ENDPOINT]
         return template
 
     def _finish(
@@ -174,6 +213,10 @@ class Pipeline:
             log_level=LogLevel.ERROR,
             log_message=f"{failure}; execution failed: {decision.reason}.",
         )
+
+
+def _elapsed_ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
 
 
 def _summary(output: Mapping[str, Any] | None) -> str:

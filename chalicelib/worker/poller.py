@@ -1,10 +1,19 @@
-"""The worker: a poller that claims batches, a bounded delivery pool, and the finalizer.
+"""The worker: a poller that claims batches, a delivery loop, and the finalizer.
 
-Capacity (``TE_WORKER_MAX_CONCURRENT``) bounds concurrent deliveries. Executions delivered
-but not yet finalized are bounded too (at most another capacity's worth), so the work a
-crash can lose (delivered but not recorded: the reclaimer retries it) stays bounded while
-claims overlap the finalizer's commits. The poller claims up to the free capacity in one
-statement and sleeps ``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due. Two
+Capacity (``TE_WORKER_MAX_CONCURRENT``) bounds concurrent deliveries (the delivery loop's
+semaphore). Two more bounds keep the slots busy without hoarding work:
+
+* claimed but not yet delivered: what the worker delivers in :data:`AHEAD_SEC` at its
+  recent rate, and at least twice the capacity, so the slots stay busy while the next claim
+  is in its round trip (at 3,000 deliveries/s that takes a few hundred executions) but a
+  slow target cannot make one worker sit on executions that other workers could run;
+* claimed but not yet finalized: at most :data:`WINDOW_FACTOR` times the capacity, so fast
+  deliveries never wait for a finalize batch's commit. With both bounds at one capacity
+  (before), throughput was capped at capacity / commit round trip: 1,400/s in ``bench/``.
+  The window also bounds what a crash hands to the reclaimer.
+
+The poller claims up to the free room in one statement and sleeps
+``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due. Two
 accelerators end that sleep early: :meth:`Worker.nudge` (in-process, the local stack) and a
 PostgreSQL LISTEN connection (:class:`chalicelib.db.notify.Listener`, on unless
 ``TE_WAKEUP_NOTIFY`` or CockroachDB says otherwise). Polling stays the correct fallback.
@@ -19,7 +28,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from chalicelib.db import notify
@@ -29,13 +37,20 @@ from chalicelib.errors import DatabaseError
 from chalicelib.logs import log_event
 from chalicelib.settings import Settings
 from chalicelib.worker.claims import ClaimStrategy
+from chalicelib.worker.deliveries import DeliveryLoop
 from chalicelib.worker.dispatchers import Dispatcher
 from chalicelib.worker.finalizer import Finalizer
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
-from chalicelib.worker.pipeline import Pipeline
+from chalicelib.worker.pipeline import Pipeline, Prepared
 
 log = logging.getLogger("chalicelib.worker")
 
+#: Executions held (claimed, not yet finalized) per delivery slot; see the module docstring.
+WINDOW_FACTOR = 16
+#: Executions claimed but not yet delivered: at least this many per delivery slot ...
+AHEAD_FACTOR = 2
+#: ... or as many as the worker delivered in this many seconds, at its recent rate.
+AHEAD_SEC = 0.15
 #: Claim once at least this share of the capacity is free, or after CLAIM_LINGER_SEC:
 #: fewer, larger claims mean fewer commits per delivered execution.
 MIN_BATCH_SHARE = 4
@@ -60,6 +75,29 @@ class SleepStats:
     started: int = 0
     woken: int = 0  #: ended early by a nudge or a notification
     timed_out: int = 0  #: ran the whole poll interval
+
+
+class RateMeter:
+    """Events per second over the last completed period (callers hold the worker's lock)."""
+
+    PERIOD_SEC = 0.5
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._since = clock()
+        self._events = 0
+        self._rate = 0.0
+
+    def count(self) -> None:
+        self._events += 1
+
+    def per_sec(self) -> float:
+        now = self._clock()
+        elapsed = now - self._since
+        if elapsed >= self.PERIOD_SEC:
+            self._rate = self._events / elapsed
+            self._since, self._events = now, 0
+        return self._rate
 
 
 def new_worker_id() -> str:
@@ -88,12 +126,19 @@ class Worker:
         self._claims = claims
         self._pipeline = pipeline
         self._dispatchers = dispatchers
-        self._pool = ThreadPoolExecutor(self.capacity, thread_name_prefix="te-delivery")
+        self._deliveries = DeliveryLoop(
+            pipeline,
+            dispatchers,
+            capacity=self.capacity,
+            on_finished=self._delivered,
+            on_lost=self._lost,
+        )
         self._finalizer = Finalizer(db, self.worker_id, self._finalized)
         self._cond = threading.Condition()
         self._counts = {"claimed": 0, "succeeded": 0, "retrying": 0, "failed": 0}
         self._in_flight = 0  # claimed, not yet finalized
-        self._delivering = 0  # claimed, pipeline still running
+        self._undelivered = 0  # claimed, delivery not finished
+        self._rate = RateMeter()  # deliveries per second, recently
         self._wake = threading.Event()
         self.sleeps = SleepStats()
         #: The running LISTEN connection's thread, if any (tests inspect it).
@@ -166,7 +211,7 @@ class Worker:
             return 0
         with self._cond:
             self._in_flight += len(batch)
-            self._delivering += len(batch)
+            self._undelivered += len(batch)
             self._counts["claimed"] += len(batch)
         log_event(
             log,
@@ -175,9 +220,7 @@ class Worker:
             count=len(batch),
             claim_ms=round((time.monotonic() - started) * 1000, 2),
         )
-        for claimed in batch:
-            future = self._pool.submit(self._process, claimed)
-            future.add_done_callback(self._crashed)
+        self._deliveries.submit(self._prepare(batch))
         return len(batch)
 
     def drain(self, timeout: float) -> bool:
@@ -193,8 +236,8 @@ class Worker:
 
     def close(self, *, abandon: bool = False) -> None:
         """Release threads and clients (after :meth:`drain`; ``abandon`` drops what is left)."""
+        self._deliveries.close(abandon=abandon)
         self._finalizer.stop(abandon=abandon)
-        self._pool.shutdown(wait=not abandon, cancel_futures=abandon)
         for dispatcher in self._dispatchers.values():
             dispatcher.close()
 
@@ -240,31 +283,49 @@ class Worker:
 
     def _free(self) -> int:
         """Slots to claim into (call with the condition held)."""
-        return min(self.capacity - self._delivering, 2 * self.capacity - self._in_flight)
+        window = WINDOW_FACTOR * self.capacity
+        ahead = max(AHEAD_FACTOR * self.capacity, int(self._rate.per_sec() * AHEAD_SEC))
+        return min(min(ahead, window) - self._undelivered, window - self._in_flight)
 
-    def _process(self, claimed: ClaimedExecution) -> None:
-        try:
-            finished = self._pipeline.run(claimed)
-        except DatabaseError as exc:
-            # Config/secret reads failed: leave it RUNNING; the reclaimer retries it.
-            log.warning(
-                "execution left RUNNING: %s",
-                exc,
-                extra={"execution_id": claimed.execution_id},
-            )
-            self._release(delivered=True, finalized=True)
-            return
-        self._release(delivered=True)
+    def _prepare(self, batch: list[ClaimedExecution]) -> list[Prepared]:
+        """Resolve each request on this thread; template failures finish here and then."""
+        ready = []
+        for claimed in batch:
+            try:
+                prepared = self._pipeline.prepare(claimed)
+            except DatabaseError as exc:
+                # Config/secret reads failed: leave it RUNNING; the reclaimer retries it.
+                log.warning(
+                    "execution left RUNNING: %s", exc, extra={"execution_id": claimed.execution_id}
+                )
+                self._release(delivered=True)
+                continue
+            except Exception as exc:  # one bad execution must not stop claims
+                self._lost(claimed, exc)
+                continue
+            if isinstance(prepared, FinishedExecution):
+                self._delivered(prepared)
+            else:
+                ready.append(prepared)
+        return ready
+
+    def _delivered(self, finished: FinishedExecution) -> None:
         self._finalizer.submit(finished)
+        with self._cond:
+            self._undelivered -= 1
+            self._rate.count()
+            self._cond.notify_all()
 
-    def _crashed(self, future: Future[None]) -> None:
-        exc = future.exception()
-        if exc is not None:
-            log.error("delivery thread failed; execution left RUNNING", exc_info=exc)
-            self._release(delivered=True, finalized=True)
+    def _lost(self, claimed: ClaimedExecution, exc: BaseException) -> None:
+        extra = {"execution_id": claimed.execution_id}
+        if isinstance(exc, Exception):
+            log.error("delivery failed; execution left RUNNING", exc_info=exc, extra=extra)
+        else:  # cancelled by close(abandon=True)
+            log.warning("delivery abandoned at shutdown; execution left RUNNING", extra=extra)
+        self._release(delivered=True)
 
     def _finalized(self, finished: FinishedExecution, applied: bool) -> None:
-        self._release(finalized=True)
+        self._release()
         if not applied:
             log_event(
                 log,
@@ -290,8 +351,10 @@ class Worker:
             count=1,  # CloudWatch metric filters sum $.count (infra/stacks/observability.py)
         )
 
-    def _release(self, *, delivered: bool = False, finalized: bool = False) -> None:
+    def _release(self, *, delivered: bool = False) -> None:
+        """One execution left the window (finalized, or left RUNNING for the reclaimer);
+        ``delivered``: it never reached :meth:`_delivered` (so it is done delivering too)."""
         with self._cond:
-            self._delivering -= int(delivered)
-            self._in_flight -= int(finalized)
+            self._in_flight -= 1
+            self._undelivered -= int(delivered)
             self._cond.notify_all()

@@ -1,4 +1,10 @@
-"""HTTP delivery over keep-alive connection pools, one per target (scheme, address, port).
+"""HTTP delivery on the worker's event loop, over keep-alive connections per target.
+
+:meth:`HttpDispatcher.dispatch_async` runs on the delivery loop
+(:mod:`chalicelib.worker.deliveries`) with the lean HTTP/1.1 client of
+:mod:`chalicelib.worker.dispatchers.wire`; :meth:`HttpDispatcher.dispatch` is the blocking
+form for one-off callers. urllib3 only parses the URL: its connection pools cost most of the
+worker's CPU when each delivery held a thread (``bench/results/PROFILE.md``).
 
 Redirects are never followed (a 3xx is judged against ``expected_status_codes`` like any
 status), so a public target cannot bounce the worker to a private one. With the SSRF
@@ -8,15 +14,16 @@ header and TLS server name.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
-import threading
+import ssl
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import urllib3
-from urllib3.exceptions import HTTPError, LocationParseError, NewConnectionError
-from urllib3.exceptions import TimeoutError as Urllib3Timeout
+from urllib3.exceptions import LocationParseError
 from urllib3.util import Url, parse_url
 
 from chalicelib.domain.backoff import RETRY_AFTER_STATUSES, parse_retry_after
@@ -26,6 +33,13 @@ from chalicelib.domain.delivery import (
     DeliveryRequest,
     failed,
     succeeded,
+)
+from chalicelib.worker.dispatchers.wire import (
+    HttpClient,
+    Origin,
+    Response,
+    ResponseTimeout,
+    WireError,
 )
 from chalicelib.worker.ssrf import BlockedTarget, Resolver, resolve_public
 
@@ -44,6 +58,16 @@ class InvalidHttpRequest(Exception):
     """The resolved spec cannot be sent (bad URL, header injection); never retried."""
 
 
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One attempt's request, built from the resolved spec."""
+
+    method: str
+    url: Url
+    headers: dict[str, str]
+    body: bytes | None
+
+
 class HttpDispatcher:
     """Sends one HTTP request per attempt and classifies the result."""
 
@@ -54,113 +78,92 @@ class HttpDispatcher:
         pool_maxsize: int = 50,
         resolver: Resolver | None = None,
         clock: Callable[[], datetime],
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._allow_private = allow_private
         self._resolver_kwargs = {} if resolver is None else {"resolver": resolver}
         self._clock = clock
         self._maxsize = pool_maxsize
-        # One connection pool per (scheme, address, port, TLS name), built on first use and
-        # called directly: PoolManager.urlopen re-parses the URL and normalizes a pool key
-        # on every request (~25 % of the worker's CPU in bench/ profiles).
-        self._pools: dict[tuple[str, str, int, str], urllib3.HTTPConnectionPool] = {}
-        self._pools_lock = threading.Lock()
-        self._timeouts: dict[int, urllib3.Timeout] = {}
+        self._ssl_context = ssl_context
+        #: Bound to the delivery loop on first use (a client serves one event loop).
+        self._client: HttpClient | None = None
+
+    async def dispatch_async(self, request: DeliveryRequest) -> DeliveryOutcome:
+        """Deliver on the running loop, reusing this dispatcher's connections."""
+        if self._client is None:
+            self._client = HttpClient(
+                max_idle_per_origin=self._maxsize, ssl_context=self._ssl_context
+            )
+        return await self._deliver(self._client, request)
 
     def dispatch(self, request: DeliveryRequest) -> DeliveryOutcome:
+        """Blocking form: one request on a private loop and a fresh connection."""
+        return asyncio.run(self._deliver_once(request))
+
+    async def aclose(self) -> None:
+        """Close the loop's idle connections (on the delivery loop, at shutdown)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+    def close(self) -> None:
+        """Nothing is held outside the delivery loop (see :meth:`aclose`)."""
+
+    async def _deliver_once(self, request: DeliveryRequest) -> DeliveryOutcome:
+        client = HttpClient(max_idle_per_origin=1, ssl_context=self._ssl_context)
+        try:
+            return await self._deliver(client, request)
+        finally:
+            await client.close()
+
+    async def _deliver(self, client: HttpClient, request: DeliveryRequest) -> DeliveryOutcome:
         spec = request.spec
         timeout_ms = int(spec.get("timeout_ms") or DEFAULT_TIMEOUT_MS)
         try:
-            method, url, headers, body = _build(request)
-            response = self._send(method, url, headers, body, self._timeout(timeout_ms))
-        except InvalidHttpRequest as exc:
+            outgoing = _build(request)
+            origin = await self._origin(outgoing)
+            response = await client.request(
+                origin,
+                outgoing.method,
+                outgoing.url.request_uri,
+                list(outgoing.headers.items()),
+                outgoing.body,
+                timeout=timeout_ms / 1000,
+                body_limit=BODY_LIMIT,
+            )
+        except (InvalidHttpRequest, ValueError) as exc:  # ValueError: the client refused it
             return failed(DeliveryErrorType.TEMPLATE_RESOLUTION_FAILED, str(exc), retryable=False)
         except BlockedTarget as exc:
             return failed(DeliveryErrorType.CONNECTION_ERROR, str(exc), retryable=False)
-        except NewConnectionError as exc:
-            # Before the timeout clause: urllib3 2 makes it a ConnectTimeoutError subclass.
-            return failed(DeliveryErrorType.CONNECTION_ERROR, _connection_message(exc))
-        except Urllib3Timeout:
+        except ResponseTimeout:
             return failed(DeliveryErrorType.TIMEOUT, f"no response within {timeout_ms} ms")
-        except HTTPError as exc:
+        except WireError as exc:  # ConnectFailed, ProtocolError
             return failed(DeliveryErrorType.CONNECTION_ERROR, _connection_message(exc))
         return self._classify(response, spec)
 
-    def _timeout(self, timeout_ms: int) -> urllib3.Timeout:
-        timeout = self._timeouts.get(timeout_ms)
-        if timeout is None:
-            timeout = self._timeouts[timeout_ms] = urllib3.Timeout(total=timeout_ms / 1000)
-        return timeout
-
-    def _send(
-        self,
-        method: str,
-        url: Url,
-        headers: dict[str, str],
-        body: bytes | None,
-        timeout: urllib3.Timeout,
-    ) -> urllib3.BaseHTTPResponse:
+    async def _origin(self, outgoing: Outgoing) -> Origin:
+        """Where to connect; with the SSRF guard on, an address checked to be public."""
+        url = outgoing.url
         host = (url.host or "").strip("[]")
-        port = url.port or (443 if url.scheme == "https" else 80)
+        scheme = str(url.scheme)
+        port = url.port or (443 if scheme == "https" else 80)
         address = host
         if not self._allow_private:
-            # Connect to the checked address, never to a second DNS answer.
-            address = resolve_public(host, port, **self._resolver_kwargs)
-            headers.setdefault("Host", url.netloc or host)
-        pool = self._pool(str(url.scheme), address, port, host)
-        return pool.urlopen(
-            method,
-            url.request_uri,
-            body=body,
-            headers=headers,
-            timeout=timeout,
-            retries=False,
-            redirect=False,
-            assert_same_host=False,
-            preload_content=False,
-        )
+            # Connect to the checked address, never to a second DNS answer. The lookup
+            # blocks, so it runs off the loop.
+            check = functools.partial(resolve_public, host, port, **self._resolver_kwargs)
+            address = await asyncio.get_running_loop().run_in_executor(None, check)
+        return Origin(scheme, address, port, host)
 
-    def _pool(self, scheme: str, address: str, port: int, host: str) -> urllib3.HTTPConnectionPool:
-        key = (scheme, address, port, host)
-        pool = self._pools.get(key)
-        if pool is not None:
-            return pool
-        with self._pools_lock:
-            pool = self._pools.get(key)
-            if pool is None:
-                pool = self._pools[key] = self._new_pool(scheme, address, port, host)
-            return pool
-
-    def _new_pool(
-        self, scheme: str, address: str, port: int, host: str
-    ) -> urllib3.HTTPConnectionPool:
-        # block=False: a burst beyond maxsize opens extra connections instead of waiting.
-        options: dict[str, Any] = {"maxsize": self._maxsize, "block": False}
-        bracketed = f"[{address}]" if ":" in address else address
-        if scheme == "https":
-            # TLS is verified against the name in the URL, not the checked address.
-            return urllib3.HTTPSConnectionPool(
-                bracketed, port, server_hostname=host, assert_hostname=host, **options
-            )
-        return urllib3.HTTPConnectionPool(bracketed, port, **options)
-
-    def _classify(
-        self, response: urllib3.BaseHTTPResponse, spec: Mapping[str, Any]
-    ) -> DeliveryOutcome:
-        try:
-            raw = response.read(BODY_LIMIT + 1)
-        except HTTPError:
-            raw = b""
-        finally:
-            response.drain_conn()
-            response.release_conn()
-        text = raw[:BODY_LIMIT].decode("utf-8", errors="replace")
+    def _classify(self, response: Response, spec: Mapping[str, Any]) -> DeliveryOutcome:
+        text = response.body[:BODY_LIMIT].decode("utf-8", errors="replace")
         expected = spec.get("expected_status_codes") or DEFAULT_EXPECTED
         status = response.status
         if status in expected:
             return succeeded({"status_code": status, "body": text})
         retry_after = None
         if status in RETRY_AFTER_STATUSES:
-            retry_after = parse_retry_after(response.headers.get("Retry-After"), self._clock())
+            retry_after = parse_retry_after(response.headers.get("retry-after"), self._clock())
         return failed(
             DeliveryErrorType.HTTP_ERROR,
             f"unexpected status {status} (expected one of {list(expected)})"
@@ -169,26 +172,17 @@ class HttpDispatcher:
             retry_after_ms=retry_after,
         )
 
-    def close(self) -> None:
-        with self._pools_lock:
-            pools, self._pools = list(self._pools.values()), {}
-        for pool in pools:
-            pool.close()
 
-
-def _build(request: DeliveryRequest) -> tuple[str, Url, dict[str, str], bytes | None]:
+def _build(request: DeliveryRequest) -> Outgoing:
     spec = request.spec
     method = str(spec.get("method") or "POST").upper()
     url = spec.get("url")
     if not isinstance(url, str):
         raise InvalidHttpRequest("resolved url is not a string")
-    try:
-        parsed = parse_url(url)
-    except LocationParseError as exc:
-        raise InvalidHttpRequest("resolved url is not a valid URL") from exc
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise InvalidHttpRequest("resolved url must be an absolute http:// or https:// URL")
+    parsed = _parse_url(url)
     headers = _headers(spec.get("headers") or {})
+    if not any(name.lower() == "host" for name in headers):
+        headers["Host"] = parsed.netloc or ""
     body = None
     if spec.get("body_template") is not None:
         body = json.dumps(spec["body_template"], separators=(",", ":")).encode("utf-8")
@@ -198,7 +192,19 @@ def _build(request: DeliveryRequest) -> tuple[str, Url, dict[str, str], bytes | 
     headers[ATTEMPT_HEADER] = str(request.attempt)
     if not any(name.lower() == "idempotency-key" for name in headers):
         headers["Idempotency-Key"] = request.execution_id
-    return method, parsed, headers, body
+    return Outgoing(method, parsed, headers, body)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_url(url: str) -> Url:
+    """Parsed and checked once per distinct URL (most endpoints' URLs do not vary)."""
+    try:
+        parsed = parse_url(url)
+    except LocationParseError as exc:
+        raise InvalidHttpRequest("resolved url is not a valid URL") from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise InvalidHttpRequest("resolved url must be an absolute http:// or https:// URL")
+    return parsed
 
 
 def _headers(raw: Mapping[str, Any]) -> dict[str, str]:
@@ -215,9 +221,9 @@ def _headers(raw: Mapping[str, Any]) -> dict[str, str]:
     return headers
 
 
-def _connection_message(exc: HTTPError) -> str:
-    """The library's reason, bounded; the pipeline redacts secret values from it."""
-    text = str(getattr(exc, "reason", None) or exc)
+def _connection_message(exc: WireError) -> str:
+    """The client's reason, bounded; the pipeline redacts secret values from it."""
+    text = str(exc)
     if "refused" in text.lower():
         return f"connection refused by the target: {text[:300]}"
     return f"connection failed: {text[:300]}"

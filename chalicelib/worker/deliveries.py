@@ -1,0 +1,159 @@
+"""Deliveries as tasks on one asyncio event loop, in a thread of its own.
+
+Why a loop and not a thread per delivery: with 50 delivery threads each blocking in
+``http.client``, the worker spent most of its CPU in the HTTP stack and in handing the GIL
+between threads (``bench/results/PROFILE.md``). One loop multiplexing the deliveries over
+keep-alive connections does the same work with a fraction of the CPU.
+
+Dispatchers that offer ``dispatch_async`` (HTTP) run on the loop. The others (Kafka and
+Redis, whose clients block, and test doubles) run their blocking ``dispatch`` on a thread
+pool sized to the worker's capacity, so the loop never blocks on them.
+
+The poller thread claims and prepares (template resolution may read the database on a
+cache miss, which must not block the loop); this module only dispatches and completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from chalicelib.domain.delivery import DeliveryOutcome
+from chalicelib.worker.dispatchers import Dispatcher
+from chalicelib.worker.models import ClaimedExecution, FinishedExecution
+from chalicelib.worker.pipeline import Pipeline, Prepared
+
+log = logging.getLogger("chalicelib.worker")
+
+#: How long close() waits for the loop to finish its shutdown work.
+CLOSE_TIMEOUT_SEC = 10.0
+
+OnFinished = Callable[[FinishedExecution], None]
+#: A delivery that ended without a finished execution (a bug, or cancelled at shutdown):
+#: the execution stays RUNNING and the reclaimer retries it.
+OnLost = Callable[[ClaimedExecution, BaseException], None]
+
+
+class DeliveryLoop:
+    """Runs dispatch + complete for prepared executions; results go to ``on_finished``."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        dispatchers: Mapping[str, Dispatcher],
+        *,
+        capacity: int,
+        on_finished: OnFinished,
+        on_lost: OnLost,
+    ) -> None:
+        self._pipeline = pipeline
+        self._dispatchers = dispatchers
+        self._capacity = capacity
+        self._on_finished = on_finished
+        self._on_lost = on_lost
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._blocking: ThreadPoolExecutor | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._slots: asyncio.Semaphore | None = None  # made on the loop: capacity permits
+        self._lock = threading.Lock()
+
+    def submit(self, batch: Iterable[Prepared]) -> None:
+        """Start delivering ``batch`` (any thread; returns at once)."""
+        items = list(batch)
+        if items:
+            self._running_loop().call_soon_threadsafe(self._spawn, items)
+
+    def close(self, *, abandon: bool = False) -> None:
+        """Stop the loop; ``abandon`` cancels deliveries still running (they stay RUNNING)."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is not None and thread is not None:
+            done = asyncio.run_coroutine_threadsafe(self._shutdown(abandon), loop)
+            try:
+                done.result(CLOSE_TIMEOUT_SEC)
+            except Exception as exc:  # shutdown must finish whatever failed
+                log.warning("delivery loop shutdown incomplete", exc_info=exc)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(CLOSE_TIMEOUT_SEC)
+            if not thread.is_alive():
+                loop.close()
+        if self._blocking is not None:
+            self._blocking.shutdown(wait=not abandon, cancel_futures=abandon)
+            self._blocking = None
+
+    # -- the loop's thread ---------------------------------------------------------------
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+                thread = threading.Thread(
+                    target=_run_forever, args=(loop, ready), name="te-delivery-loop", daemon=True
+                )
+                thread.start()
+                ready.wait()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _spawn(self, batch: list[Prepared]) -> None:
+        loop = asyncio.get_running_loop()
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self._capacity)
+        for prepared in batch:
+            task = loop.create_task(self._deliver(prepared))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _deliver(self, prepared: Prepared) -> None:
+        assert self._slots is not None  # set by _spawn before any task starts
+        try:
+            async with self._slots:  # FIFO: executions go out in claim order
+                outcome = await self._dispatch(prepared)
+            finished = self._pipeline.complete(prepared, outcome)
+        except asyncio.CancelledError as exc:
+            self._on_lost(prepared.claimed, exc)
+            raise
+        except Exception as exc:  # a bug must not kill the loop; see OnLost
+            self._on_lost(prepared.claimed, exc)
+            return
+        self._on_finished(finished)
+
+    async def _dispatch(self, prepared: Prepared) -> DeliveryOutcome:
+        dispatcher: Any = self._dispatchers[prepared.claimed.endpoint_type]
+        send_async = getattr(dispatcher, "dispatch_async", None)
+        if send_async is not None:
+            outcome: DeliveryOutcome = await send_async(prepared.request)
+            return outcome
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._blocking_pool(), dispatcher.dispatch, prepared.request
+        )
+
+    def _blocking_pool(self) -> ThreadPoolExecutor:
+        if self._blocking is None:
+            self._blocking = ThreadPoolExecutor(self._capacity, thread_name_prefix="te-delivery")
+        return self._blocking
+
+    async def _shutdown(self, abandon: bool) -> None:
+        if abandon:
+            for task in list(self._tasks):
+                task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        for dispatcher in self._dispatchers.values():
+            aclose = getattr(dispatcher, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+def _run_forever(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+    asyncio.set_event_loop(loop)
+    loop.call_soon(ready.set)
+    loop.run_forever()
