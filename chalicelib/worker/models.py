@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,7 +38,7 @@ class ClaimedExecution:
             attempt=int(row["attempt_count"]),
             max_attempts=int(row["max_attempts"]),
             config_snapshot=row["config_snapshot"],
-            endpoint_snapshot=row["endpoint_snapshot"] or {},
+            endpoint_snapshot=parse_snapshot(row["endpoint_snapshot"]),
         )
 
     @property
@@ -55,6 +56,30 @@ class ClaimedExecution:
         decides RETRYING vs FAILED from the same column)."""
         policy = RetryPolicy.from_json(self.endpoint_snapshot.get("retry_policy"))
         return dataclasses.replace(policy, max_attempts=self.max_attempts)
+
+
+def parse_snapshot(raw: str | Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """An endpoint snapshot from its JSON text, parsed once per distinct text.
+
+    The parsed mapping is shared between executions: nothing downstream mutates it
+    (template resolution builds new objects).
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, str):
+        return raw
+    parsed = _SNAPSHOTS.get(raw)
+    if parsed is None:
+        if len(_SNAPSHOTS) >= SNAPSHOT_CACHE_SIZE:
+            _SNAPSHOTS.clear()
+        parsed = _SNAPSHOTS[raw] = json.loads(raw) or {}
+    return parsed
+
+
+#: Distinct snapshot texts kept parsed (the cache is emptied when full). Plain dict: single
+#: get/set operations are atomic, and two threads parsing one text both get a correct value.
+SNAPSHOT_CACHE_SIZE = 256
+_SNAPSHOTS: dict[str, Mapping[str, Any]] = {}
 
 
 @dataclass(frozen=True, kw_only=True)

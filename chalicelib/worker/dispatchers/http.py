@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ BODY_LIMIT = 4096
 ERROR_BODY_LIMIT = 200
 EXECUTION_HEADER = "X-Task-Executor-Execution-Id"
 ATTEMPT_HEADER = "X-Task-Executor-Attempt"
-_FORBIDDEN_IN_HEADERS = ("\r", "\n", "\0")
+_FORBIDDEN_IN_HEADERS = re.compile("[\r\n\0]")
 
 
 class InvalidHttpRequest(Exception):
@@ -179,45 +180,47 @@ def _build(request: DeliveryRequest) -> Outgoing:
     url = spec.get("url")
     if not isinstance(url, str):
         raise InvalidHttpRequest("resolved url is not a string")
-    parsed = _parse_url(url)
+    parsed, netloc = _parse_url(url)
     headers = _headers(spec.get("headers") or {})
-    if not any(name.lower() == "host" for name in headers):
-        headers["Host"] = parsed.netloc or ""
+    present = {name.lower() for name in headers}
+    if "host" not in present:
+        headers["Host"] = netloc
     body = None
     if spec.get("body_template") is not None:
         body = json.dumps(spec["body_template"], separators=(",", ":")).encode("utf-8")
-        if not any(name.lower() == "content-type" for name in headers):
+        if "content-type" not in present:
             headers["Content-Type"] = "application/json"
     headers[EXECUTION_HEADER] = request.execution_id
     headers[ATTEMPT_HEADER] = str(request.attempt)
-    if not any(name.lower() == "idempotency-key" for name in headers):
+    if "idempotency-key" not in present:
         headers["Idempotency-Key"] = request.execution_id
     return Outgoing(method, parsed, headers, body)
 
 
 @functools.lru_cache(maxsize=1024)
-def _parse_url(url: str) -> Url:
-    """Parsed and checked once per distinct URL (most endpoints' URLs do not vary)."""
+def _parse_url(url: str) -> tuple[Url, str]:
+    """Parsed and checked once per distinct URL (most endpoints' URLs do not vary), with
+    the Host header it implies."""
     try:
         parsed = parse_url(url)
     except LocationParseError as exc:
         raise InvalidHttpRequest("resolved url is not a valid URL") from exc
     if parsed.scheme not in ("http", "https") or not parsed.host:
         raise InvalidHttpRequest("resolved url must be an absolute http:// or https:// URL")
-    return parsed
+    return parsed, parsed.netloc or ""
 
 
 def _headers(raw: Mapping[str, Any]) -> dict[str, str]:
     """Resolved headers as strings; CR/LF/NUL would split the request (header injection)."""
     headers = {}
     for name, value in raw.items():
+        name = str(name)
         text = value if isinstance(value, str) else json.dumps(value)
-        for part, label in ((str(name), "name"), (text, "value")):
-            if any(char in part for char in _FORBIDDEN_IN_HEADERS):
-                # The header name is safe to quote only if it is not the offending part.
-                where = f"header {name!r}" if label == "value" else "a header name"
-                raise InvalidHttpRequest(f"{where} contains CR, LF or NUL after resolution")
-        headers[str(name)] = text
+        if _FORBIDDEN_IN_HEADERS.search(name) or _FORBIDDEN_IN_HEADERS.search(text):
+            # The header name is safe to quote only if it is not the offending part.
+            where = "a header name" if _FORBIDDEN_IN_HEADERS.search(name) else f"header {name!r}"
+            raise InvalidHttpRequest(f"{where} contains CR, LF or NUL after resolution")
+        headers[name] = text
     return headers
 
 
