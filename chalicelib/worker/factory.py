@@ -55,7 +55,6 @@ def build_worker(
     pipeline = Pipeline(
         configs=ConfigCache(db, settings.config_cache_ttl_sec, monotonic),
         secrets=SecretCache(db, box, settings.secret_cache_ttl_sec, monotonic),
-        dispatchers=dispatchers,
         clock=clock,
         rand=rand,
     )

@@ -1,9 +1,10 @@
-"""One execution's pipeline: resolve templates, dispatch, decide what comes next.
+"""One execution's pipeline: resolve templates (prepare), then, once the delivery loop has
+dispatched the request, decide what comes next (complete).
 
-Runs on a delivery thread and touches the database only through the caches (config and
-secret reads); the attempt and the execution's next status are written later, in a batch,
-by the finalizer. Secret values never leave this module except inside the request sent to
-the target: outputs and errors are redacted before they are recorded.
+Preparation runs on the poller thread and touches the database only through the caches
+(config and secret reads); the attempt and the execution's next status are written later,
+in a batch, by the finalizer. Secret values never leave this module except inside the
+request sent to the target: outputs and errors are redacted before they are recorded.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus, LogLevel
 from chalicelib.domain.templates import Template, TemplateContext
 from chalicelib.errors import SecretKeyError, TemplateResolutionFailed
 from chalicelib.worker.caches import ConfigCache, SecretCache
-from chalicelib.worker.dispatchers import Dispatcher
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 
 #: Parsed templates kept per process: endpoints remembered (the cache is emptied when
@@ -66,13 +66,11 @@ class Pipeline:
         *,
         configs: ConfigCache,
         secrets: SecretCache,
-        dispatchers: Mapping[str, Dispatcher],
         clock: Callable[[], datetime],
         rand: Rand = random.random,
     ) -> None:
         self._configs = configs
         self._secrets = secrets
-        self._dispatchers = dispatchers
         self._clock = clock
         self._rand = rand
         # Plain dict of tuples: single get/set operations are atomic, and two threads
@@ -106,14 +104,6 @@ class Pipeline:
             _elapsed_ms(prepared.started),
             resolved.config_snapshot,
         )
-
-    def run(self, claimed: ClaimedExecution) -> FinishedExecution:
-        """Prepare, dispatch on the calling thread, and complete (one execution, blocking)."""
-        prepared = self.prepare(claimed)
-        if isinstance(prepared, FinishedExecution):
-            return prepared
-        dispatcher = self._dispatchers[claimed.endpoint_type]
-        return self.complete(prepared, dispatcher.dispatch(prepared.request))
 
     def resolve(self, claimed: ClaimedExecution) -> Resolved:
         """The endpoint spec with config, secrets and input substituted.

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
 from chalicelib.db.connection import Database
+from chalicelib.domain.delivery import DeliveryRequest
+from chalicelib.worker.dispatchers.http import HttpDispatcher
 from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settle
 from tests.integration.worker.factories import (
@@ -340,3 +343,23 @@ def test_late_result_of_a_reclaimed_execution_changes_nothing(
     assert row["output"]["body"] == "second"
     assert [a["attempt_number"] for a in attempts(database, seeded.execution_id)] == [2]
     assert len(http_target.received("/late")) == 2
+
+
+def test_blocking_dispatch_sends_one_request_on_its_own_loop(http_target) -> None:
+    """The Dispatcher protocol's blocking form (the worker uses dispatch_async)."""
+    http_target.script("/busy", Reply(429, headers={"Retry-After": "7"}), Reply(200, body="ok"))
+    dispatcher = HttpDispatcher(allow_private=True, clock=lambda: datetime.now(UTC))
+    request = DeliveryRequest(
+        execution_id="exec_blocking", attempt=1, spec=http_spec(http_target.url("/busy"))
+    )
+
+    first = dispatcher.dispatch(request)
+    second = dispatcher.dispatch(request)  # a fresh loop and connection each time
+
+    assert not first.ok and first.error is not None and first.error["status_code"] == 429
+    assert first.retry_after_ms == 7000
+    assert second.ok and second.output == {"status_code": 200, "body": "ok"}
+    assert [r.headers["idempotency-key"] for r in http_target.received("/busy")] == [
+        "exec_blocking",
+        "exec_blocking",
+    ]
