@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,6 +134,37 @@ def kill_worker_until_done(
             next_kill = time.monotonic() + random.uniform(*every_s)
         time.sleep(0.1)
     raise AssertionError(f"executions still not terminal after {timeout_s}s: {status_counts(db)}")
+
+
+def deliveries_beyond_attempts(db: Database, received: Mapping[str | None, int]) -> int:
+    """Deliveries the target got beyond the attempts recorded for their execution.
+
+    At-least-once repeats a delivery only as a new attempt: after a failed one (a timeout
+    the target did receive) or a lost one (the reclaimer records a WORKER_LOST attempt for
+    a worker that died, or whose result was not recorded before its lease ran out). A
+    delivery with no attempt to account for it is a bug.
+    """
+    repeated = sorted(i for i, n in received.items() if i and n > 1)
+    rows = db.run(
+        "SELECT execution_id, count(*) AS n FROM attempts"
+        " WHERE execution_id = ANY(CAST(:ids AS TEXT[])) GROUP BY execution_id",
+        ids=repeated,
+    )
+    attempts = {row["execution_id"]: int(row["n"]) for row in rows}
+    return sum(max(0, received[i] - attempts.get(i, 0)) for i in repeated)
+
+
+def attempt_outcomes(db: Database, ids: set[str]) -> dict[str, int]:
+    """Attempts of ``ids`` by outcome ("SUCCESS" or "FAILED:<error type>")."""
+    rows = db.run(
+        "SELECT status, error ->> 'type' AS error_type, count(*) AS n FROM attempts"
+        " WHERE execution_id = ANY(CAST(:ids AS TEXT[])) GROUP BY 1, 2",
+        ids=sorted(ids),
+    )
+    return {
+        row["status"] + (f":{row['error_type']}" if row["error_type"] else ""): int(row["n"])
+        for row in rows
+    }
 
 
 def figures(

@@ -18,7 +18,14 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.errors import DatabaseError
 from tests.chaos.figures import chaos_n, write_figures
-from tests.chaos.harness import TERMINAL, Stack, figures, status_counts
+from tests.chaos.harness import (
+    TERMINAL,
+    Stack,
+    attempt_outcomes,
+    deliveries_beyond_attempts,
+    figures,
+    status_counts,
+)
 from tests.fixtures.pg import PgServer
 from tests.fixtures.services import HttpTarget
 from tests.integration.worker.factories import http_spec, retry_policy, seed
@@ -86,12 +93,17 @@ def test_killed_sessions_lose_nothing(
     ids = set(seeded.execution_ids)
     lost = len(ids - set(received)) + (total - counts.get("SUCCESS", 0))
     stuck = sum(n for s, n in counts.items() if s not in TERMINAL)
+    unexplained = deliveries_beyond_attempts(database, received)
     write_figures(
         "connections_killed",
         figures(
             created=total,
             delivered=len(ids & set(received)),
             duplicated=sum(n - 1 for n in received.values()),
+            deliveries_beyond_attempts=unexplained,
+            attempts_of_duplicated=attempt_outcomes(
+                database, {i for i, n in received.items() if i and n > 1}
+            ),
             lost=lost,
             stuck=stuck,
             duration_s=duration,
@@ -103,3 +115,4 @@ def test_killed_sessions_lose_nothing(
 
     assert rounds >= 1 and terminated >= 1
     assert (lost, stuck) == (0, 0), counts
+    assert unexplained == 0, "a delivery was repeated without an attempt to account for it"

@@ -21,13 +21,11 @@ from __future__ import annotations
 import itertools
 import subprocess
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +36,6 @@ from tests.chaos.figures import chaos_n, write_figures
 from tests.chaos.harness import TERMINAL, Stack, figures, status_counts
 from tests.fixtures.services import (
     HttpTarget,
-    Received,
-    Reply,
-    _handler_for,
     _redis_server_binary,
     _stop,
     _tansu_binary,
@@ -65,20 +60,6 @@ ERROR_TYPES = {
 }
 
 
-class HttpTargetOnPort(HttpTarget):
-    """The scriptable HTTP target of ``tests/fixtures/services.py`` on a given port."""
-
-    def __init__(self, port: int) -> None:  # same state as HttpTarget.__init__, fixed port
-        self._lock = threading.Lock()
-        self._scripts: dict[str, list[Reply]] = {}
-        self.requests: list[Received] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
-        self._server.daemon_threads = True
-        self.port = port
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-
 @dataclass
 class Transport:
     """One target: how to start/stop it, the endpoint spec, and what it received."""
@@ -96,7 +77,7 @@ def http_transport() -> Transport:
     state: dict[str, Any] = {}
 
     def start() -> None:
-        state["target"] = HttpTargetOnPort(port)
+        state["target"] = HttpTarget(port)
 
     def stop() -> None:
         if "target" in state:
