@@ -86,7 +86,7 @@ def _envelope_handler() -> type:
 def make_api_server(host: str, port: int) -> Any:
     """A threaded local HTTP server for the Chalice app (also used by benchmarks)."""
     from chalice.config import Config
-    from chalice.local import CustomLocalChalice, LocalChalice, LocalDevServer
+    from chalice.local import CustomLocalChalice, LocalChalice, LocalDevServer, ThreadedHTTPServer
 
     import app as app_module
 
@@ -98,9 +98,22 @@ def make_api_server(host: str, port: int) -> Any:
         CustomLocalChalice.__bases__ = (LocalChalice, app_obj.__class__)
         app_obj.__class__ = CustomLocalChalice
     config = Config.create(chalice_stage="dev", app_name="task-executor")
-    server = LocalDevServer(app_obj, config, host, port, handler_cls=_envelope_handler())
+    server = LocalDevServer(
+        app_obj,
+        config,
+        host,
+        port,
+        handler_cls=_envelope_handler(),
+        server_cls=_backlog_server(ThreadedHTTPServer),
+    )
     server.server.daemon_threads = True
     return server
+
+
+def _backlog_server(base: type[Any]) -> type[Any]:
+    """``base`` with an accept backlog of 128 instead of socketserver's 5: clients
+    connecting in a burst otherwise lose handshakes and wait 1 s for the SYN retransmit."""
+    return type("BacklogServer", (base,), {"request_queue_size": 128})
 
 
 def _start(name: str, target: Callable[[], None]) -> threading.Thread:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 from typing import Any
 
@@ -80,3 +81,21 @@ def test_concurrent_posts_each_get_their_own_reply(app_env: dict[str, str]) -> N
         if status != 201 or body.get("idempotency_key") != key or body["input"] != {"n": key}
     }
     assert mismatched == {}
+
+
+def test_a_burst_of_connections_is_queued_not_dropped(app_env: dict[str, str]) -> None:
+    """Before anything is accepted, 50 connections all complete their handshake (the accept
+    backlog is 128; socketserver's default of 5 drops the rest, costing 1 s retransmits)."""
+    from chalicelib.local import make_api_server
+
+    port = free_port()
+    server = make_api_server("127.0.0.1", port)  # listening, not yet serving
+    sockets = []
+    try:
+        for _ in range(50):
+            sockets.append(socket.create_connection(("127.0.0.1", port), timeout=0.5))
+        assert len(sockets) == 50
+    finally:
+        for sock in sockets:
+            sock.close()
+        server.server.server_close()
