@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,35 +137,61 @@ def kill_worker_until_done(
     raise AssertionError(f"executions still not terminal after {timeout_s}s: {status_counts(db)}")
 
 
-def deliveries_beyond_attempts(db: Database, received: Mapping[str | None, int]) -> int:
-    """Deliveries the target got beyond the attempts recorded for their execution.
+@dataclass(frozen=True)
+class DeliveryAccount:
+    """What an HTTP target received, checked against the database after a chaos run."""
 
-    At-least-once repeats a delivery only as a new attempt: after a failed one (a timeout
-    the target did receive) or a lost one (the reclaimer records a WORKER_LOST attempt for
-    a worker that died, or whose result was not recorded before its lease ran out). A
-    delivery with no attempt to account for it is a bug.
-    """
+    created: int
+    delivered: int
+    duplicated: int
+    lost: int
+    stuck: int
+    #: Deliveries beyond the attempts recorded for their execution. At-least-once repeats a
+    #: delivery only as a new attempt: after a failed one (a timeout the target did
+    #: receive) or a lost one (the reclaimer records a WORKER_LOST attempt for a worker
+    #: that died, or whose result was not recorded before its lease ran out). Anything
+    #: beyond that is a bug.
+    beyond_attempts: int
+    attempts_of_duplicated: dict[str, int]  #: by "SUCCESS" or "FAILED:<error type>"
+
+    def figures(self, duration_s: float, **extra: Any) -> dict[str, Any]:
+        return figures(
+            created=self.created,
+            delivered=self.delivered,
+            duplicated=self.duplicated,
+            lost=self.lost,
+            stuck=self.stuck,
+            duration_s=duration_s,
+            deliveries_beyond_attempts=self.beyond_attempts,
+            attempts_of_duplicated=self.attempts_of_duplicated,
+            **extra,
+        )
+
+
+def account_deliveries(
+    db: Database, ids: set[str], received: Mapping[str | None, int], counts: Mapping[str, int]
+) -> DeliveryAccount:
+    """Lost, stuck and duplicated executions of ``ids`` (``counts``: executions by status),
+    and the attempts behind the repeated deliveries."""
     repeated = sorted(i for i, n in received.items() if i and n > 1)
     rows = db.run(
-        "SELECT execution_id, count(*) AS n FROM attempts"
-        " WHERE execution_id = ANY(CAST(:ids AS TEXT[])) GROUP BY execution_id",
+        "SELECT execution_id, status, error ->> 'type' AS error_type FROM attempts"
+        " WHERE execution_id = ANY(CAST(:ids AS TEXT[]))",
         ids=repeated,
     )
-    attempts = {row["execution_id"]: int(row["n"]) for row in rows}
-    return sum(max(0, received[i] - attempts.get(i, 0)) for i in repeated)
-
-
-def attempt_outcomes(db: Database, ids: set[str]) -> dict[str, int]:
-    """Attempts of ``ids`` by outcome ("SUCCESS" or "FAILED:<error type>")."""
-    rows = db.run(
-        "SELECT status, error ->> 'type' AS error_type, count(*) AS n FROM attempts"
-        " WHERE execution_id = ANY(CAST(:ids AS TEXT[])) GROUP BY 1, 2",
-        ids=sorted(ids),
+    attempts = Counter(row["execution_id"] for row in rows)
+    outcomes = Counter(
+        row["status"] + (f":{row['error_type']}" if row["error_type"] else "") for row in rows
     )
-    return {
-        row["status"] + (f":{row['error_type']}" if row["error_type"] else ""): int(row["n"])
-        for row in rows
-    }
+    return DeliveryAccount(
+        created=len(ids),
+        delivered=len(ids & set(received)),
+        duplicated=sum(n - 1 for n in received.values()),
+        lost=len(ids - set(received)) + (len(ids) - counts.get("SUCCESS", 0)),
+        stuck=sum(n for status, n in counts.items() if status not in TERMINAL),
+        beyond_attempts=sum(max(0, received[i] - attempts[i]) for i in repeated),
+        attempts_of_duplicated=dict(sorted(outcomes.items())),
+    )
 
 
 def figures(

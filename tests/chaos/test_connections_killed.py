@@ -21,9 +21,7 @@ from tests.chaos.figures import chaos_n, write_figures
 from tests.chaos.harness import (
     TERMINAL,
     Stack,
-    attempt_outcomes,
-    deliveries_beyond_attempts,
-    figures,
+    account_deliveries,
     status_counts,
 )
 from tests.fixtures.pg import PgServer
@@ -90,29 +88,14 @@ def test_killed_sessions_lose_nothing(
 
     received = Counter(r.headers.get(EXECUTION_HEADER) for r in http_target.received("/hook"))
     counts = _pending(database)
-    ids = set(seeded.execution_ids)
-    lost = len(ids - set(received)) + (total - counts.get("SUCCESS", 0))
-    stuck = sum(n for s, n in counts.items() if s not in TERMINAL)
-    unexplained = deliveries_beyond_attempts(database, received)
+    account = account_deliveries(database, set(seeded.execution_ids), received, counts)
     write_figures(
         "connections_killed",
-        figures(
-            created=total,
-            delivered=len(ids & set(received)),
-            duplicated=sum(n - 1 for n in received.values()),
-            deliveries_beyond_attempts=unexplained,
-            attempts_of_duplicated=attempt_outcomes(
-                database, {i for i, n in received.items() if i and n > 1}
-            ),
-            lost=lost,
-            stuck=stuck,
-            duration_s=duration,
-            kill_rounds=rounds,
-            sessions_terminated=terminated,
-            statuses=counts,
+        account.figures(
+            duration, kill_rounds=rounds, sessions_terminated=terminated, statuses=counts
         ),
     )
 
     assert rounds >= 1 and terminated >= 1
-    assert (lost, stuck) == (0, 0), counts
-    assert unexplained == 0, "a delivery was repeated without an attempt to account for it"
+    assert (account.lost, account.stuck) == (0, 0), counts
+    assert account.beyond_attempts == 0, "a delivery was repeated without an attempt"

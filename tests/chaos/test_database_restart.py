@@ -28,11 +28,8 @@ from chalicelib.db.connection import Database, Transaction
 from chalicelib.errors import DatabaseError
 from tests.chaos.figures import chaos_n, write_figures
 from tests.chaos.harness import (
-    TERMINAL,
     Stack,
-    attempt_outcomes,
-    deliveries_beyond_attempts,
-    figures,
+    account_deliveries,
     status_counts,
 )
 from tests.chaos.pg_restart import RestartablePostgres
@@ -188,22 +185,11 @@ def test_database_restart_loses_nothing(
     counts = status_counts(database)
     buckets = seen.throughput.buckets(ready, len(ids))
     recovered_s = seconds_to_recover(buckets, baseline)
-    lost = len(ids - set(received)) + (len(ids) - counts.get("SUCCESS", 0))
-    stuck = sum(n for s, n in counts.items() if s not in TERMINAL)
-    unexplained = deliveries_beyond_attempts(database, received)
+    account = account_deliveries(database, ids, received, counts)
     write_figures(
         "database_restart",
-        figures(
-            created=len(ids),
-            delivered=len(ids & set(received)),
-            duplicated=sum(n - 1 for n in received.values()),
-            deliveries_beyond_attempts=unexplained,
-            attempts_of_duplicated=attempt_outcomes(
-                database, {i for i, n in received.items() if i and n > 1}
-            ),
-            lost=lost,
-            stuck=stuck,
-            duration_s=duration,
+        account.figures(
+            duration,
             baseline_per_s=round(baseline, 1),
             down_s=round(ready - stop_at, 1),
             pg_ctl_stop_s=round(stop_s, 2),
@@ -216,8 +202,8 @@ def test_database_restart_loses_nothing(
         ),
     )
 
-    assert (lost, stuck) == (0, 0), counts
-    assert unexplained == 0, "a delivery was repeated without an attempt to account for it"
+    assert (account.lost, account.stuck) == (0, 0), counts
+    assert account.beyond_attempts == 0, "a delivery was repeated without an attempt"
     assert seen.job_created_after_restart is not None, seen.api
     assert seen.api["before:200:ok"] == 1 and seen.api_recovered_s is not None
     assert not any(k.startswith("down:200") for k in seen.api), seen.api

@@ -401,35 +401,30 @@ def test_interim_responses_are_skipped() -> None:
     serve([reply], body)
 
 
-def test_small_excess_over_the_body_limit_is_drained_and_the_connection_reused() -> None:
-    big = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 1000
+_CHUNK = b"10000\r\n" + b"x" * 0x10000 + b"\r\n"
 
+
+@pytest.mark.parametrize(
+    ("response", "connections"),
+    [
+        # a small excess is read and dropped: the connection is reused
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 1000, 1),
+        # a large one would cost more to drain than a new connection
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n" + b"x" * 1_000_000, 2),
+        # chunked, total unknown: given up once the excess passes the drain limit
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _CHUNK * 4 + b"0\r\n\r\n",
+            2,
+        ),
+    ],
+    ids=["small-excess-drained", "large-excess-dropped", "large-chunked-excess-dropped"],
+)
+def test_body_beyond_the_limit(response: bytes, connections: int) -> None:
     async def body(client: HttpClient, server: ScriptedServer) -> None:
         assert (await get(client, server, body_limit=10)).body == b"x" * 10
         assert (await get(client, server)).body == b"ok"
 
-    assert serve([big, OK], body).connections == 1
-
-
-def test_large_excess_over_the_body_limit_drops_the_connection() -> None:
-    huge = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n" + b"x" * 1_000_000
-
-    async def body(client: HttpClient, server: ScriptedServer) -> None:
-        assert (await get(client, server, body_limit=10)).body == b"x" * 10
-        assert (await get(client, server)).body == b"ok"
-
-    assert serve([huge, OK], body).connections == 2
-
-
-def test_large_chunked_excess_drops_the_connection() -> None:
-    chunk = b"10000\r\n" + b"y" * 0x10000 + b"\r\n"
-    huge = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk * 4 + b"0\r\n\r\n"
-
-    async def body(client: HttpClient, server: ScriptedServer) -> None:
-        assert (await get(client, server, body_limit=10)).body == b"y" * 10
-        assert (await get(client, server)).body == b"ok"
-
-    assert serve([huge, OK], body).connections == 2
+    assert serve([response, OK], body).connections == connections
 
 
 def test_body_read_until_close_stops_at_the_limit() -> None:
