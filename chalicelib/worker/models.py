@@ -58,7 +58,7 @@ class ClaimedExecution:
         return dataclasses.replace(policy, max_attempts=self.max_attempts)
 
 
-def parse_snapshot(raw: str | Mapping[str, Any] | None) -> Mapping[str, Any]:
+def parse_snapshot(raw: str | None) -> Mapping[str, Any]:
     """An endpoint snapshot from its JSON text, parsed once per distinct text.
 
     The parsed mapping is shared between executions: nothing downstream mutates it
@@ -66,8 +66,6 @@ def parse_snapshot(raw: str | Mapping[str, Any] | None) -> Mapping[str, Any]:
     """
     if raw is None:
         return {}
-    if not isinstance(raw, str):
-        return raw
     parsed = _SNAPSHOTS.get(raw)
     if parsed is None:
         if len(_SNAPSHOTS) >= SNAPSHOT_CACHE_SIZE:
