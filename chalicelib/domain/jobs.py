@@ -1,4 +1,4 @@
-"""Jobs, pure: request validation, input validation, endpoint snapshots and health.
+"""Jobs, pure: request validation, endpoint snapshots and health.
 
 Nothing here touches the database or the environment; services call these with what they
 read and raise what these raise.
@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo
 from chalicelib.domain import cron
 from chalicelib.domain.endpoints import RETRY_DEFAULTS, apply_spec_defaults
 from chalicelib.domain.statuses import JobStatus, TriggerType
-from chalicelib.errors import InputValidationFailed, ValidationFailed
+from chalicelib.errors import ValidationFailed
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
 
@@ -209,29 +209,6 @@ def parse_cron_update(
     )
     new_input = _input(body) if "input" in body else current_input
     return CronUpdate(schedule=schedule, input=new_input)
-
-
-# -- input against the payload spec ------------------------------------------------------
-
-
-def validate_input(schema: Mapping[str, Any] | None, value: Any) -> None:
-    """Check job input against the endpoint's payload spec; 422 listing every violation.
-
-    The message names each violation by its JSON path (``$.user.id: ...``), sorted by path
-    and then by message so it is stable across runs.
-    """
-    if schema is None:
-        return
-    from jsonschema.validators import validator_for  # imported on use: cold starts
-
-    validator_class = validator_for(schema)
-    validator = validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)
-    problems = sorted((err.json_path, err.message) for err in validator.iter_errors(value))
-    if problems:
-        listed = "; ".join(f"{path}: {message}" for path, message in problems)
-        raise InputValidationFailed(
-            f"Input does not match the payload spec ({len(problems)} violations): {listed}."
-        )
 
 
 # -- endpoint snapshot (the shared contract with the worker) --------------------------------

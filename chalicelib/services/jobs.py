@@ -23,8 +23,8 @@ from chalicelib.domain.jobs import (
     endpoint_snapshot,
     parse_cron_update,
     parse_job_request,
-    validate_input,
 )
+from chalicelib.domain.payload_specs import validate_input
 from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
 from chalicelib.errors import EndpointNotFound, JobNotFound, JobNotUpdatable
 from chalicelib.services.executions import cancel_in, is_final, page_params

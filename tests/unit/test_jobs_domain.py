@@ -16,8 +16,8 @@ from chalicelib.domain.jobs import (
     parse_job_filters,
     parse_job_request,
     retry_policy_with_defaults,
-    validate_input,
 )
+from chalicelib.domain.payload_specs import validate_input
 from chalicelib.domain.statuses import TriggerType
 from chalicelib.errors import InputValidationFailed, InvalidCron, ValidationFailed
 from chalicelib.services.longpoll import Poller, parse_prefer_wait
