@@ -77,6 +77,30 @@ def _envelope_handler() -> type:
                 return
             super()._send_error_response(error)
 
+        def send_error(
+            self, code: int, message: str | None = None, explain: str | None = None
+        ) -> None:
+            """http.server's own errors (unsupported method, bad request line) as envelopes.
+
+            It would answer with an HTML page; ``TRACE`` and any other method without a
+            handler get 405 METHOD_NOT_ALLOWED like an unknown method on a known route.
+            """
+            status, error = (
+                (405, "METHOD_NOT_ALLOWED") if code == 501 else (code, "INVALID_REQUEST")
+            )
+            request_id = "req_" + secrets.token_hex(12)
+            text = message or "The request could not be handled."
+            body = json.dumps(error_body(error, text, request_id)).encode()
+            self.close_connection = True
+            self.send_response(status, text)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("X-Request-Id", request_id)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            if self.command != "HEAD" and status >= 200 and status not in (204, 304):
+                self.wfile.write(body)
+
         def log_message(self, format: str, *args: Any) -> None:
             log.info("http %s", format % args)
 

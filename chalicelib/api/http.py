@@ -165,6 +165,8 @@ def parse_json_body(raw: bytes | None, *, max_bytes: int) -> dict[str, Any]:
         raise InvalidRequest(
             f"Malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}."
         ) from exc
+    except ValueError as exc:  # Python refuses integer literals over 4,300 digits
+        raise InvalidRequest(f"Malformed JSON: a number is too long ({exc}).") from exc
     if not isinstance(body, dict):
         raise InvalidRequest("Request body must be a JSON object.")
     depth, storable = _inspect(body, MAX_JSON_DEPTH)

@@ -12,7 +12,9 @@ Semantics (documented in the README):
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
+from importlib import resources
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from chalicelib.errors import InvalidCron, ValidationFailed
@@ -22,13 +24,34 @@ from chalicelib.errors import InvalidCron, ValidationFailed
 _MAX_CANDIDATES = 10_000
 
 
+#: Names in the tz database that describe a host rather than a place: a schedule must not
+#: depend on how the server that happens to run it is configured.
+HOST_DEPENDENT_ZONES = frozenset({"Factory", "localtime", "posixrules"})
+
+
+@functools.cache
+def iana_zone_names() -> frozenset[str]:
+    """Every zone name the pinned ``tzdata`` package lists, less host-dependent ones.
+
+    The set comes from the package, not the host's ``/usr/share/zoneinfo``, so the same
+    names are accepted on every machine (the host may add ``localtime``, ``posix/...``).
+    """
+    listed = resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8")
+    return frozenset(listed.split()) - HOST_DEPENDENT_ZONES
+
+
 def parse_timezone(name: object) -> ZoneInfo:
     """The ZoneInfo for an IANA name, or a 400 INVALID_REQUEST naming the problem."""
-    if not isinstance(name, str) or not name or name.startswith("/") or ".." in name:
+    if not isinstance(name, str) or not name:
         raise ValidationFailed(f"timezone must be an IANA timezone name, got {name!r}.")
+    if name not in iana_zone_names():
+        shown = name if len(name) <= 64 else f"{name[:64]}... ({len(name)} characters)"
+        raise ValidationFailed(
+            f"Unknown IANA timezone {shown!r} (names such as 'Europe/Paris' or 'UTC')."
+        )
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise ValidationFailed(f"Unknown IANA timezone {name!r}.") from exc
 
 

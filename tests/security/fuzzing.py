@@ -197,12 +197,87 @@ class Fuzzer:
         )
 
 
+HUGE_INT = "7" * 5000  # Python's json refuses integer literals over 4,300 digits
+ODD_METHODS = ("TRACE", "PROPFIND", "BREW")
+HOSTILE_ZONES = ("A" * 300, "localtime", "posixrules", "Factory", "posix/Europe/Paris")
+
+
+def _concrete(path: str) -> str:
+    return "/".join("x" if part.startswith("{") else part for part in path.split("/"))
+
+
+def _body_fields(operation: dict[str, Any]) -> list[str]:
+    content = operation.get("requestBody", {}).get("content", {})
+    schema = content.get("application/json", {}).get("schema", {})
+    return sorted(schema.get("properties", {})) or ["x"]
+
+
+def hostile_requests(doc: dict[str, Any]) -> Iterator[tuple[str, str, str | None]]:
+    """Shapes the generators do not make (issue 12): (method, path, raw JSON body).
+
+    A 5,000-digit integer in every body field of every operation, host-dependent and
+    over-long timezones, payload specs whose $ref points at a file, and methods no route has.
+    """
+    for path, operations in doc["paths"].items():
+        concrete = _concrete(path)
+        for method in ODD_METHODS:
+            yield method, concrete, None
+        for method, operation in operations.items():
+            if "requestBody" in operation:
+                for name in _body_fields(operation):
+                    yield method.upper(), concrete, f'{{"{name}": {HUGE_INT}}}'
+    for zone in HOSTILE_ZONES:
+        job = {"endpoint": "e", "trigger": "CRON", "cron": "* * * * *", "timezone": zone}
+        yield "POST", "/jobs", json.dumps(job)
+    spec = {"name": "p", "schema": {"$ref": "file:///etc/passwd"}}
+    yield "POST", "/payload-specs", json.dumps(spec)
+
+
+def send_hostile(base_url: str, doc: dict[str, Any], report: FuzzReport) -> None:
+    """Send :func:`hostile_requests`; anything 5xx or outside the envelope is a failure."""
+    session = requests.Session()
+    headers = {"Authorization": f"Bearer {BOOTSTRAP_KEY}", "Content-Type": "application/json"}
+    for method, path, body in hostile_requests(doc):
+        response = session.request(method, base_url + path, data=body, headers=headers, timeout=30)
+        report.note(response.status_code)
+        problem = _envelope_problem(_Plain(response))
+        if response.status_code >= 500 or problem:
+            report.failures.append(
+                f"{method} {path} {response.status_code} {problem or 'server error'}\n"
+                f"  body: {(body or '')[:120]}\n  response: {response.text[:300]}"
+            )
+
+
+@dataclass
+class _Plain:
+    """A requests response in the shape _envelope_problem reads (schemathesis' headers)."""
+
+    response: Any
+
+    @property
+    def status_code(self) -> int:
+        return int(self.response.status_code)
+
+    @property
+    def headers(self) -> dict[str, list[str]]:
+        return {k: [v] for k, v in self.response.headers.items()}
+
+    def json(self) -> Any:
+        return self.response.json()
+
+
 def fuzz(examples_per_operation: int, *, derandomize: bool = True) -> FuzzReport:
-    """Start the API, fuzz every operation, stop it (env must already point at a database)."""
+    """Start the API, fuzz every operation, stop it (env must already point at a database).
+
+    Generated cases first (schemathesis), then the hand-picked hostile shapes.
+    """
     with api_server() as base_url:
-        return Fuzzer(base_url, load_schema(fetch_document(base_url))).run(
+        doc = fetch_document(base_url)
+        report = Fuzzer(base_url, load_schema(doc)).run(
             examples_per_operation, derandomize=derandomize
         )
+        send_hostile(base_url, doc, report)
+        return report
 
 
 def dump(report: FuzzReport) -> str:

@@ -102,7 +102,32 @@ def test_valid_expression_is_normalized() -> None:
     assert cron.validate_cron("0  9 * *   MON") == "0 9 * * MON"
 
 
-@pytest.mark.parametrize("name", ["Mars/Olympus", "", "../etc/passwd", "/etc/localtime", 7])
-def test_unknown_timezone_is_400(name: object) -> None:
-    with pytest.raises(ValidationFailed):
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Mars/Olympus",
+        "",
+        "../etc/passwd",
+        "/etc/localtime",
+        7,
+        "A" * 256,  # zoneinfo raised OSError (file name too long): was a 500
+        "Europe/" + "x" * 300,
+        "localtime",  # the host's own setting, not a place
+        "posixrules",
+        "Factory",
+        "posix/Europe/Paris",  # exists in Debian's tree, not in the tz database
+        "right/UTC",
+    ],
+)
+def test_unknown_or_host_dependent_timezone_is_400(name: object) -> None:
+    with pytest.raises(ValidationFailed) as raised:
         cron.parse_timezone(name)
+    assert len(str(raised.value)) < 200
+
+
+def test_every_listed_zone_loads_and_common_ones_are_listed() -> None:
+    names = cron.iana_zone_names()
+    assert {"UTC", "Asia/Kolkata", "America/New_York", "Etc/GMT+5"} <= names
+    assert not names & cron.HOST_DEPENDENT_ZONES
+    for name in sorted(names):
+        assert cron.parse_timezone(name).key == name
