@@ -38,7 +38,7 @@ unit: $(STAMP)
 
 ## migrate: apply migrations to TE_DATABASE_URL (or the embedded database).
 migrate: $(STAMP)
-	$(PY) -m chalicelib.db.migrate
+	TE_LOCAL_MODE=$${TE_LOCAL_MODE:-true} $(PY) -m chalicelib.db.migrate
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

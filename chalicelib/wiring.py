@@ -41,7 +41,11 @@ def _secret_from_aws(arn: str) -> str:
 
 
 def database_url() -> str:
-    """TE_DATABASE_URL, else its Secrets Manager ARN, else the embedded database (local)."""
+    """TE_DATABASE_URL, else its Secrets Manager ARN, else (local mode only) the embedded one.
+
+    Outside local mode a missing URL is a configuration error: a deployed process must
+    never start a private, empty database of its own and report success.
+    """
     with _lock:
         if "database_url" in _cache:
             return str(_cache["database_url"])
@@ -50,6 +54,12 @@ def database_url() -> str:
             url = s.database_url
         elif s.database_url_secret_arn:
             url = _secret_from_aws(s.database_url_secret_arn)
+        elif not s.local_mode:
+            raise ConfigurationError(
+                "TE_DATABASE_URL is not set. Set it (or TE_DATABASE_URL_SECRET_ARN) to the "
+                "PostgreSQL/CockroachDB URL; the embedded database starts only in local mode "
+                "(make run, or TE_LOCAL_MODE=true)."
+            )
         else:
             from chalicelib.db import embedded, migrate
 

@@ -2,7 +2,8 @@
 
 Rules this module enforces for every caller:
 
-* Every transaction goes through :meth:`Database.transaction`, which retries SQLSTATE
+* Every transaction goes through :meth:`Database.transaction`, which opens it SERIALIZABLE
+  whatever the server's default, and retries SQLSTATE
   ``40001`` (serialization failure; CockroachDB's "retry this transaction") and ``40P01``
   (deadlock) with jittered exponential backoff, and raises
   :class:`~chalicelib.errors.TransactionRetriesExhausted` when retries run out.
@@ -49,6 +50,12 @@ T = TypeVar("T")
 Row = dict[str, Any]
 
 RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
+
+#: Every transaction asks for SERIALIZABLE itself: the service's correctness arguments
+#: (setup guards, secret rotation, execution CAS) assume it, and an ordinary PostgreSQL
+#: defaults to READ COMMITTED. The worker's documented READ COMMITTED statements lower it
+#: with ``SET TRANSACTION`` as their first statement (``worker_read_committed``).
+BEGIN = "BEGIN ISOLATION LEVEL SERIALIZABLE"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -278,7 +285,7 @@ class Database:
             committing = False
             try:
                 with self.connection() as conn:
-                    conn.run("BEGIN")
+                    conn.run(BEGIN)
                     try:
                         result = work(Transaction(conn))
                         committing = True

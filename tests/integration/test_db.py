@@ -8,6 +8,7 @@ import pytest
 
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.migrate import discover, migrate, split_statements
+from chalicelib.db.queries import queries
 from chalicelib.errors import TransactionRetriesExhausted, UniqueViolation
 
 SPEC_TABLES = {
@@ -196,3 +197,61 @@ def test_unique_violation_is_translated(database: Database) -> None:
     database.execute("INSERT INTO configs (name, values_json) VALUES ('dup', '{}')")
     with pytest.raises(UniqueViolation):
         database.execute("INSERT INTO configs (name, values_json) VALUES ('dup', '{}')")
+
+
+@pytest.fixture
+def read_committed_url(pg_server, db_url: str) -> str:
+    """The test database with an ordinary PostgreSQL's default: READ COMMITTED."""
+    name = db_url.split("?")[0].rsplit("/", 1)[1]
+    admin = pg_server.admin()
+    try:
+        admin.run(f"ALTER DATABASE {name} SET default_transaction_isolation = 'read committed'")
+    finally:
+        admin.close()
+    return db_url
+
+
+def test_transactions_are_serializable_on_a_read_committed_server(read_committed_url: str) -> None:
+    db = Database.from_url(read_committed_url, pool_size=4)
+    try:
+        assert db.run("SHOW default_transaction_isolation")[0] == {
+            "default_transaction_isolation": "read committed"
+        }
+        level = db.transaction(lambda tx: tx.scalar("SHOW transaction_isolation"))
+        assert level == "serializable"
+
+        def lowered(tx: Transaction) -> object:
+            tx.execute(queries["worker_read_committed"])  # the worker's documented exception
+            return tx.scalar("SHOW transaction_isolation")
+
+        assert db.transaction(lowered) == "read committed"
+    finally:
+        db.close()
+
+
+def test_lost_updates_are_prevented_on_a_read_committed_server(read_committed_url: str) -> None:
+    """The read-modify-write the services rely on stays correct without a server default."""
+    db = Database.from_url(read_committed_url, pool_size=4)
+    db.execute("CREATE TABLE counter (id INT PRIMARY KEY, n BIGINT NOT NULL)")
+    db.execute("INSERT INTO counter VALUES (1, 0)")
+    barrier = threading.Barrier(4)
+
+    def bump(tx: Transaction) -> None:
+        n = int(tx.scalar("SELECT n FROM counter WHERE id = 1"))
+        tx.scalar("SELECT pg_sleep(0.002)")  # widen the race window
+        tx.execute("UPDATE counter SET n = :n WHERE id = 1", n=n + 1)
+
+    def worker() -> None:
+        barrier.wait()
+        for _ in range(10):
+            db.transaction(bump, name="bump")
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert db.run("SELECT n FROM counter")[0]["n"] == 40
+    finally:
+        db.close()
