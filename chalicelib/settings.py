@@ -61,6 +61,9 @@ class Settings:
     # Cross-process wake-up by PostgreSQL NOTIFY: auto (on unless CockroachDB), on, off.
     wakeup_notify: str = "auto"
     max_body_bytes: int = 1_048_576
+    # How long a process trusts a valid API key without asking the database (revocation
+    # takes effect within this); 0 asks on every request.
+    api_key_cache_ttl_sec: float = 5.0
     # Requests per second per API key (token bucket, burst = 2x); 0 disables the limiter.
     rate_limit_per_sec: float = 0.0
     region: str = "default"
@@ -131,6 +134,8 @@ def _validate(settings: Settings) -> None:
     for attr in positive:
         if getattr(settings, attr) <= 0:
             raise ConfigurationError(f"{_env_name(attr)} must be positive")
+    if settings.api_key_cache_ttl_sec < 0:
+        raise ConfigurationError("TE_API_KEY_CACHE_TTL_SEC must be 0 or more")
     if settings.cron_tick_interval_sec <= 0:
         raise ConfigurationError("TE_CRON_TICK_INTERVAL_SEC must be positive")
     if settings.claim_strategy not in CLAIM_STRATEGIES:

@@ -3,7 +3,9 @@
 Keys are stored as SHA-256 hashes (``api_keys.key_hash``); a presented key is hashed and
 looked up by its hash, then compared with :func:`hmac.compare_digest`. ``TE_BOOTSTRAP_API_KEY``
 is accepted when set (``make run`` and the tests use it). Valid hashes are cached in the
-process for a short time so the hot path does not hit the database per request.
+process for ``cache_ttl_sec`` (``TE_API_KEY_CACHE_TTL_SEC``, default 5 s, 0 = no cache) so
+the hot path does not hit the database per request: a revoked key stops working in every
+process within that time. Invalid keys are never cached.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 
 from chalicelib.errors import RateLimited, Unauthorized
 
-CACHE_TTL_SEC = 30.0
+CACHE_TTL_SEC = 5.0
 KEY_PREFIX = "te_"
 
 
@@ -50,6 +52,7 @@ class Authenticator:
 
     lookup: Callable[[bytes], bool]
     bootstrap_key: str | None = None
+    cache_ttl_sec: float = CACHE_TTL_SEC
     clock: Callable[[], float] = time.monotonic
     _valid_until: dict[bytes, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -64,9 +67,12 @@ class Authenticator:
             if self._valid_until.get(digest, 0.0) > now:
                 return digest
         if not self.lookup(digest):
+            with self._lock:
+                self._valid_until.pop(digest, None)
             raise Unauthorized("Invalid API key.")
-        with self._lock:
-            self._valid_until[digest] = now + CACHE_TTL_SEC
+        if self.cache_ttl_sec > 0:
+            with self._lock:
+                self._valid_until[digest] = now + self.cache_ttl_sec
         return digest
 
 

@@ -4,7 +4,7 @@
     python -m chalicelib.api.keys revoke <key_id>  # the key stops working
 
 Uses ``TE_DATABASE_URL`` (or the embedded database in local mode) like the API. Running
-API processes honour a revocation within the authenticator's cache TTL (30 s).
+API processes honour a revocation within ``TE_API_KEY_CACHE_TTL_SEC`` (default 5 s).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import app as app_module
 from chalicelib.api import reset_guards
 from chalicelib.api.keys import create_key, main, revoke_key
 from chalicelib.db.connection import Database
+from chalicelib.errors import Unauthorized
 from tests.conftest import ApiClient, reset_process_state
 
 PUBLIC = {("GET", "/openapi.json")}
@@ -141,6 +142,50 @@ def test_database_api_keys_work_until_revoked(
     assert main(["revoke", key_id.group(1)]) == 1
     reset_guards()
     assert api.get("/configs").status == 401
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_revoked_key_stops_working_in_every_process_within_the_cache_ttl(
+    database: Database,
+) -> None:
+    """Two API processes (two authenticators over the real key table) that both cached the
+    key: after revocation neither accepts it once the default TTL (5 s) has passed."""
+    from chalicelib.api.auth import CACHE_TTL_SEC, Authenticator
+    from chalicelib.db.queries import queries
+
+    def lookup(digest: bytes) -> bool:
+        return bool(database.run(queries["api_key_is_active"], key_hash=digest))
+
+    assert CACHE_TTL_SEC <= 5
+    created = create_key(database, "two-processes")
+    clock = _Clock()
+    processes = [Authenticator(lookup=lookup, clock=clock) for _ in range(2)]
+    for auth in processes:
+        auth.authenticate(f"Bearer {created.key}")
+    revoke_key(database, created.key_id)
+    clock.now += CACHE_TTL_SEC + 0.01
+    for auth in processes:
+        with pytest.raises(Unauthorized):
+            auth.authenticate(f"Bearer {created.key}")
+
+
+def test_the_key_cache_ttl_is_a_setting(
+    api: ApiClient, database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TE_API_KEY_CACHE_TTL_SEC", "0")
+    reset_process_state()
+    created = create_key(database, "uncached")
+    api.key = created.key
+    assert api.get("/configs").status == 200
+    revoke_key(database, created.key_id)
+    assert_envelope(api.get("/configs"), 401, "UNAUTHORIZED")  # same process, no wait
 
 
 def test_a_key_revoked_before_use_never_works(api: ApiClient, database: Database) -> None:
