@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -76,3 +79,85 @@ def configure_logging(fmt: str | None = None, level: str | None = None) -> None:
 def log_event(logger: logging.Logger, event: str, level: int = logging.INFO, **fields: Any) -> None:
     """Log a structured event: ``event`` plus fields, rendered by the active formatter."""
     logger.log(level, event, extra={"event": event, **fields})
+
+
+class FailureLog:
+    """A failure that repeats (the database is down) logged once, then counted.
+
+    Events: ``failing`` (ERROR, the first failure, with its traceback), ``still_failing``
+    (WARNING, the count since the last line), ``recovered`` (INFO, the total). The first
+    failure is logged with its traceback; further ones are counted and reported
+    as one line per ``interval_sec`` while they last; the first success after them logs one
+    recovery line. A worker polling every 200 ms wrote thousands of tracebacks during a
+    3.5-minute outage; with this it writes one, then a line every 30 s.
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        what: str,
+        *,
+        interval_sec: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._logger = logger
+        self._what = what
+        self._interval = interval_sec
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._since: float | None = None  # when the current run of failures began
+        self._reported_at = 0.0
+        self._unreported = 0
+        self._total = 0
+
+    def failed(self, exc: BaseException) -> None:
+        """Record one failure; log it if it is the first, or if an interval has passed."""
+        now = self._clock()
+        with self._lock:
+            self._total += 1
+            if self._since is None:
+                self._since, self._reported_at = now, now
+                first = True
+            else:
+                first = False
+                self._unreported += 1
+                if now - self._reported_at < self._interval:
+                    return
+                count, self._unreported, self._reported_at = self._unreported, 0, now
+                elapsed = now - self._since
+        if first:
+            self._logger.error(
+                "%s failed: %s",
+                self._what,
+                exc,
+                exc_info=exc,
+                extra={"event": "failing", "what": self._what, "error": type(exc).__name__},
+            )
+            return
+        log_event(
+            self._logger,
+            "still_failing",
+            logging.WARNING,
+            what=self._what,
+            failures=count,
+            failing_for_sec=round(elapsed, 1),
+            error=str(exc)[:300],
+        )
+
+    def succeeded(self) -> None:
+        """Record a success; log recovery if failures were running."""
+        if self._since is None:  # the common case, without the lock
+            return
+        now = self._clock()
+        with self._lock:
+            if self._since is None:
+                return
+            elapsed, total = now - self._since, self._total
+            self._since, self._unreported, self._total = None, 0, 0
+        log_event(
+            self._logger,
+            "recovered",
+            what=self._what,
+            failures=total,
+            failed_for_sec=round(elapsed, 1),
+        )

@@ -25,6 +25,7 @@ import pg8000.native
 from pg8000.exceptions import Error as PgError
 
 from chalicelib.db.connection import ConnectionParams, Database, Transaction
+from chalicelib.logs import FailureLog
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ class Listener:
         self._thread: threading.Thread | None = None
         self._conn: pg8000.native.Connection | None = None
         self._pid: int | None = None
+        self._failures = FailureLog(log, "LISTEN connection (reconnecting with backoff)")
         self.connects = 0  #: successful LISTENs so far (tests and diagnostics)
 
     def start(self) -> None:
@@ -146,7 +148,7 @@ class Listener:
                 log.warning("LISTEN unsupported by this pg8000; polling only", exc_info=exc)
                 return
             except (PgError, OSError, EOFError) as exc:
-                log.warning("listen connection lost; reconnecting in %.1f s", delay, exc_info=exc)
+                self._failures.failed(exc)  # one traceback, then a line per 30 s
             finally:
                 self._close()
             self._stop.wait(delay)
@@ -158,6 +160,7 @@ class Listener:
         self._conn = conn
         conn.run(f"LISTEN {CHANNEL}")
         self._pid = int(conn.run("SELECT pg_backend_pid()")[0][0])
+        self._failures.succeeded()
         self.connects += 1
         self._on_notify()
         while not self._stop.is_set():

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.errors import TaskExecutorError
-from chalicelib.logs import log_event
+from chalicelib.logs import FailureLog, log_event
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,12 @@ class LoopStats:
     max_lag_sec: float = 0.0
     lag_sum_sec: float = 0.0
     _window: list[float] = field(default_factory=list, repr=False)
+    _failure_log: FailureLog | None = field(default=None, repr=False)
+
+    def failure_log(self, name: str) -> FailureLog:
+        if self._failure_log is None:
+            self._failure_log = FailureLog(log, f"scheduler loop {name}")
+        return self._failure_log
 
     def record(self, progress: Progress, lag_sec: float) -> None:
         self.iterations += 1
@@ -132,19 +138,15 @@ def _seconds_left(time_left: TimeLeft | None) -> float:
 
 def _run_iteration(spec: LoopSpec, stats: LoopStats) -> Progress:
     try:
-        return spec.iteration()
+        progress = spec.iteration()
     except TaskExecutorError as exc:
-        # The loop outlives a database outage; the next iteration tries again.
+        # The loop outlives a database outage; the next iteration tries again. The first
+        # failure is logged in full, then one line per 30 s while it lasts (FailureLog).
         stats.failures += 1
-        log_event(
-            log,
-            "loop_error",
-            logging.ERROR,
-            loop=spec.name,
-            error=type(exc).__name__,
-            detail=str(exc),
-        )
+        stats.failure_log(spec.name).failed(exc)
         return Progress()
+    stats.failure_log(spec.name).succeeded()
+    return progress
 
 
 def _report(spec: LoopSpec, progress: Progress, lag: float) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.errors import DatabaseError
+from chalicelib.logs import FailureLog
 from chalicelib.worker.models import FinishedExecution
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ class Finalizer:
         self._abandon = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._failures = FailureLog(log, "finalize (retrying with backoff)")
 
     def start(self) -> None:
         with self._lock:
@@ -93,6 +95,7 @@ class Finalizer:
                     lambda tx: _finalize(tx, payload, self._worker_id),
                     name="worker_finalize_batch",
                 )
+                self._failures.succeeded()
                 return {row["execution_id"] for row in rows}
             except DatabaseError as exc:
                 if self._abandon.is_set():
@@ -101,9 +104,7 @@ class Finalizer:
                         extra={"count": len(batch), "error": str(exc)},
                     )
                     return set()
-                log.warning(
-                    "finalize failed; retrying", extra={"count": len(batch), "error": str(exc)}
-                )
+                self._failures.failed(exc)  # one traceback, then a line per 30 s
                 self._abandon.wait(delay)
                 delay = min(delay * 2, 2.0)
 

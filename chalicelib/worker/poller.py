@@ -34,7 +34,7 @@ from chalicelib.db import notify
 from chalicelib.db.connection import Database
 from chalicelib.domain.statuses import ExecutionStatus
 from chalicelib.errors import DatabaseError
-from chalicelib.logs import log_event
+from chalicelib.logs import FailureLog, log_event
 from chalicelib.settings import Settings
 from chalicelib.worker.claims import ClaimStrategy
 from chalicelib.worker.deliveries import DeliveryLoop
@@ -134,6 +134,7 @@ class Worker:
             on_lost=self._lost,
         )
         self._finalizer = Finalizer(db, self.worker_id, self._finalized)
+        self._claim_failures = FailureLog(log, "claim (retrying every poll interval)")
         self._cond = threading.Condition()
         self._counts = {"claimed": 0, "succeeded": 0, "retrying": 0, "failed": 0}
         self._in_flight = 0  # claimed, not yet finalized
@@ -189,8 +190,9 @@ class Worker:
                     break
                 try:
                     claimed = self.run_once()
+                    self._claim_failures.succeeded()
                 except DatabaseError as exc:
-                    log.warning("claim failed; retrying after the poll interval", exc_info=exc)
+                    self._claim_failures.failed(exc)  # one traceback, then a line per 30 s
                     claimed = 0
                 if claimed == 0:
                     self._sleep()

@@ -113,8 +113,11 @@ def test_a_failed_iteration_is_logged_and_the_loop_goes_on(
             clock=fake.clock(),
         )
     assert (stats.iterations, stats.failures, stats.total) == (2, 1, 4)
-    errors = [r for r in caplog.records if getattr(r, "event", None) == "loop_error"]
+    errors = [r for r in caplog.records if getattr(r, "event", None) == "failing"]
     assert [(r.levelno, r.error) for r in errors] == [(logging.ERROR, "DatabaseUnavailable")]  # type: ignore[attr-defined]
+    assert errors[0].exc_info is not None
+    recovered = [r for r in caplog.records if getattr(r, "event", None) == "recovered"]
+    assert [r.failures for r in recovered] == [1]  # type: ignore[attr-defined]
 
 
 def test_unexpected_exceptions_are_not_swallowed() -> None:
