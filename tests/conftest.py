@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.pg", "tests.fixtures.services"]
+pytest_plugins = ["tests.fixtures.pg", "tests.fixtures.services", "tests.fixtures.netguard"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from tests.fixtures import netguard
+
+    netguard.install()
+
 
 BOOTSTRAP_KEY = "te_test_bootstrap_key_0123456789"
 ENCRYPTION_KEY = base64.b64encode(bytes(range(32))).decode()

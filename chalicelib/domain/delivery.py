@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from chalicelib.domain.redaction import Redactor, redactor
+
 
 class DeliveryErrorType(StrEnum):
     """``attempts.error.type`` values."""
@@ -48,35 +50,49 @@ class DeliveryOutcome:
         return None if self.error is None else str(self.error["type"])
 
     def redacted(self, secrets: Iterable[str]) -> DeliveryOutcome:
-        """A copy whose output/error strings no longer contain any of ``secrets``.
+        """A copy fit to record: secret values redacted in every encoding, then bounded.
 
-        A target may echo a header back in its body, and library messages may quote the
-        request; neither may reach the attempts table.
+        A target may echo a header back in its body (raw, JSON-escaped, percent-encoded,
+        base64), and library messages may quote the request; none of it may reach the
+        attempts table. Redaction runs before the cut (:data:`OUTPUT_BODY_LIMIT`,
+        :data:`ERROR_MESSAGE_LIMIT`), so a cut never leaves the start of a secret behind.
+        Dispatchers return text uncut for this reason.
         """
-        values = sorted({s for s in secrets if s}, key=len, reverse=True)
-        if not values:
-            return self
+        scrub = redactor(secrets)
         return DeliveryOutcome(
             ok=self.ok,
-            output=_scrub(self.output, values),
-            error=_scrub(self.error, values),
+            output=_bounded(self.output, scrub, OUTPUT_BODY_LIMIT),
+            error=_bounded(self.error, scrub, ERROR_MESSAGE_LIMIT),
             retryable=self.retryable,
             retry_after_ms=self.retry_after_ms,
         )
 
 
-REDACTED = "[REDACTED]"
+#: Characters of a response body kept in an attempt's output.
+OUTPUT_BODY_LIMIT = 4096
+#: Characters of an error message kept in an attempt's error.
+ERROR_MESSAGE_LIMIT = 400
+_CUT_FIELDS = ("body", "message")
 
 
-def _scrub(value: Any, secrets: list[str]) -> Any:
+def _bounded(shape: dict[str, Any] | None, scrub: Redactor, limit: int) -> dict[str, Any] | None:
+    if shape is None:
+        return None
+    return {
+        key: scrub.cut(value, limit)
+        if key in _CUT_FIELDS and isinstance(value, str)
+        else _scrub(value, scrub)
+        for key, value in shape.items()
+    }
+
+
+def _scrub(value: Any, scrub: Redactor) -> Any:
     if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, REDACTED)
-        return value
+        return scrub.redact(value)
     if isinstance(value, dict):
-        return {k: _scrub(v, secrets) for k, v in value.items()}
+        return {k: _scrub(v, scrub) for k, v in value.items()}
     if isinstance(value, list):
-        return [_scrub(v, secrets) for v in value]
+        return [_scrub(v, scrub) for v in value]
     return value
 
 

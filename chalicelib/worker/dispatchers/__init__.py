@@ -26,7 +26,7 @@ class Dispatcher(Protocol):
 def default_dispatchers(
     *, allow_private: bool, pool_maxsize: int, clock: Callable[[], datetime]
 ) -> Mapping[str, Dispatcher]:
-    """The three real dispatchers, sharing nothing but the process."""
+    """The three real dispatchers, sharing nothing but the process and the address policy."""
     from chalicelib.worker.dispatchers.http import HttpDispatcher
     from chalicelib.worker.dispatchers.kafka import KafkaDispatcher
     from chalicelib.worker.dispatchers.redis_stream import RedisStreamDispatcher
@@ -35,6 +35,6 @@ def default_dispatchers(
         EndpointType.HTTP: HttpDispatcher(
             allow_private=allow_private, pool_maxsize=pool_maxsize, clock=clock
         ),
-        EndpointType.KAFKA: KafkaDispatcher(),
-        EndpointType.REDIS_STREAM: RedisStreamDispatcher(),
+        EndpointType.KAFKA: KafkaDispatcher(allow_private=allow_private),
+        EndpointType.REDIS_STREAM: RedisStreamDispatcher(allow_private=allow_private),
     }

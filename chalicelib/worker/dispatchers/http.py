@@ -29,6 +29,7 @@ from urllib3.util import Url, parse_url
 
 from chalicelib.domain.backoff import RETRY_AFTER_STATUSES, parse_retry_after
 from chalicelib.domain.delivery import (
+    OUTPUT_BODY_LIMIT,
     DeliveryErrorType,
     DeliveryOutcome,
     DeliveryRequest,
@@ -46,10 +47,9 @@ from chalicelib.worker.ssrf import BlockedTarget, Resolver, resolve_public
 
 DEFAULT_EXPECTED = (200, 201, 202, 204)
 DEFAULT_TIMEOUT_MS = 30000
-#: Response bodies kept in attempts/outputs are cut to this many bytes.
-BODY_LIMIT = 4096
-#: How much of an unexpected response's body the error message quotes.
-ERROR_BODY_LIMIT = 200
+#: Response body bytes read: more than the output keeps (OUTPUT_BODY_LIMIT), so that the
+#: pipeline redacts secrets before it cuts (a secret straddling the cut is still seen).
+BODY_READ_LIMIT = OUTPUT_BODY_LIMIT + 1024
 EXECUTION_HEADER = "X-Task-Executor-Execution-Id"
 ATTEMPT_HEADER = "X-Task-Executor-Attempt"
 _FORBIDDEN_IN_HEADERS = re.compile("[\r\n\0]")
@@ -130,7 +130,7 @@ class HttpDispatcher:
                 list(outgoing.headers.items()),
                 outgoing.body,
                 timeout=timeout_ms / 1000,
-                body_limit=BODY_LIMIT,
+                body_limit=BODY_READ_LIMIT,
             )
         except (InvalidHttpRequest, ValueError) as exc:  # ValueError: the client refused it
             return failed(DeliveryErrorType.TEMPLATE_RESOLUTION_FAILED, str(exc), retryable=False)
@@ -157,7 +157,7 @@ class HttpDispatcher:
         return Origin(scheme, address, port, host)
 
     def _classify(self, response: Response, spec: Mapping[str, Any]) -> DeliveryOutcome:
-        text = response.body[:BODY_LIMIT].decode("utf-8", errors="replace")
+        text = response.body[:BODY_READ_LIMIT].decode("utf-8", errors="replace")
         expected = spec.get("expected_status_codes") or DEFAULT_EXPECTED
         status = response.status
         if status in expected:
@@ -168,7 +168,7 @@ class HttpDispatcher:
         return failed(
             DeliveryErrorType.HTTP_ERROR,
             f"unexpected status {status} (expected one of {list(expected)})"
-            + (f": {text[:ERROR_BODY_LIMIT]}" if text else ""),
+            + (f": {text}" if text else ""),  # cut after redaction (DeliveryOutcome)
             status_code=status,
             retry_after_ms=retry_after,
         )
@@ -225,8 +225,8 @@ def _headers(raw: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _connection_message(exc: WireError) -> str:
-    """The client's reason, bounded; the pipeline redacts secret values from it."""
+    """The client's reason; the pipeline redacts secret values from it, then cuts it."""
     text = str(exc)
     if "refused" in text.lower():
-        return f"connection refused by the target: {text[:300]}"
-    return f"connection failed: {text[:300]}"
+        return f"connection refused by the target: {text}"
+    return f"connection failed: {text}"

@@ -8,6 +8,7 @@ kafka-python's defaults would wait 30-120 s for a dead broker.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,8 @@ from chalicelib.domain.delivery import (
     failed,
     succeeded,
 )
+from chalicelib.worker.dispatchers import kafka_guard
+from chalicelib.worker.ssrf import BlockedTarget, Resolver
 
 DEFAULT_TIMEOUT_MS = 10000
 EXECUTION_HEADER = "X-Task-Executor-Execution-Id"
@@ -33,13 +36,26 @@ FAILED_CONNECT_TTL_SEC = 1.0
 
 
 class KafkaDispatcher:
-    """Produces one record per attempt and waits for the broker's acknowledgement."""
+    """Produces one record per attempt and waits for the broker's acknowledgement.
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    With ``allow_private`` off, the bootstrap servers are checked when a producer is made
+    and every broker connection (advertised brokers too) resolves through the address
+    policy (:mod:`.kafka_guard`).
+    """
+
+    def __init__(
+        self,
+        *,
+        allow_private: bool,
+        resolver: Resolver = socket.getaddrinfo,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._allow_private = allow_private
+        self._resolver = resolver
         self._lock = threading.Lock()  # guards the dicts below, never held while connecting
         self._producers: dict[ProducerKey, Any] = {}
         self._connecting: dict[ProducerKey, threading.Lock] = {}
-        self._failed: dict[ProducerKey, tuple[float, str]] = {}
+        self._failed: dict[ProducerKey, tuple[float, Exception]] = {}
         self._clock = clock
 
     def dispatch(self, request: DeliveryRequest) -> DeliveryOutcome:
@@ -57,6 +73,12 @@ class KafkaDispatcher:
             )
         try:
             producer = self._producer((servers, acks, timeout_ms))
+        except BlockedTarget as exc:
+            return failed(DeliveryErrorType.CONNECTION_ERROR, str(exc), retryable=False)
+        except ValueError as exc:  # kafka-python refuses a malformed host:port this way
+            return failed(
+                DeliveryErrorType.BROKER_ERROR, f"invalid bootstrap_servers: {exc}", retryable=False
+            )
         except KafkaError as exc:
             return failed(DeliveryErrorType.BROKER_ERROR, f"cannot reach the brokers: {exc}")
         try:
@@ -76,8 +98,6 @@ class KafkaDispatcher:
         the waiting threads and the next deliveries fail fast instead of each waiting out
         ``timeout_ms`` against a dead broker.
         """
-        from kafka.errors import KafkaConnectionError
-
         with self._lock:
             producer = self._producers.get(key)
             if producer is not None:
@@ -90,12 +110,12 @@ class KafkaDispatcher:
             if producer is not None:
                 return producer
             if failure is not None and self._clock() - failure[0] < FAILED_CONNECT_TTL_SEC:
-                raise KafkaConnectionError(failure[1])
+                raise failure[1]
             try:
-                producer = _new_producer(*key)
+                producer = self._new_producer(*key)
             except Exception as exc:
                 with self._lock:
-                    self._failed[key] = (self._clock(), str(exc))
+                    self._failed[key] = (self._clock(), exc)
                 raise
             with self._lock:
                 self._producers[key] = producer
@@ -108,12 +128,23 @@ class KafkaDispatcher:
         for producer in producers:
             producer.close(timeout=1)
 
+    def _new_producer(self, servers: str, acks: str, timeout_ms: int) -> Any:
+        bootstrap = [s.strip() for s in servers.split(",") if s.strip()]
+        if self._allow_private:
+            return _new_producer(bootstrap, acks, timeout_ms, proxy_url=None)
+        kafka_guard.check_bootstrap(bootstrap, self._resolver)
+        policy = kafka_guard.proxy_url(self._resolver)
+        return _new_producer(bootstrap, acks, timeout_ms, proxy_url=policy)
 
-def _new_producer(servers: str, acks: str, timeout_ms: int) -> Any:
+
+def _new_producer(
+    bootstrap: list[str], acks: str, timeout_ms: int, *, proxy_url: str | None
+) -> Any:
     from kafka import KafkaProducer
 
     return KafkaProducer(
-        bootstrap_servers=[s.strip() for s in servers.split(",") if s.strip()],
+        bootstrap_servers=bootstrap,
+        proxy_url=proxy_url,
         acks=_ACKS[acks],
         linger_ms=0,
         # Idempotence needs acks=all; with 0/1 asked for explicitly it must be off.

@@ -10,6 +10,7 @@ gets the original entry id back instead of appending a second entry. Dedup keys 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from typing import Any
 
@@ -20,6 +21,8 @@ from chalicelib.domain.delivery import (
     failed,
     succeeded,
 )
+from chalicelib.worker.dispatchers.redis_guard import connection_pool
+from chalicelib.worker.ssrf import BlockedTarget, Resolver
 
 DEFAULT_TIMEOUT_MS = 3000
 DEDUP_TTL_SEC = 7 * 24 * 3600
@@ -50,9 +53,16 @@ class InvalidStreamSpec(Exception):
 
 
 class RedisStreamDispatcher:
-    """Appends one stream entry per execution (the first attempt that reaches Redis)."""
+    """Appends one stream entry per execution (the first attempt that reaches Redis).
 
-    def __init__(self) -> None:
+    With ``allow_private`` off, ``redis_url`` obeys the address policy like an HTTP URL:
+    resolved through ``resolver``, every answer public, the checked address connected to
+    (:mod:`.redis_guard`); ``unix://`` is refused.
+    """
+
+    def __init__(self, *, allow_private: bool, resolver: Resolver = socket.getaddrinfo) -> None:
+        self._allow_private = allow_private
+        self._resolver = resolver
         self._lock = threading.Lock()
         self._scripts: dict[ClientKey, Any] = {}
 
@@ -69,6 +79,8 @@ class RedisStreamDispatcher:
             entry_id, _ = script(keys=[stream, dedup_key(stream, request)], args=args)
         except InvalidStreamSpec as exc:
             return failed(DeliveryErrorType.STREAM_ERROR, str(exc), retryable=False)
+        except BlockedTarget as exc:
+            return failed(DeliveryErrorType.CONNECTION_ERROR, str(exc), retryable=False)
         except ValueError as exc:  # redis-py rejects a malformed URL this way
             return failed(
                 DeliveryErrorType.CONNECTION_ERROR, f"invalid redis_url: {exc}", retryable=False
@@ -88,12 +100,15 @@ class RedisStreamDispatcher:
         with self._lock:
             script = self._scripts.get((url, timeout_ms))
             if script is None:
-                client = redis.Redis.from_url(
+                pool = connection_pool(
                     url,
+                    allow_private=self._allow_private,
+                    resolver=self._resolver,
                     socket_timeout=timeout_ms / 1000,
                     socket_connect_timeout=timeout_ms / 1000,
                     decode_responses=True,
                 )
+                client = redis.Redis(connection_pool=pool)
                 script = client.register_script(XADD_ONCE)
                 self._scripts[(url, timeout_ms)] = script
             return script

@@ -19,15 +19,15 @@ from tests.fixtures.services import free_port
 def test_concurrent_deliveries_to_a_dead_broker_share_one_connect(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    connects: list[tuple[str, str, int]] = []
+    connects: list[tuple[list[str], str, int]] = []
     real_new_producer = kafka_dispatcher._new_producer
 
-    def counting(servers: str, acks: str, timeout_ms: int) -> object:
+    def counting(servers: list[str], acks: str, timeout_ms: int, **options: object) -> object:
         connects.append((servers, acks, timeout_ms))
-        return real_new_producer(servers, acks, timeout_ms)
+        return real_new_producer(servers, acks, timeout_ms, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(kafka_dispatcher, "_new_producer", counting)
-    dispatcher = kafka_dispatcher.KafkaDispatcher()
+    dispatcher = kafka_dispatcher.KafkaDispatcher(allow_private=True)
     spec = {
         "bootstrap_servers": f"127.0.0.1:{free_port()}",
         "topic": "t",
