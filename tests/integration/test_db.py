@@ -161,26 +161,33 @@ def test_retries_run_out_with_a_clear_error(db_url: str) -> None:
     db.close()
 
 
-def test_real_write_skew_conflict_is_retried_to_a_consistent_result(database: Database) -> None:
-    database.execute("CREATE TABLE counter (id INT PRIMARY KEY, n BIGINT NOT NULL)")
-    database.execute("INSERT INTO counter VALUES (1, 0)")
+def concurrent_bumps(db: Database, *, race_window: bool = False) -> int:
+    """Four threads each add 1 to a counter ten times (read, then write); the final value."""
+    db.execute("CREATE TABLE counter (id INT PRIMARY KEY, n BIGINT NOT NULL)")
+    db.execute("INSERT INTO counter VALUES (1, 0)")
     barrier = threading.Barrier(4)
 
     def bump(tx: Transaction) -> None:
         n = int(tx.scalar("SELECT n FROM counter WHERE id = 1"))
+        if race_window:
+            tx.scalar("SELECT pg_sleep(0.002)")
         tx.execute("UPDATE counter SET n = :n WHERE id = 1", n=n + 1)
 
     def worker() -> None:
         barrier.wait()
         for _ in range(10):
-            database.transaction(bump, name="bump")
+            db.transaction(bump, name="bump")
 
     threads = [threading.Thread(target=worker) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert database.run("SELECT n FROM counter")[0]["n"] == 40
+    return int(db.run("SELECT n FROM counter")[0]["n"])
+
+
+def test_real_write_skew_conflict_is_retried_to_a_consistent_result(database: Database) -> None:
+    assert concurrent_bumps(database) == 40
 
 
 def test_dropped_connection_reconnects_on_next_use(database: Database) -> None:
@@ -232,26 +239,7 @@ def test_transactions_are_serializable_on_a_read_committed_server(read_committed
 def test_lost_updates_are_prevented_on_a_read_committed_server(read_committed_url: str) -> None:
     """The read-modify-write the services rely on stays correct without a server default."""
     db = Database.from_url(read_committed_url, pool_size=4)
-    db.execute("CREATE TABLE counter (id INT PRIMARY KEY, n BIGINT NOT NULL)")
-    db.execute("INSERT INTO counter VALUES (1, 0)")
-    barrier = threading.Barrier(4)
-
-    def bump(tx: Transaction) -> None:
-        n = int(tx.scalar("SELECT n FROM counter WHERE id = 1"))
-        tx.scalar("SELECT pg_sleep(0.002)")  # widen the race window
-        tx.execute("UPDATE counter SET n = :n WHERE id = 1", n=n + 1)
-
-    def worker() -> None:
-        barrier.wait()
-        for _ in range(10):
-            db.transaction(bump, name="bump")
-
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
     try:
-        assert db.run("SELECT n FROM counter")[0]["n"] == 40
+        assert concurrent_bumps(db, race_window=True) == 40
     finally:
         db.close()
