@@ -85,13 +85,17 @@ def _envelope_handler() -> type:
             It would answer with an HTML page; ``TRACE`` and any other method without a
             handler get 405 METHOD_NOT_ALLOWED like an unknown method on a known route.
             """
-            status, error = (
-                (405, "METHOD_NOT_ALLOWED") if code == 501 else (code, "INVALID_REQUEST")
-            )
+            if code == 501:  # no do_<METHOD>: a method no route has
+                status, error = 405, "METHOD_NOT_ALLOWED"
+            else:  # 400/414/431 and 505 (HTTP version): the request's fault, never a 5xx
+                status, error = (code if code < 500 else 400), "INVALID_REQUEST"
             request_id = "req_" + secrets.token_hex(12)
             text = message or "The request could not be handled."
             body = json.dumps(error_body(error, text, request_id)).encode()
             self.close_connection = True
+            # A request line that did not parse leaves http.server in HTTP/0.9 mode, which
+            # sends no status line or headers; answer as HTTP/1.0 instead.
+            self.request_version = "HTTP/1.0"
             self.send_response(status, text)
             self.send_header("Content-Type", "application/json")
             self.send_header("X-Request-Id", request_id)

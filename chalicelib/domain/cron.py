@@ -55,6 +55,18 @@ def parse_timezone(name: object) -> ZoneInfo:
         raise ValidationFailed(f"Unknown IANA timezone {name!r}.") from exc
 
 
+def stored_zone(name: str) -> ZoneInfo:
+    """The zone of a job already stored: loaded as it was accepted, not re-validated.
+
+    Jobs created before host-dependent names were refused keep running on this host; a
+    name this host cannot load at all is a ValidationFailed, reported by the caller.
+    """
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise ValidationFailed(f"Unknown IANA timezone {name[:64]!r}.") from exc
+
+
 def validate_cron(expression: object) -> str:
     """Return the normalized expression or raise 422 INVALID_CRON."""
     from croniter import croniter  # imported on use: not needed by most cold starts

@@ -30,7 +30,16 @@ from chalicelib.errors import InputValidationFailed, InvalidSchema, ValidationFa
 
 #: Keywords whose values are data, not subschemas: a "$ref" inside them is not a reference.
 _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+#: Keywords whose values map names to subschemas (a name may be "const" or "$ref").
+_SCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
 _REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+#: Keywords that apply a subschema to the same instance: a cycle through them never ends.
+_IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+#: How long validating one job's input may take before it is refused (422).
+VALIDATION_BUDGET_SEC = 0.5
 
 
 def check_schema(schema: Any) -> dict[str, Any]:
@@ -68,11 +77,21 @@ def validate_input(schema: Mapping[str, Any] | None, value: Any) -> None:
     """
     if schema is None:
         return
-    from referencing.exceptions import Unresolvable
+    from referencing.exceptions import Unresolvable  # ~100 ms: imported on use
 
     validator = _compiled(_cache_key(schema))
     try:
-        problems = sorted((err.json_path, err.message) for err in validator.iter_errors(value))
+        with schema_regex.time_budget(VALIDATION_BUDGET_SEC):
+            problems = sorted((e.json_path, e.message) for e in validator.iter_errors(value))
+    except schema_regex.BudgetExceeded as exc:
+        raise InputValidationFailed(
+            f"Input could not be validated within {VALIDATION_BUDGET_SEC:g} s: the input is "
+            "too large for this payload spec (or the spec too costly); send less."
+        ) from exc
+    except RecursionError as exc:  # a ref cycle stored before cycles were refused
+        raise InvalidSchema(
+            "The endpoint's payload spec refers to itself without end; update it."
+        ) from exc
     except Unresolvable as exc:
         raise InvalidSchema(
             f"The endpoint's payload spec has a $ref that does not resolve inside it "
@@ -121,27 +140,78 @@ def _compiled(key: str) -> Any:
 
 
 def _check_patterns_and_refs(schema: dict[str, Any], validator_class: Any) -> None:
-    from referencing.exceptions import Unresolvable
-
     validator = _compiled(_cache_key(schema))
+    cycles = _CycleCheck()
     for path, node, resolver in _subschemas(schema, validator._resolver, validator_class):
-        for keyword in _REF_KEYWORDS:
-            ref = node.get(keyword)
-            if not isinstance(ref, str):
-                continue
-            try:
-                resolver.lookup(ref)
-            except Unresolvable as exc:
-                raise InvalidSchema(
-                    f"$ref {ref!r} at {_where(path)} does not resolve inside the schema: "
-                    "a payload spec may refer only to its own definitions ($defs, JSON "
-                    "pointers, embedded $id) or the standard meta-schemas; nothing is fetched."
-                ) from exc
+        _check_refs(path, node, resolver)
         for pattern, where in _patterns(node, path):
             try:
                 schema_regex.compile_pattern(pattern)
             except schema_regex.UnsupportedPattern as exc:
                 raise _unsupported(exc, where) from exc
+        cycles.visit(node, resolver, path)
+
+
+def _check_refs(path: tuple[Any, ...], node: dict[str, Any], resolver: Any) -> None:
+    from referencing.exceptions import Unresolvable
+
+    for keyword in _REF_KEYWORDS:
+        ref = node.get(keyword)
+        if not isinstance(ref, str):
+            continue
+        try:
+            resolver.lookup(ref)
+        except Unresolvable as exc:
+            raise InvalidSchema(
+                f"$ref {ref!r} at {_where(path)} does not resolve inside the schema: "
+                "a payload spec may refer only to its own definitions ($defs, JSON "
+                "pointers, embedded $id) or the standard meta-schemas; nothing is fetched."
+            ) from exc
+
+
+class _CycleCheck:
+    """Refuses refs that lead back to a schema without applying to a deeper instance part.
+
+    ``{"$ref": "#"}`` or ``allOf`` of a ref to itself recurse for ever on any input; a ref
+    through ``properties``/``items`` (a tree) is fine and not followed here.
+    """
+
+    def __init__(self) -> None:
+        self._open: set[int] = set()
+        self._done: set[int] = set()
+
+    def visit(self, node: Any, resolver: Any, path: tuple[Any, ...]) -> None:
+        if not isinstance(node, dict) or id(node) in self._done:
+            return
+        from referencing.exceptions import Unresolvable
+
+        if id(node) in self._open:
+            raise InvalidSchema(
+                f"$ref at {_where(path)} leads back to a schema it came from without "
+                "going deeper into the input: validation would never end."
+            )
+        self._open.add(id(node))
+        for keyword in _REF_KEYWORDS:
+            if isinstance(node.get(keyword), str):
+                try:
+                    resolved = resolver.lookup(node[keyword])
+                except Unresolvable:
+                    continue  # reported where that node is checked (_check_refs)
+                self.visit(resolved.contents, resolved.resolver, (*path, keyword))
+        for keyword in _IN_PLACE_LISTS:
+            for index, sub in enumerate(_as_list(node.get(keyword))):
+                self.visit(sub, resolver, (*path, keyword, index))
+        for keyword in _IN_PLACE_ONE:
+            self.visit(node.get(keyword), resolver, (*path, keyword))
+        dependent = node.get("dependentSchemas")
+        for name, sub in dependent.items() if isinstance(dependent, dict) else ():
+            self.visit(sub, resolver, (*path, "dependentSchemas", name))
+        self._open.discard(id(node))
+        self._done.add(id(node))
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _subschemas(
@@ -162,7 +232,12 @@ def _subschemas(
         resolver = resolver.in_subresource(specification.create_resource(node))
     yield path, node, resolver
     for key, value in node.items():
-        if key not in _DATA_KEYWORDS:
+        if key in _DATA_KEYWORDS:
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            for name, sub in value.items():
+                yield from _subschemas(sub, resolver, validator_class, (*path, key, name))
+        else:
             yield from _subschemas(value, resolver, validator_class, (*path, key))
 
 

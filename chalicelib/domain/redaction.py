@@ -7,11 +7,13 @@ inside a larger base64 text such as a ``Basic`` credential). :class:`Redactor` r
 every such form with ``[REDACTED]``, and :meth:`Redactor.cut` shortens text only after
 redacting, removing a form that the cut would leave half-visible at the end.
 
-How: raw, JSON-escaped and percent-encoded forms are matched by one linear regular
-expression per secret in which every character may appear literally or in any of its
-escaped spellings (mixtures included). Base64 is matched by the encoded characters that
-depend on the secret alone, for each of the three alignments the secret can have inside a
-base64 text, in the standard and URL-safe alphabets.
+How: raw, JSON-escaped and percent-encoded forms are matched by one regular expression per
+secret in which every character may appear literally or in any of its escaped spellings
+(mixtures included). The expression runs on RE2: spellings overlap (a backslash is one
+backslash or two), and on a backtracking engine a secret of backslashes echoed back doubled
+took exponential time; on RE2 matching is linear in the text. Base64 is matched by the
+encoded characters that depend on the secret alone, for each of the three alignments the
+secret can have inside a base64 text, in the standard and URL-safe alphabets.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import functools
 import json
 import re
 from collections.abc import Iterable
+from typing import Any
 
 REDACTED = "[REDACTED]"
 #: Base64 cores shorter than this are not redacted (they would match ordinary text).
@@ -44,7 +47,7 @@ class Redactor:
     """Finds and replaces the secrets of one delivery; build with :func:`redactor`."""
 
     def __init__(self, secrets: tuple[str, ...]) -> None:
-        self._pattern = _pattern(secrets)
+        self._pattern: Any = _pattern(secrets)
         self._plain_forms = sorted(
             {form for s in secrets for form in _plain_forms(s) if form}, key=len, reverse=True
         )
@@ -108,11 +111,10 @@ def _hex_digit(digit: str) -> str:
     return f"[{digit}{digit.upper()}]" if digit.isalpha() else digit
 
 
-def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
+def _pattern(secrets: tuple[str, ...]) -> Any:
     """One alternation over every secret's spellings and base64 cores, longest first.
 
-    Each secret is a fixed sequence of per-character alternatives without quantifiers, so
-    matching is linear in the text.
+    Each secret is a fixed sequence of per-character alternatives without quantifiers.
     """
     parts: list[tuple[int, str]] = []
     for secret in secrets:
@@ -125,7 +127,12 @@ def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
     if not parts:
         return None
     parts.sort(key=lambda part: part[0], reverse=True)
-    return re.compile("|".join(p for _, p in parts))
+    import re2  # linear time whatever the secret and the text (see the module docstring)
+
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = 64 << 20  # a 1,024-character secret's spellings need a few MiB
+    return re2.compile("|".join(p for _, p in parts), options)
 
 
 def _base64_cores(secret: str) -> set[str]:

@@ -18,7 +18,10 @@ differ only in the engine; :func:`extend_validator` installs them on a validator
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 #: Instances longer than this are shortened in error messages (an input may be 1 MiB).
@@ -34,9 +37,11 @@ class UnsupportedPattern(ValueError):
         self.reason = reason
 
 
-@functools.lru_cache(maxsize=1024)
-def compile_pattern(pattern: str) -> Any:
-    """``pattern`` compiled by RE2 (cached); :class:`UnsupportedPattern` if it cannot be."""
+def compile_uncached(pattern: str) -> Any:
+    """``pattern`` compiled by RE2; :class:`UnsupportedPattern` if it cannot be.
+
+    For values of the input (``format: regex``): they must not fill the schema cache.
+    """
     import re2  # imported on use: only requests that validate input pay for it
 
     options = re2.Options()
@@ -47,6 +52,10 @@ def compile_pattern(pattern: str) -> Any:
         reason = exc.args[0] if exc.args else "not a valid pattern"
         text = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
         raise UnsupportedPattern(pattern, text) from None
+
+
+#: A schema's patterns, compiled once (the schema's own text, never the input's).
+compile_pattern = functools.lru_cache(maxsize=1024)(compile_uncached)
 
 
 def search(pattern: str, text: str) -> bool:
@@ -65,7 +74,7 @@ def short(instance: Any) -> str:
 def is_regex(instance: object) -> bool:
     """``format: regex``: a string RE2 compiles (raises UnsupportedPattern otherwise)."""
     if isinstance(instance, str):
-        compile_pattern(instance)
+        compile_uncached(instance)
     return True
 
 
@@ -225,14 +234,48 @@ _KEYWORDS = {
 }
 
 
+class BudgetExceeded(Exception):
+    """Validation ran past its time budget (the schema or the input is too costly)."""
+
+
+_budget = threading.local()
+
+
+@contextmanager
+def time_budget(seconds: float, clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+    """Validation on this thread raises :class:`BudgetExceeded` after ``seconds``.
+
+    Regexes are linear on RE2, but a schema can still multiply work without one (nested
+    ``allOf`` of two refs doubles it per level) and an input of 100,000 keys meets every
+    ``patternProperties`` pattern: nothing unbounded may run inside a request.
+    """
+    _budget.deadline, _budget.clock = clock() + seconds, clock
+    try:
+        yield
+    finally:
+        _budget.deadline = None
+
+
+def _budgeted(function: Any) -> Any:
+    @functools.wraps(function)
+    def keyword(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        deadline = getattr(_budget, "deadline", None)
+        if deadline is not None and _budget.clock() > deadline:
+            raise BudgetExceeded
+        return function(validator, value, instance, schema)
+
+    return keyword
+
+
 @functools.cache
 def extend_validator(validator_class: Any) -> Any:
-    """``validator_class`` with every regex keyword it knows evaluated by RE2 (cached)."""
+    """``validator_class`` with its regex keywords on RE2 and every keyword under the budget
+    of :func:`time_budget` (cached)."""
     from jsonschema import validators
 
-    known = validator_class.VALIDATORS
-    replaced = {name: function for name, function in _KEYWORDS.items() if name in known}
-    return validators.extend(validator_class, replaced)
+    keywords = {**validator_class.VALIDATORS}
+    keywords.update({name: f for name, f in _KEYWORDS.items() if name in keywords})
+    return validators.extend(validator_class, {name: _budgeted(f) for name, f in keywords.items()})
 
 
 @functools.cache

@@ -51,7 +51,7 @@ from zoneinfo import ZoneInfo
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
-from chalicelib.domain.cron import first_tick, next_tick, parse_timezone, render_local
+from chalicelib.domain.cron import first_tick, next_tick, render_local, stored_zone
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.errors import TaskExecutorError
 from chalicelib.logs import log_event
@@ -89,7 +89,7 @@ class DueJob:
         return cls(
             job_id=row["job_id"],
             expression=row["cron_expression"],
-            zone=parse_timezone(row["cron_timezone"]),
+            zone=stored_zone(row["cron_timezone"]),
             starts_at=row["cron_starts_at"],
             ends_at=row["cron_ends_at"],
             next_run_at=row["cron_next_run_at"],

@@ -12,9 +12,9 @@ Unless ``TE_ALLOW_PRIVATE_TARGETS=true``:
   broker connection, bootstrap and advertised, goes through :mod:`.kafka_guard`);
 * IPv6 forms that embed an IPv4 address (mapped, 6to4, NAT64, Teredo) are judged by the
   IPv4 address they carry;
-* a refusal names the host the client gave, never the address it resolved to: the message
-  reaches the API (attempt errors), and echoing resolved addresses would make the service
-  an oracle for internal DNS.
+* a refusal names the host the client gave, never the address it resolved to, and reads the
+  same whether the name is private or does not resolve: the message reaches the API
+  (attempt errors), and anything more would make the service an oracle for internal DNS.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: a local networ
 SITE_LOCAL = ipaddress.ip_network("fec0::/10")  # deprecated, still routed inside some sites
 
 REFUSED = (
-    "is not an allowed delivery target: private, loopback, link-local and metadata "
-    "addresses are refused (TE_ALLOW_PRIVATE_TARGETS is off)"
+    "is not an allowed delivery target: it does not resolve, or it resolves to an address "
+    "the policy refuses (private, loopback, link-local, metadata; TE_ALLOW_PRIVATE_TARGETS "
+    "is off)"
 )
 
 
@@ -117,7 +118,7 @@ def public_addresses(
     else:
         found = _resolved(host, port, resolver)
     if not found:
-        raise BlockedTarget(f"target host {host!r} does not resolve")
+        raise BlockedTarget(f"target host {host!r} {REFUSED}")
     for _, _, address in found:
         if refusal_reason(address) is not None:
             raise BlockedTarget(f"target host {host!r} {REFUSED}")
@@ -130,7 +131,9 @@ def _resolved(
     try:
         infos = resolver(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
-        raise BlockedTarget(f"target host {host!r} does not resolve ({exc})") from exc
+        # The same words as a refusal: telling "no such name" from "private" apart would
+        # show which internal names exist.
+        raise BlockedTarget(f"target host {host!r} {REFUSED}") from exc
     found = []
     for family, _type, _proto, _name, sockaddr in infos:
         address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from jsonschema import Draft7Validator, Draft202012Validator
 
 from chalicelib.domain import payload_specs, schema_regex
 from chalicelib.domain.payload_specs import validate_input
-from chalicelib.errors import InputValidationFailed
+from chalicelib.errors import InputValidationFailed, InvalidSchema
 
 PARITY_CASES: list[tuple[dict[str, Any], Any]] = [
     ({"pattern": "^[a-z]+\\d{2}$"}, "abc12"),
@@ -58,7 +59,7 @@ def test_re2_keywords_give_jsonschemas_results(schema: dict[str, Any], instance:
 
 def test_older_drafts_use_re2_too() -> None:
     ours = schema_regex.extend_validator(Draft7Validator)
-    assert ours.VALIDATORS["pattern"] is schema_regex.pattern
+    assert ours.VALIDATORS["pattern"].__wrapped__ is schema_regex.pattern
     assert "unevaluatedProperties" not in ours.VALIDATORS
     assert _errors(ours({"pattern": "^a"}), "b") == _errors(Draft7Validator({"pattern": "^a"}), "b")
 
@@ -97,3 +98,79 @@ def test_the_worst_pattern_on_a_large_input_completes_in_a_child_process() -> No
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$ref": "#"},
+        {"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+        {
+            "$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}]}, "b": {"not": {"$ref": "#/$defs/a"}}},
+            "properties": {"x": {"$ref": "#/$defs/a"}},
+        },
+        {"properties": {"x": {"anyOf": [{"type": "string"}, {"$ref": "#/properties/x"}]}}},
+    ],
+)
+def test_refs_that_loop_without_consuming_input_are_refused(schema: dict[str, Any]) -> None:
+    with pytest.raises(InvalidSchema, match="would never end"):
+        payload_specs.check_schema(schema)
+
+
+def test_recursive_schemas_over_deeper_input_are_fine() -> None:
+    tree = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
+    payload_specs.check_schema(tree)
+    validate_input(tree, {"kids": [{"kids": []}, {"kids": [{"kids": []}]}]})
+
+
+def test_a_stored_looping_schema_is_a_422_not_a_500() -> None:
+    with pytest.raises(InvalidSchema, match="refers to itself"):
+        validate_input({"$ref": "#"}, {})
+
+
+def test_names_of_properties_are_not_mistaken_for_data_keywords() -> None:
+    """A property called "const" holds a schema: its refs and patterns are checked."""
+    with pytest.raises(InvalidSchema, match="does not resolve"):
+        payload_specs.check_schema({"properties": {"const": {"$ref": "#/$defs/missing"}}})
+    with pytest.raises(InvalidSchema, match="RE2"):
+        payload_specs.check_schema({"properties": {"enum": {"pattern": "(a)\\1"}}})
+    payload_specs.check_schema({"properties": {"x": {"const": {"$ref": "not-a-ref"}}}})
+
+
+def test_work_a_schema_multiplies_is_cut_off_by_the_budget() -> None:
+    """Nested allOf of two refs doubles the work per level: 2^22 evaluations per value."""
+    defs = {f"l{n}": {"allOf": [{"$ref": f"#/$defs/l{n + 1}"}] * 2} for n in range(22)}
+    defs["l22"] = {"type": "string"}
+    schema = {"$defs": defs, "$ref": "#/$defs/l0"}
+    payload_specs.check_schema(schema)
+    started = time.monotonic()
+    with pytest.raises(InputValidationFailed, match="could not be validated within"):
+        validate_input(schema, "x")
+    assert time.monotonic() - started < 30  # the budget is 0.5 s; this only guards a hang
+
+
+def test_many_patterns_against_many_keys_are_bounded_too() -> None:
+    patterns = {f"^k{n}_(a+)+$": {"type": "string"} for n in range(50)}
+    schema = {"type": "object", "patternProperties": patterns, "additionalProperties": False}
+    payload_specs.check_schema(schema)
+    keys = {f"key{n}": 1 for n in range(100_000)}
+    with pytest.raises(InputValidationFailed):
+        validate_input(schema, keys)
+
+
+def test_format_regex_inputs_do_not_fill_the_schema_pattern_cache() -> None:
+    schema = {"type": "string", "format": "regex"}
+    before = schema_regex.compile_pattern.cache_info().currsize
+    for n in range(20):
+        validate_input(schema, f"^input{n}$")
+    with pytest.raises(InputValidationFailed):
+        validate_input(schema, "(a)\\1")
+    assert schema_regex.compile_pattern.cache_info().currsize == before

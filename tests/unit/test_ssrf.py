@@ -95,5 +95,5 @@ def test_unresolvable_name_is_refused() -> None:
     def fail(*_: object, **__: object) -> list[tuple[object, ...]]:
         raise socket.gaierror("Name or service not known")
 
-    with pytest.raises(BlockedTarget, match="does not resolve"):
+    with pytest.raises(BlockedTarget, match="does not resolve, or it resolves to"):
         resolve_public("nowhere.invalid", 80, resolver=fail)

@@ -110,7 +110,7 @@ class KafkaDispatcher:
             if producer is not None:
                 return producer
             if failure is not None and self._clock() - failure[0] < FAILED_CONNECT_TTL_SEC:
-                raise failure[1]
+                raise _again(failure[1])
             try:
                 producer = self._new_producer(*key)
             except Exception as exc:
@@ -135,6 +135,14 @@ class KafkaDispatcher:
         kafka_guard.check_bootstrap(bootstrap, self._resolver)
         policy = kafka_guard.proxy_url(self._resolver)
         return _new_producer(bootstrap, acks, timeout_ms, proxy_url=policy)
+
+
+def _again(exc: Exception) -> Exception:
+    """A fresh copy of a remembered failure (one shared object would collect tracebacks)."""
+    try:
+        return type(exc)(*exc.args)
+    except Exception:  # an exception class with another signature
+        return exc
 
 
 def _new_producer(

@@ -406,3 +406,14 @@ def test_notify_is_published_when_ticks_are_materialized(
         assert [n[1] for n in listener.notifications] == [notify.CHANNEL]
     finally:
         listener.close()
+
+
+def test_a_stored_zone_now_refused_at_creation_still_materializes(
+    database: Database, endpoint: str
+) -> None:
+    """Jobs created before host-dependent names were refused keep firing on this host."""
+    # "Factory" is in the tz database (it loads everywhere) but refused for new jobs.
+    job_id = seed_cron_job(database, timezone="Factory", next_run_at=utc("2026-03-16T09:00"))
+    clock = FakeClock(utc("2026-03-16T09:00:30"))
+    assert CronMaterializer(database, clock=clock).run_once().count == 1
+    assert run_times(database, job_id) == [utc("2026-03-16T09:00")]
