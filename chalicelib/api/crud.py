@@ -52,6 +52,26 @@ def name_list(names: list[str]) -> str:
     return shown + (", ... (and more)" if len(names) > DEPENDENTS_SHOWN else "")
 
 
+def refuse_if_used(what: str, *, endpoints: list[str], jobs: list[str]) -> None:
+    """409 CONFLICT naming the live endpoints and (up to 10) live jobs that use ``what``.
+
+    "Live" jobs are those of the ``live_jobs`` view: ACTIVE cron jobs and jobs with an
+    execution not yet terminal. Finished work and deleted endpoints are history: they do
+    not pin anything.
+    """
+    users, remedies = [], []
+    if endpoints:
+        users.append(f"endpoint(s) {name_list(endpoints)}")
+        remedies.append("change or delete the endpoints")
+    if jobs:
+        users.append(f"live job(s) {name_list(jobs)}")
+        remedies.append("cancel the jobs or let them finish")
+    if users:
+        raise Conflict(
+            f"{what} is used by {' and by '.join(users)}: {' and '.join(remedies)} first."
+        )
+
+
 def delete_in_transaction(
     work: Callable[[Transaction], None], *, name: str, race_message: str
 ) -> Response:
