@@ -264,7 +264,7 @@ class JobService:
 
 
 def _list_query(filters: Mapping[str, str | None]) -> tuple[Query, dict[str, Any]]:
-    """``jobs_list``, or ``jobs_list_live`` for ``status=ACTIVE`` (see jobs.sql)."""
+    """``jobs_list`` (no status, or RETIRED), or ``jobs_list_live`` for ACTIVE (jobs.sql)."""
     if filters.get("status") == JobStatus.ACTIVE:
         rest = {k: v for k, v in filters.items() if k != "status"}
         return queries["jobs_list_live"], rest

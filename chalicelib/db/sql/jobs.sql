@@ -88,15 +88,18 @@ WHERE job_id = ANY(CAST(:job_ids AS TEXT[]))
 -- name: jobs_list
 -- Keyset page on (created_at, job_id) descending: stable while jobs are being inserted.
 -- Each filter is off when its parameter is NULL. Through job_states, so status is the
--- derived one; it walks idx_jobs_created and stops at a page, which is cheap for RETIRED
--- (most of history) and for no filter. ACTIVE has its own query (jobs_list_live).
+-- derived one. Used without a status filter and for RETIRED (most of history): it walks
+-- idx_jobs_created and stops at a page. ACTIVE has its own query (jobs_list_live). The
+-- RETIRED filter is written "status <> 'ACTIVE'" (the only other value): the planner
+-- estimates a derived "<>" to keep most rows, as it does, and walks the index to the first
+-- page; for "=" it expects a handful and sorts the whole table instead.
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at
 FROM job_states
 WHERE (CAST(:endpoint AS TEXT) IS NULL OR endpoint = :endpoint)
   AND (CAST(:trigger_type AS TEXT) IS NULL OR trigger_type = :trigger_type)
-  AND (CAST(:status AS TEXT) IS NULL OR status = :status)
+  AND (CAST(:status AS TEXT) IS NULL OR status <> 'ACTIVE')
   AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL OR (created_at, job_id) < (:after_ts, :after_id))
 ORDER BY created_at DESC, job_id DESC
 LIMIT :limit_plus_one
