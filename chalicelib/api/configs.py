@@ -90,11 +90,7 @@ def delete_config(name: str) -> Any:
         )
         repo.delete(tx, "config", name)
 
-    return crud.delete_in_transaction(
-        work,
-        name="config_delete",
-        race_message=f"Config '{name}' was referenced by an endpoint registered meanwhile.",
-    )
+    return crud.delete_in_transaction(work, name="config_delete")
 
 
 _VALUES = {"type": "object", "description": "Values available to endpoints as {{config.*}}."}

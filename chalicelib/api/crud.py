@@ -22,7 +22,7 @@ from chalice import Response
 from chalicelib import wiring
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.domain.timefmt import iso
-from chalicelib.errors import Conflict, ForeignKeyViolation, ValidationFailed
+from chalicelib.errors import Conflict, ValidationFailed
 from chalicelib.repositories.setup import DEPENDENTS_SHOWN
 
 
@@ -72,18 +72,15 @@ def refuse_if_used(what: str, *, endpoints: list[str], jobs: list[str]) -> None:
         )
 
 
-def delete_in_transaction(
-    work: Callable[[Transaction], None], *, name: str, race_message: str
-) -> Response:
-    """Run a dependency check and its delete in one transaction; 204 on success.
+def delete_in_transaction(work: Callable[[Transaction], None], *, name: str) -> Response:
+    """Run a dependency check and its delete in one SERIALIZABLE transaction; 204.
 
-    A dependent created by a concurrent transaction after the check is caught by the
-    foreign key (23503), reported as the same 409 CONFLICT as a dependent found by the check.
+    A dependent created concurrently (an endpoint registration reading the row this delete
+    marks, a job creation inserting rows the live-job check ranges over) makes one of the
+    two transactions fail with 40001; the retry sees the other's outcome, so the check and
+    the delete act on one consistent state.
     """
-    try:
-        database().transaction(work, name=name)
-    except ForeignKeyViolation as exc:
-        raise Conflict(race_message) from exc
+    database().transaction(work, name=name)
     return no_content()
 
 

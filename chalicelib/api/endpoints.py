@@ -162,11 +162,7 @@ def delete_endpoint(name: str) -> Any:
         )
         repo.delete(tx, "endpoint", name)
 
-    return crud.delete_in_transaction(
-        work,
-        name="endpoint_delete",
-        race_message=f"Endpoint '{name}' was referenced by a job created meanwhile.",
-    )
+    return crud.delete_in_transaction(work, name="endpoint_delete")
 
 
 _STAMP = {"type": "string", "format": "date-time"}

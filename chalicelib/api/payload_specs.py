@@ -92,11 +92,7 @@ def delete_payload_spec(name: str) -> Any:
         )
         repo.delete(tx, "payload_spec", name)
 
-    return crud.delete_in_transaction(
-        work,
-        name="ps_delete",
-        race_message=f"Payload spec '{name}' was referenced by an endpoint registered meanwhile.",
-    )
+    return crud.delete_in_transaction(work, name="ps_delete")
 
 
 _SCHEMA = {

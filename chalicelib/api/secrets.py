@@ -128,9 +128,7 @@ def delete_unreferenced(tx: Transaction, name: str) -> None:
 def delete_secret(name: str) -> Any:
     """Delete a secret unless a live endpoint or live job uses it."""
     response = crud.delete_in_transaction(
-        lambda tx: delete_unreferenced(tx, name),
-        name="secret_delete",
-        race_message=f"Secret '{name}' is still referenced.",
+        lambda tx: delete_unreferenced(tx, name), name="secret_delete"
     )
     log_event(log, "secret_deleted", secret=name)
     return response
