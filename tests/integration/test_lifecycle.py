@@ -363,3 +363,15 @@ def test_a_deleted_endpoint_does_not_pin_its_config(setup: ApiClient, database: 
     assert api.delete("/configs/hook-config").status == 204
     assert api.delete("/payload-specs/hook-input").status == 204
     assert api.delete("/secrets/api_key").status == 204
+
+
+def test_a_secret_is_matched_by_its_whole_name(setup: ApiClient) -> None:
+    api = setup
+    assert api.post("/secrets", {"name": "api_key_2", "value": "sk-2"}).status == 201
+    spec = {**SPEC, "headers": {"Authorization": "Bearer {{ secret.api_key_2 }}"}}
+    assert api.put("/endpoints/hook", {**ENDPOINT, "spec": spec}).status == 200
+    job = delayed(api, "k1")
+    drop_references(api)
+    assert api.delete("/secrets/api_key").status == 204  # only "api_key_2" is used
+    reply = api.delete("/secrets/api_key_2")
+    assert reply.status == 409 and job["job_id"] in reply.body["error"]["message"]
