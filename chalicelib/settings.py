@@ -45,6 +45,8 @@ class Settings:
     promote_interval_ms: int = 500
     reclaim_interval_sec: int = 30
     stuck_execution_timeout_sec: int = 300
+    # Terminal executions (with attempts and logs) older than this are deleted; 0 keeps all.
+    execution_retention_days: int = 30
     # API server (spec: "API server config").
     listen_addr: str = "0.0.0.0:8080"
     database_url: str | None = None
@@ -136,6 +138,8 @@ def _validate(settings: Settings) -> None:
             raise ConfigurationError(f"{_env_name(attr)} must be positive")
     if settings.api_key_cache_ttl_sec < 0:
         raise ConfigurationError("TE_API_KEY_CACHE_TTL_SEC must be 0 or more")
+    if settings.execution_retention_days < 0:
+        raise ConfigurationError("TE_EXECUTION_RETENTION_DAYS must be 0 (keep all) or positive")
     if settings.cron_tick_interval_sec <= 0:
         raise ConfigurationError("TE_CRON_TICK_INTERVAL_SEC must be positive")
     if settings.claim_strategy not in CLAIM_STRATEGIES:

@@ -1,8 +1,10 @@
 """``/configs``: named key-value objects endpoints reference as ``{{config.*}}``.
 
 ``values`` is a JSON object (any JSON values). Updates take effect for future executions;
-an execution keeps the snapshot its first attempt resolved. A config that an endpoint
-references cannot be deleted (409 CONFLICT naming the endpoints).
+an execution keeps the snapshot its first attempt resolved. A config that a live endpoint
+or the endpoint snapshot of a live job references cannot be deleted (409 CONFLICT naming
+them). DELETE is a soft delete (the row stays for history, marked); creating the name
+again revives it with the new values.
 """
 
 from __future__ import annotations
@@ -76,24 +78,19 @@ def update_config(name: str) -> dict[str, Any]:
 
 @resource.route("/configs/{name}", methods=["DELETE"])
 def delete_config(name: str) -> Any:
-    """Delete a config unless an endpoint references it."""
+    """Soft-delete a config unless a live endpoint or live job uses it."""
 
     def work(tx: Transaction) -> None:
         if repo.get(tx, "config", name) is None:
             raise _not_found(name)
-        users = repo.endpoints_using(tx, "config", name)
-        if users:
-            raise Conflict(
-                f"Config '{name}' is referenced by endpoint(s): {crud.name_list(users)}. "
-                "Change or delete them first."
-            )
+        crud.refuse_if_used(
+            f"Config '{name}'",
+            endpoints=repo.endpoints_using(tx, "config", name),
+            jobs=repo.live_jobs_using(tx, "config", name),
+        )
         repo.delete(tx, "config", name)
 
-    return crud.delete_in_transaction(
-        work,
-        name="config_delete",
-        race_message=f"Config '{name}' was referenced by an endpoint registered meanwhile.",
-    )
+    return crud.delete_in_transaction(work, name="config_delete")
 
 
 _VALUES = {"type": "object", "description": "Values available to endpoints as {{config.*}}."}
@@ -105,7 +102,8 @@ OPENAPI: dict[str, Any] = {
         noun="config",
         schema="Config",
         not_found="CONFIG_NOT_FOUND",
-        delete_conflict="endpoints reference this config (they are named).",
+        delete_conflict="live endpoints or live jobs' endpoint snapshots reference this "
+        "config (they are named).",
     ),
     "schemas": crud.crud_schemas(
         "Config", properties={"values": _VALUES}, writable={"values": _VALUES}, required=["values"]

@@ -22,7 +22,7 @@ from chalice import Response
 from chalicelib import wiring
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.domain.timefmt import iso
-from chalicelib.errors import Conflict, ForeignKeyViolation, ValidationFailed
+from chalicelib.errors import Conflict, ValidationFailed
 from chalicelib.repositories.setup import DEPENDENTS_SHOWN
 
 
@@ -52,18 +52,35 @@ def name_list(names: list[str]) -> str:
     return shown + (", ... (and more)" if len(names) > DEPENDENTS_SHOWN else "")
 
 
-def delete_in_transaction(
-    work: Callable[[Transaction], None], *, name: str, race_message: str
-) -> Response:
-    """Run a dependency check and its delete in one transaction; 204 on success.
+def refuse_if_used(what: str, *, endpoints: list[str], jobs: list[str]) -> None:
+    """409 CONFLICT naming the live endpoints and (up to 10) live jobs that use ``what``.
 
-    A dependent created by a concurrent transaction after the check is caught by the
-    foreign key (23503), reported as the same 409 CONFLICT as a dependent found by the check.
+    "Live" jobs are those of the ``live_jobs`` view: ACTIVE cron jobs and jobs with an
+    execution not yet terminal. Finished work and deleted endpoints are history: they do
+    not pin anything.
     """
-    try:
-        database().transaction(work, name=name)
-    except ForeignKeyViolation as exc:
-        raise Conflict(race_message) from exc
+    users, remedies = [], []
+    if endpoints:
+        users.append(f"endpoint(s) {name_list(endpoints)}")
+        remedies.append("change or delete the endpoints")
+    if jobs:
+        users.append(f"live job(s) {name_list(jobs)}")
+        remedies.append("cancel the jobs or let them finish")
+    if users:
+        raise Conflict(
+            f"{what} is used by {' and by '.join(users)}: {' and '.join(remedies)} first."
+        )
+
+
+def delete_in_transaction(work: Callable[[Transaction], None], *, name: str) -> Response:
+    """Run a dependency check and its delete in one SERIALIZABLE transaction; 204.
+
+    A dependent created concurrently (an endpoint registration reading the row this delete
+    marks, a job creation inserting rows the live-job check ranges over) makes one of the
+    two transactions fail with 40001; the retry sees the other's outcome, so the check and
+    the delete act on one consistent state.
+    """
+    database().transaction(work, name=name)
     return no_content()
 
 

@@ -13,8 +13,11 @@ transaction as the write:
 ``PUT /endpoints/{name}`` replaces the whole definition, type included; omitted optional
 fields return to their defaults. Jobs keep the snapshot taken at their creation, so an
 update applies to future jobs only. ``DELETE`` is refused (409 CONFLICT naming them) while
-jobs reference the endpoint: ACTIVE ones, and also RETIRED ones, whose rows keep pointing at
-it through the schema's ``fk_jobs_endpoint``.
+live jobs use the endpoint (ACTIVE cron jobs, jobs with an execution not yet terminal);
+finished and retired jobs are history and do not block it. It is a soft delete: the row
+stays (``fk_jobs_endpoint``), the endpoint disappears from ``GET /endpoints`` and
+``GET /endpoints/{name}`` (404), its jobs, executions, attempts and logs stay readable, and
+registering the name again makes it live with the new definition.
 """
 
 from __future__ import annotations
@@ -149,29 +152,17 @@ def update_endpoint(name: str) -> dict[str, Any]:
 
 @resource.route("/endpoints/{name}", methods=["DELETE"])
 def delete_endpoint(name: str) -> Any:
-    """Delete an endpoint unless jobs reference it."""
+    """Soft-delete an endpoint unless live jobs use it."""
 
     def work(tx: Transaction) -> None:
         if repo.get_endpoint(tx, name) is None:
             raise _not_found(name)
-        jobs = repo.jobs_using_endpoint(tx, name)
-        active = [str(j["job_id"]) for j in jobs if j["status"] == "ACTIVE"]
-        if active:
-            raise Conflict(
-                f"Endpoint '{name}' has ACTIVE job(s): {crud.name_list(active)}. Cancel them first."
-            )
-        if jobs:
-            raise Conflict(
-                f"Endpoint '{name}' is referenced by retired job(s) kept for history: "
-                f"{crud.name_list([str(j['job_id']) for j in jobs])}."
-            )
+        crud.refuse_if_used(
+            f"Endpoint '{name}'", endpoints=[], jobs=repo.live_jobs_using(tx, "endpoint", name)
+        )
         repo.delete(tx, "endpoint", name)
 
-    return crud.delete_in_transaction(
-        work,
-        name="endpoint_delete",
-        race_message=f"Endpoint '{name}' was referenced by a job created meanwhile.",
-    )
+    return crud.delete_in_transaction(work, name="endpoint_delete")
 
 
 _STAMP = {"type": "string", "format": "date-time"}
@@ -281,8 +272,8 @@ OPENAPI: dict[str, Any] = {
         noun="endpoint",
         schema="Endpoint",
         not_found="ENDPOINT_NOT_FOUND",
-        delete_conflict="jobs reference this endpoint (ACTIVE ones, or RETIRED ones kept "
-        "for history); they are named.",
+        delete_conflict="live jobs use this endpoint (ACTIVE cron jobs, jobs with an "
+        "execution not yet terminal); they are named. Finished and retired jobs do not block.",
         unprocessable=_UNPROCESSABLE,
     ),
     "schemas": {

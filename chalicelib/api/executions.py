@@ -109,7 +109,10 @@ def get_execution(execution_id: str) -> Any:
 
 @resource.route("/executions/{execution_id}/cancel", methods=["POST"])
 def cancel_execution(execution_id: str) -> dict[str, Any]:
-    """Cancel if PENDING, QUEUED or RETRYING; 409 EXECUTION_NOT_CANCELLABLE otherwise."""
+    """Cancel if PENDING, QUEUED or RETRYING; already CANCELLED answers 200 as it is.
+
+    409 EXECUTION_NOT_CANCELLABLE when RUNNING, SUCCESS or FAILED.
+    """
     return render_execution(services.execution_service().cancel(execution_id))
 
 
@@ -211,7 +214,8 @@ OPENAPI: dict[str, Any] = {
         "/executions/{execution_id}/cancel": {
             "post": operation(
                 "cancelExecution",
-                "Cancel a PENDING, QUEUED or RETRYING execution.",
+                "Cancel a PENDING, QUEUED or RETRYING execution (already CANCELLED: 200, "
+                "unchanged; RUNNING, SUCCESS, FAILED: 409 EXECUTION_NOT_CANCELLABLE).",
                 "Execution",
                 errors=("NotFound", "Conflict"),
                 parameters=[_ID],

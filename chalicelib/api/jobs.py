@@ -179,7 +179,11 @@ def update_job(job_id: str) -> dict[str, Any]:
 
 @resource.route("/jobs/{job_id}/cancel", methods=["POST"])
 def cancel_job(job_id: str) -> dict[str, Any]:
-    """CRON: retire. One-shot: cancel the execution if PENDING/QUEUED/RETRYING (409 else)."""
+    """CRON: retire. One-shot: cancel its execution if PENDING/QUEUED/RETRYING.
+
+    Idempotent: an already retired or cancelled job answers 200 with its current state;
+    409 EXECUTION_NOT_CANCELLABLE for a one-shot whose execution is RUNNING/SUCCESS/FAILED.
+    """
     return render_job(services.job_service().cancel(job_id), with_latest=True)
 
 
@@ -270,7 +274,9 @@ OPENAPI: dict[str, Any] = {
         "/jobs/{job_id}/cancel": {
             "post": operation(
                 "cancelJob",
-                "CRON: retire. One-shot: cancel its PENDING/QUEUED/RETRYING execution.",
+                "CRON: retire. One-shot: cancel its PENDING/QUEUED/RETRYING execution. "
+                "Idempotent: already retired or cancelled answers 200 with the current state; "
+                "409 EXECUTION_NOT_CANCELLABLE when the execution is RUNNING, SUCCESS or FAILED.",
                 "Job",
                 errors=("NotFound", "Conflict"),
                 parameters=[_ID],

@@ -2,8 +2,10 @@
 
 A schema must be valid against its declared meta-schema (Draft 2020-12 when it declares
 none): otherwise 422 INVALID_SCHEMA with the reason. Names: lowercase letters, digits,
-``-`` and ``_`` (:mod:`chalicelib.domain.names`). A payload spec that an endpoint
-references cannot be deleted (409 CONFLICT naming the endpoints).
+``-`` and ``_`` (:mod:`chalicelib.domain.names`). A payload spec that a live endpoint or
+the endpoint snapshot of a live job references cannot be deleted (409 CONFLICT naming
+them). DELETE is a soft delete (the row stays for history, marked); creating the name
+again revives it with the new schema.
 """
 
 from __future__ import annotations
@@ -78,24 +80,19 @@ def update_payload_spec(name: str) -> dict[str, Any]:
 
 @resource.route("/payload-specs/{name}", methods=["DELETE"])
 def delete_payload_spec(name: str) -> Any:
-    """Delete a payload spec unless an endpoint references it."""
+    """Soft-delete a payload spec unless a live endpoint or live job uses it."""
 
     def work(tx: Transaction) -> None:
         if repo.get(tx, "payload_spec", name) is None:
             raise _not_found(name)
-        users = repo.endpoints_using(tx, "payload_spec", name)
-        if users:
-            raise Conflict(
-                f"Payload spec '{name}' is referenced by endpoint(s): {crud.name_list(users)}. "
-                "Change or delete them first."
-            )
+        crud.refuse_if_used(
+            f"Payload spec '{name}'",
+            endpoints=repo.endpoints_using(tx, "payload_spec", name),
+            jobs=repo.live_jobs_using(tx, "payload_spec", name),
+        )
         repo.delete(tx, "payload_spec", name)
 
-    return crud.delete_in_transaction(
-        work,
-        name="ps_delete",
-        race_message=f"Payload spec '{name}' was referenced by an endpoint registered meanwhile.",
-    )
+    return crud.delete_in_transaction(work, name="ps_delete")
 
 
 _SCHEMA = {
@@ -110,7 +107,8 @@ OPENAPI: dict[str, Any] = {
         noun="payload spec",
         schema="PayloadSpec",
         not_found="PAYLOAD_SPEC_NOT_FOUND",
-        delete_conflict="endpoints reference this payload spec (they are named).",
+        delete_conflict="live endpoints or live jobs' endpoint snapshots reference this "
+        "payload spec (they are named).",
         unprocessable="INVALID_SCHEMA: the schema breaks its meta-schema (reason given).",
     ),
     "schemas": crud.crud_schemas(

@@ -4,8 +4,10 @@ Values are encrypted at rest (AES-256-GCM, :mod:`chalicelib.crypto`) with
 ``TE_SECRET_ENCRYPTION_KEY``; responses carry only the name and timestamps, never the value,
 and nothing here logs it. Creating or rotating a secret without a configured key is a
 server misconfiguration: 500 INTERNAL_ERROR whose message names TE_SECRET_ENCRYPTION_KEY.
-A value is a non-empty string of at most 64 KiB (UTF-8). A secret that an endpoint's spec
-references cannot be deleted (409 CONFLICT naming the endpoints).
+A value is a non-empty string of at most 64 KiB (UTF-8). A secret that a live endpoint's
+spec or the endpoint snapshot of a live job references cannot be deleted (409 CONFLICT
+naming them). Unlike the other setup resources, DELETE really deletes: history names a
+secret only inside snapshot text, and the ciphertext must not outlive it.
 """
 
 from __future__ import annotations
@@ -105,30 +107,28 @@ def _endpoints_referencing(tx: Transaction, name: str) -> list[str]:
 
 
 def delete_unreferenced(tx: Transaction, name: str) -> None:
-    """Delete a secret unless an endpoint's spec references it (one transaction).
+    """Delete a secret unless a live endpoint or live job uses it (one transaction).
 
-    Registration reads the secrets it references in its own transaction, so at
-    SERIALIZABLE a registration racing this delete makes one of the two retry (40001) and
-    then see the other's outcome: no endpoint is left referencing a deleted secret.
+    Registration reads the secrets it references in its own transaction, and job creation
+    inserts rows the live-job read ranges over, so at SERIALIZABLE a registration or job
+    creation racing this delete makes one of the two retry (40001) and then see the other's
+    outcome: no live work is left referencing a deleted secret.
     """
     if repo.get(tx, "secret", name) is None:
         raise _not_found(name)
-    users = _endpoints_referencing(tx, name)
-    if users:
-        raise Conflict(
-            f"Secret '{name}' is referenced by endpoint(s): {crud.name_list(users)}. "
-            "Change or delete them first."
-        )
+    crud.refuse_if_used(
+        f"Secret '{name}'",
+        endpoints=_endpoints_referencing(tx, name),
+        jobs=repo.live_jobs_using(tx, "secret", name),
+    )
     repo.delete(tx, "secret", name)
 
 
 @resource.route("/secrets/{name}", methods=["DELETE"])
 def delete_secret(name: str) -> Any:
-    """Delete a secret unless an endpoint's spec references it."""
+    """Delete a secret unless a live endpoint or live job uses it."""
     response = crud.delete_in_transaction(
-        lambda tx: delete_unreferenced(tx, name),
-        name="secret_delete",
-        race_message=f"Secret '{name}' is still referenced.",
+        lambda tx: delete_unreferenced(tx, name), name="secret_delete"
     )
     log_event(log, "secret_deleted", secret=name)
     return response
@@ -148,7 +148,8 @@ OPENAPI: dict[str, Any] = {
         noun="secret",
         schema="Secret",
         not_found="SECRET_NOT_FOUND",
-        delete_conflict="endpoint specs reference {{secret.<name>}} (they are named).",
+        delete_conflict="live endpoints' specs or live jobs' endpoint snapshots reference "
+        "{{secret.<name>}} (they are named).",
     ),
     "schemas": crud.crud_schemas(
         "Secret", properties={}, writable={"value": _VALUE}, required=["value"]

@@ -55,8 +55,12 @@ class CronSchedule:
         return ZoneInfo(self.timezone)
 
     def first_run(self, now: datetime) -> datetime:
-        """First tick at or after ``max(starts_at, now)`` (no backfill before creation)."""
-        return cron.first_tick(self.expression, self.zone, max(self.starts_at, now))
+        """First tick at or after ``max(starts_at, now)`` (no backfill before creation).
+
+        When the schedule ends first, ``ends_at``: the materializer's retirement tick.
+        """
+        tick = cron.first_tick(self.expression, self.zone, max(self.starts_at, now))
+        return tick if self.ends_at is None else min(tick, self.ends_at)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,8 +30,10 @@ class TriggerType(StrEnum):
 
 
 class JobStatus(StrEnum):
-    ACTIVE = "ACTIVE"  #: fires (one-shot: its execution exists; cron: ticks materialize)
-    RETIRED = "RETIRED"  #: cancelled or replaced by a newer version; never ticks again
+    """Stored for cron jobs; a one-shot job's is its execution's (the ``job_states`` view)."""
+
+    ACTIVE = "ACTIVE"  #: cron: ticks materialize; one-shot: its execution is not terminal
+    RETIRED = "RETIRED"  #: cron: cancelled, replaced or past ends_at; one-shot: finished
 
 
 class ExecutionStatus(StrEnum):

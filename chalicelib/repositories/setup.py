@@ -9,6 +9,7 @@ The three setup tables share statement shapes; ``kind`` selects the table
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from chalicelib.api.pagination import PageRequest
@@ -104,6 +105,25 @@ def get_endpoint(tx: Transaction, name: str) -> Row | None:
     return tx.one(queries["setup_endpoint_get"], name=name)
 
 
-def jobs_using_endpoint(tx: Transaction, name: str) -> list[Row]:
-    """(job_id, status) of jobs referencing the endpoint, ACTIVE first (bounded)."""
-    return tx.run(queries["setup_endpoint_jobs"], name=name, limit=DEPENDENTS_SHOWN + 1)
+def live_jobs_using(tx: Transaction, kind: Kind | Literal["endpoint"], name: str) -> list[str]:
+    """Ids of live jobs (``live_jobs``) whose endpoint or snapshot uses ``name``, newest first.
+
+    At most DEPENDENTS_SHOWN + 1. For a secret the match is on ``{{secret.<name>}}`` in the
+    snapshot's spec (:func:`secret_pattern`).
+    """
+    if kind == "secret":
+        params: dict[str, Any] = {"pattern": secret_pattern(name)}
+    else:
+        params = {"name": name}
+    rows = tx.run(queries[f"setup_{kind}_live_jobs"], limit=DEPENDENTS_SHOWN + 1, **params)
+    return [str(r["job_id"]) for r in rows]
+
+
+def secret_pattern(name: str) -> str:
+    """A regular expression matching every ``{{secret.<name>}}`` in a spec's JSON text.
+
+    ``{{``, anything but ``}``, then ``secret.<name>`` not followed by a character that
+    could continue a placeholder path. Valid in PostgreSQL's and CockroachDB's (RE2)
+    dialects: ``re.escape`` of a stored name only produces ``\\-`` escapes.
+    """
+    return r"\{\{[^}]*secret\." + re.escape(name) + r"([^A-Za-z0-9_.-]|$)"

@@ -15,7 +15,12 @@ from chalice import Blueprint
 from chalice.app import CloudWatchEvent
 
 from chalicelib.scheduler.loop import TimeLeft
-from chalicelib.scheduler.names import CRON_MATERIALIZER, DELAYED_PROMOTER, STUCK_RECLAIMER
+from chalicelib.scheduler.names import (
+    CRON_MATERIALIZER,
+    DELAYED_PROMOTER,
+    HOUSEKEEPER,
+    STUCK_RECLAIMER,
+)
 
 bp = Blueprint(__name__)
 
@@ -42,8 +47,8 @@ def time_left_of(context: LambdaContext) -> TimeLeft:
     return lambda: context.get_remaining_time_in_millis() / 1000 - margin
 
 
-def run_invocation(loop: str, context: Any) -> dict[str, Any]:
-    """Run ``loop`` (plus the health stubs) until the invocation is nearly out of time."""
+def run_invocation(loop: str, context: Any, *, beside: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run ``loop`` (plus ``beside`` and the health stubs) until nearly out of time."""
     import threading
 
     from chalicelib import wiring
@@ -54,7 +59,7 @@ def run_invocation(loop: str, context: Any) -> dict[str, Any]:
     scheduler = Scheduler.build(
         wiring.settings(),
         wiring.database("scheduler"),
-        loops=[loop],
+        loops=[loop, *beside],
         clock=wiring.utcnow,
         component=f"scheduler/{loop}",
         final_status=None,  # the next invocation comes within a minute: not dead
@@ -84,5 +89,10 @@ def promote_delayed_executions(event: CloudWatchEvent) -> dict[str, Any]:
 
 @bp.schedule(SCHEDULE, name="reclaim_stuck_executions")
 def reclaim_stuck_executions(event: CloudWatchEvent) -> dict[str, Any]:
-    """Loop 3 for about a minute: recover expired leases every TE_RECLAIM_INTERVAL_SEC."""
-    return run_invocation(STUCK_RECLAIMER, event.context)
+    """Loop 3 for about a minute: recover expired leases every TE_RECLAIM_INTERVAL_SEC.
+
+    The housekeeper (loop 4: retention purge, heartbeat pruning) runs beside it: both are
+    slow, periodic and idempotent, and sharing the function keeps the deployment at three
+    scheduled functions.
+    """
+    return run_invocation(STUCK_RECLAIMER, event.context, beside=(HOUSEKEEPER,))

@@ -30,9 +30,12 @@ Guarantees, with any number of schedulers running at once:
   iteration, so two schedulers never wait on each other);
 * ``starts_at``: a tick before it is not materialized; the job moves to its first tick at
   or after ``starts_at``;
-* ``ends_at``: a tick at or after it is not materialized. The job's ``cron_next_run_at``
-  becomes NULL (no next run): it stays ACTIVE, since it was neither cancelled nor replaced,
-  but leaves the due scan for good. Missed ticks *before* ``ends_at`` are still caught up.
+* ``ends_at``: a tick at or after it is not materialized. After the last tick before it,
+  ``cron_next_run_at`` becomes ``ends_at`` itself, the job's retirement tick (the API shows
+  ``next_run_at: null``). Once ``ends_at`` has passed (not merely entered the look-ahead),
+  the same compare-and-set retires the job: RETIRED, ``retired_at = ends_at``, one
+  ``cron_job_ended`` log line from the scheduler that won it. Missed ticks *before*
+  ``ends_at`` are still caught up.
 * DST (``chalicelib.domain.cron``): a local time that does not exist is skipped, one that
   occurs twice fires once, at its first occurrence.
 """
@@ -100,7 +103,7 @@ class TickAction(Enum):
     """What the materializer does with one due tick."""
 
     MATERIALIZE = "materialize"  #: create the execution and advance to the next tick
-    EXHAUST = "exhaust"  #: the tick is at/after ends_at: no execution, no next tick
+    EXHAUST = "exhaust"  #: the tick is at/after ends_at: no execution; retire the job
     SKIP_TO_START = "skip_to_start"  #: the tick precedes starts_at: move to the first tick
 
 
@@ -139,8 +142,9 @@ def _plan_or_report(job: DueJob, tick: datetime) -> TickPlan | None:
         return None
 
 
-def _before_end(job: DueJob, tick: datetime) -> datetime | None:
-    return None if job.ends_at is not None and tick >= job.ends_at else tick
+def _before_end(job: DueJob, tick: datetime) -> datetime:
+    """``tick``, or ``ends_at`` (the retirement tick) when the schedule ends first."""
+    return job.ends_at if job.ends_at is not None and tick >= job.ends_at else tick
 
 
 #: One round: each job (at most once) with the plan for its current tick.
@@ -173,28 +177,36 @@ class CronMaterializer:
 
     def run_once(self) -> Progress:
         """Materialize the ticks of up to ``batch_size`` jobs due by now plus the look-ahead."""
-        horizon = self._clock() + self._lookahead
+        now = self._clock()
+        horizon = now + self._lookahead
         sql, params = regional(queries["scheduler_cron_due_jobs"], self._regions())
         rows = self._db.run(sql, now=horizon, batch=self._batch_size, **params)
         jobs = [job for job in map(self._load, rows) if job is not None]
-        created, still_due = self.materialize(jobs, horizon)
+        created, still_due = self.materialize(jobs, horizon, now=now)
         # A full batch that made progress may hide more due jobs behind it: come back at
         # once. (Without progress, e.g. a batch of corrupt rows, wait for the interval.)
         more = still_due or (len(rows) >= self._batch_size and created > 0)
         return Progress(created, more)
 
-    def materialize(self, jobs: list[DueJob], horizon: datetime) -> tuple[int, bool]:
-        """Materialize the jobs' ticks up to ``horizon``: (executions created, still due)."""
+    def materialize(
+        self, jobs: list[DueJob], horizon: datetime, *, now: datetime | None = None
+    ) -> tuple[int, bool]:
+        """Materialize the jobs' ticks up to ``horizon``: (executions created, still due).
+
+        A job whose schedule ended is retired once ``now`` (default: ``horizon``) has
+        reached its ``ends_at``, never ahead of it.
+        """
         current: dict[str, tuple[DueJob, datetime | None]] = {
             job.job_id: (job, job.next_run_at) for job in jobs
         }
         created = 0
         for _ in range(self._max_ticks_per_job):
-            plans = _plans(current.values(), horizon)
+            plans = _plans(current.values(), horizon, horizon if now is None else now)
             if not plans:
                 return created, False
             won = self.apply(plans)
             created += sum(won.values())
+            _report_ended(plans, won)
             # A lost CAS: another scheduler advanced that job (or it was retired or is
             # being written): it owns the rest of that job's ticks.
             current = {
@@ -232,15 +244,25 @@ class CronMaterializer:
             return None
 
 
-def _plans(current: Iterable[tuple[DueJob, datetime | None]], horizon: datetime) -> Plans:
+def _plans(
+    current: Iterable[tuple[DueJob, datetime | None]], horizon: datetime, now: datetime
+) -> Plans:
     plans: Plans = []
     for job, tick in current:
         if tick is None or tick > horizon:
             continue
         plan = _plan_or_report(job, tick)
-        if plan is not None:
+        # Ticks are materialized ahead (look-ahead); a retirement waits for ends_at itself.
+        if plan is not None and not (plan.action is TickAction.EXHAUST and tick > now):
             plans.append((job, plan))
     return plans
+
+
+def _report_ended(plans: Plans, won: dict[str, bool]) -> None:
+    """One log line per job this scheduler retired at its ends_at (CAS winners only)."""
+    for job, plan in plans:
+        if plan.action is TickAction.EXHAUST and job.job_id in won:
+            log_event(log, "cron_job_ended", job_id=job.job_id, ends_at=_iso(job.ends_at))
 
 
 def _statement_params(plans: Plans) -> dict[str, list[Any]]:

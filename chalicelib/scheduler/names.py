@@ -7,3 +7,4 @@ importing the database driver at cold start.
 CRON_MATERIALIZER = "cron_materializer"
 DELAYED_PROMOTER = "delayed_promoter"
 STUCK_RECLAIMER = "stuck_reclaimer"
+HOUSEKEEPER = "housekeeper"

@@ -1,6 +1,6 @@
 """The scheduler: its loops wired to their settings, run in threads until stopped.
 
-One :class:`Scheduler` runs any subset of the three loops plus the health stubs (heartbeat
+One :class:`Scheduler` runs any subset of the four loops plus the health stubs (heartbeat
 writer, region status refresher), each in its own thread with :func:`run_loop`. The
 long-lived process runs all of them; each scheduled Lambda function runs one loop (plus the
 stubs) until its invocation's time is nearly spent.
@@ -19,9 +19,15 @@ from chalicelib.errors import TaskExecutorError
 from chalicelib.health.heartbeat import DEAD, HeartbeatWriter, instance_name
 from chalicelib.health.region import RegionRefresher
 from chalicelib.logs import log_event
+from chalicelib.scheduler.housekeeper import HOUSEKEEPING_INTERVAL_SEC, Housekeeper
 from chalicelib.scheduler.loop import LoopClock, LoopSpec, LoopStats, TimeLeft, run_loop
 from chalicelib.scheduler.materializer import CronMaterializer
-from chalicelib.scheduler.names import CRON_MATERIALIZER, DELAYED_PROMOTER, STUCK_RECLAIMER
+from chalicelib.scheduler.names import (
+    CRON_MATERIALIZER,
+    DELAYED_PROMOTER,
+    HOUSEKEEPER,
+    STUCK_RECLAIMER,
+)
 from chalicelib.scheduler.promoter import DelayedPromoter
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.settings import Settings
@@ -29,7 +35,7 @@ from chalicelib.wiring import utcnow
 
 log = logging.getLogger(__name__)
 
-LOOP_NAMES = (CRON_MATERIALIZER, DELAYED_PROMOTER, STUCK_RECLAIMER)
+LOOP_NAMES = (CRON_MATERIALIZER, DELAYED_PROMOTER, STUCK_RECLAIMER, HOUSEKEEPER)
 
 # How often the main thread looks at the caller's stop event.
 _WATCH_INTERVAL_SEC = 0.2
@@ -80,6 +86,14 @@ def build_loop(
             interval_sec=settings.reclaim_interval_sec,
             iteration=reclaimer.run_once,
             metric_event="reclaimed",
+        )
+    if name == HOUSEKEEPER:
+        housekeeper = Housekeeper(db, retention_days=settings.execution_retention_days, clock=clock)
+        return LoopSpec(
+            name=name,
+            interval_sec=HOUSEKEEPING_INTERVAL_SEC,
+            iteration=housekeeper.run_once,
+            metric_event="history_purged",
         )
     raise ValueError(f"unknown scheduler loop {name!r}; expected one of {LOOP_NAMES}")
 

@@ -49,7 +49,8 @@ def cancel_in(tx: Transaction, execution_id: str) -> None:
     """Move one execution to CANCELLED inside ``tx``, or raise 404 / 409.
 
     The UPDATE only matches the transition table's sources of CANCELLED; a 0-row result is
-    explained by the status it found (RUNNING or terminal: not cancellable).
+    explained by the status it found: already CANCELLED is success (cancel is idempotent),
+    RUNNING, SUCCESS or FAILED is 409 EXECUTION_NOT_CANCELLABLE.
     """
     moved = tx.one(
         queries["executions_cancel"],
@@ -62,6 +63,8 @@ def cancel_in(tx: Transaction, execution_id: str) -> None:
     current = tx.scalar(queries["executions_status"], execution_id=execution_id)
     if current is None:
         raise ExecutionNotFound(f"Execution with ID '{execution_id}' does not exist.")
+    if current == ExecutionStatus.CANCELLED:
+        return
     if not can_transition(current, ExecutionStatus.CANCELLED):
         raise ExecutionNotCancellable(
             f"Execution '{execution_id}' is {current}: only PENDING, QUEUED or RETRYING "
@@ -103,7 +106,10 @@ class ExecutionService:
         return self.poller.wait(fetch, is_final, wait)
 
     def cancel(self, execution_id: str) -> Row:
-        """Cancel if PENDING / QUEUED / RETRYING (409 otherwise); returns the execution."""
+        """Cancel if PENDING / QUEUED / RETRYING; already CANCELLED is answered as it is.
+
+        409 EXECUTION_NOT_CANCELLABLE when RUNNING, SUCCESS or FAILED. Returns the execution.
+        """
 
         def work(tx: Transaction) -> Row:
             cancel_in(tx, execution_id)

@@ -16,7 +16,7 @@ from chalicelib import wakeup
 from chalicelib.api.pagination import PageRequest
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Row, Transaction
-from chalicelib.db.queries import queries
+from chalicelib.db.queries import Query, queries
 from chalicelib.domain.jobs import (
     CronSchedule,
     JobRequest,
@@ -192,7 +192,8 @@ class JobService:
         """A keyset page of jobs, newest first; one-shot jobs carry their execution."""
 
         def work(tx: Transaction) -> list[JobView]:
-            jobs = tx.run(queries["jobs_list"], **filters, **page_params(page))
+            query, params = _list_query(filters)
+            jobs = tx.run(query, **params, **page_params(page))
             one_shot = [j["job_id"] for j in jobs if j["trigger_type"] != TriggerType.CRON]
             executions: dict[str, Row] = {}
             if one_shot:
@@ -245,19 +246,29 @@ class JobService:
         raise JobNotUpdatable(f"Job '{job_id}' was retired while it was being updated.")
 
     def cancel(self, job_id: str) -> JobView:
-        """CRON: retire (no further ticks). One-shot: cancel its execution and retire."""
+        """CRON: retire (no further ticks). One-shot: cancel its execution (which retires it).
+
+        Idempotent: a job already RETIRED, or whose execution is already CANCELLED, is
+        answered with its current state. 409 EXECUTION_NOT_CANCELLABLE only where the
+        specification says: a one-shot whose execution is RUNNING, SUCCESS or FAILED.
+        """
         return self.db.transaction(lambda tx: self._cancel_in(tx, job_id), name="job_cancel")
 
     def _cancel_in(self, tx: Transaction, job_id: str) -> JobView:
         job = get_job_in(tx, job_id)
-        if job["trigger_type"] == TriggerType.CRON:
-            if tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=None) is None:
-                raise JobNotUpdatable(_retired_message(job))
-        else:
-            execution_id = tx.scalar(queries["executions_one_shot_of_job"], job_id=job_id)
-            cancel_in(tx, execution_id)
+        if job["trigger_type"] != TriggerType.CRON:
+            cancel_in(tx, tx.scalar(queries["executions_one_shot_of_job"], job_id=job_id))
+        elif job["status"] == JobStatus.ACTIVE:
             tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=None)
         return _view_in(tx, get_job_in(tx, job_id))
+
+
+def _list_query(filters: Mapping[str, str | None]) -> tuple[Query, dict[str, Any]]:
+    """``jobs_list`` (no status, or RETIRED), or ``jobs_list_live`` for ACTIVE (jobs.sql)."""
+    if filters.get("status") == JobStatus.ACTIVE:
+        rest = {k: v for k, v in filters.items() if k != "status"}
+        return queries["jobs_list_live"], rest
+    return queries["jobs_list"], dict(filters)
 
 
 def _retired_message(job: Row) -> str:

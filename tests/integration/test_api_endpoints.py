@@ -265,37 +265,6 @@ def test_put_replaces_the_definition_and_jobs_keep_their_snapshot(
     assert bad_ref.error_code == "INVALID_CONFIG_REF"
 
 
-def insert_job(database: Database, endpoint: str, status: str) -> str:
-    rows = database.run(
-        "INSERT INTO jobs (endpoint, endpoint_type, trigger_type, status, idempotency_key) "
-        "VALUES (:endpoint, 'HTTP', 'IMMEDIATE', :status, :key) RETURNING job_id",
-        endpoint=endpoint,
-        status=status,
-        key=f"k-{status}",
-    )
-    return str(rows[0]["job_id"])
-
-
-def test_endpoint_with_jobs_cannot_be_deleted(setup_done: ApiClient, database: Database) -> None:
-    api = setup_done
-    api.post("/endpoints", HTTP_EXAMPLE)
-    retired = insert_job(database, "send-welcome-email", "RETIRED")
-    reply = api.delete("/endpoints/send-welcome-email")
-    assert reply.status == 409 and reply.error_code == "CONFLICT"
-    assert retired in reply.body["error"]["message"]
-
-    active = insert_job(database, "send-welcome-email", "ACTIVE")
-    reply = api.delete("/endpoints/send-welcome-email")
-    assert reply.status == 409 and reply.error_code == "CONFLICT"
-    assert active in reply.body["error"]["message"] and "ACTIVE" in reply.body["error"]["message"]
-    assert api.get("/endpoints/send-welcome-email").status == 200
-
-    assert api.delete("/endpoints/nope").error_code == "ENDPOINT_NOT_FOUND"
-    api.post("/endpoints", {**HTTP_EXAMPLE, "name": "unused"})
-    assert api.delete("/endpoints/unused").status == 204
-    assert api.get("/endpoints/unused").error_code == "ENDPOINT_NOT_FOUND"
-
-
 def race_registration_against(
     database: Database, definition: EndpointDefinition, delete: Callable[[Transaction], None]
 ) -> BaseException | None:

@@ -116,7 +116,7 @@ def test_cancel_execution(api: ApiClient, database: Database, endpoint: str, sta
     )
 
 
-@pytest.mark.parametrize("status", ["RUNNING", "SUCCESS", "FAILED", "CANCELLED"])
+@pytest.mark.parametrize("status", ["RUNNING", "SUCCESS", "FAILED"])
 def test_cancel_execution_refused(
     api: ApiClient, database: Database, endpoint: str, status: str
 ) -> None:
@@ -126,6 +126,19 @@ def test_cancel_execution_refused(
     assert (reply.status, reply.error_code) == (409, "EXECUTION_NOT_CANCELLABLE")
     assert api.get(f"/executions/{execution_id}").body["status"] == status
     assert len(api.get(f"/executions/{execution_id}/logs").body["items"]) == 1
+
+
+def test_cancelling_a_cancelled_execution_again_answers_its_current_state(
+    api: ApiClient, endpoint: str
+) -> None:
+    execution_id = one_shot(api)["execution"]["execution_id"]
+    first = api.post(f"/executions/{execution_id}/cancel")
+    assert (first.status, first.body["status"]) == (200, "CANCELLED")
+    again = api.post(f"/executions/{execution_id}/cancel")
+    assert again.status == 200, again.body
+    assert again.body == first.body
+    # No second transition and no second log line.
+    assert len(api.get(f"/executions/{execution_id}/logs").body["items"]) == 2
 
 
 def test_cancel_unknown_execution_is_404(api: ApiClient) -> None:

@@ -156,8 +156,10 @@ def test_cancel_cron_retires_it_and_in_flight_runs_continue(
         "SELECT count(*) AS n FROM jobs WHERE trigger_type = 'CRON' AND status = 'ACTIVE'"
     )
     assert due[0]["n"] == 0
+    # Cancel is idempotent: a retired job answers 200 with its current state, unchanged.
     again = api.post(f"/jobs/{job['job_id']}/cancel")
-    assert (again.status, again.error_code) == (409, "JOB_NOT_UPDATABLE")
+    assert again.status == 200, again.body
+    assert (again.body["status"], again.body["retired_at"]) == ("RETIRED", reply.body["retired_at"])
 
 
 def _ticks_ahead_and_due(database: Database, job_id: str) -> tuple[str, str]:
@@ -221,9 +223,11 @@ def test_cancel_one_shot_in_a_cancellable_status(
     assert [log["message"] for log in logs][-1] == "Execution cancelled by API request."
 
 
-@pytest.mark.parametrize("status", ["RUNNING", "SUCCESS", "FAILED", "CANCELLED"])
-def test_cancel_one_shot_refused_when_running_or_terminal(
-    api: ApiClient, database: Database, endpoint: str, status: str
+@pytest.mark.parametrize(
+    ("status", "job_status"), [("RUNNING", "ACTIVE"), ("SUCCESS", "RETIRED"), ("FAILED", "RETIRED")]
+)
+def test_cancel_one_shot_refused_when_running_or_finished(
+    api: ApiClient, database: Database, endpoint: str, status: str, job_status: str
 ) -> None:
     job = one_shot(api)
     execution_id = job["execution"]["execution_id"]
@@ -231,10 +235,22 @@ def test_cancel_one_shot_refused_when_running_or_terminal(
     reply = api.post(f"/jobs/{job['job_id']}/cancel")
     assert (reply.status, reply.error_code) == (409, "EXECUTION_NOT_CANCELLABLE")
     assert status in reply.body["error"]["message"]
-    # Nothing moved: neither the execution nor the job, and no log line was added.
+    # Nothing moved, and no log line was added. The job's status is its execution's.
     assert api.get(f"/executions/{execution_id}").body["status"] == status
-    assert api.get(f"/jobs/{job['job_id']}").body["status"] == "ACTIVE"
+    assert api.get(f"/jobs/{job['job_id']}").body["status"] == job_status
     assert len(api.get(f"/executions/{execution_id}/logs").body["items"]) == 1
+
+
+def test_cancel_one_shot_twice_answers_its_current_state(api: ApiClient, endpoint: str) -> None:
+    job = one_shot(api)
+    first = api.post(f"/jobs/{job['job_id']}/cancel")
+    assert (first.status, first.body["status"]) == (200, "RETIRED")
+    assert first.body["execution"]["status"] == "CANCELLED"
+    again = api.post(f"/jobs/{job['job_id']}/cancel")
+    assert again.status == 200, again.body
+    assert again.body == first.body
+    execution_id = job["execution"]["execution_id"]
+    assert len(api.get(f"/executions/{execution_id}/logs").body["items"]) == 2
 
 
 def test_cancel_unknown_job_is_404(api: ApiClient) -> None:

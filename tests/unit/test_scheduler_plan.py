@@ -44,9 +44,9 @@ def test_a_tick_is_materialized_and_the_next_computed_from_it() -> None:
     assert plan_tick(due_job(), T) == TickPlan(TickAction.MATERIALIZE, T, T + MINUTE)
 
 
-def test_the_last_tick_before_ends_at_clears_the_next_tick() -> None:
-    job = due_job(ends_at=T + MINUTE)
-    assert plan_tick(job, T) == TickPlan(TickAction.MATERIALIZE, T, None)
+def test_the_last_tick_before_ends_at_moves_to_ends_at_the_retirement_tick() -> None:
+    job = due_job(ends_at=T + timedelta(seconds=30))
+    assert plan_tick(job, T) == TickPlan(TickAction.MATERIALIZE, T, T + timedelta(seconds=30))
 
 
 @pytest.mark.parametrize("ends_at", [T, T - MINUTE])
@@ -58,7 +58,7 @@ def test_a_tick_before_starts_at_skips_to_the_first_tick_after_it() -> None:
     job = due_job(starts_at=T + timedelta(minutes=2, seconds=1))
     assert plan_tick(job, T) == TickPlan(TickAction.SKIP_TO_START, T, T + 3 * MINUTE)
     ended = due_job(starts_at=T + 2 * MINUTE, ends_at=T + 2 * MINUTE)
-    assert plan_tick(ended, T) == TickPlan(TickAction.SKIP_TO_START, T, None)
+    assert plan_tick(ended, T) == TickPlan(TickAction.SKIP_TO_START, T, T + 2 * MINUTE)
 
 
 def test_a_tick_at_starts_at_is_materialized() -> None:
@@ -130,11 +130,13 @@ def test_loops_take_their_intervals_from_settings() -> None:
         "cron_materializer": 2.0,
         "delayed_promoter": 0.25,
         "stuck_reclaimer": 7,
+        "housekeeper": 60.0,
     }
     assert {s.metric_event for s in specs.values()} == {
         "cron_ticks_materialized",
         "delayed_promoted",
         "reclaimed",
+        "history_purged",
     }
     with pytest.raises(ValueError, match="unknown"):
         build_loop("nope", settings, None, lambda: T, lambda: ALL_REGIONS)  # type: ignore[arg-type]

@@ -1,19 +1,23 @@
 -- name: jobs_get_endpoint
 -- The endpoint a job fires, with its payload spec's schema, read in the creating
 -- transaction: the snapshot and the input validation see the same endpoint version the
--- job row records, even if the endpoint is updated concurrently (SERIALIZABLE).
+-- job row records, even if the endpoint is updated concurrently (SERIALIZABLE). A
+-- soft-deleted endpoint is not there (404); a delete racing this read writes the row it
+-- read, so one of the two transactions retries (40001).
 SELECT e.name, e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec, e.retry_policy,
        p.schema_json AS payload_schema
 FROM endpoints e
 LEFT JOIN payload_specs p ON p.name = e.payload_spec_ref
-WHERE e.name = :name
+WHERE e.name = :name AND e.deleted_at IS NULL
 
 -- name: jobs_find_by_idempotency_key
--- Deduplication lookup on the unique index idx_jobs_idempotency (endpoint, key).
+-- Deduplication lookup on the unique index idx_jobs_idempotency (endpoint, key). Every
+-- read of a job goes through job_states (migrations/002_lifecycle.sql): a one-shot job's
+-- status and retired_at are its execution's.
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at
-FROM jobs
+FROM job_states
 WHERE endpoint = :endpoint AND idempotency_key = :idempotency_key
 
 -- name: jobs_insert
@@ -56,10 +60,11 @@ SELECT execution_id, job_id, status, attempt_count, run_at, started_at, complete
 FROM created
 
 -- name: jobs_get
+-- Through job_states: a one-shot job's status follows its execution.
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at
-FROM jobs
+FROM job_states
 WHERE job_id = :job_id
 
 -- name: jobs_latest_execution
@@ -82,20 +87,43 @@ WHERE job_id = ANY(CAST(:job_ids AS TEXT[]))
 
 -- name: jobs_list
 -- Keyset page on (created_at, job_id) descending: stable while jobs are being inserted.
--- Each filter is off when its parameter is NULL.
+-- Each filter is off when its parameter is NULL. Through job_states, so status is the
+-- derived one. Used without a status filter and for RETIRED (most of history): it walks
+-- idx_jobs_created and stops at a page. ACTIVE has its own query (jobs_list_live). The
+-- RETIRED filter is written "status <> 'ACTIVE'" (the only other value): the planner
+-- estimates a derived "<>" to keep most rows, as it does, and walks the index to the first
+-- page; for "=" it expects a handful and sorts the whole table instead.
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at
-FROM jobs
+FROM job_states
 WHERE (CAST(:endpoint AS TEXT) IS NULL OR endpoint = :endpoint)
   AND (CAST(:trigger_type AS TEXT) IS NULL OR trigger_type = :trigger_type)
-  AND (CAST(:status AS TEXT) IS NULL OR status = :status)
+  AND (CAST(:status AS TEXT) IS NULL OR status <> 'ACTIVE')
+  AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL OR (created_at, job_id) < (:after_ts, :after_id))
+ORDER BY created_at DESC, job_id DESC
+LIMIT :limit_plus_one
+
+-- name: jobs_list_live
+-- GET /jobs?status=ACTIVE: the same page as jobs_list, drawn from live_jobs (ACTIVE cron
+-- jobs and jobs with a non-terminal execution, read on partial indexes), so its cost
+-- follows the live work, not the history that jobs_list would walk through to find it.
+-- The status filter then drops retired cron jobs whose last ticks are still in flight.
+SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
+       replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
+       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at
+FROM job_states
+WHERE job_id IN (SELECT job_id FROM live_jobs)
+  AND status = 'ACTIVE'
+  AND (CAST(:endpoint AS TEXT) IS NULL OR endpoint = :endpoint)
+  AND (CAST(:trigger_type AS TEXT) IS NULL OR trigger_type = :trigger_type)
   AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL OR (created_at, job_id) < (:after_ts, :after_id))
 ORDER BY created_at DESC, job_id DESC
 LIMIT :limit_plus_one
 
 -- name: jobs_retire
--- Retires a job: cancel (replaced_by_id NULL) or replacement by a new version (PUT).
+-- Retires a cron job: cancel (replaced_by_id NULL) or replacement by a new version (PUT).
+-- (A one-shot job is never written: its status is its execution's, see job_states.)
 -- CAS on status = 'ACTIVE': RETIRED jobs are skipped by the cron materializer
 -- (idx_jobs_cron_due covers only ACTIVE rows), and of two concurrent updates of the same
 -- version only one retires it; the other changes 0 rows and its transaction (holding its
@@ -104,7 +132,7 @@ LIMIT :limit_plus_one
 -- it is due (QUEUED, run_at = the tick; the claim waits for run_at). A tick that has not
 -- happened yet must not fire for a retired job: its QUEUED executions with run_at in the
 -- future are CANCELLED, with a log line. Due or running executions are in flight and
--- continue. (A one-shot job's execution is cancelled by the caller first.)
+-- continue.
 WITH retired AS (
     UPDATE jobs
     SET status = 'RETIRED', retired_at = now(),
@@ -151,7 +179,7 @@ SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.versio
        j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
        j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at
-FROM chain JOIN jobs j ON j.job_id = chain.job_id
+FROM chain JOIN job_states j ON j.job_id = chain.job_id
 WHERE CAST(:after_id AS TEXT) IS NULL
    OR chain.version > (SELECT version FROM jobs WHERE job_id = :after_id)
 ORDER BY chain.version ASC

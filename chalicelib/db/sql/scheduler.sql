@@ -11,8 +11,8 @@
 -- The due scan of idx_jobs_cron_due (partial: CRON and ACTIVE only, ordered by
 -- cron_next_run_at), so its cost follows the number of due jobs, not the size of jobs.
 -- cron_ends_at is deliberately not filtered here: ticks before ends_at that were missed
--- while no scheduler ran are still materialized, and a job whose next tick reached ends_at
--- must be seen once so its cron_next_run_at is cleared (otherwise it stays "due" forever).
+-- while no scheduler ran are still materialized, and a job whose schedule ended has
+-- cron_next_run_at = ends_at (its retirement tick) and must be seen once to be retired.
 SELECT job_id, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
        cron_next_run_at
 FROM jobs
@@ -27,8 +27,9 @@ LIMIT :batch
 -- One tick for each of a batch of jobs, in one statement (hence one transaction and one
 -- commit for the whole batch instead of one per job-tick). The plans come as parallel
 -- arrays, one element per job (a job appears at most once): the tick it is at, the tick to
--- move to (NULL: schedule exhausted), whether to materialize the tick or only move (ends_at
--- reached, or the tick precedes starts_at), its idempotency key and log message.
+-- move to (NULL: the schedule has ended, retire the job), whether to materialize the tick
+-- or only move (ends_at reached, or the tick precedes starts_at), its idempotency key and
+-- log message.
 -- Timestamps and flags travel as TEXT[] (ISO 8601, 'true'/'false') and are cast here: the
 -- driver cannot infer an array type from a list that may be all NULLs.
 -- 1. locked: the jobs of the batch still ACTIVE, locked in job_id order. SKIP LOCKED: a
@@ -37,7 +38,9 @@ LIMIT :batch
 -- 2. advanced: the compare-and-set. It moves cron_next_run_at from the plan's tick to its
 --    next tick only if the job is still ACTIVE and still at that tick. A second scheduler
 --    that read the same tick updates nothing (after a 40001 retry at SERIALIZABLE it
---    reads the new value); a job retired after the due scan updates nothing.
+--    reads the new value); a job retired after the due scan updates nothing. A NULL next
+--    tick retires the job (RETIRED, retired_at = ends_at) by the same CAS, so of several
+--    schedulers exactly one retires it and reports it.
 -- 3. created: the executions are inserted FROM advanced, so a tick's execution exists only
 --    if this statement won that job's CAS: a retired job never ticks again, even when it
 --    was retired between the due scan and this statement. ON CONFLICT on the
@@ -63,7 +66,10 @@ WITH plan AS (
 ), advanced AS (
     UPDATE jobs AS j
     SET cron_next_run_at = p.next_tick,
-        cron_last_tick_at = CASE WHEN p.materialize THEN p.tick ELSE j.cron_last_tick_at END
+        cron_last_tick_at = CASE WHEN p.materialize THEN p.tick ELSE j.cron_last_tick_at END,
+        status = CASE WHEN p.next_tick IS NULL THEN 'RETIRED' ELSE j.status END,
+        retired_at = CASE WHEN p.next_tick IS NULL THEN COALESCE(j.cron_ends_at, p.tick)
+                          ELSE j.retired_at END
     FROM plan AS p
     WHERE j.job_id = p.job_id
       AND j.job_id IN (SELECT job_id FROM locked)

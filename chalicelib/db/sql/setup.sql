@@ -4,68 +4,102 @@
 -- statements share one set of parameter names: :name, :value. JSON values arrive as text
 -- and are cast to JSONB explicitly (pg8000 would otherwise send them untyped).
 --
+-- Soft deletion (migrations/002_lifecycle.sql): payload specs, configs and endpoints are
+-- never removed, only marked deleted_at; every statement here that serves the live API
+-- filters "deleted_at IS NULL", and an insert over a deleted row revives it. Secrets are
+-- deleted for real.
+--
 -- Lists are keyset-paginated on (created_at, name), newest first. The row comparison is
 -- strict and the key is unique (name is the primary key), so a page never repeats or skips
 -- a row that existed when the first page was read, whatever is inserted meanwhile.
 
 -- name: setup_payload_spec_insert
--- ON CONFLICT DO NOTHING: a duplicate name returns no row (409) instead of aborting the
--- transaction with a unique violation.
+-- ON CONFLICT on the name: a live row is left alone and no row comes back (409) instead of
+-- the transaction aborting on a unique violation; a soft-deleted row is revived with the
+-- new value and counts as created now.
 INSERT INTO payload_specs (name, schema_json) VALUES (:name, CAST(:value AS JSONB))
-ON CONFLICT (name) DO NOTHING
+ON CONFLICT (name) DO UPDATE
+SET schema_json = excluded.schema_json, created_at = now(), updated_at = now(), deleted_at = NULL
+WHERE payload_specs.deleted_at IS NOT NULL
 RETURNING name, schema_json AS value, created_at, updated_at
-
 -- name: setup_payload_spec_get
-SELECT name, schema_json AS value, created_at, updated_at FROM payload_specs WHERE name = :name
+SELECT name, schema_json AS value, created_at, updated_at FROM payload_specs
+WHERE name = :name AND deleted_at IS NULL
 
 -- name: setup_payload_spec_list
 SELECT name, schema_json AS value, created_at, updated_at FROM payload_specs
-WHERE CAST(:after_ts AS TIMESTAMPTZ) IS NULL
-   OR (created_at, name) < (CAST(:after_ts AS TIMESTAMPTZ), CAST(:after_id AS TEXT))
+WHERE deleted_at IS NULL
+  AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
+       OR (created_at, name) < (CAST(:after_ts AS TIMESTAMPTZ), CAST(:after_id AS TEXT)))
 ORDER BY created_at DESC, name DESC
 LIMIT :limit_plus_one
 
 -- name: setup_payload_spec_update
 UPDATE payload_specs SET schema_json = CAST(:value AS JSONB), updated_at = now()
-WHERE name = :name
+WHERE name = :name AND deleted_at IS NULL
 RETURNING name, schema_json AS value, created_at, updated_at
 
 -- name: setup_payload_spec_dependents
--- Read in the delete's transaction; fk_endpoints_payload_spec catches an endpoint that a
--- concurrent transaction adds after this read.
-SELECT name FROM endpoints WHERE payload_spec_ref = :name ORDER BY name LIMIT :limit
+-- Live endpoints referencing the payload spec (a deleted endpoint is history). Read in the
+-- delete's SERIALIZABLE transaction: an endpoint registered concurrently reads the payload
+-- spec's row that the delete writes, so one of the two retries (40001).
+SELECT name FROM endpoints WHERE payload_spec_ref = :name AND deleted_at IS NULL
+ORDER BY name LIMIT :limit
+
+-- name: setup_payload_spec_live_jobs
+-- live_jobs (migrations/002_lifecycle.sql) is the one definition of work that still uses
+-- an endpoint snapshot: ACTIVE cron jobs and jobs with a non-terminal execution. Read in
+-- the delete's SERIALIZABLE transaction: a job created concurrently inserts rows this read
+-- ranges over (a jobs row, a PENDING/QUEUED execution), so one of the two transactions
+-- fails with 40001 and its retry sees the other's outcome.
+SELECT job_id FROM live_jobs WHERE endpoint_snapshot ->> 'payload_spec_ref' = :name
+ORDER BY created_at DESC, job_id DESC LIMIT :limit
 
 -- name: setup_payload_spec_delete
-DELETE FROM payload_specs WHERE name = :name
-
+-- Soft delete: deleted endpoints keep their reference to the row (foreign key) and job
+-- snapshots keep its name, so the row stays, marked.
+UPDATE payload_specs SET deleted_at = now() WHERE name = :name AND deleted_at IS NULL
 -- name: setup_config_insert
--- ON CONFLICT DO NOTHING: a duplicate name returns no row (409).
+-- ON CONFLICT on the name: a live row is left alone and no row comes back (409) instead of
+-- the transaction aborting on a unique violation; a soft-deleted row is revived with the
+-- new value and counts as created now.
 INSERT INTO configs (name, values_json) VALUES (:name, CAST(:value AS JSONB))
-ON CONFLICT (name) DO NOTHING
+ON CONFLICT (name) DO UPDATE
+SET values_json = excluded.values_json, created_at = now(), updated_at = now(), deleted_at = NULL
+WHERE configs.deleted_at IS NOT NULL
 RETURNING name, values_json AS value, created_at, updated_at
-
 -- name: setup_config_get
-SELECT name, values_json AS value, created_at, updated_at FROM configs WHERE name = :name
+SELECT name, values_json AS value, created_at, updated_at FROM configs
+WHERE name = :name AND deleted_at IS NULL
 
 -- name: setup_config_list
 SELECT name, values_json AS value, created_at, updated_at FROM configs
-WHERE CAST(:after_ts AS TIMESTAMPTZ) IS NULL
-   OR (created_at, name) < (CAST(:after_ts AS TIMESTAMPTZ), CAST(:after_id AS TEXT))
+WHERE deleted_at IS NULL
+  AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
+       OR (created_at, name) < (CAST(:after_ts AS TIMESTAMPTZ), CAST(:after_id AS TEXT)))
 ORDER BY created_at DESC, name DESC
 LIMIT :limit_plus_one
 
 -- name: setup_config_update
 UPDATE configs SET values_json = CAST(:value AS JSONB), updated_at = now()
-WHERE name = :name
+WHERE name = :name AND deleted_at IS NULL
 RETURNING name, values_json AS value, created_at, updated_at
 
 -- name: setup_config_dependents
--- Read in the delete's transaction; fk_endpoints_config catches a concurrent newcomer.
-SELECT name FROM endpoints WHERE config_ref = :name ORDER BY name LIMIT :limit
+-- Live endpoints referencing the config; same transaction and race argument as
+-- setup_payload_spec_dependents.
+SELECT name FROM endpoints WHERE config_ref = :name AND deleted_at IS NULL
+ORDER BY name LIMIT :limit
+
+-- name: setup_config_live_jobs
+-- Live jobs whose endpoint snapshot names the config (see setup_payload_spec_live_jobs).
+SELECT job_id FROM live_jobs WHERE endpoint_snapshot ->> 'config_ref' = :name
+ORDER BY created_at DESC, job_id DESC LIMIT :limit
 
 -- name: setup_config_delete
-DELETE FROM configs WHERE name = :name
-
+-- Soft delete: deleted endpoints keep their reference to the row (foreign key) and job
+-- snapshots keep its name, so the row stays, marked.
+UPDATE configs SET deleted_at = now() WHERE name = :name AND deleted_at IS NULL
 -- name: setup_secret_insert
 -- The value is ciphertext (chalicelib/crypto.py); RETURNING never includes it, so it
 -- cannot reach a response by accident.
@@ -96,9 +130,22 @@ RETURNING name, created_at, updated_at
 -- Run in the same SERIALIZABLE transaction as the delete: an endpoint registered
 -- concurrently reads this secret's row, so one of the two transactions fails with 40001
 -- and is retried against the other's result.
-SELECT name, spec FROM endpoints WHERE strpos(CAST(spec AS TEXT), :needle) > 0 ORDER BY name
+SELECT name, spec FROM endpoints
+WHERE strpos(CAST(spec AS TEXT), :needle) > 0 AND deleted_at IS NULL
+ORDER BY name
+
+-- name: setup_secret_live_jobs
+-- Live jobs whose endpoint snapshot's spec uses the secret (see
+-- setup_payload_spec_live_jobs). :pattern matches "{{", then anything but "}", then
+-- "secret.<name>" not followed by a name character: every {{secret.<name>}} placeholder
+-- matches (whitespace or its JSON escapes included), so the check is exact or errs on the
+-- side of refusing, and it can be bounded by LIMIT. The pattern is built from a stored
+-- name, never from request text.
+SELECT job_id FROM live_jobs WHERE CAST(endpoint_snapshot -> 'spec' AS TEXT) ~ :pattern
+ORDER BY created_at DESC, job_id DESC LIMIT :limit
 
 -- name: setup_secret_delete
+-- A real delete: the ciphertext must not outlive the secret.
 DELETE FROM secrets WHERE name = :name
 
 -- name: setup_secrets_existing
@@ -107,26 +154,33 @@ DELETE FROM secrets WHERE name = :name
 SELECT name FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))
 
 -- name: setup_endpoint_insert
--- ON CONFLICT DO NOTHING on the name only: foreign keys still reject a payload spec or
--- config deleted after the caller checked it.
+-- ON CONFLICT on the name: a live endpoint is left alone and no row comes back (409); a
+-- soft-deleted one is registered again with the new definition, as if created now (its
+-- old jobs keep their own snapshots).
 INSERT INTO endpoints (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy)
 VALUES (:name, :endpoint_type, :payload_spec_ref, :config_ref, CAST(:spec AS JSONB),
         CAST(:retry_policy AS JSONB))
-ON CONFLICT (name) DO NOTHING
+ON CONFLICT (name) DO UPDATE
+SET endpoint_type = excluded.endpoint_type, payload_spec_ref = excluded.payload_spec_ref,
+    config_ref = excluded.config_ref, spec = excluded.spec,
+    retry_policy = excluded.retry_policy, created_at = now(), updated_at = now(),
+    deleted_at = NULL
+WHERE endpoints.deleted_at IS NOT NULL
 RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, created_at,
           updated_at
 
 -- name: setup_endpoint_get
 SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, created_at,
        updated_at
-FROM endpoints WHERE name = :name
+FROM endpoints WHERE name = :name AND deleted_at IS NULL
 
 -- name: setup_endpoint_list
 SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, created_at,
        updated_at
 FROM endpoints
-WHERE CAST(:after_ts AS TIMESTAMPTZ) IS NULL
-   OR (created_at, name) < (CAST(:after_ts AS TIMESTAMPTZ), CAST(:after_id AS TEXT))
+WHERE deleted_at IS NULL
+  AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
+       OR (created_at, name) < (CAST(:after_ts AS TIMESTAMPTZ), CAST(:after_id AS TEXT)))
 ORDER BY created_at DESC, name DESC
 LIMIT :limit_plus_one
 
@@ -137,17 +191,19 @@ UPDATE endpoints
 SET endpoint_type = :endpoint_type, payload_spec_ref = :payload_spec_ref,
     config_ref = :config_ref, spec = CAST(:spec AS JSONB),
     retry_policy = CAST(:retry_policy AS JSONB), updated_at = now()
-WHERE name = :name
+WHERE name = :name AND deleted_at IS NULL
 RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, created_at,
           updated_at
 
--- name: setup_endpoint_jobs
--- Jobs that keep an endpoint from being deleted, ACTIVE ones first. Retired jobs block too:
--- fk_jobs_endpoint keeps their history pointing at the endpoint. The same foreign key
--- catches a job created concurrently after this read.
-SELECT job_id, status FROM jobs WHERE endpoint = :name
-ORDER BY CASE WHEN status = 'ACTIVE' THEN 0 ELSE 1 END, created_at DESC, job_id DESC
-LIMIT :limit
+-- name: setup_endpoint_live_jobs
+-- Live jobs of the endpoint: they keep it from being deleted (the specification: delete
+-- "fails if active jobs reference it"). Finished and retired jobs are history and do not:
+-- the soft delete keeps fk_jobs_endpoint satisfied. Same race argument as
+-- setup_payload_spec_live_jobs; job creation also reads the endpoint row the delete marks.
+SELECT job_id FROM live_jobs WHERE endpoint = :name
+ORDER BY created_at DESC, job_id DESC LIMIT :limit
 
 -- name: setup_endpoint_delete
-DELETE FROM endpoints WHERE name = :name
+-- Soft delete: the endpoint's jobs, executions, attempts and logs stay readable, and
+-- fk_jobs_endpoint keeps pointing at this row.
+UPDATE endpoints SET deleted_at = now() WHERE name = :name AND deleted_at IS NULL

@@ -128,7 +128,7 @@ def test_cas_loser_does_nothing(database: Database, endpoint: str) -> None:
     assert job(database, job_id)["cron_next_run_at"] == T0 + timedelta(minutes=1)
 
 
-def test_ticks_at_or_after_ends_at_are_not_materialized_and_the_job_stops(
+def test_ticks_at_or_after_ends_at_are_not_materialized_and_the_job_retires(
     database: Database, endpoint: str
 ) -> None:
     job_id = seed_cron_job(database, next_run_at=T0, ends_at=T0 + timedelta(minutes=5))
@@ -139,7 +139,7 @@ def test_ticks_at_or_after_ends_at_are_not_materialized_and_the_job_stops(
     row = job(database, job_id)
     assert row["cron_next_run_at"] is None
     assert row["cron_last_tick_at"] == T0 + timedelta(minutes=4)
-    assert row["status"] == "ACTIVE"
+    assert (row["status"], row["retired_at"]) == ("RETIRED", T0 + timedelta(minutes=5))
     clock.advance(days=1)
     assert materializer.run_once().count == 0
 
@@ -150,7 +150,8 @@ def test_job_whose_next_tick_is_ends_at_is_exhausted_without_an_execution(
     job_id = seed_cron_job(database, next_run_at=T0, ends_at=T0)
     assert CronMaterializer(database, clock=FakeClock(T0)).run_once().count == 0
     assert executions_of(database, job_id) == []
-    assert job(database, job_id)["cron_next_run_at"] is None
+    row = job(database, job_id)
+    assert (row["cron_next_run_at"], row["status"], row["retired_at"]) == (None, "RETIRED", T0)
 
 
 def test_tick_before_starts_at_moves_to_the_first_tick_after_it(

@@ -1,0 +1,85 @@
+-- Housekeeping: bounded history (retention) and bounded heartbeat rows.
+--
+-- Run by the scheduler's housekeeper loop (chalicelib/scheduler/housekeeper.py), any number
+-- of schedulers at once: every statement takes a bounded batch with SKIP LOCKED (two
+-- schedulers split the work instead of queueing), and deleting what another scheduler
+-- already deleted finds nothing. Only terminal history is touched: the claim, finalize,
+-- promoter and reclaimer work on non-terminal rows through their partial indexes, so the
+-- purge neither waits on the hot path nor makes it wait.
+--
+-- Deletes run children first within one statement (logs, attempts, then executions, then
+-- one-shot jobs); the foreign keys are checked at the end of the statement, when the
+-- children are gone. The clock is a parameter (:cutoff), as in scheduler.sql.
+
+-- name: housekeeping_prune_heartbeats
+-- region_heartbeats gets one row per process (<role>@<host>:<pid>) and a process that
+-- stopped beating (crashed, or wrote DEAD on shutdown) never comes back under that name:
+-- rows silent since :cutoff (a day ago) are removed. The table holds a row per live
+-- process plus a day of dead ones, so one unbounded DELETE stays small.
+DELETE FROM region_heartbeats WHERE last_beat_at < CAST(:cutoff AS TIMESTAMPTZ)
+
+-- name: housekeeping_purge_one_shot
+-- One-shot jobs created before :cutoff whose execution finished before :cutoff, with the
+-- execution, its attempts and its logs; and one-shot jobs left without any execution. The
+-- oldest first, on idx_jobs_created (created_at <= completed_at, so no finished execution
+-- older than the cutoff hides behind a newer job), each job's execution on
+-- idx_executions_by_job, attempts and logs on their by-execution indexes. A one-shot job
+-- still live (a DELAYED run_at far ahead) is skipped. FOR UPDATE OF jobs SKIP LOCKED:
+-- concurrent housekeepers take disjoint batches.
+WITH doomed AS (
+    SELECT j.job_id, e.execution_id
+    FROM jobs AS j
+    LEFT JOIN executions AS e ON e.job_id = j.job_id
+    WHERE j.trigger_type <> 'CRON'
+      AND j.created_at < CAST(:cutoff AS TIMESTAMPTZ)
+      AND (e.execution_id IS NULL
+           OR (e.status IN ('SUCCESS', 'FAILED', 'CANCELLED')
+               AND e.completed_at < CAST(:cutoff AS TIMESTAMPTZ)))
+    ORDER BY j.created_at ASC
+    LIMIT :batch
+    FOR UPDATE OF j SKIP LOCKED
+), logs AS (
+    DELETE FROM execution_logs WHERE execution_id IN (SELECT execution_id FROM doomed)
+    RETURNING log_id
+), tries AS (
+    DELETE FROM attempts WHERE execution_id IN (SELECT execution_id FROM doomed)
+    RETURNING attempt_id
+), execs AS (
+    DELETE FROM executions WHERE execution_id IN (SELECT execution_id FROM doomed)
+    RETURNING execution_id
+), gone AS (
+    DELETE FROM jobs WHERE job_id IN (SELECT job_id FROM doomed)
+    RETURNING job_id
+)
+SELECT (SELECT count(*) FROM doomed) AS batch, (SELECT count(*) FROM execs) AS executions,
+       (SELECT count(*) FROM tries) AS attempts, (SELECT count(*) FROM logs) AS logs,
+       (SELECT count(*) FROM gone) AS jobs
+
+-- name: housekeeping_purge_cron
+-- Cron ticks created and finished before :cutoff, with their attempts and logs. The cron
+-- job itself stays (its version chain is its history). Cron jobs on idx_jobs_cron (partial,
+-- few rows), then each job's old executions as a range of idx_executions_by_job
+-- (job_id, created_at < :cutoff), so the cost follows what is deleted.
+WITH doomed AS (
+    SELECT e.execution_id
+    FROM jobs AS j
+    JOIN executions AS e ON e.job_id = j.job_id
+    WHERE j.trigger_type = 'CRON'
+      AND e.created_at < CAST(:cutoff AS TIMESTAMPTZ)
+      AND e.status IN ('SUCCESS', 'FAILED', 'CANCELLED')
+      AND e.completed_at < CAST(:cutoff AS TIMESTAMPTZ)
+    LIMIT :batch
+    FOR UPDATE OF e SKIP LOCKED
+), logs AS (
+    DELETE FROM execution_logs WHERE execution_id IN (SELECT execution_id FROM doomed)
+    RETURNING log_id
+), tries AS (
+    DELETE FROM attempts WHERE execution_id IN (SELECT execution_id FROM doomed)
+    RETURNING attempt_id
+), execs AS (
+    DELETE FROM executions WHERE execution_id IN (SELECT execution_id FROM doomed)
+    RETURNING execution_id
+)
+SELECT (SELECT count(*) FROM doomed) AS batch, (SELECT count(*) FROM execs) AS executions,
+       (SELECT count(*) FROM tries) AS attempts, (SELECT count(*) FROM logs) AS logs,
+       0 AS jobs

@@ -1,0 +1,97 @@
+"""Loop 4: the housekeeper. Bounded history and bounded heartbeat rows.
+
+Every ``HOUSEKEEPING_INTERVAL_SEC`` it
+
+* removes ``region_heartbeats`` rows of processes silent for more than a day (each process
+  writes its own row, ``<role>@<host>:<pid>``, and a dead one never returns under it);
+* when ``TE_EXECUTION_RETENTION_DAYS`` is positive (default 30; 0 keeps everything),
+  deletes terminal executions created and finished longer ago than that, with their
+  attempts and logs, and one-shot jobs left without executions (a one-shot job goes with
+  its execution; cron jobs stay, their version chain is their history).
+
+Each statement deletes at most ``batch_size`` executions (``housekeeping.sql``), so no
+transaction holds many locks for long; a full batch makes the loop come straight back, so
+a backlog (the first run over a year of history) drains batch by batch at full speed
+while each transaction stays short. It never touches a non-terminal row, which is all the
+worker, promoter and reclaimer work on. Safe with any number of schedulers: batches are
+taken with SKIP LOCKED and a row deleted twice is found once.
+
+Metric line: ``history_purged`` with ``count`` (rows removed in all) and the breakdown
+(``executions``, ``attempts``, ``logs``, ``jobs``, ``heartbeats``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from chalicelib.db.connection import Database
+from chalicelib.db.queries import queries
+from chalicelib.scheduler.loop import Progress
+from chalicelib.wiring import utcnow
+
+HOUSEKEEPING_INTERVAL_SEC = 60.0
+#: A heartbeat row silent for this long belongs to a dead process.
+HEARTBEAT_TTL = timedelta(days=1)
+
+_PURGES = ("housekeeping_purge_one_shot", "housekeeping_purge_cron")
+_COUNTED = ("executions", "attempts", "logs", "jobs")
+
+
+@dataclass(frozen=True)
+class Purged:
+    """Rows one pass removed, by kind; ``full``: a batch was full (more may be waiting)."""
+
+    executions: int = 0
+    attempts: int = 0
+    logs: int = 0
+    jobs: int = 0
+    heartbeats: int = 0
+    full: bool = False
+
+    @property
+    def total(self) -> int:
+        return self.executions + self.attempts + self.logs + self.jobs + self.heartbeats
+
+
+class Housekeeper:
+    """Prunes heartbeats and purges history past retention; one :meth:`run_once` per pass."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        retention_days: int,
+        batch_size: int = 500,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        if retention_days < 0 or batch_size <= 0:
+            raise ValueError("retention_days must be >= 0 and batch_size > 0")
+        self._db = db
+        self._retention = timedelta(days=retention_days) if retention_days else None
+        self._batch_size = batch_size
+        self._clock = clock
+
+    def run_once(self) -> Progress:
+        """One pass: heartbeats, then one batch of each purge."""
+        purged = self.purge()
+        detail = {k: getattr(purged, k) for k in (*_COUNTED, "heartbeats")}
+        return Progress(purged.total, purged.full, detail)
+
+    def purge(self) -> Purged:
+        now = self._clock()
+        heartbeats = self._db.execute(
+            queries["housekeeping_prune_heartbeats"], cutoff=now - HEARTBEAT_TTL
+        )
+        counts = dict.fromkeys(_COUNTED, 0)
+        full = False
+        if self._retention is not None:
+            for name in _PURGES:
+                row = self._db.run(
+                    queries[name], cutoff=now - self._retention, batch=self._batch_size
+                )[0]
+                full = full or row["batch"] >= self._batch_size
+                for key in _COUNTED:
+                    counts[key] += int(row[key])
+        return Purged(heartbeats=heartbeats, full=full, **counts)

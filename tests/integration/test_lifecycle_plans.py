@@ -1,0 +1,60 @@
+"""The lifecycle reads and purges follow their indexes: a delete's live-job check costs what
+is live and the retention purge what it deletes, never the size of history. Plans are read
+as data (EXPLAIN (FORMAT JSON)) with sequential scans disabled, since on tiny test tables
+the planner would rightly prefer them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from chalicelib.db.connection import Database, Transaction
+from chalicelib.db.queries import queries
+
+
+def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def indexes_used(database: Database, query: str, **params: Any) -> set[str]:
+    def explain(tx: Transaction) -> Any:
+        tx.run("SET LOCAL enable_seqscan = off")
+        return tx.run("EXPLAIN (FORMAT JSON) " + queries[query].sql, **params)[0]
+
+    row = database.transaction(explain)
+    document = next(iter(row.values()))
+    plan = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
+    return {n["Index Name"] for n in nodes(plan) if "Index Name" in n}
+
+
+LIVE = {"idx_jobs_cron_due", "idx_executions_pickup", "idx_executions_pending"}
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("setup_endpoint_live_jobs", {"name": "e", "limit": 11}),
+        ("setup_config_live_jobs", {"name": "c", "limit": 11}),
+        ("setup_payload_spec_live_jobs", {"name": "p", "limit": 11}),
+        ("setup_secret_live_jobs", {"pattern": "x", "limit": 11}),
+    ],
+)
+def test_the_live_job_check_reads_the_partial_indexes_of_live_work(
+    database: Database, name: str, params: dict[str, Any]
+) -> None:
+    used = indexes_used(database, name, **params)
+    assert used >= LIVE | {"idx_executions_running"}, used
+
+
+def test_purges_walk_their_indexes(database: Database) -> None:
+    cutoff = datetime(2026, 1, 1, tzinfo=UTC)
+    one_shot = indexes_used(database, "housekeeping_purge_one_shot", cutoff=cutoff, batch=500)
+    assert {"idx_jobs_created", "idx_executions_by_job"} <= one_shot, one_shot
+    cron = indexes_used(database, "housekeeping_purge_cron", cutoff=cutoff, batch=500)
+    assert {"idx_jobs_cron", "idx_executions_by_job"} <= cron, cron

@@ -1,0 +1,43 @@
+"""Issue 14 end to end: a one-shot job delivered by the real worker is RETIRED when its
+execution ends, consistently in the job and execution responses, and stops pinning its
+endpoint."""
+
+from __future__ import annotations
+
+import pytest
+
+from chalicelib.db.connection import Database
+from tests.conftest import ApiClient
+from tests.fixtures.services import HttpTarget, Reply
+from tests.integration.worker.conftest import settle
+
+
+@pytest.mark.parametrize(("code", "final"), [(200, "SUCCESS"), (500, "FAILED")])
+def test_a_delivered_one_shot_job_retires_with_its_execution(
+    api: ApiClient,
+    database: Database,
+    make_worker,
+    http_target: HttpTarget,
+    code: int,
+    final: str,
+) -> None:
+    http_target.script("/hook", Reply(code, body="x"))
+    spec = {"url": http_target.url("/hook"), "method": "POST", "expected_status_codes": [200]}
+    assert api.post("/endpoints", {"name": "hook", "type": "HTTP", "spec": spec}).status == 201
+    body = {"endpoint": "hook", "trigger": "IMMEDIATE", "idempotency_key": "k1", "input": {}}
+    job = api.post("/jobs", body).body
+    assert job["status"] == "ACTIVE"
+    assert api.delete("/endpoints/hook").status == 409  # live: it pins its endpoint
+
+    settle(make_worker(), database, [job["execution"]["execution_id"]])
+
+    shown = api.get(f"/jobs/{job['job_id']}").body
+    execution = api.get(f"/executions/{job['execution']['execution_id']}").body
+    assert (shown["status"], shown["execution"]["status"], execution["status"]) == (
+        "RETIRED",
+        final,
+        final,
+    )
+    assert shown["retired_at"] == execution["completed_at"]
+    assert api.get("/jobs?status=ACTIVE").body["items"] == []
+    assert api.delete("/endpoints/hook").status == 204
