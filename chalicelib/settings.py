@@ -132,16 +132,15 @@ def _validate(settings: Settings) -> None:
         "reclaim_interval_sec",
         "stuck_execution_timeout_sec",
         "max_body_bytes",
+        "cron_tick_interval_sec",
     )
     for attr in positive:
         if getattr(settings, attr) <= 0:
             raise ConfigurationError(f"{_env_name(attr)} must be positive")
-    if settings.api_key_cache_ttl_sec < 0:
-        raise ConfigurationError("TE_API_KEY_CACHE_TTL_SEC must be 0 or more")
-    if settings.execution_retention_days < 0:
-        raise ConfigurationError("TE_EXECUTION_RETENTION_DAYS must be 0 (keep all) or positive")
-    if settings.cron_tick_interval_sec <= 0:
-        raise ConfigurationError("TE_CRON_TICK_INTERVAL_SEC must be positive")
+    # 0 has a meaning: no cache (API keys), keep everything (retention).
+    for attr in ("api_key_cache_ttl_sec", "execution_retention_days"):
+        if getattr(settings, attr) < 0:
+            raise ConfigurationError(f"{_env_name(attr)} must be 0 or more")
     if settings.claim_strategy not in CLAIM_STRATEGIES:
         raise ConfigurationError(
             f"TE_CLAIM_STRATEGY must be one of {', '.join(CLAIM_STRATEGIES)}, "
