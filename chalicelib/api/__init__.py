@@ -44,7 +44,7 @@ def _authenticator() -> Any:
             return bool(db.run(queries["api_key_is_active"], key_hash=digest))
 
         settings = wiring.settings()
-        _guards["auth"] = Authenticator(lookup=lookup, bootstrap_key=settings.bootstrap_api_key)
+        _guards["auth"] = Authenticator(lookup=lookup, bootstrap_key=wiring.bootstrap_api_key())
         _guards["limiter"] = RateLimiter(rate=settings.rate_limit_per_sec)
     return _guards["auth"], _guards["limiter"]
 
