@@ -188,10 +188,8 @@ def _bind_api(host: str, port: int) -> Any | None:
         return None
 
 
-def _run_until_signal(server: Any | None, shutdown_timeout: float) -> None:
-    from chalicelib.scheduler.runner import run_scheduler_until
-    from chalicelib.worker.runner import run_worker_until
-
+def _stop_on_signals() -> threading.Event:
+    """An event set by SIGINT or SIGTERM (installed before anything is started)."""
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -200,6 +198,13 @@ def _run_until_signal(server: Any | None, shutdown_timeout: float) -> None:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    return stop
+
+
+def _run_until(stop: threading.Event, server: Any | None, shutdown_timeout: float) -> None:
+    from chalicelib.scheduler.runner import run_scheduler_until
+    from chalicelib.worker.runner import run_worker_until
+
     threads = [
         _start("worker", lambda: run_worker_until(stop, nudge_from_api=server is not None)),
         _start("scheduler", lambda: run_scheduler_until(stop)),
@@ -238,10 +243,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     import chalicelib.worker.dispatchers.http  # noqa: F401 - see above
 
+    stop = _stop_on_signals()
     wiring.encryption_keys()  # generates the local key once, with a log line
     migrate(wiring.database("cli"))
     _banner(host, port, wiring.bootstrap_api_key(), api=server is not None)
-    _run_until_signal(server, settings.worker_shutdown_timeout_sec)
+    _run_until(stop, server, settings.worker_shutdown_timeout_sec)
     wiring.reset()
     log.info("stopped")
     return 0
