@@ -238,3 +238,16 @@ def test_chalice_package_dev_stage_offline(chalice_project: ChaliceProject, tmp_
     assert handlers == {"app", *SCHEDULED.values()}
     with zipfile.ZipFile(out / "deployment.zip") as archive:
         assert "app.py" in archive.namelist()
+
+
+def test_api_keys_and_a_usage_plan_limit_each_client_across_containers(
+    synthesis: Synthesis,
+) -> None:
+    auth = synthesis.resources("AWS::Serverless::Api")["RestAPI"]["Properties"]["Auth"]
+    assert auth["ApiKeyRequired"] is True
+    plan = auth["UsagePlan"]
+    assert plan["CreateUsagePlan"] == "PER_API"
+    assert plan["Throttle"] == {"RateLimit": 50, "BurstLimit": 100}
+    # The per-process token bucket would give every Lambda container its own budget.
+    api = synthesis.resources("AWS::Serverless::Function")["APIHandler"]
+    assert api["Properties"]["Environment"]["Variables"]["TE_RATE_LIMIT_PER_SEC"] == "0"
