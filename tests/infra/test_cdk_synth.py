@@ -144,6 +144,7 @@ def test_worker_image_is_built_from_the_worker_dockerfile(synthesis: Synthesis) 
     assets = json.loads((synthesis.outdir / "dev.assets.json").read_text())
     (image,) = assets["dockerImages"].values()
     assert image["source"]["dockerFile"] == "infra/worker.Dockerfile"
+    assert image["source"]["dockerBuildTarget"] == "worker"  # the runtime only
     staged = synthesis.outdir / image["source"]["directory"]
     assert (staged / "infra" / "worker.Dockerfile").is_file()
     assert not (staged / ".venv").exists(), "the build context must not carry the venv"
