@@ -83,3 +83,9 @@ def test_make_run_listens_on_loopback_by_default() -> None:
     explicit = {"TE_LISTEN_ADDR": "0.0.0.0:9000"}
     prepare_environment(explicit)
     assert explicit["TE_LISTEN_ADDR"] == "0.0.0.0:9000"
+
+
+def test_the_local_data_link_is_ignored_by_git() -> None:
+    # .te-data is a symlink (chalicelib/local_data.py): a `.te-data/` pattern misses it.
+    result = subprocess.run(["git", "check-ignore", "-q", ".te-data"], cwd=ROOT, check=False)
+    assert result.returncode == 0
