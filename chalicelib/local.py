@@ -211,7 +211,11 @@ def _run_until(stop: threading.Event, server: Any | None, shutdown_timeout: floa
     ]
     if server is not None:
         threads.append(_start("api", server.server.serve_forever))
-    stop.wait()
+    # Wake up now and then: the kernel may deliver SIGINT to any thread, and then only
+    # flags it for the main thread, whose handler would never run during an endless wait
+    # (Ctrl-C was ignored now and then).
+    while not stop.wait(0.2):
+        pass
     if server is not None:
         server.shutdown()
     for thread in threads:

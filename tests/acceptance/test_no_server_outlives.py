@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MARK = "TE_TEST_SESSION_MARK"
+MARK = "PROBE_SESSION_MARK"  # not TE_*: the stack passes on everything else
 
 
 def _tagged_processes(tag: str) -> list[int]:
@@ -55,39 +55,50 @@ def _wait_for(path: Path, proc: subprocess.Popen[bytes], timeout: float = 180) -
         time.sleep(0.2)
 
 
+def _stack_log(ready: Path) -> str:
+    path = Path(f"{ready}.stack.log")
+    return path.read_text()[-3000:] if path.exists() else ""
+
+
 @pytest.mark.parametrize("ending", ["completes", "SIGINT", "SIGTERM"])
 def test_no_server_outlives_the_session(ending: str, tmp_path: Path) -> None:
     tag = uuid.uuid4().hex
     ready = tmp_path / "ready.json"
+    inner_log = tmp_path / "inner.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TE_")}
     env.update({MARK: tag, "TE_TEST_PROBE_READY": str(ready)})
     if ending != "completes":
         env["TE_TEST_PROBE_HOLD"] = "1"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            # Its own temp root: pytest prunes old basetemps, this session's included.
-            f"--basetemp={tmp_path / 'inner'}",
-            "tests/fixtures/probe_servers.py",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    with inner_log.open("w") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                # Its own temp root: pytest prunes old basetemps, this session's included.
+                f"--basetemp={tmp_path / 'inner'}",
+                "tests/fixtures/probe_servers.py",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         _wait_for(ready, proc)
         if ending != "completes":
             proc.send_signal(getattr(signal, ending))
-        proc.wait(timeout=120)
+        returncode = proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
+    # pytest's exit codes: 0 all passed, 2 interrupted (not 1: a test, e.g. a stack that
+    # would not stop, failed).
+    expected = 0 if ending == "completes" else 2
+    assert returncode == expected, (inner_log.read_text()[-3000:], _stack_log(ready))
     ports = json.loads(ready.read_text())["ports"]
     assert _tagged_processes(tag) == []
     assert [p for p in ports if _answers(p)] == []
