@@ -1,49 +1,69 @@
 # Task Executor: every entry point sets itself up (venv, packages, embedded PostgreSQL).
+# `make run` installs only what running needs (requirements-run.txt); `make test` adds the
+# development and CDK toolchain (requirements-dev.txt, requirements-infra.txt) to the same
+# venv. Needs nothing but Python 3.11+ with its venv module, and make.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-REQS := requirements.txt requirements-dev.txt $(wildcard requirements-infra.txt)
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
+# Older name of the full install, still used by the included chaos.mk.
+STAMP := $(TEST_STAMP)
+# Visible progress: pip says what it collects and installs (no -q).
+PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --progress-bar on
 
-.PHONY: run test lint typecheck unit migrate clean venv
+.PHONY: run test lint typecheck unit migrate clean venv test-hidden-tools
 
-$(STAMP): $(REQS)
+$(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check -q 'pip>=23,<26.3'  # chalice 1.34 needs pip<26.3
-	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt \
-		$(if $(wildcard requirements-infra.txt),-r requirements-infra.txt)
+	@echo "==> creating $(VENV) with $$($(PYTHON) --version)"
+	@$(PYTHON) -m venv $(VENV)
+
+$(RUN_STAMP): requirements.txt requirements-run.txt | $(PY)
+	@echo "==> installing the runtime packages into $(VENV) (requirements-run.txt; once)"
+	$(PIP_INSTALL) -r requirements-run.txt
 	@touch $@
 
-venv: $(STAMP)
+$(TEST_STAMP): $(RUN_STAMP) requirements-dev.txt requirements-infra.txt
+	@echo "==> installing the test and CDK toolchain into $(VENV) (requirements-dev/infra.txt; once)"
+	$(PIP_INSTALL) 'pip>=23,<26.3'  # chalice 1.34 needs pip<26.3
+	$(PIP_INSTALL) -r requirements-dev.txt -r requirements-infra.txt
+	@touch $@
+
+venv: $(TEST_STAMP)
 
 ## run: the whole local stack (API + worker + scheduler) on an embedded PostgreSQL.
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(PY) -m chalicelib.local
 
 ## test: lint, type check, then the whole test suite (unit + integration).
-test: $(STAMP) lint typecheck
+test: $(TEST_STAMP) lint typecheck
 	$(PY) -m pytest -m "not chaos"
 
-lint: $(STAMP)
+## test-hidden-tools: `make test` in a fresh clone of HEAD, with a PATH of only the venv and
+## /usr/bin minus node, redis-server and nginx (proves the project installs what it needs).
+test-hidden-tools:
+	tests/infra/hidden_tools.sh
+
+lint: $(TEST_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-typecheck: $(STAMP)
+typecheck: $(TEST_STAMP)
 	$(PY) -m mypy
 
-unit: $(STAMP)
+unit: $(TEST_STAMP)
 	$(PY) -m pytest tests/unit
 
 ## migrate: apply migrations to TE_DATABASE_URL (or the embedded database).
-migrate: $(STAMP)
+migrate: $(RUN_STAMP)
 	TE_LOCAL_MODE=$${TE_LOCAL_MODE:-true} $(PY) -m chalicelib.db.migrate
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-# Benchmarks (make bench, make bench-quick) live with their scripts.
+# Benchmarks (make bench, make bench-quick, make bench-package) live with their scripts.
 -include bench/bench.mk
 # Fault injection (make chaos): long runs that break things on purpose.
 -include chaos.mk

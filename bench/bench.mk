@@ -1,12 +1,13 @@
 # Benchmarks (issue 7). Included from the Makefile with:  include bench/bench.mk
 # Not part of `make test`. Everything they need is installed here: the peers, matplotlib
-# and py-spy into their own venv (bench/.work/venv, never .venv), nginx from Debian.
+# and py-spy into their own venv (bench/.work/venv, never .venv), nginx from Debian when
+# run as root. Nothing here calls sudo: without root and without nginx it stops and says so.
 
 BENCH_VENV := bench/.work/venv
 BENCH_PY := $(BENCH_VENV)/bin/python
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: bench bench-quick bench-profile bench-deps
+.PHONY: bench bench-quick bench-profile bench-deps bench-package
 
 $(BENCH_STAMP): bench/requirements.txt
 	@mkdir -p bench/.work
@@ -17,14 +18,22 @@ $(BENCH_STAMP): bench/requirements.txt
 
 bench-deps: $(STAMP) $(BENCH_STAMP)
 	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || { \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "make bench needs nginx (its HTTP sink) and never runs sudo:" \
+				"install it as root (apt-get install nginx-light), then run make bench again" >&2; \
+			exit 1; \
+		fi; \
 		echo "installing nginx (the benchmark's HTTP sink)"; \
-		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
-		$$SUDO apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q nginx-light || \
-		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q nginx; }
+		apt-get update -qq && \
+		{ DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light || \
+		  DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx; }; }
+
+## bench-package: deployment.zip size and cold `import app` (needs only .venv; ~1 minute).
+bench-package: $(STAMP)
+	$(PY) bench/lambda_package.py
 
 ## bench: the full suite (about 20-25 minutes); writes bench/results/.
-bench: bench-deps
+bench: bench-deps bench-package
 	$(BENCH_PY) bench/run.py
 
 ## bench-quick: reduced suite (N=2,000, short latency, 10k scale; < 5 minutes); bench/results/quick/.

@@ -138,13 +138,17 @@ def _other_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
                     f"{_f(c.get('import_ms_median'))} ms (interpreter+import "
                     f"{_f(c.get('process_ms_median'))} ms)"
                 ),
-                "<= 300 ms",
+                "<= 200 ms",
             )
         )
     p = res.get("package")
     if p is not None:
         rows.append(
-            ("Lambda deployment.zip", _status(p) or f"{_f(p.get('zip_mib'), '{:.1f}')} MiB", "")
+            (
+                "Lambda deployment.zip",
+                _status(p) or f"{_f(p.get('zip_mib'), '{:.1f}')} MiB",
+                "<= 8 MiB",
+            )
         )
     m = res.get("memory")
     if m is not None:

@@ -3,9 +3,7 @@ fitness and memory. Each returns a dict for the results file."""
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +15,6 @@ from common import (
     BENCH,
     BENCH_PY,
     PROJECT_PY,
-    ROOT,
     WORK,
     free_port,
     progress,
@@ -377,34 +374,18 @@ def cold_import(repeat: int = 10) -> dict[str, Any]:
 
 
 def package_size() -> dict[str, Any]:
-    """Workload 9b: `chalice package` into bench/.work; size of deployment.zip."""
-    out_dir = WORK / "package"
-    subprocess.run(["rm", "-rf", str(out_dir)], check=True)
-    chalice = PROJECT_PY.parent / "chalice"
-    # Packaging is offline; chalice only insists on knowing a region.
-    env = {**os.environ, "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
-    proc = subprocess.run(
-        [str(chalice), "package", "--stage", "dev", str(out_dir)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    zip_path = out_dir / "deployment.zip"
-    if proc.returncode != 0 or not zip_path.exists():
-        raise RuntimeError(f"chalice package failed: {(proc.stderr or proc.stdout)[-1500:]}")
-    size = zip_path.stat().st_size
-    listing = subprocess.run(
-        ["unzip", "-l", str(zip_path)], capture_output=True, text=True, check=False
-    ).stdout.splitlines()
-    unzipped = int(listing[-1].split()[0]) if listing else None
+    """Workload 9b: `chalice package` into bench/.work; size of deployment.zip.
+
+    The same measurement as ``make bench-package`` (bench/lambda_package.py).
+    """
+    import lambda_package
+
+    figures = lambda_package.zip_figures(lambda_package.package(WORK / "package"))
     progress(
-        f"Lambda package: deployment.zip {size / 2**20:.1f} MiB "
-        f"({(unzipped or 0) / 2**20:.1f} MiB unzipped)"
+        f"Lambda package: deployment.zip {figures['zip_mib']:.1f} MiB "
+        f"({figures['unzipped_mib']:.1f} MiB unzipped)"
     )
-    return {"zip_bytes": size, "zip_mib": size / 2**20, "unzipped_bytes": unzipped}
+    return figures
 
 
 def memory(server: PgServer, n: int, delay: float = 0.25) -> dict[str, Any]:

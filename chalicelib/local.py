@@ -1,19 +1,24 @@
 """The local stack (``make run``): API + worker + scheduler in one supervised process.
 
-* Database: ``TE_DATABASE_URL`` if set, else the embedded PostgreSQL under ``TE_DATA_DIR``
-  (started here, stopped on exit, data kept between runs). Migrations run at startup.
-* API: Chalice's local server on ``TE_LISTEN_ADDR`` (unknown routes answer with the error
-  envelope, as API Gateway's gateway responses do in AWS).
+* Database: ``TE_DATABASE_URL`` if set, else the embedded PostgreSQL in the data directory
+  (``chalicelib.local_data``: ``./.te-data``, a link to a directory outside the project;
+  started here, stopped on exit, data kept between runs). Migrations run at startup.
+* API: Chalice's local server on ``TE_LISTEN_ADDR`` (``127.0.0.1:8080`` here: this mode
+  allows private delivery targets, so it is not exposed beyond the machine by default).
+  Unknown routes answer with the error envelope, as API Gateway's gateway responses do.
 * Worker and scheduler: the same loops as Fargate/Lambda, in threads of this process; the
-  API nudges the in-process worker when it queues an execution.
+  API nudges the in-process worker when it queues an execution. ``--no-api`` runs only
+  those two, beside a plain ``chalice local`` (which serves the API alone).
 * Keys: ``TE_BOOTSTRAP_API_KEY`` and ``TE_SECRET_ENCRYPTION_KEY`` are generated once into
-  the data dir when unset (local mode only) and printed/logged at startup.
+  the data dir when unset (local mode only); the API key is printed at startup.
 * Ctrl-C (SIGINT) or SIGTERM stops claiming, drains, stops the server and the embedded
   database; nothing is left running.
 """
 
 from __future__ import annotations
 
+import argparse
+import errno
 import json
 import logging
 import os
@@ -21,92 +26,114 @@ import secrets
 import signal
 import sys
 import threading
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, MutableMapping
 from types import FrameType
 from typing import Any
 
 log = logging.getLogger("chalicelib.local")
 
-_API_KEY_FILE = "api-key"
+LOCAL_LISTEN_ADDR = "127.0.0.1:8080"
 
 
-def _local_api_key(data_dir: Path) -> str:
-    path = data_dir / _API_KEY_FILE
-    if path.exists():
-        return path.read_text(encoding="utf-8").strip()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    key = "te_local_" + secrets.token_urlsafe(24)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(key + "\n")
-    return key
-
-
-def prepare_environment(env: dict[str, str] | None = None) -> str:
-    """Set local-mode defaults in the environment; return the API key to print."""
+def prepare_environment(env: MutableMapping[str, str] | None = None) -> None:
+    """Set local-mode defaults in the environment (no I/O: keys are made on first use)."""
     target = os.environ if env is None else env
     target.setdefault("TE_LOCAL_MODE", "true")
     target.setdefault("TE_ALLOW_PRIVATE_TARGETS", "true")
-    data_dir = Path(target.get("TE_DATA_DIR", "./.te-data")).resolve()
-    target["TE_DATA_DIR"] = str(data_dir)
-    if not target.get("TE_BOOTSTRAP_API_KEY"):
-        target["TE_BOOTSTRAP_API_KEY"] = _local_api_key(data_dir)
-    return target["TE_BOOTSTRAP_API_KEY"]
+    target.setdefault("TE_LISTEN_ADDR", LOCAL_LISTEN_ADDR)
 
 
-def _envelope_handler() -> type:
-    """Chalice's request handler, answering unknown routes with our 404 envelope."""
+def adapt_to_chalice_cli() -> None:
+    """Give ``chalice local`` what ``make run`` has; a no-op anywhere else (Lambda).
+
+    Chalice's CLI sets ``AWS_CHALICE_CLI_MODE`` (its documented way to tell the CLI from
+    Lambda); of its commands only ``chalice local`` serves requests. Called from ``app.py``,
+    because importing the app is the only hook ``chalice local`` offers.
+    """
+    if os.environ.get("AWS_CHALICE_CLI_MODE") != "true":
+        return
+    prepare_environment()
+    use_error_envelope_for_unknown_routes()
+
+
+def use_error_envelope_for_unknown_routes() -> None:
+    """Chalice's local gateway answers an unknown route with 403 and AWS's signature-error
+    text; answer 404 ``ROUTE_NOT_FOUND`` in the error envelope instead (as the deployed API's
+    gateway responses do). Patches Chalice's local request handler once per process: with
+    ``chalice local`` there is no other place to put it."""
     from chalice.local import ChaliceRequestHandler, ForbiddenError
 
     from chalicelib.api.http import error_body
+
+    if getattr(ChaliceRequestHandler, "_te_envelope", False):
+        return
+    chalice_send_error = ChaliceRequestHandler._send_error_response
+
+    def send_error(handler: Any, error: Any) -> None:
+        if not isinstance(error, ForbiddenError):
+            chalice_send_error(handler, error)
+            return
+        request_id = "req_" + secrets.token_hex(12)
+        body = error_body(
+            "ROUTE_NOT_FOUND", f"No route for {handler.command} {handler.path}.", request_id
+        )
+        headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
+        handler._send_http_response(404, headers, json.dumps(body))
+
+    ChaliceRequestHandler._send_error_response = send_error  # type: ignore[assignment]
+    ChaliceRequestHandler.send_error = _protocol_error
+    ChaliceRequestHandler._te_envelope = True
+
+
+def _protocol_error(
+    handler: Any, code: int, message: str | None = None, explain: str | None = None
+) -> None:
+    """http.server's own errors (unsupported method, bad request line) as envelopes.
+
+    It would answer with an HTML page; ``TRACE`` and any other method without a handler
+    get 405 METHOD_NOT_ALLOWED like an unknown method on a known route, and a protocol
+    error is the request's fault: 4xx, never a 5xx (http.server says 505 for HTTP/2.0).
+    """
+    from chalicelib.api.http import error_body
+
+    if code == 501:  # no do_<METHOD>: a method no route has
+        status, error = 405, "METHOD_NOT_ALLOWED"
+    else:
+        status, error = (code if code < 500 else 400), "INVALID_REQUEST"
+    request_id = "req_" + secrets.token_hex(12)
+    text = message or "The request could not be handled."
+    body = json.dumps(error_body(error, text, request_id)).encode()
+    handler.close_connection = True
+    # A request line that did not parse leaves http.server in HTTP/0.9 mode, which sends
+    # no status line or headers; answer as HTTP/1.0 instead.
+    handler.request_version = "HTTP/1.0"
+    handler.send_response(status, text)
+    for name, value in (
+        ("Content-Type", "application/json"),
+        ("X-Request-Id", request_id),
+        ("Content-Length", str(len(body))),
+        ("Connection", "close"),
+    ):
+        handler.send_header(name, value)
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(body)
+
+
+def _handler() -> type:
+    """Chalice's request handler, tuned for the local stack."""
+    from chalice.local import ChaliceRequestHandler
+
+    use_error_envelope_for_unknown_routes()
 
     class Handler(ChaliceRequestHandler):
         # Chalice writes headers and body in separate sends; with Nagle on, a keep-alive
         # client waits ~40 ms for the delayed ACK on every request.
         disable_nagle_algorithm = True
 
-        def _send_error_response(self, error: Any) -> None:
-            if isinstance(error, ForbiddenError):
-                request_id = "req_" + secrets.token_hex(12)
-                body = error_body(
-                    "ROUTE_NOT_FOUND", f"No route for {self.command} {self.path}.", request_id
-                )
-                headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
-                self._send_http_response(404, headers, json.dumps(body))
-                return
-            super()._send_error_response(error)
-
-        def send_error(
-            self, code: int, message: str | None = None, explain: str | None = None
-        ) -> None:
-            """http.server's own errors (unsupported method, bad request line) as envelopes.
-
-            It would answer with an HTML page; ``TRACE`` and any other method without a
-            handler get 405 METHOD_NOT_ALLOWED like an unknown method on a known route.
-            """
-            if code == 501:  # no do_<METHOD>: a method no route has
-                status, error = 405, "METHOD_NOT_ALLOWED"
-            else:  # 400/414/431 and 505 (HTTP version): the request's fault, never a 5xx
-                status, error = (code if code < 500 else 400), "INVALID_REQUEST"
-            request_id = "req_" + secrets.token_hex(12)
-            text = message or "The request could not be handled."
-            body = json.dumps(error_body(error, text, request_id)).encode()
-            self.close_connection = True
-            # A request line that did not parse leaves http.server in HTTP/0.9 mode, which
-            # sends no status line or headers; answer as HTTP/1.0 instead.
-            self.request_version = "HTTP/1.0"
-            self.send_response(status, text)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("X-Request-Id", request_id)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Connection", "close")
-            self.end_headers()
-            if self.command != "HEAD" and status >= 200 and status not in (204, 304):
-                self.wfile.write(body)
-
         def log_message(self, format: str, *args: Any) -> None:
-            log.info("http %s", format % args)
+            # One line per request at DEBUG: an idle or polled stack stays quiet at INFO.
+            log.debug("http %s", format % args)
 
     return Handler
 
@@ -131,7 +158,7 @@ def make_api_server(host: str, port: int) -> Any:
         config,
         host,
         port,
-        handler_cls=_envelope_handler(),
+        handler_cls=_handler(),
         server_cls=_backlog_server(ThreadedHTTPServer),
     )
     server.server.daemon_threads = True
@@ -150,35 +177,55 @@ def _start(name: str, target: Callable[[], None]) -> threading.Thread:
     return thread
 
 
-def _banner(host: str, port: int, api_key: str) -> None:
-    shown = "localhost" if host in ("0.0.0.0", "") else host  # noqa: S104
+def _banner(host: str, port: int, api_key: str | None, api: bool) -> None:
+    shown = "localhost" if host in ("0.0.0.0", "", "127.0.0.1") else host  # noqa: S104
     url = f"http://{shown}:{port}"
-    print(
-        "\n".join(
-            [
-                "",
-                f"Task Executor is running on {url}",
-                f"API key: {api_key}",
-                f"Try:     curl -s -H 'Authorization: Bearer {api_key}' {url}/endpoints",
-                "OpenAPI: " + url + "/openapi.json    Stop: Ctrl-C",
-                "",
-            ]
-        ),
-        flush=True,
+    if api:
+        lines = [
+            f"Task Executor is running on {url}",
+            f"API key: {api_key}",
+            f"Try:     curl -s -H 'Authorization: Bearer {api_key}' {url}/endpoints",
+            "OpenAPI: " + url + "/openapi.json    Stop: Ctrl-C",
+        ]
+    else:
+        lines = [
+            "Task Executor worker and scheduler are running (the API: `chalice local`)",
+            f"API key: {api_key}",
+            "Stop: Ctrl-C",
+        ]
+    print("\n".join(["", *lines, ""]), flush=True)
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m chalicelib.local",
+        description="The local stack (make run): API + worker + scheduler on an embedded "
+        "PostgreSQL (or TE_DATABASE_URL). Ctrl-C stops everything.",
     )
+    parser.add_argument(
+        "--no-api",
+        action="store_true",
+        help="run only the worker and the scheduler, beside `chalice local` (the API alone)",
+    )
+    return parser.parse_args(argv)
 
 
-def main() -> int:
-    api_key = prepare_environment()
-    from chalicelib import wiring
-    from chalicelib.db.migrate import migrate
-    from chalicelib.logs import configure_logging
-    from chalicelib.settings import get_settings
+def _bind_api(host: str, port: int) -> Any | None:
+    """The API server bound to host:port, or None after one line saying why it cannot be."""
+    try:
+        return make_api_server(host, port)
+    except OSError as exc:
+        reason = "is already in use" if exc.errno == errno.EADDRINUSE else f": {exc.strerror}"
+        print(
+            f"error: cannot listen on {host}:{port}, port {port} {reason}; "
+            "set TE_LISTEN_ADDR=host:port to use another (e.g. TE_LISTEN_ADDR=127.0.0.1:8081)",
+            file=sys.stderr,
+        )
+        return None
 
-    configure_logging()
-    settings = get_settings()
-    wiring.encryption_keys()  # generates the local key once, with a log line
-    migrate(wiring.database("cli"))
+
+def _stop_on_signals() -> threading.Event:
+    """An event set by SIGINT or SIGTERM (installed before anything is started)."""
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -187,27 +234,60 @@ def main() -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    return stop
 
-    # Import everything the threads need here, in the main thread, before any thread starts:
-    # chalice.local pulls in six's meta-path importer, and a first import of http.server in
-    # one thread racing urllib3's first import of http.client in another deadlocked on the
-    # module locks (seen here, intermittently).
-    host, port = settings.listen_host_port()
-    server = make_api_server(host, port)
-    import chalicelib.worker.dispatchers.http  # noqa: F401 - see above
+
+def _run_until(stop: threading.Event, server: Any | None, shutdown_timeout: float) -> None:
     from chalicelib.scheduler.runner import run_scheduler_until
     from chalicelib.worker.runner import run_worker_until
 
     threads = [
-        _start("worker", lambda: run_worker_until(stop, nudge_from_api=True)),
+        _start("worker", lambda: run_worker_until(stop, nudge_from_api=server is not None)),
         _start("scheduler", lambda: run_scheduler_until(stop)),
-        _start("api", server.server.serve_forever),
     ]
-    _banner(host, port, api_key)
-    stop.wait()
-    server.shutdown()
+    if server is not None:
+        threads.append(_start("api", server.server.serve_forever))
+    # Wake up now and then: the kernel may deliver SIGINT to any thread, and then only
+    # flags it for the main thread, whose handler would never run during an endless wait
+    # (Ctrl-C was ignored now and then).
+    while not stop.wait(0.2):
+        pass
+    if server is not None:
+        server.shutdown()
     for thread in threads:
-        thread.join(timeout=settings.worker_shutdown_timeout_sec + 5)
+        thread.join(timeout=shutdown_timeout + 5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    prepare_environment()
+    from chalicelib import wiring
+    from chalicelib.db.migrate import migrate
+    from chalicelib.errors import ConfigurationError
+    from chalicelib.logs import configure_logging
+    from chalicelib.settings import get_settings
+
+    configure_logging()
+    try:
+        settings = get_settings()
+        host, port = settings.listen_host_port()
+    except ConfigurationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    # Bind first: a busy port is reported before anything is started. Also imports, in
+    # this thread, what the threads need: chalice.local pulls in six's meta-path importer,
+    # and a first import of http.server in one thread racing urllib3's first import of
+    # http.client in another deadlocked on the module locks (seen here, intermittently).
+    server = None if args.no_api else _bind_api(host, port)
+    if server is None and not args.no_api:
+        return 1
+    import chalicelib.worker.dispatchers.http  # noqa: F401 - see above
+
+    stop = _stop_on_signals()
+    wiring.encryption_keys()  # generates the local key once, with a log line
+    migrate(wiring.database("cli"))
+    _banner(host, port, wiring.bootstrap_api_key(), api=server is not None)
+    _run_until(stop, server, settings.worker_shutdown_timeout_sec)
     wiring.reset()
     log.info("stopped")
     return 0

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from chalicelib.db.connection import Database
@@ -62,8 +61,9 @@ def database_url() -> str:
             )
         else:
             from chalicelib.db import embedded, migrate
+            from chalicelib.local_data import resolve_data_dir
 
-            url = embedded.start(s.data_dir)
+            url = embedded.start(resolve_data_dir(s.data_dir))
             migrate.migrate(Database.from_url(url, pool_size=1))
         _cache["database_url"] = url
         return url
@@ -101,7 +101,9 @@ def encryption_keys() -> tuple[bytes | None, list[bytes]]:
         if raw is None and s.secret_encryption_key_secret_arn:
             raw = _secret_from_aws(s.secret_encryption_key_secret_arn)
         if raw is None and s.local_mode:
-            raw = _local_key(Path(s.data_dir))
+            from chalicelib.local_data import encryption_key, resolve_data_dir
+
+            raw = encryption_key(resolve_data_dir(s.data_dir))
         current = decode_key(raw, "TE_SECRET_ENCRYPTION_KEY") if raw else None
         older = [
             decode_key(k, "TE_SECRET_DECRYPTION_KEYS") for k in split_keys(s.secret_decryption_keys)
@@ -110,24 +112,19 @@ def encryption_keys() -> tuple[bytes | None, list[bytes]]:
         return current, older
 
 
-def _local_key(data_dir: Path) -> str:
-    """Local mode only: generate the encryption key once into the data dir and reuse it."""
-    import base64
-    import os
+def bootstrap_api_key() -> str | None:
+    """TE_BOOTSTRAP_API_KEY, else in local mode the key generated once into the data dir."""
+    with _lock:
+        if "bootstrap_key" not in _cache:
+            s = settings()
+            key = s.bootstrap_api_key
+            if not key and s.local_mode:
+                from chalicelib.local_data import api_key, resolve_data_dir
 
-    path = data_dir / "secret-encryption.key"
-    if path.exists():
-        return path.read_text(encoding="utf-8").strip()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    key = base64.b64encode(os.urandom(32)).decode("ascii")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(key + "\n")
-    log.warning(
-        "TE_SECRET_ENCRYPTION_KEY is unset: generated a local key (kept for later runs)",
-        extra={"path": str(path)},
-    )
-    return key
+                key = api_key(resolve_data_dir(s.data_dir))
+            _cache["bootstrap_key"] = key or None
+        cached: str | None = _cache["bootstrap_key"]
+        return cached
 
 
 def require_encryption_key() -> bytes:

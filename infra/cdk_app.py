@@ -7,7 +7,8 @@ agnostic), so synthesis needs no AWS credentials; ``cdk deploy`` takes them from
 Context (``-c key=value`` or cdk.json): ``stage``, ``source_dir``, ``worker_image_dir``,
 ``database_url_secret_arn``,
 ``encryption_key_secret_arn``, ``log_retention_days``, ``worker_desired_count``,
-``worker_max_concurrent``, ``rate_limit_per_sec``, ``te_region``,
+``worker_max_concurrent``, ``rate_limit_per_sec`` (API Gateway usage plan, per key),
+``api_clients`` (names that get their own API key), ``te_region``,
 ``failed_executions_threshold``, ``reclaimed_executions_threshold``, ``alarm_email``.
 """
 

@@ -1,7 +1,9 @@
 # The Task Executor worker: `python -m chalicelib.worker`, a long-lived process (Fargate,
 # and the `worker`/`migrate` services of localstack-compose.yml).
 # Build from the repository root: docker build -f infra/worker.Dockerfile .
-FROM python:3.11-slim
+# Target `deploy-tools` adds the Chalice CLI (and so botocore) for localstack_deploy.py; the
+# worker image carries only the runtime (requirements.txt, the Lambda package's contents).
+FROM python:3.11-slim AS worker
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -23,3 +25,9 @@ RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin work
 USER 10001
 
 CMD ["python", "-m", "chalicelib.worker"]
+
+FROM worker AS deploy-tools
+USER root
+COPY requirements-run.txt ./
+RUN pip install "$(grep '^chalice==' requirements-run.txt)"
+USER 10001

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -14,13 +15,28 @@ import pytest
 pytest_plugins = ["tests.fixtures.pg", "tests.fixtures.services", "tests.fixtures.netguard"]
 
 
+BOOTSTRAP_KEY = "te_test_bootstrap_key_0123456789"
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM and SIGHUP end the session as Ctrl-C does; connects stay on loopback.
+
+    By default they kill the process on the spot, and every server a fixture started
+    (PostgreSQL, Redis, Tansu, a local stack) would be left running; as KeyboardInterrupt,
+    pytest stops and tears every fixture down (tests/acceptance/test_no_server_outlives.py).
+    """
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupt)
+    # No test reaches outside loopback: tests/fixtures/netguard.py.
     from tests.fixtures import netguard
 
     netguard.install()
 
 
-BOOTSTRAP_KEY = "te_test_bootstrap_key_0123456789"
 ENCRYPTION_KEY = base64.b64encode(bytes(range(32))).decode()
 
 

@@ -46,7 +46,7 @@ def _authenticator() -> Any:
         settings = wiring.settings()
         _guards["auth"] = Authenticator(
             lookup=lookup,
-            bootstrap_key=settings.bootstrap_api_key,
+            bootstrap_key=wiring.bootstrap_api_key(),
             cache_ttl_sec=settings.api_key_cache_ttl_sec,
         )
         _guards["limiter"] = RateLimiter(rate=settings.rate_limit_per_sec)

@@ -137,7 +137,9 @@ def migrate(db: Database, directory: Path = MIGRATIONS_DIR) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m chalicelib.db.migrate", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--database-url", help="default: TE_DATABASE_URL or the embedded DB")
     args = parser.parse_args(argv)
     from chalicelib import wiring

@@ -7,19 +7,32 @@ once: every loop is idempotent, no leader election is needed.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import signal
 import sys
 import threading
 from types import FrameType
 
-from chalicelib.errors import TaskExecutorError
-from chalicelib.logs import configure_logging, log_event
-
 log = logging.getLogger("chalicelib.scheduler")
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Usage and ``--help``, before anything is imported or connected."""
+    parser = argparse.ArgumentParser(
+        prog="python -m chalicelib.scheduler",
+        description="Every scheduler loop (cron materializer, delayed promoter, stuck "
+        "reclaimer, health stubs) as one long-lived process. Configured by TE_* environment "
+        "variables; SIGTERM or SIGINT stops it after the current iteration.",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parse_args(argv)
+    from chalicelib.errors import TaskExecutorError
+    from chalicelib.logs import configure_logging, log_event
+
     configure_logging()
     stop = threading.Event()
 

@@ -79,7 +79,7 @@ class LoopStats:
         self.lag_sum_sec += lag_sec
         self._window.append(lag_sec)
 
-    def report_lag(self, logger: logging.Logger) -> None:
+    def report_lag(self, logger: logging.Logger, level: int = logging.INFO) -> None:
         """Log ``loop_lag`` for the iterations since the previous report."""
         if not self._window:
             return
@@ -87,6 +87,7 @@ class LoopStats:
         log_event(
             logger,
             "loop_lag",
+            level,
             loop=self.name,
             iterations=len(window),
             max_lag_ms=round(max(window) * 1000, 1),
@@ -122,7 +123,9 @@ def run_loop(
         stats.record(progress, lag)
         _report(spec, progress, lag)
         if started - last_report >= report_every_sec:
-            stats.report_lag(log)
+            # Routine, so DEBUG: an idle process logs nothing at INFO (a late iteration is
+            # a WARNING of its own, and the summary at exit stays INFO).
+            stats.report_lag(log, logging.DEBUG)
             last_report = started
         due = clock.monotonic() if progress.more else started + spec.interval_sec
         pause = min(due - clock.monotonic(), _seconds_left(time_left))

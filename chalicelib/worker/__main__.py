@@ -8,22 +8,35 @@ waiting for those delivery threads.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import signal
 import sys
 from types import FrameType
 
-from chalicelib import wiring
-from chalicelib.logs import configure_logging, log_event
-from chalicelib.settings import get_settings
-from chalicelib.worker import build_worker
-from chalicelib.worker.background import running_background
-
 log = logging.getLogger("chalicelib.worker")
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Usage and ``--help``, before anything is imported or connected."""
+    parser = argparse.ArgumentParser(
+        prog="python -m chalicelib.worker",
+        description="The long-running worker (the Fargate shape): claims due executions and "
+        "delivers them. Configured by TE_* environment variables (README, Settings); "
+        "SIGTERM or SIGINT drains for up to TE_WORKER_SHUTDOWN_TIMEOUT_SEC.",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parse_args(argv)
+    from chalicelib import wiring
+    from chalicelib.logs import configure_logging, log_event
+    from chalicelib.settings import get_settings
+    from chalicelib.worker import build_worker
+    from chalicelib.worker.background import running_background
+
     configure_logging()
     settings = get_settings()
     worker = build_worker(settings=settings)

@@ -4,7 +4,8 @@
   ``DEAD`` on graceful shutdown;
 * region status refresher (every 10 s, stub): reads ``region_status``, serves ``["default"]``;
 * metrics reporter (every 15 s): one ``worker_metrics`` log line with the worker's counters
-  and the process's 40001 retries and reconnects.
+  and the process's 40001 retries and reconnects; at INFO when they moved since the last
+  report, at DEBUG when idle (an idle process logs nothing at INFO).
 
 They run on the same loop runner as the scheduler (:class:`~chalicelib.scheduler.service.
 Scheduler` is a generic group of interval loops), beside :meth:`Worker.run`.
@@ -16,6 +17,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from chalicelib import wiring
 from chalicelib.db.connection import Database
@@ -32,16 +34,19 @@ log = logging.getLogger("chalicelib.worker")
 METRICS_INTERVAL_SEC = 15.0
 
 
-def report_metrics(worker: Worker) -> Progress:
-    """Log the worker's counters once (the metrics reporter's iteration)."""
-    log_event(
-        log,
-        "worker_metrics",
-        worker_id=worker.worker_id,
-        in_flight=worker.in_flight,
-        **worker.counts(),
-        **wiring.database_stats(),
-    )
+def report_metrics(worker: Worker, last: dict[str, Any] | None = None) -> Progress:
+    """Log the worker's counters once (the metrics reporter's iteration).
+
+    ``last`` holds the previous report between iterations: unchanged counters are logged
+    at DEBUG only.
+    """
+    counters = {"in_flight": worker.in_flight, **worker.counts(), **wiring.database_stats()}
+    idle = last is not None and last == counters
+    if last is not None:
+        last.clear()
+        last.update(counters)
+    level = logging.DEBUG if idle else logging.INFO
+    log_event(log, "worker_metrics", level, worker_id=worker.worker_id, **counters)
     return Progress()
 
 
@@ -59,10 +64,11 @@ def background_loops(
         region=settings.region,
         metadata={"worker_id": worker.worker_id},
     )
+    last_report: dict[str, Any] = {}
     metrics = LoopSpec(
         name="worker_metrics",
         interval_sec=metrics_interval_sec,
-        iteration=lambda: report_metrics(worker),
+        iteration=lambda: report_metrics(worker, last_report),
     )
     loops = [heartbeat.loop_spec(), RegionRefresher(db).loop_spec(), metrics]
     return Scheduler(loops, heartbeat=heartbeat, final_status=DEAD)

@@ -7,7 +7,7 @@ are optional: when unset, the stack creates empty secrets whose values an operat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +58,18 @@ class DeploymentConfig:
     log_retention_days: int = 30
     worker_desired_count: int = 1
     worker_max_concurrent: int = 50
-    rate_limit_per_sec: float = 0.0
+    # API Gateway usage plan: requests per second per API key (burst 2x), all containers.
+    rate_limit_per_sec: float = 50.0
+    # Clients that get an API Gateway key of their own (besides the plan's default key).
+    api_clients: list[str] = field(default_factory=list)
     te_region: str = "default"
     failed_executions_threshold: int = 5
     reclaimed_executions_threshold: int = 1
     alarm_email: str | None = None
 
     def __post_init__(self) -> None:
+        if self.rate_limit_per_sec <= 0:
+            raise ValueError("rate_limit_per_sec must be positive (the usage plan's rate)")
         if self.log_retention_days not in VALID_RETENTION_DAYS:
             raise ValueError(
                 f"log_retention_days={self.log_retention_days} is not a CloudWatch Logs "
@@ -109,4 +114,12 @@ class DeploymentConfig:
                 values[key] = int(value)
         if (rate := get("rate_limit_per_sec")) is not None:
             values["rate_limit_per_sec"] = float(rate)
+        if (clients := get("api_clients")) is not None:
+            values["api_clients"] = _names(clients)
         return cls(**values)
+
+
+def _names(value: Any) -> list[str]:
+    """``api_clients`` as a JSON list (cdk.json) or a comma-separated string (``-c``)."""
+    items = value if isinstance(value, list) else str(value).split(",")
+    return [str(item).strip() for item in items if str(item).strip()]

@@ -19,6 +19,7 @@ from stacks.api_errors import gateway_responses
 from stacks.config import DeploymentConfig
 from stacks.observability import FAILED_EVENT, RECLAIMED_EVENT, EventMetric, Observability
 from stacks.secrets import AppSecrets
+from stacks.usage_plans import API_LOGICAL_ID, ClientKeys, require_api_keys
 from stacks.worker_service import WorkerService, set_retention
 
 # The app's Lambda entry points (chalice function name -> CloudFormation logical id).
@@ -56,8 +57,18 @@ class TaskExecutorStack(Stack):
         self.lambda_log_groups = self._lambda_log_groups()
         self._configure_lambda_environment()
         self._restrict_lambda_role()
-        self.chalice.get_resource("RestAPI").add_property_override(
+        rest_api = self.chalice.get_resource(API_LOGICAL_ID)
+        rest_api.add_property_override(
             "DefinitionBody.x-amazon-apigateway-gateway-responses", gateway_responses()
+        )
+        # Per-key rate limits across every Lambda container: API Gateway's usage plan.
+        require_api_keys(
+            rest_api,
+            rate_per_sec=config.rate_limit_per_sec,
+            description=f"task-executor-{config.stage}: per-client throttle",
+        )
+        self.client_keys = ClientKeys(
+            self, "ApiClients", clients=config.api_clients, prefix=self.stack_name
         )
 
         self.worker = WorkerService(
@@ -112,9 +123,8 @@ class TaskExecutorStack(Stack):
         for logical_id in LAMBDA_FUNCTIONS:
             for key, value in common.items():
                 self.chalice.add_environment_variable(key, value, logical_id)
-        self.chalice.add_environment_variable(
-            "TE_RATE_LIMIT_PER_SEC", _number(self.config.rate_limit_per_sec), API_FUNCTION
-        )
+        # The in-process limiter is per container: off here, the usage plan limits per key.
+        self.chalice.add_environment_variable("TE_RATE_LIMIT_PER_SEC", "0", API_FUNCTION)
         self.chalice.add_environment_variable(
             "TE_WORKER_MAX_CONCURRENT",
             str(self.config.worker_max_concurrent),
@@ -199,8 +209,3 @@ class TaskExecutorStack(Stack):
         CfnOutput(self, "WorkerClusterName", value=self.worker.cluster.cluster_name)
         CfnOutput(self, "WorkerServiceName", value=self.worker.service.service_name)
         CfnOutput(self, "AlarmTopicArn", value=self.observability.topic.topic_arn)
-
-
-def _number(value: float) -> str:
-    """``5.0`` -> ``"5"``, ``2.5`` -> ``"2.5"`` (env vars are strings)."""
-    return str(int(value)) if value.is_integer() else str(value)

@@ -82,6 +82,7 @@ class WorkerService(Construct):
             image=ecs.ContainerImage.from_asset(
                 str(image_dir),
                 file="infra/worker.Dockerfile",
+                target="worker",  # not deploy-tools (the Chalice CLI, for LocalStack only)
                 exclude=BUILD_CONTEXT_EXCLUDES,
                 ignore_mode=IgnoreMode.DOCKER,
                 platform=ecr_assets.Platform.LINUX_AMD64,

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -54,6 +55,7 @@ class Stack:
             PYTHONUNBUFFERED="1",
         )
         self.base = f"http://127.0.0.1:{port}"
+        self.data_dir = data_dir
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "chalicelib.local"],
             cwd=ROOT,
@@ -64,6 +66,14 @@ class Stack:
         )
         self.output: list[str] = []
         self.key = self._read_banner()
+        # Keep reading: a stack whose stdout pipe fills up blocks on its next log line.
+        self._drain = threading.Thread(target=self._read_rest, daemon=True)
+        self._drain.start()
+
+    def _read_rest(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
 
     def _read_banner(self) -> str:
         deadline = time.monotonic() + 90
@@ -78,12 +88,18 @@ class Stack:
         raise AssertionError("no banner within 90 s:\n" + "".join(self.output))
 
     def stop(self) -> int:
+        """Ctrl-C, as a user stops it; a stack that does not stop in 60 s is killed, its
+        embedded database stopped (it would outlive the session otherwise), and the test
+        fails with the stack's output."""
         self.proc.send_signal(signal.SIGINT)
         try:
             return self.proc.wait(timeout=60)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            for postgres in _postgres_processes(self.data_dir):
+                postgres.send_signal(signal.SIGINT)  # fast shutdown
+            raise AssertionError("stack did not stop:\n" + "".join(self.output)) from None
 
 
 def _postgres_processes(data_dir: Path) -> list[psutil.Process]:

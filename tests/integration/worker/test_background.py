@@ -30,6 +30,18 @@ def test_metrics_report_counts_claims_and_outcomes(
     assert record.serialization_retries >= 0  # type: ignore[attr-defined]
 
 
+def test_metrics_report_of_an_idle_worker_is_debug_only(
+    database: Database, make_worker, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = make_worker()
+    last: dict[str, object] = {}
+    with caplog.at_level(logging.DEBUG, logger="chalicelib.worker"):
+        report_metrics(worker, last)
+        report_metrics(worker, last)
+    levels = [r.levelno for r in caplog.records if getattr(r, "event", "") == "worker_metrics"]
+    assert levels == [logging.INFO, logging.DEBUG]
+
+
 def test_heartbeat_is_alive_while_running_and_dead_after(database: Database, make_worker) -> None:
     worker = make_worker()
     group = background_loops(worker, settings(), database, metrics_interval_sec=0.05)
