@@ -37,6 +37,9 @@ class Settings:
     config_cache_ttl_sec: int = 60
     secret_cache_ttl_sec: int = 300
     worker_shutdown_timeout_sec: int = 30
+    # Added by this port: the share of a worker's slots one endpoint may hold by default
+    # (an endpoint's spec.max_concurrent overrides it), so no endpoint starves the others.
+    worker_endpoint_share: float = 0.5
     # One variable in the spec with two defaults (worker 10, API 20): unset means "by role".
     db_pool_size: int | None = None
     # Scheduler (spec: "Scheduler config").
@@ -131,6 +134,8 @@ def _validate(settings: Settings) -> None:
     for attr in positive:
         if getattr(settings, attr) <= 0:
             raise ConfigurationError(f"{_env_name(attr)} must be positive")
+    if not 0 < settings.worker_endpoint_share <= 1:
+        raise ConfigurationError("TE_WORKER_ENDPOINT_SHARE must be in (0, 1]")
     if settings.cron_tick_interval_sec <= 0:
         raise ConfigurationError("TE_CRON_TICK_INTERVAL_SEC must be positive")
     if settings.claim_strategy not in CLAIM_STRATEGIES:

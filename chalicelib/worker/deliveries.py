@@ -36,6 +36,16 @@ OnFinished = Callable[[FinishedExecution], None]
 #: A delivery that ended without a finished execution (a bug, or cancelled at shutdown):
 #: the execution stays RUNNING and the reclaimer retries it.
 OnLost = Callable[[ClaimedExecution, BaseException], None]
+#: Asked just before a send: does this worker still own the execution (its lease)?
+MaySend = Callable[[ClaimedExecution], bool]
+
+
+class LeaseLost(Exception):
+    """The execution's lease may have expired before its send: it is not sent."""
+
+
+def _always(_: ClaimedExecution) -> bool:
+    return True
 
 
 class DeliveryLoop:
@@ -49,12 +59,14 @@ class DeliveryLoop:
         capacity: int,
         on_finished: OnFinished,
         on_lost: OnLost,
+        may_send: MaySend = _always,
     ) -> None:
         self._pipeline = pipeline
         self._dispatchers = dispatchers
         self._capacity = capacity
         self._on_finished = on_finished
         self._on_lost = on_lost
+        self._may_send = may_send
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._blocking: ThreadPoolExecutor | None = None
@@ -115,6 +127,10 @@ class DeliveryLoop:
         assert self._slots is not None  # set by _spawn before any task starts
         try:
             async with self._slots:  # FIFO: executions go out in claim order
+                if not self._may_send(prepared.claimed):
+                    raise LeaseLost(prepared.claimed.execution_id)
+                # The attempt's times measure the delivery itself, from here.
+                prepared = self._pipeline.begin(prepared)
                 outcome = await self._dispatch(prepared)
             finished = self._pipeline.complete(prepared, outcome)
         except asyncio.CancelledError as exc:

@@ -1,16 +1,15 @@
 """The worker: a poller that claims batches, a delivery loop, and the finalizer.
 
-Capacity (``TE_WORKER_MAX_CONCURRENT``) bounds concurrent deliveries (the delivery loop's
-semaphore). Two more bounds keep the slots busy without hoarding work:
-
-* claimed but not yet delivered: what the worker delivers in :data:`AHEAD_SEC` at its
-  recent rate, and at least twice the capacity, so the slots stay busy while the next claim
-  is in its round trip (at 3,000 deliveries/s that takes a few hundred executions) but a
-  slow target cannot make one worker sit on executions that other workers could run;
-* claimed but not yet finalized: at most :data:`WINDOW_FACTOR` times the capacity, so fast
-  deliveries never wait for a finalize batch's commit. With both bounds at one capacity
-  (before), throughput was capped at capacity / commit round trip: 1,400/s in ``bench/``.
-  The window also bounds what a crash hands to the reclaimer.
+Capacity (``TE_WORKER_MAX_CONCURRENT``) bounds what a worker holds: an execution takes a
+slot when it is claimed and gives it back when its attempt is recorded
+(:mod:`chalicelib.worker.holds`). The worker claims only into free slots, so every
+execution it holds RUNNING is being delivered (or is in the batch being handed out, or its
+result is on its way to the database), what it cannot start stays QUEUED (cancellable, and
+free for an idle worker), and a crash redelivers at most its capacity. Per endpoint, the
+claim takes no more than the endpoint's share (``spec.max_concurrent``, else
+``TE_WORKER_ENDPOINT_SHARE`` of the capacity), so one hung endpoint cannot take every slot.
+Leases are renewed while held (:class:`~chalicelib.worker.holds.LeaseKeeper`), and a
+delivery is not sent once its lease may have expired.
 
 The poller claims up to the free room in one statement and sleeps
 ``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due. Two
@@ -22,6 +21,7 @@ PostgreSQL LISTEN connection (:class:`chalicelib.db.notify.Listener`, on unless
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -37,20 +37,15 @@ from chalicelib.errors import DatabaseError
 from chalicelib.logs import log_event
 from chalicelib.settings import Settings
 from chalicelib.worker.claims import ClaimStrategy
-from chalicelib.worker.deliveries import DeliveryLoop
+from chalicelib.worker.deliveries import DeliveryLoop, LeaseLost
 from chalicelib.worker.dispatchers import Dispatcher
 from chalicelib.worker.finalizer import Finalizer
+from chalicelib.worker.holds import Holds, LeaseKeeper
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 from chalicelib.worker.pipeline import Pipeline, Prepared
 
 log = logging.getLogger("chalicelib.worker")
 
-#: Executions held (claimed, not yet finalized) per delivery slot; see the module docstring.
-WINDOW_FACTOR = 16
-#: Executions claimed but not yet delivered: at least this many per delivery slot ...
-AHEAD_FACTOR = 2
-#: ... or as many as the worker delivered in this many seconds, at its recent rate.
-AHEAD_SEC = 0.15
 #: Claim once at least this share of the capacity is free, or after CLAIM_LINGER_SEC:
 #: fewer, larger claims mean fewer commits per delivered execution.
 MIN_BATCH_SHARE = 4
@@ -75,29 +70,6 @@ class SleepStats:
     started: int = 0
     woken: int = 0  #: ended early by a nudge or a notification
     timed_out: int = 0  #: ran the whole poll interval
-
-
-class RateMeter:
-    """Events per second over the last completed period (callers hold the worker's lock)."""
-
-    PERIOD_SEC = 0.5
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._since = clock()
-        self._events = 0
-        self._rate = 0.0
-
-    def count(self) -> None:
-        self._events += 1
-
-    def per_sec(self) -> float:
-        now = self._clock()
-        elapsed = now - self._since
-        if elapsed >= self.PERIOD_SEC:
-            self._rate = self._events / elapsed
-            self._since, self._events = now, 0
-        return self._rate
 
 
 def new_worker_id() -> str:
@@ -132,13 +104,17 @@ class Worker:
             capacity=self.capacity,
             on_finished=self._delivered,
             on_lost=self._lost,
+            may_send=self._owned,
         )
         self._finalizer = Finalizer(db, self.worker_id, self._finalized)
         self._cond = threading.Condition()
         self._counts = {"claimed": 0, "succeeded": 0, "retrying": 0, "failed": 0}
-        self._in_flight = 0  # claimed, not yet finalized
-        self._undelivered = 0  # claimed, delivery not finished
-        self._rate = RateMeter()  # deliveries per second, recently
+        self.holds = Holds(
+            capacity=self.capacity,
+            default_cap=max(1, math.ceil(self.capacity * settings.worker_endpoint_share)),
+            lease_sec=settings.stuck_execution_timeout_sec,
+        )
+        self.leases = LeaseKeeper(db, self.worker_id, self.holds, self._cond)
         self._wake = threading.Event()
         self.sleeps = SleepStats()
         #: The running LISTEN connection's thread, if any (tests inspect it).
@@ -150,7 +126,7 @@ class Worker:
     @property
     def in_flight(self) -> int:
         with self._cond:
-            return self._in_flight
+            return len(self.holds)
 
     def counts(self) -> dict[str, int]:
         """Executions claimed and finalized (by outcome) since this worker started."""
@@ -182,6 +158,7 @@ class Worker:
             return self._stop.is_set() or external or (until is not None and until())
 
         self._finalizer.start()
+        self.leases.start()
         listener = self._start_listener()
         try:
             while not stopping():
@@ -201,17 +178,18 @@ class Worker:
     def run_once(self) -> int:
         """Claim up to the free capacity once and start the deliveries; returns how many."""
         self._finalizer.start()
+        self.leases.start()
         with self._cond:
-            free = self._free()
+            free = self.holds.free()
+            limits = self.holds.limits()
         if free <= 0:
             return 0
         started = time.monotonic()
-        batch = self._claims.claim(self.db, self.worker_id, free)
+        batch = self._claims.claim(self.db, self.worker_id, free, limits)
         if not batch:
             return 0
         with self._cond:
-            self._in_flight += len(batch)
-            self._undelivered += len(batch)
+            self.holds.add(batch, started)
             self._counts["claimed"] += len(batch)
         log_event(
             log,
@@ -227,7 +205,7 @@ class Worker:
         """Wait up to ``timeout`` s until every claimed execution is finalized."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self._in_flight > 0:
+            while len(self.holds) > 0:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -238,6 +216,7 @@ class Worker:
         """Release threads and clients (after :meth:`drain`; ``abandon`` drops what is left)."""
         self._deliveries.close(abandon=abandon)
         self._finalizer.stop(abandon=abandon)
+        self.leases.stop()
         for dispatcher in self._dispatchers.values():
             dispatcher.close()
 
@@ -249,7 +228,7 @@ class Worker:
         linger_until = time.monotonic() + CLAIM_LINGER_SEC
         with self._cond:
             while not stopping():
-                free = self._free()
+                free = self.holds.free()
                 if free >= min_batch or (free > 0 and time.monotonic() >= linger_until):
                     return True
                 wait = CLAIM_LINGER_SEC if free > 0 else self._poll_interval
@@ -281,12 +260,6 @@ class Worker:
         self.listener = listener
         return listener
 
-    def _free(self) -> int:
-        """Slots to claim into (call with the condition held)."""
-        window = WINDOW_FACTOR * self.capacity
-        ahead = max(AHEAD_FACTOR * self.capacity, int(self._rate.per_sec() * AHEAD_SEC))
-        return min(min(ahead, window) - self._undelivered, window - self._in_flight)
-
     def _prepare(self, batch: list[ClaimedExecution]) -> list[Prepared]:
         """Resolve each request on this thread; template failures finish here and then."""
         ready = []
@@ -298,7 +271,7 @@ class Worker:
                 log.warning(
                     "execution left RUNNING: %s", exc, extra={"execution_id": claimed.execution_id}
                 )
-                self._release(delivered=True)
+                self._release(claimed.execution_id, claimed.attempt)
                 continue
             except Exception as exc:  # one bad execution must not stop claims
                 self._lost(claimed, exc)
@@ -309,23 +282,29 @@ class Worker:
                 ready.append(prepared)
         return ready
 
+    def _owned(self, claimed: ClaimedExecution) -> bool:
+        """Checked just before a send: the lease still surely holds."""
+        with self._cond:
+            return self.holds.owned(claimed.execution_id)
+
     def _delivered(self, finished: FinishedExecution) -> None:
         self._finalizer.submit(finished)
         with self._cond:
-            self._undelivered -= 1
-            self._rate.count()
+            self.holds.delivered(finished.execution_id, finished.attempt_number)
             self._cond.notify_all()
 
     def _lost(self, claimed: ClaimedExecution, exc: BaseException) -> None:
         extra = {"execution_id": claimed.execution_id}
-        if isinstance(exc, Exception):
+        if isinstance(exc, LeaseLost):
+            log.warning("lease lost before the send; not sent", extra=extra)
+        elif isinstance(exc, Exception):
             log.error("delivery failed; execution left RUNNING", exc_info=exc, extra=extra)
         else:  # cancelled by close(abandon=True)
             log.warning("delivery abandoned at shutdown; execution left RUNNING", extra=extra)
-        self._release(delivered=True)
+        self._release(claimed.execution_id, claimed.attempt)
 
     def _finalized(self, finished: FinishedExecution, applied: bool) -> None:
-        self._release()
+        self._release(finished.execution_id, finished.attempt_number)
         if not applied:
             log_event(
                 log,
@@ -351,10 +330,8 @@ class Worker:
             count=1,  # CloudWatch metric filters sum $.count (infra/stacks/observability.py)
         )
 
-    def _release(self, *, delivered: bool = False) -> None:
-        """One execution left the window (finalized, or left RUNNING for the reclaimer);
-        ``delivered``: it never reached :meth:`_delivered` (so it is done delivering too)."""
+    def _release(self, execution_id: str, attempt: int) -> None:
+        """One execution left the worker (recorded, or left RUNNING for the reclaimer)."""
         with self._cond:
-            self._in_flight -= 1
-            self._undelivered -= int(delivered)
+            self.holds.release(execution_id, attempt)
             self._cond.notify_all()
