@@ -1,10 +1,12 @@
 """The finalizer: records attempts and moves executions on, many per transaction.
 
-Delivery threads hand finished executions to :meth:`Finalizer.submit`; one thread writes
-everything that is ready with one ``worker_finalize_batch`` statement, so a burst of N
-finished deliveries costs one commit instead of N (the commit rate of the database is the
-ceiling otherwise). While one batch is being written the next one accumulates, so nothing
-waits on a timer. If the database is down the batch is retried with backoff until it is
+Delivery threads hand finished executions to :meth:`Finalizer.submit`; a writer thread
+writes everything that is ready with one ``worker_finalize_batch`` statement, so a burst of
+N finished deliveries costs one commit instead of N (the commit rate of the database is the
+ceiling otherwise). :data:`WRITERS` writers drain the queue, so a finished execution waits
+for a free writer rather than for the whole batch ahead of it: a worker's slot is held
+until its attempt is recorded, so the time to record is part of every slot's cycle.
+Nothing waits on a timer. If the database is down the batch is retried with backoff until it is
 written or the worker abandons it at shutdown; abandoned executions stay RUNNING and the
 reclaimer returns them (at-least-once delivery).
 """
@@ -25,6 +27,8 @@ from chalicelib.worker.models import FinishedExecution
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 500
+#: Writer threads (each with its own connection from the worker's pool).
+WRITERS = 2
 
 #: Called once per submitted execution after its batch commits: (finished, applied). A
 #: result that lost its compare-and-set (reclaimed meanwhile) is reported with False.
@@ -40,15 +44,19 @@ class Finalizer:
         self._on_finalized = on_finalized
         self._queue: queue.Queue[FinishedExecution | None] = queue.Queue()
         self._abandon = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     def start(self) -> None:
         with self._lock:
-            if self._thread is None or not self._thread.is_alive():
+            if not any(thread.is_alive() for thread in self._threads):
                 self._abandon.clear()
-                self._thread = threading.Thread(target=self._loop, name="te-finalizer", daemon=True)
-                self._thread.start()
+                self._threads = [
+                    threading.Thread(target=self._loop, name=f"te-finalizer-{i}", daemon=True)
+                    for i in range(WRITERS)
+                ]
+                for thread in self._threads:
+                    thread.start()
 
     def submit(self, finished: FinishedExecution) -> None:
         self._queue.put(finished)
@@ -57,15 +65,17 @@ class Finalizer:
         """Stop the writer after what is queued (or at once, dropping it, if ``abandon``)."""
         if abandon:
             self._abandon.set()
-        self._queue.put(None)
-        thread = self._thread
-        if thread is not None:
+        self._queue.put(None)  # each writer puts it back for the next one
+        for thread in self._threads:
             thread.join(timeout=5)
+        with self._lock:
+            self._queue = _without_stop(self._queue)
 
     def _loop(self) -> None:
         while True:
             first = self._queue.get()
             if first is None:
+                self._queue.put(None)  # for the other writers
                 return
             batch = [first]
             while len(batch) < MAX_BATCH:
@@ -108,7 +118,21 @@ class Finalizer:
                 delay = min(delay * 2, 2.0)
 
     def is_alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return any(thread.is_alive() for thread in self._threads)
+
+
+def _without_stop(
+    old: queue.Queue[FinishedExecution | None],
+) -> queue.Queue[FinishedExecution | None]:
+    """The queue after a stop, without its stop marker (so a restart's writers run)."""
+    fresh: queue.Queue[FinishedExecution | None] = queue.Queue()
+    while True:
+        try:
+            item = old.get_nowait()
+        except queue.Empty:
+            return fresh
+        if item is not None:
+            fresh.put(item)
 
 
 def _finalize(tx: Transaction, payload: str, worker_id: str) -> list[Row]:

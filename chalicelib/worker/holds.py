@@ -38,6 +38,8 @@ SEND_MARGIN_SHARE = 0.1
 #: Leases are renewed once a third of a lease has passed: two renewal rounds can fail
 #: before a live worker's lease runs out.
 RENEW_SHARE = 1 / 3
+#: The deadline of an execution a renewal found reclaimed.
+LOST = float("-inf")
 
 
 @dataclass
@@ -46,6 +48,7 @@ class _Hold:
     attempt: int
     deadline: float  #: monotonic time at which the lease may have expired
     delivering: bool = True  #: claimed, delivery not finished
+    slot: bool = False  #: delivered: holds a delivery slot until its attempt is recorded
 
 
 class Holds:
@@ -65,19 +68,32 @@ class Holds:
         self._clock = clock
         self._holds: dict[str, _Hold] = {}
         self._busy: Counter[str] = Counter()  # endpoint -> held and not yet delivered
+        self._undelivered = 0
         self._caps: dict[str, int] = {}  # endpoint -> cap, as the last claim reported it
 
     def __len__(self) -> int:
         return len(self._holds)
 
     def free(self) -> int:
-        """Slots to claim into."""
-        return self.capacity - len(self._holds)
+        """How many executions to claim: no more than can be sent once the slots of those
+        whose results are being recorded are free (each delivery holds its slot until its
+        attempt is recorded), and never more than twice the capacity held in all. What a
+        worker holds RUNNING is in delivery, being recorded, or about to be sent as soon as
+        the finalizer's current batch commits."""
+        return min(self.capacity - self._undelivered, 2 * self.capacity - len(self._holds))
+
+    def cap(self, endpoint: str) -> int:
+        """How many of ``endpoint``'s deliveries this worker runs at once."""
+        return self._caps.get(endpoint, self.default_cap)
+
+    def room(self, endpoint: str) -> int:
+        """How many more of ``endpoint``'s executions the next claim may take."""
+        return self.cap(endpoint) - self._busy[endpoint]
 
     def limits(self) -> ClaimLimits:
         """The next claim's lease and fairness: full endpoints and what each one holds."""
         busy = {name: n for name, n in self._busy.items() if n > 0}
-        full = tuple(n for n, held in busy.items() if held >= self._caps.get(n, self.default_cap))
+        full = tuple(name for name, held in busy.items() if held >= self.cap(name))
         return ClaimLimits(
             lease_ms=int(self.lease_sec * 1000),
             default_cap=self.default_cap,
@@ -89,27 +105,35 @@ class Holds:
         """Hold a claimed batch; ``sent_at``: monotonic time before the claim was sent."""
         deadline = sent_at + self.lease_sec
         for claimed in batch:
+            older = self._holds.get(claimed.execution_id)
+            if older is not None:  # a lost attempt's task has not ended yet
+                self.delivered(claimed.execution_id, older.attempt)
             self._holds[claimed.execution_id] = _Hold(claimed.endpoint, claimed.attempt, deadline)
             self._busy[claimed.endpoint] += 1
+            self._undelivered += 1
             if claimed.endpoint_cap is not None:
                 self._caps[claimed.endpoint] = claimed.endpoint_cap
 
-    def delivered(self, execution_id: str, attempt: int) -> None:
-        """The delivery ended (its result waits for the finalizer): the endpoint's share
-        is free again, the slot is not."""
+    def delivered(self, execution_id: str, attempt: int, *, slot: bool = False) -> None:
+        """The delivery ended (its result waits for the finalizer): the endpoint's share is
+        free again; ``slot``: it was sent, and holds a delivery slot until released."""
         hold = self._holds.get(execution_id)
         if hold is not None and hold.attempt == attempt and hold.delivering:
             hold.delivering = False
+            hold.slot = slot
             self._busy[hold.endpoint] -= 1
+            self._undelivered -= 1
 
-    def release(self, execution_id: str, attempt: int) -> None:
-        """Recorded, or left RUNNING for the reclaimer: the slot is free, the lease no longer
-        renewed. Keyed by attempt too: a reclaimed execution may be claimed again by this
-        worker before its lost attempt's task has ended."""
+    def release(self, execution_id: str, attempt: int) -> bool:
+        """Recorded, or left RUNNING for the reclaimer: no longer held, the lease no longer
+        renewed; True if it held a delivery slot. Keyed by attempt too: a reclaimed
+        execution may be claimed again by this worker before its lost attempt's task ends."""
         self.delivered(execution_id, attempt)
         hold = self._holds.get(execution_id)
-        if hold is not None and hold.attempt == attempt:
-            del self._holds[execution_id]
+        if hold is None or hold.attempt != attempt:
+            return False
+        del self._holds[execution_id]
+        return hold.slot
 
     def owned(self, execution_id: str) -> bool:
         """True while the lease surely holds, with a margin for the send."""
@@ -118,9 +142,9 @@ class Holds:
         return hold is not None and self._clock() < hold.deadline - margin
 
     def due_for_renewal(self) -> list[str]:
-        """Held executions whose lease is past a third of its length."""
+        """Held executions whose lease is past a third of its length (not those lost)."""
         threshold = self._clock() + self.lease_sec * (1 - RENEW_SHARE)
-        return [eid for eid, hold in self._holds.items() if hold.deadline <= threshold]
+        return [eid for eid, h in self._holds.items() if LOST < h.deadline <= threshold]
 
     def renewed(self, asked: Iterable[str], kept: set[str], sent_at: float) -> list[str]:
         """Apply a renewal round; returns the executions it found lost (reclaimed)."""
@@ -132,7 +156,7 @@ class Holds:
             if eid in kept:
                 hold.deadline = sent_at + self.lease_sec
             else:
-                hold.deadline = float("-inf")  # never sent now; released when its task ends
+                hold.deadline = LOST  # never sent now; released when its task ends
                 lost.append(eid)
         return lost
 

@@ -102,7 +102,7 @@ class Worker:
             pipeline,
             dispatchers,
             capacity=self.capacity,
-            on_finished=self._delivered,
+            on_finished=self._sent,
             on_lost=self._lost,
             may_send=self._owned,
         )
@@ -115,6 +115,7 @@ class Worker:
             lease_sec=settings.stuck_execution_timeout_sec,
         )
         self.leases = LeaseKeeper(db, self.worker_id, self.holds, self._cond)
+        self._full: frozenset[str] = frozenset()  # endpoints at their share at the last claim
         self._wake = threading.Event()
         self.sleeps = SleepStats()
         #: The running LISTEN connection's thread, if any (tests inspect it).
@@ -182,6 +183,9 @@ class Worker:
         with self._cond:
             free = self.holds.free()
             limits = self.holds.limits()
+            # If endpoints are at their share, a delivery of theirs ending is worth a claim
+            # (their backlog may be all that is due): _delivered ends the idle sleep then.
+            self._full = frozenset(limits.full)
         if free <= 0:
             return 0
         started = time.monotonic()
@@ -287,10 +291,19 @@ class Worker:
         with self._cond:
             return self.holds.owned(claimed.execution_id)
 
-    def _delivered(self, finished: FinishedExecution) -> None:
+    def _sent(self, finished: FinishedExecution) -> None:
+        """A delivery ended; it holds its delivery slot until its attempt is recorded."""
+        self._delivered(finished, slot=True)
+
+    def _delivered(self, finished: FinishedExecution, *, slot: bool = False) -> None:
         self._finalizer.submit(finished)
         with self._cond:
-            self.holds.delivered(finished.execution_id, finished.attempt_number)
+            self.holds.delivered(finished.execution_id, finished.attempt_number, slot=slot)
+            if finished.endpoint in self._full and self.holds.room(finished.endpoint) >= max(
+                1, self.holds.cap(finished.endpoint) // MIN_BATCH_SHARE
+            ):
+                self._full = frozenset()
+                self._wake.set()
             self._cond.notify_all()
 
     def _lost(self, claimed: ClaimedExecution, exc: BaseException) -> None:
@@ -333,5 +346,7 @@ class Worker:
     def _release(self, execution_id: str, attempt: int) -> None:
         """One execution left the worker (recorded, or left RUNNING for the reclaimer)."""
         with self._cond:
-            self.holds.release(execution_id, attempt)
+            slot = self.holds.release(execution_id, attempt)
             self._cond.notify_all()
+        if slot:
+            self._deliveries.release_slots(1)

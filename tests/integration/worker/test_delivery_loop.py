@@ -90,8 +90,9 @@ def test_a_worker_claims_only_into_free_slots_the_rest_stay_queued(
 
 
 def test_a_slot_is_held_until_the_attempt_is_recorded(database: Database, make_worker) -> None:
-    """While finalize commits are stuck, a worker delivers no more than its capacity: what a
-    crash would redeliver (sent, not recorded) is bounded by the capacity."""
+    """While finalize commits are stuck, a worker sends no more than its capacity: what a
+    crash would redeliver (sent, not recorded) is bounded by the capacity. It claims one
+    batch ahead, which waits for the slots of the results being recorded (QUEUED beyond)."""
     seeded = seed(database, spec=SPEC, count=10)
     dispatcher = GatedDispatcher()
     dispatcher.gate.set()
@@ -109,14 +110,15 @@ def test_a_slot_is_held_until_the_attempt_is_recorded(database: Database, make_w
     holder.start()
     try:
         assert locked.wait(10)
-        worker.run_once()
+        assert worker.run_once() == 2
         wait_until(lambda: len(dispatcher.seen) == 2)
+        assert worker.run_once() == 2  # the batch to send once those two are recorded
         for _ in range(5):
             assert worker.run_once() == 0
             time.sleep(0.02)
-        assert worker.in_flight == 2
-        assert len(dispatcher.seen) == 2  # delivered, not recorded: no slot for more
-        assert statuses(database, seeded.execution_ids) == {"RUNNING": 2, "QUEUED": 8}
+        assert worker.in_flight == 4
+        assert len(dispatcher.seen) == 2  # sent, not recorded: no slot for more sends
+        assert statuses(database, seeded.execution_ids) == {"RUNNING": 4, "QUEUED": 6}
     finally:
         release.set()
         holder.join(10)
