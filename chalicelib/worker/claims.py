@@ -46,6 +46,15 @@ class ClaimLimits:
 NO_LIMITS = ClaimLimits()
 
 
+@dataclass(frozen=True)
+class ClaimPlan:
+    """A claim sized before the transaction that runs it (a finalize batch's refill)."""
+
+    room: int
+    limits: ClaimLimits
+    started: float  #: time.monotonic() before the transaction (the lease's local start)
+
+
 def render(name: str, region: RegionFilter) -> str:
     """A named claim statement with the region filter put in (a no-op today)."""
     return queries[name].sql.replace(REGION_PLACEHOLDER, region.sql_clause("crdb_region"))
@@ -54,7 +63,16 @@ def render(name: str, region: RegionFilter) -> str:
 class ClaimStrategy(Protocol):
     def claim(
         self, db: Database, worker_id: str, batch: int, limits: ClaimLimits = NO_LIMITS
-    ) -> list[ClaimedExecution]: ...
+    ) -> list[ClaimedExecution]:
+        """Claim in a transaction of its own."""
+        ...
+
+    def claim_in(
+        self, tx: Transaction, worker_id: str, batch: int, limits: ClaimLimits
+    ) -> list[ClaimedExecution]:
+        """Claim inside ``tx`` (at READ COMMITTED: the finalizer's transaction, whose commit
+        records a batch of attempts and claims the slots it frees in one durable write)."""
+        ...
 
 
 class SkipLockedClaim:
@@ -67,11 +85,15 @@ class SkipLockedClaim:
     def claim(
         self, db: Database, worker_id: str, batch: int, limits: ClaimLimits = NO_LIMITS
     ) -> list[ClaimedExecution]:
-        params = {**limits.params(), **self._region.params()}
-        rows = db.transaction(
-            lambda tx: tx.run(self._sql, worker_id=worker_id, batch=batch, **params),
-            name="worker_claim_skip_locked",
+        return db.transaction(
+            lambda tx: self.claim_in(tx, worker_id, batch, limits), name="worker_claim_skip_locked"
         )
+
+    def claim_in(
+        self, tx: Transaction, worker_id: str, batch: int, limits: ClaimLimits
+    ) -> list[ClaimedExecution]:
+        params = {**limits.params(), **self._region.params()}
+        rows = tx.run(self._sql, worker_id=worker_id, batch=batch, **params)
         return [ClaimedExecution.from_row(row) for row in rows]
 
 
@@ -86,26 +108,30 @@ class ConditionalUpdateClaim:
     def claim(
         self, db: Database, worker_id: str, batch: int, limits: ClaimLimits = NO_LIMITS
     ) -> list[ClaimedExecution]:
-        params = limits.params()
-        fairness = {k: params[k] for k in ("default_cap", "full", "busy")}
-
         def work(tx: Transaction) -> list[ClaimedExecution]:
             # Re-run whole on 40001: the retry reads fresh candidates.
             tx.execute(queries["worker_read_committed"])
-            found = tx.run(self._candidates, batch=batch, **fairness, **self._region.params())
-            if not found:
-                return []
-            ids = [row["execution_id"] for row in found]
-            rows = tx.run(
-                self._update,
-                ids=ids,
-                worker_id=worker_id,
-                lease_ms=params["lease_ms"],
-                default_cap=params["default_cap"],
-            )
-            return [ClaimedExecution.from_row(row) for row in rows]
+            return self.claim_in(tx, worker_id, batch, limits)
 
         return db.transaction(work, name="worker_claim_conditional")
+
+    def claim_in(
+        self, tx: Transaction, worker_id: str, batch: int, limits: ClaimLimits
+    ) -> list[ClaimedExecution]:
+        params = limits.params()
+        fairness = {k: params[k] for k in ("default_cap", "full", "busy")}
+        found = tx.run(self._candidates, batch=batch, **fairness, **self._region.params())
+        if not found:
+            return []
+        ids = [row["execution_id"] for row in found]
+        rows = tx.run(
+            self._update,
+            ids=ids,
+            worker_id=worker_id,
+            lease_ms=params["lease_ms"],
+            default_cap=params["default_cap"],
+        )
+        return [ClaimedExecution.from_row(row) for row in rows]
 
 
 def claim_strategy(name: str, region: RegionFilter = ALL_REGIONS) -> ClaimStrategy:

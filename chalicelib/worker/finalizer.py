@@ -6,23 +6,31 @@ N finished deliveries costs one commit instead of N (the commit rate of the data
 ceiling otherwise). :data:`WRITERS` writers drain the queue, so a finished execution waits
 for a free writer rather than for the whole batch ahead of it: a worker's slot is held
 until its attempt is recorded, so the time to record is part of every slot's cycle.
-Nothing waits on a timer. If the database is down the batch is retried with backoff until it is
-written or the worker abandons it at shutdown; abandoned executions stay RUNNING and the
+Nothing waits on a timer.
+
+A writer's transaction also claims, before its commit, as many executions as the batch
+frees slots (:class:`Refill`, the worker): one durable commit records a batch and refills
+its slots, so a worker's slot cycle costs one commit, not a finalize and a claim.
+
+If the database is down the batch is retried with backoff until it is written or the
+worker abandons it at shutdown; abandoned executions stay RUNNING and the
 reclaimer returns them (at-least-once delivery).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import queue
 import threading
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.errors import DatabaseError
-from chalicelib.worker.models import FinishedExecution
+from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +43,32 @@ WRITERS = 2
 OnFinalized = Callable[[FinishedExecution, bool], None]
 
 
+class Refill(Protocol):
+    """Claims into the slots a finalize batch frees, in the finalize's transaction."""
+
+    def plan_claim(self, freed: int) -> Any | None:
+        """A claim plan (and the claim lock) if there is room once ``freed`` are released."""
+        ...
+
+    def claim_in(self, tx: Transaction, plan: Any) -> list[ClaimedExecution]: ...
+
+    def claimed(self, plan: Any, batch: list[ClaimedExecution]) -> None:
+        """After the commit (``batch`` empty if it failed): hold and start them."""
+        ...
+
+
 class Finalizer:
     """A queue drained by one writer thread."""
 
-    def __init__(self, db: Database, worker_id: str, on_finalized: OnFinalized) -> None:
+    def __init__(
+        self,
+        db: Database,
+        worker_id: str,
+        on_finalized: OnFinalized,
+        refill: Refill | None = None,
+    ) -> None:
         self._db = db
+        self._refill = refill
         self._worker_id = worker_id
         self._on_finalized = on_finalized
         self._queue: queue.Queue[FinishedExecution | None] = queue.Queue()
@@ -90,32 +119,47 @@ class Finalizer:
             self._write(batch)
 
     def _write(self, batch: list[FinishedExecution]) -> None:
-        applied = self._write_with_retry(batch)
+        applied, plan, claimed = self._write_with_retry(batch)
         for finished in batch:
             self._on_finalized(finished, finished.execution_id in applied)
+        if plan is not None and self._refill is not None:
+            self._refill.claimed(plan, claimed)  # after the releases: the slots are free
 
-    def _write_with_retry(self, batch: list[FinishedExecution]) -> set[str]:
+    def _write_with_retry(
+        self, batch: list[FinishedExecution]
+    ) -> tuple[set[str], Any | None, list[ClaimedExecution]]:
         payload = json.dumps([f.to_json() for f in batch], separators=(",", ":"))
         delay = 0.05
         while True:
+            plan = self._refill.plan_claim(len(batch)) if self._refill is not None else None
+            work = functools.partial(self._finalize_and_claim, payload=payload, plan=plan)
             try:
-                rows = self._db.transaction(
-                    lambda tx: _finalize(tx, payload, self._worker_id),
-                    name="worker_finalize_batch",
-                )
-                return {row["execution_id"] for row in rows}
-            except DatabaseError as exc:
+                rows, claimed = self._db.transaction(work, name="worker_finalize_batch")
+                return {row["execution_id"] for row in rows}, plan, claimed
+            except BaseException as exc:
+                if plan is not None and self._refill is not None:
+                    self._refill.claimed(plan, [])  # nothing claimed: release the plan
+                if not isinstance(exc, DatabaseError):
+                    raise
                 if self._abandon.is_set():
                     log.warning(
                         "finalize abandoned at shutdown; executions stay RUNNING",
                         extra={"count": len(batch), "error": str(exc)},
                     )
-                    return set()
+                    return set(), None, []
                 log.warning(
                     "finalize failed; retrying", extra={"count": len(batch), "error": str(exc)}
                 )
                 self._abandon.wait(delay)
                 delay = min(delay * 2, 2.0)
+
+    def _finalize_and_claim(
+        self, tx: Transaction, payload: str, plan: Any | None
+    ) -> tuple[list[Row], list[ClaimedExecution]]:
+        rows = _finalize(tx, payload, self._worker_id)
+        if plan is None or self._refill is None:
+            return rows, []
+        return rows, self._refill.claim_in(tx, plan)
 
     def is_alive(self) -> bool:
         return any(thread.is_alive() for thread in self._threads)

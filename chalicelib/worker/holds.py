@@ -75,12 +75,13 @@ class Holds:
         return len(self._holds)
 
     def free(self) -> int:
-        """How many executions to claim: no more than can be sent once the slots of those
-        whose results are being recorded are free (each delivery holds its slot until its
-        attempt is recorded), and never more than twice the capacity held in all. What a
-        worker holds RUNNING is in delivery, being recorded, or about to be sent as soon as
-        the finalizer's current batch commits."""
-        return min(self.capacity - self._undelivered, 2 * self.capacity - len(self._holds))
+        """Slots to claim into: an execution holds one from its claim until its attempt is
+        recorded, so what a worker holds RUNNING is in delivery or being recorded."""
+        return self.capacity - len(self._holds)
+
+    def recording(self) -> int:
+        """Held executions whose delivery ended, their attempts not yet recorded."""
+        return len(self._holds) - self._undelivered
 
     def cap(self, endpoint: str) -> int:
         """How many of ``endpoint``'s deliveries this worker runs at once."""

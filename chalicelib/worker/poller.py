@@ -31,12 +31,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from chalicelib.db import notify
-from chalicelib.db.connection import Database
+from chalicelib.db.connection import Database, Transaction
 from chalicelib.domain.statuses import ExecutionStatus
 from chalicelib.errors import DatabaseError
 from chalicelib.logs import log_event
 from chalicelib.settings import Settings
-from chalicelib.worker.claims import ClaimStrategy
+from chalicelib.worker.claims import ClaimLimits, ClaimPlan, ClaimStrategy
 from chalicelib.worker.deliveries import DeliveryLoop, LeaseLost
 from chalicelib.worker.dispatchers import Dispatcher
 from chalicelib.worker.finalizer import Finalizer
@@ -50,6 +50,9 @@ log = logging.getLogger("chalicelib.worker")
 #: fewer, larger claims mean fewer commits per delivered execution.
 MIN_BATCH_SHARE = 4
 CLAIM_LINGER_SEC = 0.002
+#: A finalize batch waits this long at most for the poller's claim to end before it claims
+#: into the slots it frees (else it records only, and the poller claims).
+REFILL_WAIT_SEC = 0.05
 
 _EVENTS = {
     ExecutionStatus.SUCCESS: ("execution_succeeded", logging.INFO),
@@ -106,7 +109,7 @@ class Worker:
             on_lost=self._lost,
             may_send=self._owned,
         )
-        self._finalizer = Finalizer(db, self.worker_id, self._finalized)
+        self._finalizer = Finalizer(db, self.worker_id, self._finalized, refill=self)
         self._cond = threading.Condition()
         self._counts = {"claimed": 0, "succeeded": 0, "retrying": 0, "failed": 0}
         self.holds = Holds(
@@ -116,6 +119,12 @@ class Worker:
         )
         self.leases = LeaseKeeper(db, self.worker_id, self.holds, self._cond)
         self._full: frozenset[str] = frozenset()  # endpoints at their share at the last claim
+        #: One claim at a time (the poller's, or a finalize batch's refill), so the room and
+        #: the per-endpoint shares a claim is sized by are never claimed twice.
+        self._claim_lock = threading.Lock()
+        self._stopping: Callable[[], bool] | None = None  # set while run() runs
+        #: Claims made inside finalize transactions (diagnostics; tests read it).
+        self.refills = 0
         self._wake = threading.Event()
         self.sleeps = SleepStats()
         #: The running LISTEN connection's thread, if any (tests inspect it).
@@ -161,6 +170,7 @@ class Worker:
         self._finalizer.start()
         self.leases.start()
         listener = self._start_listener()
+        self._stopping = stopping
         try:
             while not stopping():
                 if not self._wait_for_capacity(stopping):
@@ -173,6 +183,7 @@ class Worker:
                 if claimed == 0:
                     self._sleep()
         finally:
+            self._stopping = None
             if listener is not None:
                 listener.stop()
 
@@ -180,30 +191,42 @@ class Worker:
         """Claim up to the free capacity once and start the deliveries; returns how many."""
         self._finalizer.start()
         self.leases.start()
-        with self._cond:
-            free = self.holds.free()
-            limits = self.holds.limits()
-            # If endpoints are at their share, a delivery of theirs ending is worth a claim
-            # (their backlog may be all that is due): _delivered ends the idle sleep then.
-            self._full = frozenset(limits.full)
-        if free <= 0:
-            return 0
-        started = time.monotonic()
-        batch = self._claims.claim(self.db, self.worker_id, free, limits)
-        if not batch:
-            return 0
-        with self._cond:
-            self.holds.add(batch, started)
-            self._counts["claimed"] += len(batch)
-        log_event(
-            log,
-            "worker_batch_claimed",
-            worker_id=self.worker_id,
-            count=len(batch),
-            claim_ms=round((time.monotonic() - started) * 1000, 2),
-        )
-        self._deliveries.submit(self._prepare(batch))
+        with self._claim_lock:
+            free, limits = self._room(0)
+            if free <= 0:
+                return 0
+            started = time.monotonic()
+            batch = self._claims.claim(self.db, self.worker_id, free, limits)
+            self._hold(batch, started)
+        self._start(batch)
         return len(batch)
+
+    # -- refill: claims inside the finalizer's transaction (finalizer.Refill) -----------
+
+    def plan_claim(self, freed: int) -> ClaimPlan | None:
+        """Room for a claim once ``freed`` recorded executions are released, while
+        :meth:`run` runs; holds the claim lock until :meth:`claimed`."""
+        stopping = self._stopping
+        if stopping is None or stopping():
+            return None
+        if not self._claim_lock.acquire(timeout=REFILL_WAIT_SEC):  # the poller is claiming
+            return None
+        room, limits = self._room(freed)
+        if room <= 0:
+            self._claim_lock.release()
+            return None
+        return ClaimPlan(room, limits, time.monotonic())
+
+    def claim_in(self, tx: Transaction, plan: ClaimPlan) -> list[ClaimedExecution]:
+        return self._claims.claim_in(tx, self.worker_id, plan.room, plan.limits)
+
+    def claimed(self, plan: ClaimPlan, batch: list[ClaimedExecution]) -> None:
+        try:
+            self._hold(batch, plan.started)
+            self.refills += bool(batch)
+        finally:
+            self._claim_lock.release()
+        self._start(batch)
 
     def drain(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s until every claimed execution is finalized."""
@@ -232,12 +255,43 @@ class Worker:
         linger_until = time.monotonic() + CLAIM_LINGER_SEC
         with self._cond:
             while not stopping():
-                free = self.holds.free()
+                # Slots freed by a finalize batch are claimed into by that batch's own
+                # transaction (plan_claim); the poller claims only when nothing is being
+                # recorded (idle, start-up, slow targets).
+                free = self.holds.free() if self.holds.recording() == 0 else 0
                 if free >= min_batch or (free > 0 and time.monotonic() >= linger_until):
                     return True
                 wait = CLAIM_LINGER_SEC if free > 0 else self._poll_interval
                 self._cond.wait(wait)
         return False
+
+    def _room(self, freed: int) -> tuple[int, ClaimLimits]:
+        """How many to claim, and the claim's limits (call with the claim lock held)."""
+        with self._cond:
+            limits = self.holds.limits()
+            # If endpoints are at their share, a delivery of theirs ending is worth a claim
+            # (their backlog may be all that is due): _delivered ends the idle sleep then.
+            self._full = frozenset(limits.full)
+            return self.holds.free() + freed, limits
+
+    def _hold(self, batch: list[ClaimedExecution], started: float) -> None:
+        """A claim committed: hold what it took (call with the claim lock held)."""
+        if not batch:
+            return
+        with self._cond:
+            self.holds.add(batch, started)
+            self._counts["claimed"] += len(batch)
+        log_event(
+            log,
+            "worker_batch_claimed",
+            worker_id=self.worker_id,
+            count=len(batch),
+            claim_ms=round((time.monotonic() - started) * 1000, 2),
+        )
+
+    def _start(self, batch: list[ClaimedExecution]) -> None:
+        if batch:
+            self._deliveries.submit(self._prepare(batch))
 
     def _sleep(self) -> None:
         """Idle: wait the poll interval unless a nudge or a notification comes first."""

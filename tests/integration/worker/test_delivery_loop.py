@@ -90,9 +90,8 @@ def test_a_worker_claims_only_into_free_slots_the_rest_stay_queued(
 
 
 def test_a_slot_is_held_until_the_attempt_is_recorded(database: Database, make_worker) -> None:
-    """While finalize commits are stuck, a worker sends no more than its capacity: what a
-    crash would redeliver (sent, not recorded) is bounded by the capacity. It claims one
-    batch ahead, which waits for the slots of the results being recorded (QUEUED beyond)."""
+    """While finalize commits are stuck, a worker holds (and sends) no more than its
+    capacity: what a crash would redeliver (sent, not recorded) is bounded by it."""
     seeded = seed(database, spec=SPEC, count=10)
     dispatcher = GatedDispatcher()
     dispatcher.gate.set()
@@ -112,13 +111,12 @@ def test_a_slot_is_held_until_the_attempt_is_recorded(database: Database, make_w
         assert locked.wait(10)
         assert worker.run_once() == 2
         wait_until(lambda: len(dispatcher.seen) == 2)
-        assert worker.run_once() == 2  # the batch to send once those two are recorded
         for _ in range(5):
             assert worker.run_once() == 0
             time.sleep(0.02)
-        assert worker.in_flight == 4
-        assert len(dispatcher.seen) == 2  # sent, not recorded: no slot for more sends
-        assert statuses(database, seeded.execution_ids) == {"RUNNING": 4, "QUEUED": 6}
+        assert worker.in_flight == 2
+        assert len(dispatcher.seen) == 2  # sent, not recorded: no slot for more
+        assert statuses(database, seeded.execution_ids) == {"RUNNING": 2, "QUEUED": 8}
     finally:
         release.set()
         holder.join(10)
@@ -171,3 +169,24 @@ def test_closing_with_abandon_cancels_deliveries_and_leaves_them_running(
     assert dispatcher.running == 0  # every delivery task was cancelled
     assert worker.in_flight == 0
     assert statuses(database, seeded.execution_ids) == {"RUNNING": 5}
+
+
+def test_a_finalize_batch_claims_into_the_slots_it_frees(
+    database: Database, make_worker, http_target
+) -> None:
+    """Under load the finalizer's transaction records a batch and claims as many new
+    executions as it frees slots (one commit per cycle); each is delivered exactly once."""
+    seeded = seed(database, spec=http_spec(http_target.url("/fast")), count=300)
+    worker = make_worker(worker_max_concurrent=8, worker_endpoint_share=1.0)
+    stop = threading.Event()
+    poller = threading.Thread(target=worker.run, args=(stop,))
+    poller.start()
+    try:
+        wait_until(lambda: statuses(database, seeded.execution_ids).get("SUCCESS", 0) == 300, 60)
+    finally:
+        stop.set()
+        poller.join(10)
+    assert worker.refills > 0
+    sent = [r.headers["x-task-executor-execution-id"] for r in http_target.received("/fast")]
+    assert sorted(sent) == sorted(seeded.execution_ids)  # each exactly once
+    assert worker.counts()["claimed"] == 300
