@@ -1,9 +1,8 @@
 """What a worker holds: its slots, its per-endpoint shares and its leases.
 
 A slot is held from the claim until the attempt is recorded (finalized), not just while the
-request is out: what a worker holds RUNNING is then at most its capacity (plus the batch
-being handed out), and a crash can redeliver at most that many executions (those sent but
-not yet recorded). Per endpoint, the executions claimed and not yet delivered are capped
+request is out: what a worker holds RUNNING is then at most its capacity, and a crash can
+redeliver at most that many executions (those sent but not yet recorded). Per endpoint, the executions claimed and not yet delivered are capped
 (``spec.max_concurrent``, else a share of the capacity), so a hung endpoint ties up its
 share and no more; the claim passes over endpoints at their cap.
 
