@@ -2,9 +2,10 @@
 
 A slot is held from the claim until the attempt is recorded (finalized), not just while the
 request is out: what a worker holds RUNNING is then at most its capacity, and a crash can
-redeliver at most that many executions (those sent but not yet recorded). Per endpoint, the executions claimed and not yet delivered are capped
-(``spec.max_concurrent``, else a share of the capacity), so a hung endpoint ties up its
-share and no more; the claim passes over endpoints at their cap.
+redeliver at most that many executions (those sent but not yet recorded). Per endpoint,
+the executions claimed and not yet delivered are capped (``spec.max_concurrent``, else a
+share of the capacity), so a hung endpoint ties up its share and no more; the claim
+passes over endpoints at their cap.
 
 Every held execution has a lease in the database (``executions.lease_expires_at``) that
 :class:`LeaseKeeper` renews in one statement per round. Locally each hold keeps a
