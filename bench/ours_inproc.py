@@ -89,7 +89,11 @@ def scale_probe(job_id: str, repeat: int) -> None:
 
     name, claim = _claim_query()
     db = wiring.database("worker")
-    params = {"worker_id": "bench-probe", "batch": 50}
+    from chalicelib.worker.claims import ClaimLimits
+
+    # As a worker with 50 free slots claims: the default lease and per-endpoint share.
+    limits = ClaimLimits(default_cap=25).params()
+    params = {"worker_id": "bench-probe", "batch": 50, **limits}
     claim_times: list[float] = []
     plan_rows = db.transaction(
         lambda tx: tx.run("EXPLAIN " + claim, **params), name="bench_explain"

@@ -37,6 +37,9 @@ class Settings:
     config_cache_ttl_sec: int = 60
     secret_cache_ttl_sec: int = 300
     worker_shutdown_timeout_sec: int = 30
+    # Added by this port: the share of a worker's slots one endpoint may hold by default
+    # (an endpoint's spec.max_concurrent overrides it), so no endpoint starves the others.
+    worker_endpoint_share: float = 0.5
     # One variable in the spec with two defaults (worker 10, API 20): unset means "by role".
     db_pool_size: int | None = None
     # Scheduler (spec: "Scheduler config").
@@ -141,6 +144,16 @@ def _validate(settings: Settings) -> None:
     for attr in ("api_key_cache_ttl_sec", "execution_retention_days"):
         if getattr(settings, attr) < 0:
             raise ConfigurationError(f"{_env_name(attr)} must be 0 or more")
+    if not 0 < settings.worker_endpoint_share <= 1:
+        raise ConfigurationError("TE_WORKER_ENDPOINT_SHARE must be in (0, 1]")
+    _validate_choices(settings)
+    if settings.secret_encryption_key is not None:
+        decode_key(settings.secret_encryption_key, "TE_SECRET_ENCRYPTION_KEY")
+    for old in split_keys(settings.secret_decryption_keys):
+        decode_key(old, "TE_SECRET_DECRYPTION_KEYS")
+
+
+def _validate_choices(settings: Settings) -> None:
     if settings.claim_strategy not in CLAIM_STRATEGIES:
         raise ConfigurationError(
             f"TE_CLAIM_STRATEGY must be one of {', '.join(CLAIM_STRATEGIES)}, "
@@ -150,10 +163,6 @@ def _validate(settings: Settings) -> None:
         raise ConfigurationError("TE_WAKEUP_NOTIFY must be auto, on or off")
     if settings.log_format not in ("text", "json"):
         raise ConfigurationError("TE_LOG_FORMAT must be 'text' or 'json'")
-    if settings.secret_encryption_key is not None:
-        decode_key(settings.secret_encryption_key, "TE_SECRET_ENCRYPTION_KEY")
-    for old in split_keys(settings.secret_decryption_keys):
-        decode_key(old, "TE_SECRET_DECRYPTION_KEYS")
 
 
 def split_keys(raw: str | None) -> list[str]:

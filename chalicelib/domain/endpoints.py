@@ -10,7 +10,9 @@ Rules, per the specification's field tables:
   bad values are 400 INVALID_REQUEST. Defaults: HTTP ``timeout_ms`` 30000 (the
   specification gives none) and ``expected_status_codes`` [200, 201, 202, 204]; KAFKA
   ``acks`` "all" and ``timeout_ms`` 10000; REDIS_STREAM ``approximate_trimming`` true and
-  ``timeout_ms`` 3000. ``timeout_ms`` is 1..300000 (the stuck-execution timeout).
+  ``timeout_ms`` 3000. ``timeout_ms`` is 1..300000. Every type accepts an optional
+  ``max_concurrent`` (1..10000): how many of this endpoint's deliveries one worker runs at
+  once (default: ``TE_WORKER_ENDPOINT_SHARE`` of ``TE_WORKER_MAX_CONCURRENT``).
 * Each field accepts only the template namespaces its table lists. A placeholder whose
   namespace is unknown or not allowed in that field, a ``{{config.*}}`` when the endpoint
   has no config, and a ``{{secret.*}}`` with a nested path are 422
@@ -37,6 +39,8 @@ BACKOFFS = ("fixed", "linear", "exponential")
 MAX_TIMEOUT_MS = 300_000
 MAX_DELAY_MS = 86_400_000
 MAX_ATTEMPTS = 100
+#: Upper bound of a spec's ``max_concurrent`` (deliveries of one endpoint per worker).
+MAX_CONCURRENT = 10_000
 
 RETRY_DEFAULTS: dict[str, Any] = {
     "max_attempts": 1,
@@ -92,6 +96,11 @@ def _timeout(where: str, value: Any) -> None:
         _fail(where, f"an integer between 1 and {MAX_TIMEOUT_MS}")
 
 
+def _max_concurrent(where: str, value: Any) -> None:
+    if not _is_int(value) or not 1 <= value <= MAX_CONCURRENT:
+        _fail(where, f"an integer between 1 and {MAX_CONCURRENT}")
+
+
 def _status_codes(where: str, value: Any) -> None:
     ok = isinstance(value, list) and value and len(set(map(str, value))) == len(value)
     if not ok or not all(_is_int(c) and 100 <= c <= 599 for c in value):
@@ -131,6 +140,7 @@ SPEC_RULES: dict[str, dict[str, FieldRule]] = {
         "headers": FieldRule(_string_map, namespaces=_CONFIG_SECRET),
         "body_template": FieldRule(_object, namespaces=_ALL),
         "timeout_ms": FieldRule(_timeout, default=30000),
+        "max_concurrent": FieldRule(_max_concurrent),
         "expected_status_codes": FieldRule(_status_codes, default=[200, 201, 202, 204]),
     },
     "KAFKA": {
@@ -141,6 +151,7 @@ SPEC_RULES: dict[str, dict[str, FieldRule]] = {
         "headers": FieldRule(_string_map, namespaces=_ALL),
         "acks": FieldRule(_one_of(KAFKA_ACKS), default="all"),
         "timeout_ms": FieldRule(_timeout, default=10000),
+        "max_concurrent": FieldRule(_max_concurrent),
     },
     "REDIS_STREAM": {
         "redis_url": FieldRule(_string, True, _CONFIG_SECRET),
@@ -149,6 +160,7 @@ SPEC_RULES: dict[str, dict[str, FieldRule]] = {
         "max_len": FieldRule(_max_len, namespaces=_CONFIG),
         "approximate_trimming": FieldRule(_boolean, default=True),
         "timeout_ms": FieldRule(_timeout, default=3000),
+        "max_concurrent": FieldRule(_max_concurrent),
     },
 }
 

@@ -5,12 +5,16 @@
 * ``conditional_update`` (CockroachDB): read candidate ids without locks, then a
   compare-and-set UPDATE on their status; losers of a race simply get fewer rows.
 
-Both commit before returning, so no transaction is ever held across a delivery.
+Both commit before returning, so no transaction is ever held across a delivery. Both take
+:class:`ClaimLimits`: the lease a claim starts and the per-endpoint fairness caps.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
@@ -21,13 +25,54 @@ from chalicelib.worker.models import ClaimedExecution
 REGION_PLACEHOLDER = "{region_filter}"
 
 
+@dataclass(frozen=True, kw_only=True)
+class ClaimLimits:
+    """What a claim may take besides its batch size, and the lease it starts."""
+
+    lease_ms: int = 300_000  #: TE_STUCK_EXECUTION_TIMEOUT_SEC
+    default_cap: int = 10_000  #: per-endpoint cap when the endpoint sets no max_concurrent
+    full: tuple[str, ...] = ()  #: endpoints at their cap in this worker: not claimed
+    busy: Mapping[str, int] = field(default_factory=dict)  #: endpoint -> deliveries held
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "lease_ms": self.lease_ms,
+            "default_cap": self.default_cap,
+            "full": list(self.full),
+            "busy": json.dumps(self.busy, separators=(",", ":")),
+        }
+
+
+NO_LIMITS = ClaimLimits()
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    """A claim sized before the transaction that runs it (a finalize batch's refill)."""
+
+    room: int
+    limits: ClaimLimits
+    started: float  #: time.monotonic() before the transaction (the lease's local start)
+
+
 def render(name: str, region: RegionFilter) -> str:
     """A named claim statement with the region filter put in (a no-op today)."""
     return queries[name].sql.replace(REGION_PLACEHOLDER, region.sql_clause("crdb_region"))
 
 
 class ClaimStrategy(Protocol):
-    def claim(self, db: Database, worker_id: str, batch: int) -> list[ClaimedExecution]: ...
+    def claim(
+        self, db: Database, worker_id: str, batch: int, limits: ClaimLimits = NO_LIMITS
+    ) -> list[ClaimedExecution]:
+        """Claim in a transaction of its own."""
+        ...
+
+    def claim_in(
+        self, tx: Transaction, worker_id: str, batch: int, limits: ClaimLimits
+    ) -> list[ClaimedExecution]:
+        """Claim inside ``tx`` (at READ COMMITTED: the finalizer's transaction, whose commit
+        records a batch of attempts and claims the slots it frees in one durable write)."""
+        ...
 
 
 class SkipLockedClaim:
@@ -37,11 +82,18 @@ class SkipLockedClaim:
         self._region = region
         self._sql = render("worker_claim_skip_locked", region)
 
-    def claim(self, db: Database, worker_id: str, batch: int) -> list[ClaimedExecution]:
-        rows = db.transaction(
-            lambda tx: tx.run(self._sql, worker_id=worker_id, batch=batch, **self._region.params()),
-            name="worker_claim_skip_locked",
+    def claim(
+        self, db: Database, worker_id: str, batch: int, limits: ClaimLimits = NO_LIMITS
+    ) -> list[ClaimedExecution]:
+        return db.transaction(
+            lambda tx: self.claim_in(tx, worker_id, batch, limits), name="worker_claim_skip_locked"
         )
+
+    def claim_in(
+        self, tx: Transaction, worker_id: str, batch: int, limits: ClaimLimits
+    ) -> list[ClaimedExecution]:
+        params = {**limits.params(), **self._region.params()}
+        rows = tx.run(self._sql, worker_id=worker_id, batch=batch, **params)
         return [ClaimedExecution.from_row(row) for row in rows]
 
 
@@ -53,18 +105,33 @@ class ConditionalUpdateClaim:
         self._candidates = render("worker_claim_candidates", region)
         self._update = queries["worker_claim_conditional"].sql
 
-    def claim(self, db: Database, worker_id: str, batch: int) -> list[ClaimedExecution]:
+    def claim(
+        self, db: Database, worker_id: str, batch: int, limits: ClaimLimits = NO_LIMITS
+    ) -> list[ClaimedExecution]:
         def work(tx: Transaction) -> list[ClaimedExecution]:
             # Re-run whole on 40001: the retry reads fresh candidates.
             tx.execute(queries["worker_read_committed"])
-            found = tx.run(self._candidates, batch=batch, **self._region.params())
-            if not found:
-                return []
-            ids = [row["execution_id"] for row in found]
-            rows = tx.run(self._update, ids=ids, worker_id=worker_id)
-            return [ClaimedExecution.from_row(row) for row in rows]
+            return self.claim_in(tx, worker_id, batch, limits)
 
         return db.transaction(work, name="worker_claim_conditional")
+
+    def claim_in(
+        self, tx: Transaction, worker_id: str, batch: int, limits: ClaimLimits
+    ) -> list[ClaimedExecution]:
+        params = limits.params()
+        fairness = {k: params[k] for k in ("default_cap", "full", "busy")}
+        found = tx.run(self._candidates, batch=batch, **fairness, **self._region.params())
+        if not found:
+            return []
+        ids = [row["execution_id"] for row in found]
+        rows = tx.run(
+            self._update,
+            ids=ids,
+            worker_id=worker_id,
+            lease_ms=params["lease_ms"],
+            default_cap=params["default_cap"],
+        )
+        return [ClaimedExecution.from_row(row) for row in rows]
 
 
 def claim_strategy(name: str, region: RegionFilter = ALL_REGIONS) -> ClaimStrategy:

@@ -36,6 +36,16 @@ OnFinished = Callable[[FinishedExecution], None]
 #: A delivery that ended without a finished execution (a bug, or cancelled at shutdown):
 #: the execution stays RUNNING and the reclaimer retries it.
 OnLost = Callable[[ClaimedExecution, BaseException], None]
+#: Asked just before a send: does this worker still own the execution (its lease)?
+MaySend = Callable[[ClaimedExecution], bool]
+
+
+class LeaseLost(Exception):
+    """The execution's lease may have expired before its send: it is not sent."""
+
+
+def _always(_: ClaimedExecution) -> bool:
+    return True
 
 
 class DeliveryLoop:
@@ -49,12 +59,14 @@ class DeliveryLoop:
         capacity: int,
         on_finished: OnFinished,
         on_lost: OnLost,
+        may_send: MaySend = _always,
     ) -> None:
         self._pipeline = pipeline
         self._dispatchers = dispatchers
         self._capacity = capacity
         self._on_finished = on_finished
         self._on_lost = on_lost
+        self._may_send = may_send
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._blocking: ThreadPoolExecutor | None = None
@@ -112,18 +124,44 @@ class DeliveryLoop:
             task.add_done_callback(self._tasks.discard)
 
     async def _deliver(self, prepared: Prepared) -> None:
-        assert self._slots is not None  # set by _spawn before any task starts
+        """Send once a slot is free. A delivered execution keeps its slot until the worker
+        has recorded its attempt (:meth:`release_slots`): sent-but-unrecorded executions,
+        what a crash would deliver twice, never exceed the capacity."""
+        slots = self._slots
+        assert slots is not None  # set by _spawn before any task starts
+        holding = False
         try:
-            async with self._slots:  # FIFO: executions go out in claim order
-                outcome = await self._dispatch(prepared)
+            await slots.acquire()  # FIFO: executions go out in claim order
+            holding = True
+            if not self._may_send(prepared.claimed):
+                raise LeaseLost(prepared.claimed.execution_id)
+            # The attempt's times measure the delivery itself, from here.
+            prepared = self._pipeline.begin(prepared)
+            outcome = await self._dispatch(prepared)
             finished = self._pipeline.complete(prepared, outcome)
         except asyncio.CancelledError as exc:
+            if holding:
+                slots.release()
             self._on_lost(prepared.claimed, exc)
             raise
-        except Exception as exc:  # a bug must not kill the loop; see OnLost
+        except Exception as exc:  # a bug, or the lease lost: see OnLost
+            if holding:
+                slots.release()
             self._on_lost(prepared.claimed, exc)
             return
         self._on_finished(finished)
+
+    def release_slots(self, count: int) -> None:
+        """``count`` delivered executions were recorded: their slots are free (any thread)."""
+        with self._lock:
+            loop = self._loop
+        if loop is not None and count > 0:
+            loop.call_soon_threadsafe(self._release, count)
+
+    def _release(self, count: int) -> None:
+        assert self._slots is not None
+        for _ in range(count):
+            self._slots.release()
 
     async def _dispatch(self, prepared: Prepared) -> DeliveryOutcome:
         dispatcher: Any = self._dispatchers[prepared.claimed.endpoint_type]

@@ -1,56 +1,93 @@
 """The finalizer: records attempts and moves executions on, many per transaction.
 
-Delivery threads hand finished executions to :meth:`Finalizer.submit`; one thread writes
-everything that is ready with one ``worker_finalize_batch`` statement, so a burst of N
-finished deliveries costs one commit instead of N (the commit rate of the database is the
-ceiling otherwise). While one batch is being written the next one accumulates, so nothing
-waits on a timer. If the database is down the batch is retried with backoff until it is
-written or the worker abandons it at shutdown; abandoned executions stay RUNNING and the
+Delivery threads hand finished executions to :meth:`Finalizer.submit`; a writer thread
+writes everything that is ready with one ``worker_finalize_batch`` statement, so a burst of
+N finished deliveries costs one commit instead of N (the commit rate of the database is the
+ceiling otherwise). :data:`WRITERS` writers drain the queue, so a finished execution waits
+for a free writer rather than for the whole batch ahead of it: a worker's slot is held
+until its attempt is recorded, so the time to record is part of every slot's cycle.
+Nothing waits on a timer.
+
+A writer's transaction also claims, before its commit, as many executions as the batch
+frees slots (:class:`Refill`, the worker): one durable commit records a batch and refills
+its slots, so a worker's slot cycle costs one commit, not a finalize and a claim.
+
+If the database is down the batch is retried with backoff until it is written or the
+worker abandons it at shutdown; abandoned executions stay RUNNING and the
 reclaimer returns them (at-least-once delivery).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import queue
 import threading
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.errors import DatabaseError
 from chalicelib.logs import FailureLog
-from chalicelib.worker.models import FinishedExecution
+from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 500
+#: Writer threads (each with its own connection from the worker's pool).
+WRITERS = 2
 
 #: Called once per submitted execution after its batch commits: (finished, applied). A
 #: result that lost its compare-and-set (reclaimed meanwhile) is reported with False.
 OnFinalized = Callable[[FinishedExecution, bool], None]
 
 
+class Refill(Protocol):
+    """Claims into the slots a finalize batch frees, in the finalize's transaction."""
+
+    def plan_claim(self, freed: int) -> Any | None:
+        """A claim plan (and the claim lock) if there is room once ``freed`` are released."""
+        ...
+
+    def claim_in(self, tx: Transaction, plan: Any) -> list[ClaimedExecution]: ...
+
+    def claimed(self, plan: Any, batch: list[ClaimedExecution]) -> None:
+        """After the commit (``batch`` empty if it failed): hold and start them."""
+        ...
+
+
 class Finalizer:
     """A queue drained by one writer thread."""
 
-    def __init__(self, db: Database, worker_id: str, on_finalized: OnFinalized) -> None:
+    def __init__(
+        self,
+        db: Database,
+        worker_id: str,
+        on_finalized: OnFinalized,
+        refill: Refill | None = None,
+    ) -> None:
         self._db = db
+        self._refill = refill
         self._worker_id = worker_id
         self._on_finalized = on_finalized
         self._queue: queue.Queue[FinishedExecution | None] = queue.Queue()
         self._abandon = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._failures = FailureLog(log, "finalize (retrying with backoff)")
 
     def start(self) -> None:
         with self._lock:
-            if self._thread is None or not self._thread.is_alive():
+            if not any(thread.is_alive() for thread in self._threads):
                 self._abandon.clear()
-                self._thread = threading.Thread(target=self._loop, name="te-finalizer", daemon=True)
-                self._thread.start()
+                self._threads = [
+                    threading.Thread(target=self._loop, name=f"te-finalizer-{i}", daemon=True)
+                    for i in range(WRITERS)
+                ]
+                for thread in self._threads:
+                    thread.start()
 
     def submit(self, finished: FinishedExecution) -> None:
         self._queue.put(finished)
@@ -59,15 +96,17 @@ class Finalizer:
         """Stop the writer after what is queued (or at once, dropping it, if ``abandon``)."""
         if abandon:
             self._abandon.set()
-        self._queue.put(None)
-        thread = self._thread
-        if thread is not None:
+        self._queue.put(None)  # each writer puts it back for the next one
+        for thread in self._threads:
             thread.join(timeout=5)
+        with self._lock:
+            self._queue = _without_stop(self._queue)
 
     def _loop(self) -> None:
         while True:
             first = self._queue.get()
             if first is None:
+                self._queue.put(None)  # for the other writers
                 return
             batch = [first]
             while len(batch) < MAX_BATCH:
@@ -82,34 +121,63 @@ class Finalizer:
             self._write(batch)
 
     def _write(self, batch: list[FinishedExecution]) -> None:
-        applied = self._write_with_retry(batch)
+        applied, plan, claimed = self._write_with_retry(batch)
         for finished in batch:
             self._on_finalized(finished, finished.execution_id in applied)
+        if plan is not None and self._refill is not None:
+            self._refill.claimed(plan, claimed)  # after the releases: the slots are free
 
-    def _write_with_retry(self, batch: list[FinishedExecution]) -> set[str]:
+    def _write_with_retry(
+        self, batch: list[FinishedExecution]
+    ) -> tuple[set[str], Any | None, list[ClaimedExecution]]:
         payload = json.dumps([f.to_json() for f in batch], separators=(",", ":"))
         delay = 0.05
         while True:
+            plan = self._refill.plan_claim(len(batch)) if self._refill is not None else None
+            work = functools.partial(self._finalize_and_claim, payload=payload, plan=plan)
             try:
-                rows = self._db.transaction(
-                    lambda tx: _finalize(tx, payload, self._worker_id),
-                    name="worker_finalize_batch",
-                )
+                rows, claimed = self._db.transaction(work, name="worker_finalize_batch")
                 self._failures.succeeded()
-                return {row["execution_id"] for row in rows}
-            except DatabaseError as exc:
+                return {row["execution_id"] for row in rows}, plan, claimed
+            except BaseException as exc:
+                if plan is not None and self._refill is not None:
+                    self._refill.claimed(plan, [])  # nothing claimed: release the plan
+                if not isinstance(exc, DatabaseError):
+                    raise
                 if self._abandon.is_set():
                     log.warning(
                         "finalize abandoned at shutdown; executions stay RUNNING",
                         extra={"count": len(batch), "error": str(exc)},
                     )
-                    return set()
+                    return set(), None, []
                 self._failures.failed(exc)  # one traceback, then a line per 30 s
                 self._abandon.wait(delay)
                 delay = min(delay * 2, 2.0)
 
+    def _finalize_and_claim(
+        self, tx: Transaction, payload: str, plan: Any | None
+    ) -> tuple[list[Row], list[ClaimedExecution]]:
+        rows = _finalize(tx, payload, self._worker_id)
+        if plan is None or self._refill is None:
+            return rows, []
+        return rows, self._refill.claim_in(tx, plan)
+
     def is_alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return any(thread.is_alive() for thread in self._threads)
+
+
+def _without_stop(
+    old: queue.Queue[FinishedExecution | None],
+) -> queue.Queue[FinishedExecution | None]:
+    """The queue after a stop, without its stop marker (so a restart's writers run)."""
+    fresh: queue.Queue[FinishedExecution | None] = queue.Queue()
+    while True:
+        try:
+            item = old.get_nowait()
+        except queue.Empty:
+            return fresh
+        if item is not None:
+            fresh.put(item)
 
 
 def _finalize(tx: Transaction, payload: str, worker_id: str) -> list[Row]:

@@ -26,6 +26,8 @@ class ClaimedExecution:
     max_attempts: int
     config_snapshot: Mapping[str, Any] | None
     endpoint_snapshot: Mapping[str, Any]
+    #: How many of this endpoint's deliveries one worker runs at once (claim fairness).
+    endpoint_cap: int | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ClaimedExecution:
@@ -39,6 +41,7 @@ class ClaimedExecution:
             max_attempts=int(row["max_attempts"]),
             config_snapshot=row["config_snapshot"],
             endpoint_snapshot=parse_snapshot(row["endpoint_snapshot"]),
+            endpoint_cap=row.get("endpoint_cap"),
         )
 
     @property

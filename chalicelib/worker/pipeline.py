@@ -9,6 +9,7 @@ request sent to the target: outputs and errors are redacted before they are reco
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -93,6 +94,10 @@ class Pipeline:
             )
             return self._finish(claimed, outcome, started_at, _elapsed_ms(started), None)
         return Prepared(claimed=claimed, resolved=resolved, started_at=started_at, started=started)
+
+    def begin(self, prepared: Prepared) -> Prepared:
+        """The same execution, its attempt's clock started now (just before the send)."""
+        return dataclasses.replace(prepared, started_at=self._clock(), started=time.monotonic())
 
     def complete(self, prepared: Prepared, outcome: DeliveryOutcome) -> FinishedExecution:
         """The finished execution for a delivery's outcome (redacted of secret values)."""

@@ -1,16 +1,15 @@
 """The worker: a poller that claims batches, a delivery loop, and the finalizer.
 
-Capacity (``TE_WORKER_MAX_CONCURRENT``) bounds concurrent deliveries (the delivery loop's
-semaphore). Two more bounds keep the slots busy without hoarding work:
-
-* claimed but not yet delivered: what the worker delivers in :data:`AHEAD_SEC` at its
-  recent rate, and at least twice the capacity, so the slots stay busy while the next claim
-  is in its round trip (at 3,000 deliveries/s that takes a few hundred executions) but a
-  slow target cannot make one worker sit on executions that other workers could run;
-* claimed but not yet finalized: at most :data:`WINDOW_FACTOR` times the capacity, so fast
-  deliveries never wait for a finalize batch's commit. With both bounds at one capacity
-  (before), throughput was capped at capacity / commit round trip: 1,400/s in ``bench/``.
-  The window also bounds what a crash hands to the reclaimer.
+Capacity (``TE_WORKER_MAX_CONCURRENT``) bounds what a worker holds: an execution takes a
+slot when it is claimed and gives it back when its attempt is recorded
+(:mod:`chalicelib.worker.holds`). The worker claims only into free slots, so every
+execution it holds RUNNING is being delivered (or is in the batch being handed out, or its
+result is on its way to the database), what it cannot start stays QUEUED (cancellable, and
+free for an idle worker), and a crash redelivers at most its capacity. Per endpoint, the
+claim takes no more than the endpoint's share (``spec.max_concurrent``, else
+``TE_WORKER_ENDPOINT_SHARE`` of the capacity), so one hung endpoint cannot take every slot.
+Leases are renewed while held (:class:`~chalicelib.worker.holds.LeaseKeeper`), and a
+delivery is not sent once its lease may have expired.
 
 The poller claims up to the free room in one statement and sleeps
 ``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due. Two
@@ -22,6 +21,7 @@ PostgreSQL LISTEN connection (:class:`chalicelib.db.notify.Listener`, on unless
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -31,30 +31,28 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from chalicelib.db import notify
-from chalicelib.db.connection import Database
+from chalicelib.db.connection import Database, Transaction
 from chalicelib.domain.statuses import ExecutionStatus
 from chalicelib.errors import DatabaseError
 from chalicelib.logs import FailureLog, log_event
 from chalicelib.settings import Settings
-from chalicelib.worker.claims import ClaimStrategy
-from chalicelib.worker.deliveries import DeliveryLoop
+from chalicelib.worker.claims import ClaimLimits, ClaimPlan, ClaimStrategy
+from chalicelib.worker.deliveries import DeliveryLoop, LeaseLost
 from chalicelib.worker.dispatchers import Dispatcher
 from chalicelib.worker.finalizer import Finalizer
+from chalicelib.worker.holds import Holds, LeaseKeeper
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 from chalicelib.worker.pipeline import Pipeline, Prepared
 
 log = logging.getLogger("chalicelib.worker")
 
-#: Executions held (claimed, not yet finalized) per delivery slot; see the module docstring.
-WINDOW_FACTOR = 16
-#: Executions claimed but not yet delivered: at least this many per delivery slot ...
-AHEAD_FACTOR = 2
-#: ... or as many as the worker delivered in this many seconds, at its recent rate.
-AHEAD_SEC = 0.15
 #: Claim once at least this share of the capacity is free, or after CLAIM_LINGER_SEC:
 #: fewer, larger claims mean fewer commits per delivered execution.
 MIN_BATCH_SHARE = 4
 CLAIM_LINGER_SEC = 0.002
+#: A finalize batch waits this long at most for the poller's claim to end before it claims
+#: into the slots it frees (else it records only, and the poller claims).
+REFILL_WAIT_SEC = 0.05
 
 _EVENTS = {
     ExecutionStatus.SUCCESS: ("execution_succeeded", logging.INFO),
@@ -75,29 +73,6 @@ class SleepStats:
     started: int = 0
     woken: int = 0  #: ended early by a nudge or a notification
     timed_out: int = 0  #: ran the whole poll interval
-
-
-class RateMeter:
-    """Events per second over the last completed period (callers hold the worker's lock)."""
-
-    PERIOD_SEC = 0.5
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._since = clock()
-        self._events = 0
-        self._rate = 0.0
-
-    def count(self) -> None:
-        self._events += 1
-
-    def per_sec(self) -> float:
-        now = self._clock()
-        elapsed = now - self._since
-        if elapsed >= self.PERIOD_SEC:
-            self._rate = self._events / elapsed
-            self._since, self._events = now, 0
-        return self._rate
 
 
 def new_worker_id() -> str:
@@ -130,16 +105,27 @@ class Worker:
             pipeline,
             dispatchers,
             capacity=self.capacity,
-            on_finished=self._delivered,
+            on_finished=self._sent,
             on_lost=self._lost,
+            may_send=self._owned,
         )
-        self._finalizer = Finalizer(db, self.worker_id, self._finalized)
+        self._finalizer = Finalizer(db, self.worker_id, self._finalized, refill=self)
         self._claim_failures = FailureLog(log, "claim (retrying every poll interval)")
         self._cond = threading.Condition()
         self._counts = {"claimed": 0, "succeeded": 0, "retrying": 0, "failed": 0}
-        self._in_flight = 0  # claimed, not yet finalized
-        self._undelivered = 0  # claimed, delivery not finished
-        self._rate = RateMeter()  # deliveries per second, recently
+        self.holds = Holds(
+            capacity=self.capacity,
+            default_cap=max(1, math.ceil(self.capacity * settings.worker_endpoint_share)),
+            lease_sec=settings.stuck_execution_timeout_sec,
+        )
+        self.leases = LeaseKeeper(db, self.worker_id, self.holds, self._cond)
+        self._full: frozenset[str] = frozenset()  # endpoints at their share at the last claim
+        #: One claim at a time (the poller's, or a finalize batch's refill), so the room and
+        #: the per-endpoint shares a claim is sized by are never claimed twice.
+        self._claim_lock = threading.Lock()
+        self._stopping: Callable[[], bool] | None = None  # set while run() runs
+        #: Claims made inside finalize transactions (diagnostics; tests read it).
+        self.refills = 0
         self._wake = threading.Event()
         self.sleeps = SleepStats()
         #: The running LISTEN connection's thread, if any (tests inspect it).
@@ -151,7 +137,7 @@ class Worker:
     @property
     def in_flight(self) -> int:
         with self._cond:
-            return self._in_flight
+            return len(self.holds)
 
     def counts(self) -> dict[str, int]:
         """Executions claimed and finalized (by outcome) since this worker started."""
@@ -183,7 +169,9 @@ class Worker:
             return self._stop.is_set() or external or (until is not None and until())
 
         self._finalizer.start()
+        self.leases.start()
         listener = self._start_listener()
+        self._stopping = stopping
         try:
             while not stopping():
                 if not self._wait_for_capacity(stopping):
@@ -197,39 +185,56 @@ class Worker:
                 if claimed == 0:
                     self._sleep()
         finally:
+            self._stopping = None
             if listener is not None:
                 listener.stop()
 
     def run_once(self) -> int:
         """Claim up to the free capacity once and start the deliveries; returns how many."""
         self._finalizer.start()
-        with self._cond:
-            free = self._free()
-        if free <= 0:
-            return 0
-        started = time.monotonic()
-        batch = self._claims.claim(self.db, self.worker_id, free)
-        if not batch:
-            return 0
-        with self._cond:
-            self._in_flight += len(batch)
-            self._undelivered += len(batch)
-            self._counts["claimed"] += len(batch)
-        log_event(
-            log,
-            "worker_batch_claimed",
-            worker_id=self.worker_id,
-            count=len(batch),
-            claim_ms=round((time.monotonic() - started) * 1000, 2),
-        )
-        self._deliveries.submit(self._prepare(batch))
+        self.leases.start()
+        with self._claim_lock:
+            free, limits = self._room(0)
+            if free <= 0:
+                return 0
+            started = time.monotonic()
+            batch = self._claims.claim(self.db, self.worker_id, free, limits)
+            self._hold(batch, started)
+        self._start(batch)
         return len(batch)
+
+    # -- refill: claims inside the finalizer's transaction (finalizer.Refill) -----------
+
+    def plan_claim(self, freed: int) -> ClaimPlan | None:
+        """Room for a claim once ``freed`` recorded executions are released, while
+        :meth:`run` runs; holds the claim lock until :meth:`claimed`."""
+        stopping = self._stopping
+        if stopping is None or stopping():
+            return None
+        if not self._claim_lock.acquire(timeout=REFILL_WAIT_SEC):  # the poller is claiming
+            return None
+        room, limits = self._room(freed)
+        if room <= 0:
+            self._claim_lock.release()
+            return None
+        return ClaimPlan(room, limits, time.monotonic())
+
+    def claim_in(self, tx: Transaction, plan: ClaimPlan) -> list[ClaimedExecution]:
+        return self._claims.claim_in(tx, self.worker_id, plan.room, plan.limits)
+
+    def claimed(self, plan: ClaimPlan, batch: list[ClaimedExecution]) -> None:
+        try:
+            self._hold(batch, plan.started)
+            self.refills += bool(batch)
+        finally:
+            self._claim_lock.release()
+        self._start(batch)
 
     def drain(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s until every claimed execution is finalized."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self._in_flight > 0:
+            while len(self.holds) > 0:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -240,6 +245,7 @@ class Worker:
         """Release threads and clients (after :meth:`drain`; ``abandon`` drops what is left)."""
         self._deliveries.close(abandon=abandon)
         self._finalizer.stop(abandon=abandon)
+        self.leases.stop()
         for dispatcher in self._dispatchers.values():
             dispatcher.close()
 
@@ -251,12 +257,43 @@ class Worker:
         linger_until = time.monotonic() + CLAIM_LINGER_SEC
         with self._cond:
             while not stopping():
-                free = self._free()
+                # Slots freed by a finalize batch are claimed into by that batch's own
+                # transaction (plan_claim); the poller claims only when nothing is being
+                # recorded (idle, start-up, slow targets).
+                free = self.holds.free() if self.holds.recording() == 0 else 0
                 if free >= min_batch or (free > 0 and time.monotonic() >= linger_until):
                     return True
                 wait = CLAIM_LINGER_SEC if free > 0 else self._poll_interval
                 self._cond.wait(wait)
         return False
+
+    def _room(self, freed: int) -> tuple[int, ClaimLimits]:
+        """How many to claim, and the claim's limits (call with the claim lock held)."""
+        with self._cond:
+            limits = self.holds.limits()
+            # If endpoints are at their share, a delivery of theirs ending is worth a claim
+            # (their backlog may be all that is due): _delivered ends the idle sleep then.
+            self._full = frozenset(limits.full)
+            return self.holds.free() + freed, limits
+
+    def _hold(self, batch: list[ClaimedExecution], started: float) -> None:
+        """A claim committed: hold what it took (call with the claim lock held)."""
+        if not batch:
+            return
+        with self._cond:
+            self.holds.add(batch, started)
+            self._counts["claimed"] += len(batch)
+        log_event(
+            log,
+            "worker_batch_claimed",
+            worker_id=self.worker_id,
+            count=len(batch),
+            claim_ms=round((time.monotonic() - started) * 1000, 2),
+        )
+
+    def _start(self, batch: list[ClaimedExecution]) -> None:
+        if batch:
+            self._deliveries.submit(self._prepare(batch))
 
     def _sleep(self) -> None:
         """Idle: wait the poll interval unless a nudge or a notification comes first."""
@@ -283,12 +320,6 @@ class Worker:
         self.listener = listener
         return listener
 
-    def _free(self) -> int:
-        """Slots to claim into (call with the condition held)."""
-        window = WINDOW_FACTOR * self.capacity
-        ahead = max(AHEAD_FACTOR * self.capacity, int(self._rate.per_sec() * AHEAD_SEC))
-        return min(min(ahead, window) - self._undelivered, window - self._in_flight)
-
     def _prepare(self, batch: list[ClaimedExecution]) -> list[Prepared]:
         """Resolve each request on this thread; template failures finish here and then."""
         ready = []
@@ -300,7 +331,7 @@ class Worker:
                 log.warning(
                     "execution left RUNNING: %s", exc, extra={"execution_id": claimed.execution_id}
                 )
-                self._release(delivered=True)
+                self._release(claimed.execution_id, claimed.attempt)
                 continue
             except Exception as exc:  # one bad execution must not stop claims
                 self._lost(claimed, exc)
@@ -311,23 +342,38 @@ class Worker:
                 ready.append(prepared)
         return ready
 
-    def _delivered(self, finished: FinishedExecution) -> None:
+    def _owned(self, claimed: ClaimedExecution) -> bool:
+        """Checked just before a send: the lease still surely holds."""
+        with self._cond:
+            return self.holds.owned(claimed.execution_id)
+
+    def _sent(self, finished: FinishedExecution) -> None:
+        """A delivery ended; it holds its delivery slot until its attempt is recorded."""
+        self._delivered(finished, slot=True)
+
+    def _delivered(self, finished: FinishedExecution, *, slot: bool = False) -> None:
         self._finalizer.submit(finished)
         with self._cond:
-            self._undelivered -= 1
-            self._rate.count()
+            self.holds.delivered(finished.execution_id, finished.attempt_number, slot=slot)
+            if finished.endpoint in self._full and self.holds.room(finished.endpoint) >= max(
+                1, self.holds.cap(finished.endpoint) // MIN_BATCH_SHARE
+            ):
+                self._full = frozenset()
+                self._wake.set()
             self._cond.notify_all()
 
     def _lost(self, claimed: ClaimedExecution, exc: BaseException) -> None:
         extra = {"execution_id": claimed.execution_id}
-        if isinstance(exc, Exception):
+        if isinstance(exc, LeaseLost):
+            log.warning("lease lost before the send; not sent", extra=extra)
+        elif isinstance(exc, Exception):
             log.error("delivery failed; execution left RUNNING", exc_info=exc, extra=extra)
         else:  # cancelled by close(abandon=True)
             log.warning("delivery abandoned at shutdown; execution left RUNNING", extra=extra)
-        self._release(delivered=True)
+        self._release(claimed.execution_id, claimed.attempt)
 
     def _finalized(self, finished: FinishedExecution, applied: bool) -> None:
-        self._release()
+        self._release(finished.execution_id, finished.attempt_number)
         if not applied:
             log_event(
                 log,
@@ -353,10 +399,10 @@ class Worker:
             count=1,  # CloudWatch metric filters sum $.count (infra/stacks/observability.py)
         )
 
-    def _release(self, *, delivered: bool = False) -> None:
-        """One execution left the window (finalized, or left RUNNING for the reclaimer);
-        ``delivered``: it never reached :meth:`_delivered` (so it is done delivering too)."""
+    def _release(self, execution_id: str, attempt: int) -> None:
+        """One execution left the worker (recorded, or left RUNNING for the reclaimer)."""
         with self._cond:
-            self._in_flight -= 1
-            self._undelivered -= int(delivered)
+            slot = self.holds.release(execution_id, attempt)
             self._cond.notify_all()
+        if slot:
+            self._deliveries.release_slots(1)

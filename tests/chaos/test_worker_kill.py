@@ -6,7 +6,9 @@ killed worker held (lease ``TE_STUCK_EXECUTION_TIMEOUT_SEC=5``, checked every se
 
 * HTTP target: every execution ends SUCCESS and reached the target (0 lost, 0 stuck);
   duplicates (same ``X-Task-Executor-Execution-Id`` received twice) are at most the work in
-  flight at the kills: at-least-once, detectable by the receiver.
+  flight at the kills, and at most ``TE_WORKER_MAX_CONCURRENT`` per kill (a worker holds no
+  more than that from claim to recorded attempt): at-least-once, detectable by the
+  receiver.
 * Redis Stream target: the same kills produce 0 duplicate entries (exactly-once).
 """
 
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from chalicelib.db.connection import Database
+from chalicelib.settings import Settings
 from tests.chaos.figures import chaos_n, write_figures
 from tests.chaos.harness import (
     KillReport,
@@ -38,6 +41,8 @@ KILL_EVERY_S = (1.0, 3.0)
 # Enough attempts that an execution killed several times in a row is still retried.
 POLICY = retry_policy(max_attempts=20)
 EXECUTION_HEADER = "x-task-executor-execution-id"
+#: The workers' TE_WORKER_MAX_CONCURRENT (the default): the bound on duplicates per kill.
+MAX_CONCURRENT = Settings().worker_max_concurrent
 
 
 def _inputs(n: int) -> list[dict[str, str]]:
@@ -108,6 +113,8 @@ def test_http_target_under_worker_kills_loses_nothing(
     assert (result["lost"], result["stuck"]) == (0, 0)
     assert set(received) == ids
     assert result["duplicated"] <= kills.in_flight_at_kills
+    assert result["duplicated"] <= MAX_CONCURRENT * kills.kills
+    assert max(kills.in_flight_each) <= MAX_CONCURRENT  # what a worker holds RUNNING
 
 
 def test_redis_stream_under_worker_kills_has_no_duplicates(

@@ -68,6 +68,9 @@ def test_explicit_values_are_kept() -> None:
         ("HTTP", {"expected_status_codes": [200, 200]}),
         ("HTTP", {"expected_status_codes": [True]}),
         ("HTTP", {"timeout_ms": 300001}),
+        ("HTTP", {"max_concurrent": 0}),
+        ("KAFKA", {"max_concurrent": "5"}),
+        ("REDIS_STREAM", {"max_concurrent": 10_001}),
         ("KAFKA", {"acks": 1}),
         ("KAFKA", {"acks": "2"}),
         ("KAFKA", {"key_template": {"a": 1}}),
@@ -84,6 +87,13 @@ def test_bad_spec_values_are_400(endpoint_type: str, spec_change: dict[str, Any]
     spec = {k: v for k, v in spec.items() if v is not None}
     with pytest.raises(ValidationFailed):
         parse_endpoint(body(endpoint_type, spec, config="c"))
+
+
+@pytest.mark.parametrize("endpoint_type", ["HTTP", "KAFKA", "REDIS_STREAM"])
+def test_max_concurrent_is_optional_and_kept(endpoint_type: str) -> None:
+    assert "max_concurrent" not in parse_endpoint(body(endpoint_type, config="c")).spec
+    spec = {**body(endpoint_type)["spec"], "max_concurrent": 3}
+    assert parse_endpoint(body(endpoint_type, spec, config="c")).spec["max_concurrent"] == 3
 
 
 def test_missing_required_spec_fields_are_listed() -> None:

@@ -57,6 +57,8 @@ def test_secrets_are_not_in_the_repr() -> None:
         ({"TE_CRON_BATCH_SIZE": "0"}, "TE_CRON_BATCH_SIZE must be positive"),
         ({"TE_CRON_TICK_INTERVAL_SEC": "-1"}, "TE_CRON_TICK_INTERVAL_SEC"),
         ({"TE_CLAIM_STRATEGY": "magic"}, "TE_CLAIM_STRATEGY"),
+        ({"TE_WORKER_ENDPOINT_SHARE": "0"}, "TE_WORKER_ENDPOINT_SHARE"),
+        ({"TE_WORKER_ENDPOINT_SHARE": "1.5"}, "TE_WORKER_ENDPOINT_SHARE"),
         ({"TE_LOG_FORMAT": "xml"}, "TE_LOG_FORMAT"),
         ({"TE_SECRET_ENCRYPTION_KEY": "not base64!"}, "not valid base64"),
         ({"TE_SECRET_ENCRYPTION_KEY": base64.b64encode(b"short").decode()}, "32 bytes"),

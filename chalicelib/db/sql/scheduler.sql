@@ -136,10 +136,13 @@ WITH due AS (
 SELECT count(*) AS promoted FROM logged
 
 -- name: scheduler_reclaim_stuck
--- RUNNING executions whose lease expired (started before :cutoff = now minus
--- TE_STUCK_EXECUTION_TIMEOUT_SEC) lost their worker: it crashed, was killed, or its Lambda
--- timed out. They go back to RETRYING at once (attempts left) or to FAILED.
--- stuck: idx_executions_running (partial on RUNNING, by started_at), bounded, SKIP LOCKED
+-- RUNNING executions whose lease expired lost their worker: it crashed, was killed, or its
+-- Lambda timed out. A live worker renews the leases of what it holds
+-- (worker_renew_leases), so an expired lease means no renewal for a whole
+-- TE_STUCK_EXECUTION_TIMEOUT_SEC. A row without a lease (claimed before migration 003)
+-- expires at started_at plus the timeout (:cutoff = now minus the timeout). They go back to RETRYING at once (attempts left) or to FAILED.
+-- stuck: idx_executions_running (partial on RUNNING; RUNNING rows are few, at most the
+-- workers' capacity, so the lease test is a filter), bounded, SKIP LOCKED
 -- so concurrent reclaimers split the work; it also keeps the worker_id that the UPDATE
 -- clears, for the messages.
 -- reclaimed: re-checks the transition table's sources (RUNNING) and the lease, so a worker
@@ -151,7 +154,8 @@ WITH stuck AS (
     SELECT execution_id, worker_id
     FROM executions
     WHERE status = 'RUNNING'
-      AND started_at < CAST(:cutoff AS TIMESTAMPTZ)
+      AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
+           OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
       AND /*region_filter*/ TRUE
     ORDER BY started_at ASC
     LIMIT :batch
@@ -163,16 +167,18 @@ WITH stuck AS (
                       ELSE CAST(:now AS TIMESTAMPTZ) END,
         completed_at = CASE WHEN attempt_count >= max_attempts THEN CAST(:now AS TIMESTAMPTZ)
                             ELSE completed_at END,
-        worker_id = NULL
+        worker_id = NULL,
+        lease_expires_at = NULL
     WHERE execution_id IN (SELECT execution_id FROM stuck)
       AND status = ANY(CAST(:from_statuses AS TEXT[]))
-      AND started_at < CAST(:cutoff AS TIMESTAMPTZ)
+      AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
+           OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
     RETURNING execution_id, status, attempt_count, max_attempts, started_at
 ), described AS (
     SELECT r.execution_id, r.status, r.attempt_count, r.started_at,
            'Worker ' || COALESCE(s.worker_id, 'unknown') || ' lost attempt '
-               || CAST(r.attempt_count AS TEXT) || ': no result within '
-               || CAST(:timeout_sec AS TEXT) || ' s' AS reason
+               || CAST(r.attempt_count AS TEXT) || ': lease of '
+               || CAST(:timeout_sec AS TEXT) || ' s not renewed' AS reason
     FROM reclaimed AS r
     JOIN stuck AS s ON s.execution_id = r.execution_id
 ), lost AS (

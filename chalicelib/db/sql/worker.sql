@@ -2,37 +2,56 @@
 -- "{region_filter}" is replaced by RegionFilter.sql_clause() (TRUE while single-region).
 
 -- name: worker_claim_skip_locked
--- PostgreSQL claim: one statement takes up to :batch due executions. FOR UPDATE SKIP LOCKED
--- makes concurrent workers pass over rows another worker is claiming instead of queueing
--- behind its lock, so N workers claim N disjoint batches without blocking each other. The
--- candidates are a MATERIALIZED CTE rather than "WHERE id IN (SELECT ... LIMIT)": the
--- planner may re-run an IN-subquery (e.g. as the inner side of a join) and overrun LIMIT;
--- a materialized CTE runs exactly once. It walks idx_executions_pickup (partial: only
--- QUEUED/RETRYING rows), so its cost does not grow with terminal history. The status
--- guard keeps the transition table honest (QUEUED/RETRYING -> RUNNING only). The job's
--- endpoint snapshot comes back in the same round trip; the claim commits before any
--- delivery starts. The snapshot comes back as text: the worker parses each distinct
--- snapshot once (every execution of a job, and jobs created from one endpoint version,
--- carry the same text). The claim writes no log row: the attempt's one log row, written at
--- finalize, names the worker (a row per claim cost a fifth of the database's work per
--- delivery in bench/).
+-- PostgreSQL claim: one statement takes up to :batch due executions, :batch being the
+-- worker's free delivery slots (a worker never claims more than it can start at once, so
+-- what it holds RUNNING is in delivery and what it cannot start stays QUEUED, cancellable
+-- and free for another worker). FOR UPDATE SKIP LOCKED makes concurrent workers pass over
+-- rows another worker is claiming instead of queueing behind its lock, so N workers claim N
+-- disjoint batches without blocking each other. The candidates are a MATERIALIZED CTE
+-- rather than "WHERE id IN (SELECT ... LIMIT)": the planner may re-run an IN-subquery and
+-- overrun LIMIT; a materialized CTE runs exactly once. It walks idx_executions_pickup
+-- (partial: only QUEUED/RETRYING rows), so its cost does not grow with terminal history.
+-- Per-endpoint fairness: endpoints whose share of this worker is full (:full) are passed
+-- over, so a hung endpoint's backlog cannot hide the executions behind it; "fair" then
+-- keeps, per endpoint, only as many candidates as its cap (spec.max_concurrent of the live
+-- endpoint, else :default_cap) minus what this worker is delivering for it (:busy, a JSONB
+-- object endpoint -> count). Locked candidates that are not kept are released at commit.
+-- The status guard keeps the transition table honest (QUEUED/RETRYING -> RUNNING only).
+-- The lease starts now and lasts :lease_ms; the worker renews it while it holds the
+-- execution (worker_renew_leases). The job's endpoint snapshot comes back as text in the
+-- same round trip (the worker parses each distinct text once), with the endpoint's cap.
+-- The claim writes no log row: the attempt's one log row, written at finalize, names the
+-- worker (a row per claim cost a fifth of the database's work per delivery in bench/).
 WITH picked AS MATERIALIZED (
-    SELECT execution_id
+    SELECT execution_id, endpoint, run_at
     FROM executions
     WHERE status IN ('QUEUED', 'RETRYING')
       AND run_at <= now()
+      AND endpoint <> ALL(CAST(:full AS TEXT[]))
       AND {region_filter}
     ORDER BY run_at ASC
     LIMIT :batch
     FOR UPDATE SKIP LOCKED
+), ranked AS (
+    SELECT execution_id, endpoint,
+           row_number() OVER (PARTITION BY endpoint ORDER BY run_at ASC) AS rank
+    FROM picked
+), fair AS (
+    SELECT r.execution_id
+    FROM ranked AS r
+    LEFT JOIN endpoints AS en ON en.name = r.endpoint
+    WHERE r.rank <= COALESCE(CAST(en.spec ->> 'max_concurrent' AS BIGINT),
+                             CAST(:default_cap AS BIGINT))
+                    - COALESCE(CAST(CAST(:busy AS JSONB) ->> r.endpoint AS BIGINT), 0)
 ), claimed AS (
     UPDATE executions AS e
     SET status = 'RUNNING',
         worker_id = CAST(:worker_id AS TEXT),
         started_at = now(),
+        lease_expires_at = now() + CAST(:lease_ms AS BIGINT) * INTERVAL '1 millisecond',
         attempt_count = e.attempt_count + 1
-    FROM picked
-    WHERE e.execution_id = picked.execution_id
+    FROM fair
+    WHERE e.execution_id = fair.execution_id
       AND e.status IN ('QUEUED', 'RETRYING')
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot
@@ -42,7 +61,9 @@ SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt
        CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
            'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
            'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
-           'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot
+           'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
+       COALESCE(CAST(en.spec ->> 'max_concurrent' AS BIGINT),
+                CAST(:default_cap AS BIGINT)) AS endpoint_cap
 FROM claimed c
 JOIN jobs j ON j.job_id = c.job_id
 LEFT JOIN endpoints en ON en.name = c.endpoint
@@ -50,26 +71,41 @@ LEFT JOIN endpoints en ON en.name = c.endpoint
 -- name: worker_claim_candidates
 -- CockroachDB claim, step 1: read due ids without locking. CockroachDB's SKIP LOCKED has
 -- open issues under contention, so candidates are read plainly on idx_executions_pickup
--- and step 2 decides ownership.
-SELECT execution_id
-FROM executions
-WHERE status IN ('QUEUED', 'RETRYING')
-  AND run_at <= now()
-  AND {region_filter}
-ORDER BY run_at ASC
-LIMIT :batch
+-- and step 2 decides ownership. The same per-endpoint fairness as
+-- worker_claim_skip_locked: full endpoints passed over, the rest cut to their free share.
+WITH picked AS (
+    SELECT execution_id, endpoint, run_at
+    FROM executions
+    WHERE status IN ('QUEUED', 'RETRYING')
+      AND run_at <= now()
+      AND endpoint <> ALL(CAST(:full AS TEXT[]))
+      AND {region_filter}
+    ORDER BY run_at ASC
+    LIMIT :batch
+), ranked AS (
+    SELECT execution_id, endpoint,
+           row_number() OVER (PARTITION BY endpoint ORDER BY run_at ASC) AS rank
+    FROM picked
+)
+SELECT r.execution_id
+FROM ranked AS r
+LEFT JOIN endpoints AS en ON en.name = r.endpoint
+WHERE r.rank <= COALESCE(CAST(en.spec ->> 'max_concurrent' AS BIGINT),
+                         CAST(:default_cap AS BIGINT))
+                - COALESCE(CAST(CAST(:busy AS JSONB) ->> r.endpoint AS BIGINT), 0)
 
 -- name: worker_claim_conditional
 -- CockroachDB claim, step 2: a conditional UPDATE (compare-and-set on status) of the
 -- candidates. When two workers pick the same ids, the status guard lets only one of them
 -- move each row (the other gets fewer rows, or a 40001 that the transaction helper retries
--- with fresh candidates), so no execution is ever claimed twice. Same RETURNING shape as
--- worker_claim_skip_locked.
+-- with fresh candidates), so no execution is ever claimed twice. Same lease and RETURNING
+-- shape as worker_claim_skip_locked.
 WITH claimed AS (
     UPDATE executions
     SET status = 'RUNNING',
         worker_id = CAST(:worker_id AS TEXT),
         started_at = now(),
+        lease_expires_at = now() + CAST(:lease_ms AS BIGINT) * INTERVAL '1 millisecond',
         attempt_count = attempt_count + 1
     WHERE execution_id = ANY(CAST(:ids AS TEXT[]))
       AND status IN ('QUEUED', 'RETRYING')
@@ -82,10 +118,26 @@ SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt
        CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
            'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
            'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
-           'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot
+           'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
+       COALESCE(CAST(en.spec ->> 'max_concurrent' AS BIGINT),
+                CAST(:default_cap AS BIGINT)) AS endpoint_cap
 FROM claimed c
 JOIN jobs j ON j.job_id = c.job_id
 LEFT JOIN endpoints en ON en.name = c.endpoint
+
+-- name: worker_renew_leases
+-- Lease renewal, in batches: one statement per renewal round extends the leases of every
+-- execution this worker still holds and has held for a third of a lease, so a delivery may
+-- take its whole timeout_ms (up to the lease itself, or longer) without being reclaimed,
+-- while a dead worker's executions expire one lease after its last renewal. The guards
+-- (RUNNING, this worker) skip executions the reclaimer took back: those are missing from
+-- the result, and the worker does not send them.
+UPDATE executions
+SET lease_expires_at = now() + CAST(:lease_ms AS BIGINT) * INTERVAL '1 millisecond'
+WHERE execution_id = ANY(CAST(:ids AS TEXT[]))
+  AND status = 'RUNNING'
+  AND worker_id = CAST(:worker_id AS TEXT)
+RETURNING execution_id
 
 -- name: worker_finalize_batch
 -- Records the attempts of many finished executions and moves them on, in one statement:

@@ -43,8 +43,8 @@ class ProtocolError(WireError):
 
 
 class ClosedBeforeResponse(ProtocolError):
-    """The connection failed before any response byte: on a reused one, the stale
-    keep-alive race, which is safe to retry."""
+    """The connection failed after the request was written and before any response byte.
+    The target may have read the request, so it is not sent again: the attempt fails."""
 
 
 def encode_request(

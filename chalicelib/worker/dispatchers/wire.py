@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import NamedTuple, cast
 
 from chalicelib.worker.dispatchers.http1 import (
-    ClosedBeforeResponse,
     ProtocolError,
     Response,
     ResponseParser,
@@ -29,6 +28,7 @@ from chalicelib.worker.dispatchers.http1 import (
 __all__ = [
     "ConnectFailed",
     "HttpClient",
+    "NotSent",
     "Origin",
     "ProtocolError",
     "Response",
@@ -38,6 +38,10 @@ __all__ = [
 
 #: How long :meth:`HttpClient.close` waits for idle connections to close cleanly.
 CLOSE_GRACE_S = 1.0
+#: Idle connections older than this are not reused: servers close idle keep-alive
+#: connections after a few seconds (gunicorn 2 s, Node and Apache 5 s), and a request
+#: written as the server closes cannot be sent again (one attempt, one send).
+IDLE_TTL_S = 1.0
 
 
 class Origin(NamedTuple):
@@ -54,6 +58,11 @@ class ConnectFailed(WireError):
     sent."""
 
 
+class NotSent(WireError):
+    """The connection was found closed before the request was written: provably never
+    sent, so it may be sent on a fresh connection."""
+
+
 class ResponseTimeout(WireError):
     """The whole exchange (connect+send+response) exceeded ``timeout``."""
 
@@ -61,7 +70,16 @@ class ResponseTimeout(WireError):
 class _Connection(asyncio.Protocol):
     """One connection: feeds the parser and resolves the in-flight response's future."""
 
-    __slots__ = ("_buffer", "_loop", "_parser", "_transport", "_waiter", "closed", "lost")
+    __slots__ = (
+        "_buffer",
+        "_loop",
+        "_parser",
+        "_transport",
+        "_waiter",
+        "closed",
+        "idle_since",
+        "lost",
+    )
 
     _transport: asyncio.Transport
 
@@ -71,6 +89,7 @@ class _Connection(asyncio.Protocol):
         self._parser: ResponseParser | None = None
         self._waiter: asyncio.Future[Response] | None = None
         self.closed = False  # the peer closed or the connection failed: never reuse
+        self.idle_since = 0.0  # loop time when it went back to the pool
         self.lost: asyncio.Future[None] = self._loop.create_future()
 
     @property
@@ -80,7 +99,7 @@ class _Connection(asyncio.Protocol):
     def send(self, payload: bytes, *, head_only: bool, body_limit: int) -> asyncio.Future[Response]:
         """Write one request; the future resolves with its response."""
         if not self.usable:
-            raise ClosedBeforeResponse("connection closed before a response")
+            raise NotSent("connection closed before the request was written")
         self._parser = ResponseParser(head_only=head_only, body_limit=body_limit)
         self._waiter = self._loop.create_future()
         self._transport.write(payload)
@@ -208,10 +227,11 @@ class HttpClient:
         if conn is not None:
             try:
                 return await self._roundtrip(origin, conn, payload, head_only, body_limit)
-            except ClosedBeforeResponse:
-                # The stale keep-alive race: the server closed this idle connection as we
-                # reused it. Sending again is safe: every delivery carries an
-                # Idempotency-Key and delivery is at-least-once anyway.
+            except NotSent:
+                # Found closed before a byte was written: the only case sent again. Once
+                # the request is written, any failure is the attempt's result (one
+                # attempt, one send): the server may have read it, and the retry policy
+                # decides, under a new attempt number.
                 pass
         conn = await self._connect(origin)
         return await self._roundtrip(origin, conn, payload, head_only, body_limit)
@@ -227,6 +247,7 @@ class HttpClient:
             raise
         idle = self._idle.setdefault(origin, [])
         if conn.usable and not self._closed and len(idle) < self._max_idle:
+            conn.idle_since = asyncio.get_running_loop().time()
             idle.append(conn)
         else:
             conn.close()
@@ -234,11 +255,14 @@ class HttpClient:
 
     def _take_idle(self, origin: Origin) -> _Connection | None:
         idle = self._idle.get(origin)
+        if not idle:
+            return None
+        oldest = asyncio.get_running_loop().time() - IDLE_TTL_S
         while idle:
             conn = idle.pop()  # LIFO: the warmest connection is least likely to be stale
-            if conn.usable:
+            if conn.usable and conn.idle_since >= oldest:
                 return conn
-            conn.abort()
+            conn.close()
         return None
 
     async def _connect(self, origin: Origin) -> _Connection:

@@ -11,6 +11,7 @@ from chalicelib.db import notify
 from chalicelib.db.connection import ConnectionParams, Database
 from chalicelib.db.queries import queries
 from chalicelib.scheduler.promoter import PROMOTED_MESSAGE, DelayedPromoter
+from chalicelib.worker.claims import ClaimLimits
 from tests.integration.scheduler.factory import (
     T0,
     FakeClock,
@@ -132,7 +133,8 @@ def test_negative_look_ahead_is_refused(database: Database) -> None:
 
 def _claim(db: Database) -> list[dict[str, object]]:
     sql = queries["worker_claim_skip_locked"].sql.replace("{region_filter}", "TRUE")
-    return db.transaction(lambda tx: tx.run(sql, batch=10, worker_id="w-test"))
+    limits = ClaimLimits().params()
+    return db.transaction(lambda tx: tx.run(sql, batch=10, worker_id="w-test", **limits))
 
 
 def test_early_promoted_execution_is_not_claimed_before_its_run_at(

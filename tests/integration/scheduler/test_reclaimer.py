@@ -164,3 +164,35 @@ def test_concurrent_reclaimers_reclaim_each_execution_once(
     for row in rows:
         expected = "FAILED" if row["attempt_count"] == 2 else "RETRYING"
         assert (row["status"], row["attempts"], row["logs"]) == (expected, 1, 1)
+
+
+def _set_lease(db: Database, execution_id: str, expires: datetime) -> None:
+    db.run(
+        "UPDATE executions SET lease_expires_at = :expires WHERE execution_id = :id",
+        expires=expires,
+        id=execution_id,
+    )
+
+
+def test_a_renewed_lease_holds_however_long_ago_the_execution_started(
+    database: Database, job_id: str
+) -> None:
+    """A live worker renews its leases: a delivery longer than the lease is not reclaimed."""
+    execution_id = running(database, job_id, attempt=1, of=3)  # started a lease ago and more
+    _set_lease(database, execution_id, T0 + timedelta(seconds=1))
+    assert reclaimer(database).reclaim() == []
+    assert execution(database, execution_id)["status"] == "RUNNING"
+
+
+def test_an_expired_lease_is_reclaimed_however_recently_the_execution_started(
+    database: Database, job_id: str
+) -> None:
+    """A dead worker stops renewing: its executions go back one lease after the last
+    renewal, not one timeout after the start."""
+    execution_id = running(database, job_id, attempt=1, of=3, started=T0 - timedelta(seconds=5))
+    _set_lease(database, execution_id, T0 - timedelta(milliseconds=1))
+    assert reclaimer(database).reclaim() == [
+        Reclaimed(execution_id, ExecutionStatus.RETRYING, attempt_recorded=True)
+    ]
+    row = execution(database, execution_id)
+    assert (row["status"], row["lease_expires_at"], row["worker_id"]) == ("RETRYING", None, None)

@@ -9,7 +9,7 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.domain.regions import ALL_REGIONS
-from chalicelib.worker.claims import ConditionalUpdateClaim, SkipLockedClaim, render
+from chalicelib.worker.claims import ClaimLimits, ConditionalUpdateClaim, SkipLockedClaim, render
 from tests.fixtures.services import HttpTarget
 from tests.integration.worker.factories import http_spec, seed, statuses
 
@@ -86,11 +86,64 @@ def test_claim_queries_use_the_pickup_index(database: Database) -> None:
     )
     database.run("ANALYZE executions")
 
+    limits = ClaimLimits(full=("ep-hung",), busy={"ep-hung": 25}).params()
+    fairness = {k: limits[k] for k in ("default_cap", "full", "busy")}
     skip_locked = _plan(
-        database, render("worker_claim_skip_locked", ALL_REGIONS), worker_id="w", batch=50
+        database,
+        render("worker_claim_skip_locked", ALL_REGIONS),
+        worker_id="w",
+        batch=50,
+        **limits,
     )
-    candidates = _plan(database, render("worker_claim_candidates", ALL_REGIONS), batch=50)
+    candidates = _plan(
+        database, render("worker_claim_candidates", ALL_REGIONS), batch=50, **fairness
+    )
 
     assert "idx_executions_pickup" in skip_locked, skip_locked
     assert "idx_executions_pickup" in candidates, candidates
     assert "Seq Scan on executions" not in skip_locked + candidates
+
+
+def _strategy(name: str) -> SkipLockedClaim | ConditionalUpdateClaim:
+    return SkipLockedClaim() if name == "skip_locked" else ConditionalUpdateClaim()
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_claim_passes_over_full_endpoints_and_cuts_the_rest_to_their_share(
+    database: Database, strategy: str
+) -> None:
+    """Per-endpoint fairness: a full endpoint's backlog does not hide what is behind it, and
+    no endpoint gets more than its cap minus what the worker already delivers for it."""
+    hung = seed(database, spec=http_spec("http://example.test/hung"), count=6)
+    partly = seed(database, spec=http_spec("http://example.test/slow"), count=6)
+    healthy = seed(database, spec=http_spec("http://example.test/ok"), count=2)
+    limits = ClaimLimits(
+        default_cap=3, full=(hung.endpoint,), busy={hung.endpoint: 3, partly.endpoint: 1}
+    )
+
+    claimed = _strategy(strategy).claim(database, "w", 50, limits)
+
+    per_endpoint = Counter(c.endpoint for c in claimed)
+    assert per_endpoint == {partly.endpoint: 2, healthy.endpoint: 2}
+    assert {c.endpoint_cap for c in claimed} == {3}
+    assert statuses(database, hung.execution_ids) == {"QUEUED": 6}
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_an_endpoints_max_concurrent_overrides_the_default_share(
+    database: Database, strategy: str
+) -> None:
+    capped = seed(database, spec=http_spec("http://example.test/", max_concurrent=1), count=4)
+    claimed = _strategy(strategy).claim(database, "w", 50, ClaimLimits(default_cap=10))
+    assert [(c.endpoint, c.endpoint_cap) for c in claimed] == [(capped.endpoint, 1)]
+
+
+def test_a_claim_starts_a_lease(database: Database) -> None:
+    seeded = seed(database, spec=http_spec("http://example.test/"), count=1)
+    SkipLockedClaim().claim(database, "w", 1, ClaimLimits(lease_ms=60_000))
+    rows = database.run(
+        "SELECT EXTRACT(EPOCH FROM lease_expires_at - started_at) AS lease FROM executions "
+        "WHERE execution_id = :id",
+        id=seeded.execution_id,
+    )
+    assert float(rows[0]["lease"]) == 60.0

@@ -1,5 +1,5 @@
-"""The delivery loop: the capacity bound, the claim window, off-loop blocking dispatchers,
-and what happens to an execution when its delivery crashes or is abandoned."""
+"""The delivery loop: the capacity bound (claims into free slots only), blocking dispatchers
+off the loop, and what happens to an execution whose delivery crashes or is abandoned."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.domain.delivery import DeliveryOutcome, DeliveryRequest, succeeded
-from chalicelib.worker.poller import AHEAD_FACTOR, WINDOW_FACTOR
 from tests.integration.worker.conftest import settle
 from tests.integration.worker.factories import http_spec, seed, statuses
 
@@ -69,32 +68,36 @@ def wait_until(predicate: Any, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def test_deliveries_in_flight_never_exceed_capacity_while_the_window_claims_ahead(
+def test_a_worker_claims_only_into_free_slots_the_rest_stay_queued(
     database: Database, make_worker
 ) -> None:
     seeded = seed(database, spec=SPEC, count=40)
     dispatcher = GatedDispatcher()
-    worker = make_worker(worker_max_concurrent=3, dispatchers={"HTTP": dispatcher})
+    worker = make_worker(
+        worker_max_concurrent=3, worker_endpoint_share=1.0, dispatchers={"HTTP": dispatcher}
+    )
 
-    claimed = worker.run_once()
+    assert worker.run_once() == 3
     wait_until(lambda: dispatcher.running == 3)
 
-    # Claimed ahead: more executions RUNNING than delivery slots, but only so many.
-    assert claimed == AHEAD_FACTOR * 3 and claimed > 3
-    assert worker.run_once() == 0  # nothing delivered yet: no room to claim more
-    assert statuses(database, seeded.execution_ids)["RUNNING"] == claimed
+    # RUNNING means in delivery: nothing is claimed ahead of a free slot.
+    assert worker.run_once() == 0
+    assert statuses(database, seeded.execution_ids) == {"RUNNING": 3, "QUEUED": 37}
     dispatcher.gate.set()
     assert settle(worker, database, seeded.execution_ids) == {"SUCCESS": 40}
     assert dispatcher.peak == 3
     assert sorted(dispatcher.seen) == sorted(seeded.execution_ids)  # each exactly once
 
 
-def test_finalize_backlog_is_bounded_by_the_window(database: Database, make_worker) -> None:
-    """While finalize commits are stuck, deliveries go on until the window is full."""
-    seeded = seed(database, spec=SPEC, count=WINDOW_FACTOR * 2 + 10)
+def test_a_slot_is_held_until_the_attempt_is_recorded(database: Database, make_worker) -> None:
+    """While finalize commits are stuck, a worker holds (and sends) no more than its
+    capacity: what a crash would redeliver (sent, not recorded) is bounded by it."""
+    seeded = seed(database, spec=SPEC, count=10)
     dispatcher = GatedDispatcher()
     dispatcher.gate.set()
-    worker = make_worker(worker_max_concurrent=2, dispatchers={"HTTP": dispatcher})
+    worker = make_worker(
+        worker_max_concurrent=2, worker_endpoint_share=1.0, dispatchers={"HTTP": dispatcher}
+    )
     locked, release = threading.Event(), threading.Event()
 
     def hold(tx: Transaction) -> None:
@@ -106,18 +109,18 @@ def test_finalize_backlog_is_bounded_by_the_window(database: Database, make_work
     holder.start()
     try:
         assert locked.wait(10)
-        deadline = time.monotonic() + 10
-        while worker.in_flight < WINDOW_FACTOR * 2 and time.monotonic() < deadline:
-            worker.run_once()
-            time.sleep(0.01)
-        worker.run_once()
-        assert worker.in_flight == WINDOW_FACTOR * 2
-        assert len(dispatcher.seen) == WINDOW_FACTOR * 2  # all delivered, none recorded
-        assert statuses(database, seeded.execution_ids)["RUNNING"] == WINDOW_FACTOR * 2
+        assert worker.run_once() == 2
+        wait_until(lambda: len(dispatcher.seen) == 2)
+        for _ in range(5):
+            assert worker.run_once() == 0
+            time.sleep(0.02)
+        assert worker.in_flight == 2
+        assert len(dispatcher.seen) == 2  # sent, not recorded: no slot for more
+        assert statuses(database, seeded.execution_ids) == {"RUNNING": 2, "QUEUED": 8}
     finally:
         release.set()
         holder.join(10)
-    assert settle(worker, database, seeded.execution_ids) == {"SUCCESS": WINDOW_FACTOR * 2 + 10}
+    assert settle(worker, database, seeded.execution_ids) == {"SUCCESS": 10}
 
 
 def test_blocking_dispatchers_run_off_the_event_loop(database: Database, make_worker) -> None:
@@ -153,7 +156,9 @@ def test_closing_with_abandon_cancels_deliveries_and_leaves_them_running(
 ) -> None:
     seeded = seed(database, spec=SPEC, count=5)
     dispatcher = GatedDispatcher()  # the gate never opens
-    worker = make_worker(worker_max_concurrent=5, dispatchers={"HTTP": dispatcher})
+    worker = make_worker(
+        worker_max_concurrent=5, worker_endpoint_share=1.0, dispatchers={"HTTP": dispatcher}
+    )
 
     worker.run_once()
     wait_until(lambda: dispatcher.running == 5)
@@ -164,3 +169,24 @@ def test_closing_with_abandon_cancels_deliveries_and_leaves_them_running(
     assert dispatcher.running == 0  # every delivery task was cancelled
     assert worker.in_flight == 0
     assert statuses(database, seeded.execution_ids) == {"RUNNING": 5}
+
+
+def test_a_finalize_batch_claims_into_the_slots_it_frees(
+    database: Database, make_worker, http_target
+) -> None:
+    """Under load the finalizer's transaction records a batch and claims as many new
+    executions as it frees slots (one commit per cycle); each is delivered exactly once."""
+    seeded = seed(database, spec=http_spec(http_target.url("/fast")), count=300)
+    worker = make_worker(worker_max_concurrent=8, worker_endpoint_share=1.0)
+    stop = threading.Event()
+    poller = threading.Thread(target=worker.run, args=(stop,))
+    poller.start()
+    try:
+        wait_until(lambda: statuses(database, seeded.execution_ids).get("SUCCESS", 0) == 300, 60)
+    finally:
+        stop.set()
+        poller.join(10)
+    assert worker.refills > 0
+    sent = [r.headers["x-task-executor-execution-id"] for r in http_target.received("/fast")]
+    assert sorted(sent) == sorted(seeded.execution_ids)  # each exactly once
+    assert worker.counts()["claimed"] == 300

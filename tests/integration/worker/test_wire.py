@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 
 import pytest
 
+from chalicelib.worker.dispatchers import wire
 from chalicelib.worker.dispatchers.wire import (
     ConnectFailed,
     HttpClient,
@@ -304,23 +305,32 @@ def test_server_closing_an_idle_connection_is_transparent() -> None:
     assert len(server.requests) == 2
 
 
-def test_reused_connection_reset_after_the_request_is_retried_once() -> None:
-    async def body(client: HttpClient, server: ScriptedServer) -> None:
-        await get(client, server)
-        assert (await get(client, server, "POST", body=b"x")).body == b"ok"
+@pytest.mark.parametrize("after", ["reset", "close"])
+def test_reused_connection_failing_after_the_request_is_not_sent_again(after: After) -> None:
+    """One attempt, one send: the server read the request, then the connection ended
+    without an answer; the client reports it instead of sending it again."""
 
-    server = serve([OK, Reply(b"", "reset"), OK], body)
-    assert [conn for conn, _ in server.requests] == [0, 0, 1]
-    assert server.raw(1) == server.raw(2)
-
-
-def test_the_retry_happens_once() -> None:
     async def body(client: HttpClient, server: ScriptedServer) -> None:
         await get(client, server)
         with pytest.raises(ProtocolError, match="connection closed before a response"):
-            await get(client, server)
+            await get(client, server, "POST", body=b"x")
 
-    server = serve([OK, Reply(b"", "reset"), Reply(b"", "close")], body)
+    server = serve([OK, Reply(b"", after), OK], body)
+    assert [conn for conn, _ in server.requests] == [0, 0]
+
+
+def test_idle_connection_past_its_ttl_is_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Servers close idle keep-alive connections after a few seconds; one idle longer than
+    the client's TTL is replaced instead of racing that close."""
+    monkeypatch.setattr(wire, "IDLE_TTL_S", 0.05)
+
+    async def body(client: HttpClient, server: ScriptedServer) -> None:
+        await get(client, server)
+        await get(client, server)  # reused: within the TTL
+        await asyncio.sleep(0.1)
+        await get(client, server)
+
+    server = serve([OK, OK, OK], body)
     assert [conn for conn, _ in server.requests] == [0, 0, 1]
 
 

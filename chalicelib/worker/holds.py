@@ -1,0 +1,227 @@
+"""What a worker holds: its slots, its per-endpoint shares and its leases.
+
+A slot is held from the claim until the attempt is recorded (finalized), not just while the
+request is out: what a worker holds RUNNING is then at most its capacity, and a crash can
+redeliver at most that many executions (those sent but not yet recorded). Per endpoint,
+the executions claimed and not yet delivered are capped (``spec.max_concurrent``, else a
+share of the capacity), so a hung endpoint ties up its share and no more; the claim
+passes over endpoints at their cap.
+
+Every held execution has a lease in the database (``executions.lease_expires_at``) that
+:class:`LeaseKeeper` renews in one statement per round. Locally each hold keeps a
+conservative deadline (measured from before the claim or renewal was sent, so it never
+outlives the database's); a delivery whose deadline has passed is not sent.
+
+Not thread-safe: the worker calls it under its own lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from chalicelib.db.connection import Database, Row, Transaction
+from chalicelib.db.queries import queries
+from chalicelib.errors import DatabaseError
+from chalicelib.worker.claims import ClaimLimits
+from chalicelib.worker.models import ClaimedExecution
+
+log = logging.getLogger("chalicelib.worker")
+
+#: A delivery is sent only if its lease has at least this share of a lease left (slack for
+#: the time between the check and the request reaching the target, and for clock rates).
+SEND_MARGIN_SHARE = 0.1
+#: Leases are renewed once a third of a lease has passed: two renewal rounds can fail
+#: before a live worker's lease runs out.
+RENEW_SHARE = 1 / 3
+#: The deadline of an execution a renewal found reclaimed.
+LOST = float("-inf")
+
+
+@dataclass
+class _Hold:
+    endpoint: str
+    attempt: int
+    deadline: float  #: monotonic time at which the lease may have expired
+    delivering: bool = True  #: claimed, delivery not finished
+    slot: bool = False  #: delivered: holds a delivery slot until its attempt is recorded
+
+
+class Holds:
+    """Slots, per-endpoint shares and lease deadlines of one worker."""
+
+    def __init__(
+        self,
+        *,
+        capacity: int,
+        default_cap: int,
+        lease_sec: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.capacity = capacity
+        self.default_cap = default_cap
+        self.lease_sec = lease_sec
+        self._clock = clock
+        self._holds: dict[str, _Hold] = {}
+        self._busy: Counter[str] = Counter()  # endpoint -> held and not yet delivered
+        self._undelivered = 0
+        self._caps: dict[str, int] = {}  # endpoint -> cap, as the last claim reported it
+
+    def __len__(self) -> int:
+        return len(self._holds)
+
+    def free(self) -> int:
+        """Slots to claim into: an execution holds one from its claim until its attempt is
+        recorded, so what a worker holds RUNNING is in delivery or being recorded."""
+        return self.capacity - len(self._holds)
+
+    def recording(self) -> int:
+        """Held executions whose delivery ended, their attempts not yet recorded."""
+        return len(self._holds) - self._undelivered
+
+    def cap(self, endpoint: str) -> int:
+        """How many of ``endpoint``'s deliveries this worker runs at once."""
+        return self._caps.get(endpoint, self.default_cap)
+
+    def room(self, endpoint: str) -> int:
+        """How many more of ``endpoint``'s executions the next claim may take."""
+        return self.cap(endpoint) - self._busy[endpoint]
+
+    def limits(self) -> ClaimLimits:
+        """The next claim's lease and fairness: full endpoints and what each one holds."""
+        busy = {name: n for name, n in self._busy.items() if n > 0}
+        full = tuple(name for name, held in busy.items() if held >= self.cap(name))
+        return ClaimLimits(
+            lease_ms=int(self.lease_sec * 1000),
+            default_cap=self.default_cap,
+            full=full,
+            busy=busy,
+        )
+
+    def add(self, batch: Iterable[ClaimedExecution], sent_at: float) -> None:
+        """Hold a claimed batch; ``sent_at``: monotonic time before the claim was sent."""
+        deadline = sent_at + self.lease_sec
+        for claimed in batch:
+            older = self._holds.get(claimed.execution_id)
+            if older is not None:  # a lost attempt's task has not ended yet
+                self.delivered(claimed.execution_id, older.attempt)
+            self._holds[claimed.execution_id] = _Hold(claimed.endpoint, claimed.attempt, deadline)
+            self._busy[claimed.endpoint] += 1
+            self._undelivered += 1
+            if claimed.endpoint_cap is not None:
+                self._caps[claimed.endpoint] = claimed.endpoint_cap
+
+    def delivered(self, execution_id: str, attempt: int, *, slot: bool = False) -> None:
+        """The delivery ended (its result waits for the finalizer): the endpoint's share is
+        free again; ``slot``: it was sent, and holds a delivery slot until released."""
+        hold = self._holds.get(execution_id)
+        if hold is not None and hold.attempt == attempt and hold.delivering:
+            hold.delivering = False
+            hold.slot = slot
+            self._busy[hold.endpoint] -= 1
+            self._undelivered -= 1
+
+    def release(self, execution_id: str, attempt: int) -> bool:
+        """Recorded, or left RUNNING for the reclaimer: no longer held, the lease no longer
+        renewed; True if it held a delivery slot. Keyed by attempt too: a reclaimed
+        execution may be claimed again by this worker before its lost attempt's task ends."""
+        self.delivered(execution_id, attempt)
+        hold = self._holds.get(execution_id)
+        if hold is None or hold.attempt != attempt:
+            return False
+        del self._holds[execution_id]
+        return hold.slot
+
+    def owned(self, execution_id: str) -> bool:
+        """True while the lease surely holds, with a margin for the send."""
+        hold = self._holds.get(execution_id)
+        margin = self.lease_sec * SEND_MARGIN_SHARE
+        return hold is not None and self._clock() < hold.deadline - margin
+
+    def due_for_renewal(self) -> list[str]:
+        """Held executions whose lease is past a third of its length (not those lost)."""
+        threshold = self._clock() + self.lease_sec * (1 - RENEW_SHARE)
+        return [eid for eid, h in self._holds.items() if LOST < h.deadline <= threshold]
+
+    def renewed(self, asked: Iterable[str], kept: set[str], sent_at: float) -> list[str]:
+        """Apply a renewal round; returns the executions it found lost (reclaimed)."""
+        lost = []
+        for eid in asked:
+            hold = self._holds.get(eid)
+            if hold is None:
+                continue
+            if eid in kept:
+                hold.deadline = sent_at + self.lease_sec
+            else:
+                hold.deadline = LOST  # never sent now; released when its task ends
+                lost.append(eid)
+        return lost
+
+
+class LeaseKeeper:
+    """A thread that renews the leases of what the worker holds, one statement per round."""
+
+    def __init__(
+        self,
+        db: Database,
+        worker_id: str,
+        holds: Holds,
+        lock: threading.Condition,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._db = db
+        self._worker_id = worker_id
+        self._holds = holds
+        self._lock = lock
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def interval(self) -> float:
+        """Seconds between rounds: a fraction of the share of a lease that triggers one."""
+        return max(0.05, self._holds.lease_sec * RENEW_SHARE / 4)
+
+    def start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="te-leases", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def renew_once(self) -> list[str]:
+        """One round; returns the executions found lost."""
+        with self._lock:
+            ids = self._holds.due_for_renewal()
+        if not ids:
+            return []
+        sent_at = self._clock()
+        lease_ms = int(self._holds.lease_sec * 1000)
+
+        def renew(tx: Transaction) -> list[Row]:
+            # One guarded statement, like the claim and finalize: READ COMMITTED suffices.
+            tx.execute(queries["worker_read_committed"])
+            sql = queries["worker_renew_leases"]
+            return tx.run(sql, ids=ids, worker_id=self._worker_id, lease_ms=lease_ms)
+
+        rows = self._db.transaction(renew, name="worker_renew_leases")
+        with self._lock:
+            lost = self._holds.renewed(ids, {row["execution_id"] for row in rows}, sent_at)
+        if lost:
+            log.warning("leases lost to the reclaimer; not sending %d executions", len(lost))
+        return lost
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.renew_once()
+            except DatabaseError as exc:
+                log.warning("lease renewal failed; retrying next round", exc_info=exc)

@@ -1,0 +1,356 @@
+"""Delivery semantics under slow and hung targets (issue 15), against real HTTP targets.
+
+RUNNING means in flight; attempt times measure the delivery; a live worker keeps its lease
+and sends nothing it no longer owns; one hung endpoint cannot starve the others, with one
+worker or two; one attempt is one send.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from chalicelib.db.connection import Database, Transaction
+from chalicelib.scheduler.reclaimer import StuckReclaimer
+from chalicelib.worker import Worker
+from tests.fixtures.services import HttpTarget, Reply
+from tests.integration.worker.factories import (
+    attempts,
+    create_config,
+    execution,
+    http_spec,
+    retry_policy,
+    seed,
+    statuses,
+)
+
+EXECUTION = "x-task-executor-execution-id"
+ATTEMPT = "x-task-executor-attempt"
+#: The issue's latency bound is 1 s; asserted with headroom for a loaded 2-core machine.
+LATENESS_BOUND_S = 2.5
+
+
+@contextmanager
+def running(*workers: Worker) -> Iterator[None]:
+    """Workers running in threads; abandoned (hung deliveries cancelled) at the end."""
+    stop = threading.Event()
+    threads = [threading.Thread(target=w.run, args=(stop,), daemon=True) for w in workers]
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+        for worker in workers:
+            worker.close(abandon=True)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def running_by_worker(db: Database, ids: list[str]) -> Counter[str]:
+    rows = db.run(
+        "SELECT worker_id, count(*) AS n FROM executions "
+        "WHERE execution_id = ANY(CAST(:ids AS TEXT[])) AND status = 'RUNNING' "
+        "GROUP BY worker_id",
+        ids=ids,
+    )
+    return Counter({r["worker_id"]: int(r["n"]) for r in rows})
+
+
+def lateness_s(db: Database, ids: list[str]) -> list[float]:
+    """Seconds from each execution's run_at to the start of its (only) attempt."""
+    rows = db.run(
+        "SELECT EXTRACT(EPOCH FROM a.started_at - e.run_at) AS late FROM attempts a "
+        "JOIN executions e ON e.execution_id = a.execution_id "
+        "WHERE a.execution_id = ANY(CAST(:ids AS TEXT[]))",
+        ids=ids,
+    )
+    return [float(r["late"]) for r in rows]
+
+
+# -- 1. RUNNING means in flight; attempt times measure the delivery ------------------------
+
+
+def test_running_means_in_flight_and_attempt_times_measure_the_delivery(
+    database: Database, make_worker, http_target: HttpTarget
+) -> None:
+    """A slow target (2 s), 12 executions, 4 slots: each execution is sent within moments
+    of its claim (the old claim-ahead window held some RUNNING for a whole delivery), what
+    the worker cannot start stays QUEUED, and the attempt's times are the request's."""
+    delay = 2.0
+    http_target.script("/slow", Reply(delay=delay))
+    seeded = seed(database, spec=http_spec(http_target.url("/slow"), timeout_ms=10000), count=12)
+    worker = make_worker(worker_max_concurrent=4, worker_endpoint_share=1.0)
+    peak_running = 0
+
+    with running(worker):
+        while statuses(database, seeded.execution_ids).get("SUCCESS", 0) < 12:
+            counts = statuses(database, seeded.execution_ids)
+            peak_running = max(peak_running, counts.get("RUNNING", 0))
+            time.sleep(0.02)
+
+    assert peak_running == 4  # the capacity: held from claim to recorded attempt
+    received = {r.headers[EXECUTION]: r.at for r in http_target.received("/slow")}
+    for execution_id in seeded.execution_ids:
+        claimed_at = execution(database, execution_id)["started_at"].timestamp()
+        (attempt,) = attempts(database, execution_id)
+        sent_at = attempt["started_at"].timestamp()
+        # Sent within 100 ms of the claim (asserted with headroom for a loaded machine;
+        # a delivery is 2 s, so waiting for one would fail this).
+        assert sent_at - claimed_at < 0.5
+        # Within 250 ms of what the target saw (the issue's bound is 10 ms; the target's
+        # clock is read in another thread of a loaded machine).
+        assert abs(sent_at - received[execution_id]) < 0.25
+        assert delay * 1000 <= attempt["duration_ms"] < delay * 1000 + 250
+
+
+# -- 2. a live worker keeps its lease; a worker that lost it does not send ----------------
+
+
+def test_a_delivery_longer_than_the_lease_is_not_reclaimed(
+    database: Database, make_worker, http_target: HttpTarget
+) -> None:
+    http_target.script("/long", Reply(delay=3.5))
+    spec = http_spec(http_target.url("/long"), timeout_ms=10000)
+    seeded = seed(database, spec=spec, count=2, policy=retry_policy(max_attempts=3))
+    worker = make_worker(stuck_execution_timeout_sec=1, worker_endpoint_share=1.0)
+    reclaimer = StuckReclaimer(database, timeout_sec=1)
+
+    with running(worker):
+        while statuses(database, seeded.execution_ids).get("SUCCESS", 0) < 2:
+            assert reclaimer.reclaim() == []
+            time.sleep(0.1)
+
+    sent = Counter(r.headers[EXECUTION] for r in http_target.received("/long"))
+    assert sent == dict.fromkeys(seeded.execution_ids, 1)
+    for execution_id in seeded.execution_ids:
+        assert [a["status"] for a in attempts(database, execution_id)] == ["SUCCESS"]
+
+
+def test_a_worker_that_lost_its_lease_before_the_send_does_not_send(
+    database: Database, make_worker, http_target: HttpTarget
+) -> None:
+    """Between claim and send the worker is held up (its config read waits on a lock) and
+    the execution is reclaimed meanwhile (its lease forced to expire, as in a partition).
+    The worker's next renewal finds it gone: attempt 1 is never sent, the target sees
+    attempt 2 only, and the history shows the lost attempt."""
+    create_config(database, "cfg-lease", {"path": "x"})
+    spec = http_spec(http_target.url("/{{config.path}}"), timeout_ms=2000)
+    seeded = seed(database, spec=spec, config_ref="cfg-lease", policy=retry_policy(max_attempts=3))
+    worker = make_worker(stuck_execution_timeout_sec=1)
+    locked, release = threading.Event(), threading.Event()
+
+    def hold(tx: Transaction) -> None:
+        tx.execute("LOCK TABLE configs IN ACCESS EXCLUSIVE MODE")
+        locked.set()
+        release.wait(30)
+
+    holder = threading.Thread(target=lambda: database.transaction(hold, name="hold"))
+    holder.start()
+    assert locked.wait(10)
+    claiming = threading.Thread(target=worker.run_once)
+    claiming.start()
+    try:
+        wait_for(lambda: statuses(database, seeded.execution_ids) == {"RUNNING": 1})
+        database.run(
+            "UPDATE executions SET lease_expires_at = now() - INTERVAL '1 second' "
+            "WHERE execution_id = :id",
+            id=seeded.execution_id,
+        )
+        reclaimed = StuckReclaimer(database, timeout_sec=1).reclaim()
+        assert [r.execution_id for r in reclaimed] == [seeded.execution_id]
+        time.sleep(0.8)  # renewal rounds run meanwhile (every lease / 12)
+    finally:
+        release.set()
+        holder.join(10)
+        claiming.join(10)
+    assert worker.drain(10)
+    assert http_target.received() == []  # attempt 1 was not sent
+
+    wait_for(lambda: worker.run_once() > 0 and worker.drain(10))
+    assert [r.headers[ATTEMPT] for r in http_target.received("/x")] == ["2"]
+    history = [
+        (a["status"], (a["error"] or {}).get("type"))
+        for a in attempts(database, seeded.execution_id)
+    ]
+    assert history == [("FAILED", "WORKER_LOST"), ("SUCCESS", None)]
+
+
+def test_a_killed_workers_executions_are_reclaimed_one_lease_after_its_last_renewal(
+    database: Database, make_worker, http_target: HttpTarget
+) -> None:
+    http_target.script("/hang", Reply(delay=30))
+    spec = http_spec(http_target.url("/hang"), timeout_ms=60000)
+    seeded = seed(database, spec=spec, count=2, policy=retry_policy(max_attempts=2))
+    worker = make_worker(stuck_execution_timeout_sec=1, worker_endpoint_share=1.0)
+    reclaimer = StuckReclaimer(database, timeout_sec=1)
+
+    stop = threading.Event()
+    poller = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+    poller.start()
+    reclaimed: list[str] = []
+    try:
+        wait_for(lambda: len(http_target.received("/hang")) == 2)
+        time.sleep(1.5)  # longer than the lease: renewed, still held
+        assert reclaimer.reclaim() == []
+        stop.set()  # as if the worker died: no claims ...
+        poller.join(10)
+        worker.leases.stop()  # ... and no renewals from now on
+        stopped = time.monotonic()
+
+        def all_reclaimed() -> bool:
+            reclaimed.extend(r.execution_id for r in reclaimer.reclaim())
+            return len(reclaimed) == 2
+
+        wait_for(all_reclaimed)
+        # Within the lease (1 s) of the last renewal, plus this loop's polling.
+        assert time.monotonic() - stopped <= 1 + LATENESS_BOUND_S
+    finally:
+        worker.close(abandon=True)
+    assert sorted(reclaimed) == sorted(seeded.execution_ids)
+
+
+# -- 3. per-endpoint fairness; a full worker does not claim --------------------------------
+
+
+def test_a_hung_endpoint_holds_its_share_and_healthy_ones_are_delivered_on_time(
+    database: Database, make_worker, http_target: HttpTarget
+) -> None:
+    http_target.script("/hang", Reply(delay=30))
+    hung = seed(database, spec=http_spec(http_target.url("/hang"), timeout_ms=60000), count=20)
+    worker = make_worker(worker_max_concurrent=4)  # default share 0.5: 2 slots for /hang
+
+    with running(worker):
+        wait_for(lambda: len(http_target.received("/hang")) == 2)
+        healthy = seed(database, spec=http_spec(http_target.url("/ok")), count=10)
+        wait_for(lambda: statuses(database, healthy.execution_ids) == {"SUCCESS": 10})
+        assert running_by_worker(database, hung.execution_ids) == {worker.worker_id: 2}
+
+    assert max(lateness_s(database, healthy.execution_ids)) <= LATENESS_BOUND_S
+    assert len(http_target.received("/hang")) == 2
+
+
+def test_with_two_workers_each_gives_a_hung_endpoint_only_its_share(
+    database: Database, make_worker, http_target: HttpTarget
+) -> None:
+    http_target.script("/hang", Reply(delay=30))
+    hung = seed(database, spec=http_spec(http_target.url("/hang"), timeout_ms=60000), count=20)
+    workers = [make_worker(worker_id=f"w{i}", worker_max_concurrent=4) for i in range(2)]
+
+    with running(*workers):
+        wait_for(lambda: len(http_target.received("/hang")) == 4)
+        healthy = seed(database, spec=http_spec(http_target.url("/ok")), count=10)
+        wait_for(lambda: statuses(database, healthy.execution_ids) == {"SUCCESS": 10})
+        assert running_by_worker(database, hung.execution_ids) == {"w0": 2, "w1": 2}
+
+    assert max(lateness_s(database, healthy.execution_ids)) <= LATENESS_BOUND_S
+
+
+def test_a_worker_with_every_slot_busy_stops_claiming_and_an_idle_one_takes_the_work(
+    database: Database, make_worker, http_target: HttpTarget
+) -> None:
+    http_target.script("/hang", Reply(delay=30))
+    hung = seed(database, spec=http_spec(http_target.url("/hang"), timeout_ms=60000), count=3)
+    busy = make_worker(worker_id="busy", worker_max_concurrent=2, worker_endpoint_share=1.0)
+
+    with running(busy):
+        wait_for(lambda: len(http_target.received("/hang")) == 2)
+        healthy = seed(database, spec=http_spec(http_target.url("/ok")), count=5)
+        time.sleep(0.5)  # the saturated worker polls meanwhile
+        assert statuses(database, healthy.execution_ids) == {"QUEUED": 5}
+        assert statuses(database, hung.execution_ids) == {"RUNNING": 2, "QUEUED": 1}
+        idle = make_worker(worker_id="idle", worker_max_concurrent=4)
+        with running(idle):
+            wait_for(lambda: statuses(database, healthy.execution_ids) == {"SUCCESS": 5})
+
+    owners = {execution(database, e)["worker_id"] for e in healthy.execution_ids}
+    assert owners == {"idle"}
+
+
+# -- 4. one attempt, one send ---------------------------------------------------------------
+
+
+class ClosingTarget:
+    """Answers the first request of each connection with 200 and keeps the connection;
+    reads the second one and closes without answering (the server died mid-request)."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, str]] = []  # (execution id, attempt)
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/once"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rb") as reader:
+            for n in range(2):
+                head = self._read_request(reader)
+                if head is None:
+                    return
+                if n == 0:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    def _read_request(self, reader: object) -> dict[str, str] | None:
+        headers: dict[str, str] = {}
+        line = reader.readline()  # type: ignore[attr-defined]
+        if not line:
+            return None
+        while (line := reader.readline()) not in (b"\r\n", b""):  # type: ignore[attr-defined]
+            name, _, value = line.decode().partition(":")
+            headers[name.strip().lower()] = value.strip()
+        reader.read(int(headers.get("content-length", 0)))  # type: ignore[attr-defined]
+        self.received.append((headers[EXECUTION], headers[ATTEMPT]))
+        return headers
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def test_a_request_that_reached_the_target_is_not_sent_again_under_the_same_attempt(
+    database: Database, make_worker
+) -> None:
+    target = ClosingTarget()
+    try:
+        spec = http_spec(target.url())
+        seeded = seed(database, spec=spec, count=4, policy=retry_policy(max_attempts=3))
+        worker = make_worker(worker_max_concurrent=1)
+        for _ in range(20):
+            worker.run_once()
+            worker.drain(10)
+            if statuses(database, seeded.execution_ids) == {"SUCCESS": 4}:
+                break
+    finally:
+        target.close()
+
+    assert statuses(database, seeded.execution_ids) == {"SUCCESS": 4}
+    assert len(target.received) == len(set(target.received))  # no (execution, attempt) twice
+    recorded = sum(len(attempts(database, e)) for e in seeded.execution_ids)
+    assert recorded == len(target.received)  # every send has its attempt
+    errors = [
+        (a["error"] or {}).get("type")
+        for e in seeded.execution_ids
+        for a in attempts(database, e)
+        if a["status"] == "FAILED"
+    ]
+    assert errors and set(errors) == {"CONNECTION_ERROR"}

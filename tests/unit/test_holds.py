@@ -1,0 +1,93 @@
+"""A worker's holds: slots held until recorded, per-endpoint shares, lease deadlines."""
+
+from __future__ import annotations
+
+from chalicelib.worker.holds import Holds
+from chalicelib.worker.models import ClaimedExecution
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def claimed(execution_id: str, endpoint: str, *, attempt: int = 1, cap: int | None = None):
+    return ClaimedExecution(
+        execution_id=execution_id,
+        job_id="job",
+        endpoint=endpoint,
+        endpoint_type="HTTP",
+        input={},
+        attempt=attempt,
+        max_attempts=3,
+        config_snapshot=None,
+        endpoint_snapshot={},
+        endpoint_cap=cap,
+    )
+
+
+def holds(clock: Clock | None = None) -> Holds:
+    return Holds(capacity=4, default_cap=2, lease_sec=30, clock=clock or Clock())
+
+
+def test_a_slot_is_free_again_when_the_attempt_is_released_not_when_delivered() -> None:
+    h = holds()  # capacity 4
+    h.add([claimed("e1", "a"), claimed("e2", "a")], sent_at=100)
+    assert (h.free(), h.recording()) == (2, 0)
+    h.delivered("e1", 1, slot=True)  # sent; its result waits for the finalizer
+    assert (h.free(), h.recording()) == (2, 1)
+    assert h.release("e1", 1) is True  # recorded: its delivery slot is free
+    assert h.release("e1", 1) is False
+    assert (h.free(), h.recording()) == (3, 0)
+
+
+def test_an_endpoint_at_its_cap_is_full_until_a_delivery_ends() -> None:
+    h = holds()
+    h.add([claimed("e1", "hung"), claimed("e2", "hung"), claimed("e3", "slow", cap=3)], 100)
+    limits = h.limits()
+    assert limits.full == ("hung",)  # default cap 2
+    assert limits.busy == {"hung": 2, "slow": 1}
+    assert (limits.default_cap, limits.lease_ms) == (2, 30_000)
+    h.delivered("e1", 1)
+    assert h.limits().full == ()  # the share frees at delivery, the slot at release
+    assert h.limits().busy == {"hung": 1, "slow": 1}
+
+
+def test_a_send_needs_the_lease_with_a_margin() -> None:
+    clock = Clock()
+    h = holds(clock)
+    h.add([claimed("e1", "a")], sent_at=100)
+    clock.now = 126.9
+    assert h.owned("e1")
+    clock.now = 127.1  # within a tenth of the lease of its end
+    assert not h.owned("e1")
+    assert not h.owned("unknown")
+
+
+def test_renewal_extends_what_is_kept_and_marks_the_rest_lost() -> None:
+    clock = Clock()
+    h = holds(clock)
+    h.add([claimed("e1", "a"), claimed("e2", "a")], sent_at=100)
+    assert h.due_for_renewal() == []  # fresh leases
+    clock.now = 110.1  # a third of the lease has passed
+    assert sorted(h.due_for_renewal()) == ["e1", "e2"]
+    assert h.renewed(["e1", "e2"], kept={"e1"}, sent_at=110) == ["e2"]
+    clock.now = 135
+    assert h.owned("e1") and not h.owned("e2")
+    assert h.due_for_renewal() == ["e1"]  # a lost one is not asked for again
+
+
+def test_release_of_an_older_attempt_keeps_the_new_claim() -> None:
+    """A reclaimed execution claimed again by the same worker: the lost attempt's end must
+    not free the new attempt's slot."""
+    h = holds()
+    h.add([claimed("e1", "a", attempt=1)], 100)
+    h.add([claimed("e1", "a", attempt=2)], 101)
+    h.release("e1", 1)
+    assert len(h) == 1 and h.owned("e1")
+    assert h.limits().busy == {"a": 1}
+    h.release("e1", 2)
+    assert len(h) == 0
