@@ -24,6 +24,7 @@ def _runtime_dir() -> None:
     if not os.environ.get("XDG_RUNTIME_DIR"):
         path = Path(tempfile.gettempdir()) / f"te-runtime-{os.getuid()}"
         path.mkdir(mode=0o700, exist_ok=True)
+        path.chmod(0o700)  # an older run may have left it 0755: platformdirs then warns
         os.environ["XDG_RUNTIME_DIR"] = str(path)
 
 
