@@ -108,7 +108,7 @@ def scale_probe(job_id: str, repeat: int) -> None:
                 "claim_query": name,
                 "claim_ms_median": statistics.median(claim_times) * 1000,
                 "list_page_ms_median": statistics.median(page_times) * 1000,
-                "uses_pickup_index": any("idx_executions_pickup" in line for line in plan),
+                "uses_pickup_index": any("idx_executions_due" in line for line in plan),
                 "plan": plan,
             }
         )

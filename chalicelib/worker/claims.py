@@ -85,9 +85,11 @@ class SkipLockedClaim:
     def claim(
         self, db: Database, worker_id: str, batch: int, limits: ClaimLimits = NO_LIMITS
     ) -> list[ClaimedExecution]:
-        return db.transaction(
-            lambda tx: self.claim_in(tx, worker_id, batch, limits), name="worker_claim_skip_locked"
-        )
+        def work(tx: Transaction) -> list[ClaimedExecution]:
+            tx.execute(queries["worker_read_committed"])  # one guarded statement: see there
+            return self.claim_in(tx, worker_id, batch, limits)
+
+        return db.transaction(work, name="worker_claim_skip_locked")
 
     def claim_in(
         self, tx: Transaction, worker_id: str, batch: int, limits: ClaimLimits

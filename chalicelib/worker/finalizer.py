@@ -48,7 +48,8 @@ class Refill(Protocol):
     """Claims into the slots a finalize batch frees, in the finalize's transaction."""
 
     def plan_claim(self, freed: int) -> Any | None:
-        """A claim plan (and the claim lock) if there is room once ``freed`` are released."""
+        """A claim plan (and the claim lock) if there is room counting the ``freed`` slots
+        this batch releases at its commit; None at once if another claim is running."""
         ...
 
     def claim_in(self, tx: Transaction, plan: Any) -> list[ClaimedExecution]: ...

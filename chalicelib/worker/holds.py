@@ -79,6 +79,20 @@ class Holds:
         recorded, so what a worker holds RUNNING is in delivery or being recorded."""
         return self.capacity - len(self._holds)
 
+    def claimable(self) -> int:
+        """How many a claim may take now: the free slots and those of executions delivered
+        and waiting for their attempt to be recorded (they free at the finalizer's next
+        commit, milliseconds away), so a claim overlaps the commit instead of following it.
+
+        None while a batch claimed that way still waits for slots (more held than the
+        capacity): what a worker holds RUNNING stays within its capacity plus one claim
+        batch, and the excess only waits for a commit in flight. Sends never exceed the
+        capacity (the delivery loop's slots are released when an attempt is recorded).
+        """
+        if len(self._holds) > self.capacity:
+            return 0
+        return self.capacity - self._undelivered
+
     def recording(self) -> int:
         """Held executions whose delivery ended, their attempts not yet recorded."""
         return len(self._holds) - self._undelivered

@@ -50,9 +50,6 @@ log = logging.getLogger("chalicelib.worker")
 #: fewer, larger claims mean fewer commits per delivered execution.
 MIN_BATCH_SHARE = 4
 CLAIM_LINGER_SEC = 0.002
-#: A finalize batch waits this long at most for the poller's claim to end before it claims
-#: into the slots it frees (else it records only, and the poller claims).
-REFILL_WAIT_SEC = 0.05
 
 _EVENTS = {
     ExecutionStatus.SUCCESS: ("execution_succeeded", logging.INFO),
@@ -194,7 +191,7 @@ class Worker:
         self._finalizer.start()
         self.leases.start()
         with self._claim_lock:
-            free, limits = self._room(0)
+            free, limits = self._room()
             if free <= 0:
                 return 0
             started = time.monotonic()
@@ -206,14 +203,19 @@ class Worker:
     # -- refill: claims inside the finalizer's transaction (finalizer.Refill) -----------
 
     def plan_claim(self, freed: int) -> ClaimPlan | None:
-        """Room for a claim once ``freed`` recorded executions are released, while
-        :meth:`run` runs; holds the claim lock until :meth:`claimed`."""
+        """Room for a claim inside a finalize transaction, while :meth:`run` runs; holds the
+        claim lock until :meth:`claimed`.
+
+        Never waits: if another claim is in flight (the poller's, or the other writer's
+        refill), this transaction records only; the next claim counts the slots it frees
+        (:meth:`Holds.claimable`, which already counts ``freed``).
+        """
         stopping = self._stopping
         if stopping is None or stopping():
             return None
-        if not self._claim_lock.acquire(timeout=REFILL_WAIT_SEC):  # the poller is claiming
+        if not self._claim_lock.acquire(blocking=False):
             return None
-        room, limits = self._room(freed)
+        room, limits = self._room()
         if room <= 0:
             self._claim_lock.release()
             return None
@@ -257,24 +259,21 @@ class Worker:
         linger_until = time.monotonic() + CLAIM_LINGER_SEC
         with self._cond:
             while not stopping():
-                # Slots freed by a finalize batch are claimed into by that batch's own
-                # transaction (plan_claim); the poller claims only when nothing is being
-                # recorded (idle, start-up, slow targets).
-                free = self.holds.free() if self.holds.recording() == 0 else 0
+                free = self.holds.claimable()
                 if free >= min_batch or (free > 0 and time.monotonic() >= linger_until):
                     return True
                 wait = CLAIM_LINGER_SEC if free > 0 else self._poll_interval
                 self._cond.wait(wait)
         return False
 
-    def _room(self, freed: int) -> tuple[int, ClaimLimits]:
+    def _room(self) -> tuple[int, ClaimLimits]:
         """How many to claim, and the claim's limits (call with the claim lock held)."""
         with self._cond:
             limits = self.holds.limits()
             # If endpoints are at their share, a delivery of theirs ending is worth a claim
             # (their backlog may be all that is due): _delivered ends the idle sleep then.
             self._full = frozenset(limits.full)
-            return self.holds.free() + freed, limits
+            return self.holds.claimable(), limits
 
     def _hold(self, batch: list[ClaimedExecution], started: float) -> None:
         """A claim committed: hold what it took (call with the claim lock held)."""

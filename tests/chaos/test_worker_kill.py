@@ -6,8 +6,8 @@ killed worker held (lease ``TE_STUCK_EXECUTION_TIMEOUT_SEC=5``, checked every se
 
 * HTTP target: every execution ends SUCCESS and reached the target (0 lost, 0 stuck);
   duplicates (same ``X-Task-Executor-Execution-Id`` received twice) are at most the work in
-  flight at the kills, and at most ``TE_WORKER_MAX_CONCURRENT`` per kill (a worker holds no
-  more than that from claim to recorded attempt): at-least-once, detectable by the
+  flight at the kills, and at most ``TE_WORKER_MAX_CONCURRENT`` per kill (a worker sends no
+  more than that until their attempts are recorded): at-least-once, detectable by the
   receiver.
 * Redis Stream target: the same kills produce 0 duplicate entries (exactly-once).
 """
@@ -114,7 +114,9 @@ def test_http_target_under_worker_kills_loses_nothing(
     assert set(received) == ids
     assert result["duplicated"] <= kills.in_flight_at_kills
     assert result["duplicated"] <= MAX_CONCURRENT * kills.kills
-    assert max(kills.in_flight_each) <= MAX_CONCURRENT  # what a worker holds RUNNING
+    # What a worker holds RUNNING: its capacity, plus one claim batch (itself at most the
+    # capacity) claimed into slots whose attempts were being recorded.
+    assert max(kills.in_flight_each) <= 2 * MAX_CONCURRENT
 
 
 def test_redis_stream_under_worker_kills_has_no_duplicates(

@@ -32,6 +32,7 @@ SPEC_INDEXES = {
     "idx_jobs_endpoint",
     "idx_jobs_status",
     "idx_executions_pickup",
+    "idx_executions_due",
     "idx_executions_cron_dedup",
     "idx_executions_by_job",
     "idx_executions_running",

@@ -91,3 +91,19 @@ def test_release_of_an_older_attempt_keeps_the_new_claim() -> None:
     assert h.limits().busy == {"a": 1}
     h.release("e1", 2)
     assert len(h) == 0
+
+
+def test_a_claim_may_take_the_slots_being_recorded_once() -> None:
+    h = holds()  # capacity 4
+    h.add([claimed("e1", "a"), claimed("e2", "a"), claimed("e3", "b")], sent_at=100)
+    assert h.claimable() == 1  # one free slot; three in delivery
+    h.delivered("e1", 1, slot=True)
+    h.delivered("e2", 1, slot=True)
+    assert (h.free(), h.claimable()) == (1, 3)  # two more free at the finalizer's commit
+    h.add([claimed("e4", "b"), claimed("e5", "b"), claimed("e6", "b")], sent_at=101)
+    assert (len(h), h.claimable()) == (6, 0)  # one batch waits for slots: nothing more
+    h.release("e1", 1)
+    h.release("e2", 1)
+    assert (len(h), h.claimable()) == (4, 0)  # at capacity, four in delivery
+    h.delivered("e3", 1, slot=True)
+    assert h.claimable() == 1

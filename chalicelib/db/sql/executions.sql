@@ -10,7 +10,7 @@ SELECT status FROM executions WHERE execution_id = :execution_id
 
 -- name: executions_queue_position
 -- 1-based place in the claim order (run_at ASC among due QUEUED/RETRYING rows), counted on
--- idx_executions_pickup. execution_id breaks run_at ties so positions are distinct; the
+-- idx_executions_due. execution_id breaks run_at ties so positions are distinct; the
 -- claim itself does not promise an order among equal run_at values.
 SELECT count(*) + 1 AS position
 FROM executions

@@ -9,7 +9,7 @@
 -- rows another worker is claiming instead of queueing behind its lock, so N workers claim N
 -- disjoint batches without blocking each other. The candidates are a MATERIALIZED CTE
 -- rather than "WHERE id IN (SELECT ... LIMIT)": the planner may re-run an IN-subquery and
--- overrun LIMIT; a materialized CTE runs exactly once. It walks idx_executions_pickup
+-- overrun LIMIT; a materialized CTE runs exactly once. It walks idx_executions_due
 -- (partial: only QUEUED/RETRYING rows), so its cost does not grow with terminal history.
 -- Per-endpoint fairness: endpoints whose share of this worker is full (:full) are passed
 -- over, so a hung endpoint's backlog cannot hide the executions behind it; "fair" then
@@ -70,7 +70,7 @@ LEFT JOIN endpoints en ON en.name = c.endpoint
 
 -- name: worker_claim_candidates
 -- CockroachDB claim, step 1: read due ids without locking. CockroachDB's SKIP LOCKED has
--- open issues under contention, so candidates are read plainly on idx_executions_pickup
+-- open issues under contention, so candidates are read plainly on idx_executions_due
 -- and step 2 decides ownership. The same per-endpoint fairness as
 -- worker_claim_skip_locked: full endpoints passed over, the rest cut to their free share.
 WITH picked AS (

@@ -99,9 +99,44 @@ def test_claim_queries_use_the_pickup_index(database: Database) -> None:
         database, render("worker_claim_candidates", ALL_REGIONS), batch=50, **fairness
     )
 
-    assert "idx_executions_pickup" in skip_locked, skip_locked
-    assert "idx_executions_pickup" in candidates, candidates
+    assert "idx_executions_due" in skip_locked, skip_locked
+    assert "idx_executions_due" in candidates, candidates
     assert "Seq Scan on executions" not in skip_locked + candidates
+
+
+def test_a_claim_reads_the_due_backlog_in_order_instead_of_sorting_it(
+    database: Database,
+) -> None:
+    # 20,000 due executions: on (status, run_at) the claim had to read and sort all of
+    # them (a sequential scan and a sort, 10 ms a claim); on idx_executions_due it reads the
+    # first :batch rows in run_at order and stops, whatever the backlog.
+    seeded = seed(database, spec=http_spec("http://example.test/"), count=1)
+    database.run(
+        "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at) "
+        "SELECT :job, :endpoint, 'HTTP', CASE WHEN g % 10 = 0 THEN 'RETRYING' ELSE 'QUEUED' END, "
+        "now() - g * INTERVAL '1 millisecond' FROM generate_series(1, 20000) AS g",
+        job=seeded.job_id,
+        endpoint=seeded.endpoint,
+    )
+    database.run("ANALYZE executions")
+
+    limits = ClaimLimits().params()
+    fairness = {k: limits[k] for k in ("default_cap", "full", "busy")}
+    skip_locked = _plan(
+        database,
+        render("worker_claim_skip_locked", ALL_REGIONS),
+        worker_id="w",
+        batch=25,
+        **limits,
+    )
+    candidates = _plan(
+        database, render("worker_claim_candidates", ALL_REGIONS), batch=25, **fairness
+    )
+
+    for plan in (skip_locked, candidates):
+        assert "idx_executions_due" in plan, plan
+        assert "Seq Scan on executions" not in plan, plan
+        assert "Sort Key: executions.run_at" not in plan, plan
 
 
 def _strategy(name: str) -> SkipLockedClaim | ConditionalUpdateClaim:

@@ -90,8 +90,9 @@ def test_a_worker_claims_only_into_free_slots_the_rest_stay_queued(
 
 
 def test_a_slot_is_held_until_the_attempt_is_recorded(database: Database, make_worker) -> None:
-    """While finalize commits are stuck, a worker holds (and sends) no more than its
-    capacity: what a crash would redeliver (sent, not recorded) is bounded by it."""
+    """While finalize commits are stuck, a worker sends no more than its capacity (what a
+    crash would redeliver, sent and not recorded, is bounded by it) and holds RUNNING at
+    most one claim batch more: claimed into the slots being recorded, waiting for them."""
     seeded = seed(database, spec=SPEC, count=10)
     dispatcher = GatedDispatcher()
     dispatcher.gate.set()
@@ -111,16 +112,18 @@ def test_a_slot_is_held_until_the_attempt_is_recorded(database: Database, make_w
         assert locked.wait(10)
         assert worker.run_once() == 2
         wait_until(lambda: len(dispatcher.seen) == 2)
+        assert worker.run_once() == 2  # into the two slots being recorded
         for _ in range(5):
-            assert worker.run_once() == 0
+            assert worker.run_once() == 0  # a batch already waits for slots
             time.sleep(0.02)
-        assert worker.in_flight == 2
+        assert worker.in_flight == 4
         assert len(dispatcher.seen) == 2  # sent, not recorded: no slot for more
-        assert statuses(database, seeded.execution_ids) == {"RUNNING": 2, "QUEUED": 8}
+        assert statuses(database, seeded.execution_ids) == {"RUNNING": 4, "QUEUED": 6}
     finally:
         release.set()
         holder.join(10)
     assert settle(worker, database, seeded.execution_ids) == {"SUCCESS": 10}
+    assert sorted(dispatcher.seen) == sorted(seeded.execution_ids)  # each exactly once
 
 
 def test_blocking_dispatchers_run_off_the_event_loop(database: Database, make_worker) -> None:
