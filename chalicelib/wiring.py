@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib.db.connection import Database
+from chalicelib.domain.clock import utcnow as utcnow  # the service clock entry points hand on
 from chalicelib.errors import ConfigurationError
 from chalicelib.settings import Settings, get_settings
 
@@ -21,11 +21,6 @@ log = logging.getLogger(__name__)
 _lock = threading.RLock()
 _databases: dict[str, Database] = {}
 _cache: dict[str, Any] = {}
-
-
-def utcnow() -> datetime:
-    """The service clock; services take a ``clock`` argument defaulting to this."""
-    return datetime.now(UTC)
 
 
 def settings() -> Settings:

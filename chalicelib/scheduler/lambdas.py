@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from chalice import Blueprint
 from chalice.app import CloudWatchEvent
 
-from chalicelib.scheduler.loop import TimeLeft
+from chalicelib.runtime.loop import TimeLeft
 from chalicelib.scheduler.names import (
     CRON_MATERIALIZER,
     DELAYED_PROMOTER,

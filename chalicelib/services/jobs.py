@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Any
 
 from chalicelib import wakeup
-from chalicelib.api.pagination import PageRequest
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import Query, queries
@@ -24,6 +23,7 @@ from chalicelib.domain.jobs import (
     parse_cron_update,
     parse_job_request,
 )
+from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.payload_specs import validate_input
 from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
 from chalicelib.errors import EndpointNotFound, JobNotFound, JobNotUpdatable
