@@ -58,7 +58,7 @@ unit: $(TEST_STAMP)
 
 ## migrate: apply migrations to TE_DATABASE_URL (or the embedded database).
 migrate: $(RUN_STAMP)
-	TE_LOCAL_MODE=$${TE_LOCAL_MODE:-true} $(PY) -m chalicelib.db.migrate
+	TE_LOCAL_MODE=$${TE_LOCAL_MODE:-true} $(PY) -m chalicelib.migrate
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""Builds and caches the per-process collaborators (database, keyring, clock).
+"""Builds and caches the per-process collaborators (database, keyring, clock, logging).
 
 Entry points (routes, scheduled functions, the worker) call these on first use, never at
 import time, so a Lambda cold start pays only for what its entry point touches. Services
@@ -11,6 +11,7 @@ import logging
 import threading
 from typing import Any
 
+from chalicelib import logs
 from chalicelib.db.connection import Database
 from chalicelib.domain.clock import utcnow as utcnow  # the service clock entry points hand on
 from chalicelib.errors import ConfigurationError
@@ -25,6 +26,12 @@ _cache: dict[str, Any] = {}
 
 def settings() -> Settings:
     return get_settings()
+
+
+def configure_logging() -> None:
+    """Install the log handler as ``TE_LOG_FORMAT`` and ``TE_LOG_LEVEL`` say (entry points)."""
+    s = settings()
+    logs.configure_logging(s.log_format, s.log_level)
 
 
 def _secret_from_aws(arn: str) -> str:

@@ -52,10 +52,9 @@ def run_invocation(loop: str, context: Any, *, beside: tuple[str, ...] = ()) -> 
     import threading
 
     from chalicelib import wiring
-    from chalicelib.logs import configure_logging
     from chalicelib.scheduler.service import Scheduler
 
-    configure_logging()
+    wiring.configure_logging()
     scheduler = Scheduler.build(
         wiring.settings(),
         wiring.database("scheduler"),

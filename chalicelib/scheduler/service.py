@@ -48,6 +48,7 @@ def build_loop(
             lookahead=timedelta(seconds=settings.cron_tick_interval_sec),
             clock=clock,
             regions=regions,
+            wakeup_notify=settings.wakeup_notify,
         )
         return LoopSpec(
             name=name,
@@ -58,7 +59,13 @@ def build_loop(
     if name == DELAYED_PROMOTER:
         # Look-ahead of one interval: rows due before the next iteration are queued now.
         interval = timedelta(milliseconds=settings.promote_interval_ms)
-        promoter = DelayedPromoter(db, lookahead=interval, clock=clock, regions=regions)
+        promoter = DelayedPromoter(
+            db,
+            lookahead=interval,
+            clock=clock,
+            regions=regions,
+            wakeup_notify=settings.wakeup_notify,
+        )
         return LoopSpec(
             name=name,
             interval_sec=interval.total_seconds(),
