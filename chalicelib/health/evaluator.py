@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chalicelib.scheduler.loop import LoopSpec, Progress
+from chalicelib.runtime.loop import LoopSpec, Progress
 
 #: How often the evaluator will run once active, and how long a region may stay silent.
 EVALUATE_INTERVAL_SEC = 10.0

@@ -17,9 +17,9 @@ from typing import Any
 
 from chalicelib.db.connection import Database
 from chalicelib.db.queries import queries
+from chalicelib.domain.clock import utcnow
 from chalicelib.domain.regions import DEFAULT_REGION
-from chalicelib.scheduler.loop import LoopSpec, Progress
-from chalicelib.wiring import utcnow
+from chalicelib.runtime.loop import LoopSpec, Progress
 
 HEARTBEAT_INTERVAL_SEC = 5.0
 

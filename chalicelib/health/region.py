@@ -16,7 +16,7 @@ from chalicelib.db.connection import Database
 from chalicelib.db.queries import queries
 from chalicelib.domain.regions import ALL_REGIONS, DEFAULT_REGION, RegionFilter
 from chalicelib.logs import log_event
-from chalicelib.scheduler.loop import LoopSpec, Progress
+from chalicelib.runtime.loop import LoopSpec, Progress
 
 log = logging.getLogger(__name__)
 

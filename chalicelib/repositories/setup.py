@@ -12,10 +12,10 @@ import json
 import re
 from typing import Any, Literal
 
-from chalicelib.api.pagination import PageRequest
 from chalicelib.db.connection import Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain.endpoints import EndpointDefinition
+from chalicelib.domain.pagination import PageRequest
 
 Kind = Literal["payload_spec", "config", "secret"]
 

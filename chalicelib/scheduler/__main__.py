@@ -31,7 +31,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     parse_args(argv)
     from chalicelib.errors import TaskExecutorError
-    from chalicelib.logs import configure_logging, log_event
+    from chalicelib.logs import log_event
+    from chalicelib.wiring import configure_logging
 
     configure_logging()
     stop = threading.Event()

@@ -28,8 +28,8 @@ from datetime import datetime, timedelta
 
 from chalicelib.db.connection import Database
 from chalicelib.db.queries import queries
-from chalicelib.scheduler.loop import Progress
-from chalicelib.wiring import utcnow
+from chalicelib.domain.clock import utcnow
+from chalicelib.runtime.loop import Progress
 
 HOUSEKEEPING_INTERVAL_SEC = 60.0
 #: A heartbeat row silent for this long belongs to a dead process.

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from chalice import Blueprint
 from chalice.app import CloudWatchEvent
 
-from chalicelib.scheduler.loop import TimeLeft
+from chalicelib.runtime.loop import TimeLeft
 from chalicelib.scheduler.names import (
     CRON_MATERIALIZER,
     DELAYED_PROMOTER,
@@ -52,10 +52,9 @@ def run_invocation(loop: str, context: Any, *, beside: tuple[str, ...] = ()) -> 
     import threading
 
     from chalicelib import wiring
-    from chalicelib.logs import configure_logging
     from chalicelib.scheduler.service import Scheduler
 
-    configure_logging()
+    wiring.configure_logging()
     scheduler = Scheduler.build(
         wiring.settings(),
         wiring.database("scheduler"),

@@ -54,13 +54,13 @@ from zoneinfo import ZoneInfo
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
+from chalicelib.domain.clock import utcnow
 from chalicelib.domain.cron import first_tick, next_tick, render_local, stored_zone
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.errors import TaskExecutorError
 from chalicelib.logs import log_event
-from chalicelib.scheduler.loop import Progress
+from chalicelib.runtime.loop import Progress
 from chalicelib.scheduler.regional import regional
-from chalicelib.wiring import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +164,7 @@ class CronMaterializer:
         clock: Callable[[], datetime] = utcnow,
         regions: Callable[[], RegionFilter] = lambda: ALL_REGIONS,
         before_tick: BeforeTick | None = None,
+        wakeup_notify: str = notify.AUTO,
     ) -> None:
         if lookahead < timedelta(0):
             raise ValueError("lookahead must not be negative")
@@ -174,6 +175,7 @@ class CronMaterializer:
         self._clock = clock
         self._regions = regions
         self._before_tick = before_tick
+        self._wakeup_notify = wakeup_notify
 
     def run_once(self) -> Progress:
         """Materialize the ticks of up to ``batch_size`` jobs due by now plus the look-ahead."""
@@ -221,13 +223,13 @@ class CronMaterializer:
                 self._before_tick(job.job_id, plan.tick)
         params = _statement_params(plans)
         # Decided outside the transaction: the first call may read the server version.
-        notifying = notify.enabled(self._db)
+        notifying = notify.enabled(self._db, self._wakeup_notify)
 
         def work(tx: Transaction) -> dict[str, bool]:
             rows = tx.run(queries["scheduler_cron_apply_ticks"], **params)
             won = {row["job_id"]: row["execution_id"] is not None for row in rows}
             if notifying and any(won.values()):
-                notify.publish(tx, self._db)
+                notify.publish(tx, self._db, self._wakeup_notify)
             return won
 
         return self._db.transaction(work, name="scheduler_cron_apply_ticks")

@@ -24,11 +24,11 @@ from datetime import datetime, timedelta
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
+from chalicelib.domain.clock import utcnow
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.domain.statuses import ExecutionStatus, sources_of
-from chalicelib.scheduler.loop import Progress
+from chalicelib.runtime.loop import Progress
 from chalicelib.scheduler.regional import regional
-from chalicelib.wiring import utcnow
 
 #: Executions promoted per statement: small enough to keep the transaction short.
 DEFAULT_BATCH_SIZE = 500
@@ -47,6 +47,7 @@ class DelayedPromoter:
         lookahead: timedelta = timedelta(0),
         clock: Callable[[], datetime] = utcnow,
         regions: Callable[[], RegionFilter] = lambda: ALL_REGIONS,
+        wakeup_notify: str = notify.AUTO,
     ) -> None:
         if lookahead < timedelta(0):
             raise ValueError("lookahead must not be negative")
@@ -55,13 +56,14 @@ class DelayedPromoter:
         self._lookahead = lookahead
         self._clock = clock
         self._regions = regions
+        self._wakeup_notify = wakeup_notify
 
     def run_once(self) -> Progress:
         """Promote up to ``batch_size`` executions due before now plus the look-ahead."""
         sql, params = regional(queries["scheduler_promote_due"], self._regions())
         horizon = self._clock() + self._lookahead
         # Decided outside the transaction: the first call may read the server version.
-        notifying = notify.enabled(self._db)
+        notifying = notify.enabled(self._db, self._wakeup_notify)
 
         def promote(tx: Transaction) -> int:
             promoted = int(
@@ -75,7 +77,7 @@ class DelayedPromoter:
                 )
             )
             if promoted and notifying:
-                notify.publish(tx, self._db)
+                notify.publish(tx, self._db, self._wakeup_notify)
             return promoted
 
         promoted = self._db.transaction(promote, name="scheduler_promote_due")

@@ -16,6 +16,6 @@ def build_scheduler() -> Scheduler:
 def run_scheduler_until(stop: threading.Event) -> None:
     """Run every loop until ``stop`` is set; the current iterations finish first.
 
-    Raises :class:`~chalicelib.scheduler.service.SchedulerLoopCrashed` if a loop crashed.
+    Raises :class:`~chalicelib.runtime.group.LoopCrashed` if a loop crashed.
     """
     build_scheduler().run(stop)

@@ -19,7 +19,9 @@ def job_service() -> JobService:
     from chalicelib import wiring
     from chalicelib.services.jobs import JobService
 
-    return JobService(wiring.database("api"), wiring.utcnow)
+    return JobService(
+        wiring.database("api"), wiring.utcnow, wakeup_notify=wiring.settings().wakeup_notify
+    )
 
 
 def job_status_service() -> JobStatusService:

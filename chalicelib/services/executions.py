@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.api.pagination import PageRequest
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
+from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import ExecutionStatus, can_transition, sources_of
 from chalicelib.errors import ExecutionNotCancellable, ExecutionNotFound, ValidationFailed
 from chalicelib.services.longpoll import Poller

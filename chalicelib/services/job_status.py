@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from chalicelib.api.pagination import PageRequest
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain.jobs import Health, compute_health
+from chalicelib.domain.pagination import PageRequest
 from chalicelib.services.executions import page_params
 from chalicelib.services.jobs import get_job_in
 

@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Any
 
 from chalicelib import wakeup
-from chalicelib.api.pagination import PageRequest
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import Query, queries
@@ -24,6 +23,7 @@ from chalicelib.domain.jobs import (
     parse_cron_update,
     parse_job_request,
 )
+from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.payload_specs import validate_input
 from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
 from chalicelib.errors import EndpointNotFound, JobNotFound, JobNotUpdatable
@@ -99,11 +99,13 @@ def _schedule_params(schedule: CronSchedule, now: datetime) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class JobService:
-    """Creates and manages jobs. ``clock`` is UTC-aware "now" (injected for tests)."""
+    """Creates and manages jobs. ``clock`` is UTC-aware "now" (injected for tests);
+    ``wakeup_notify`` is ``TE_WAKEUP_NOTIFY`` (:func:`chalicelib.db.notify.enabled`)."""
 
     db: Database
     clock: Callable[[], datetime]
     poller: Poller = field(default_factory=Poller)
+    wakeup_notify: str = notify.AUTO
 
     # -- create ----------------------------------------------------------------------------
 
@@ -149,7 +151,8 @@ class JobService:
             return CreateResult(JobView(job), created=True)
         execution = self._insert_execution(tx, job, endpoint, request)
         if request.trigger is TriggerType.IMMEDIATE:
-            notify.publish(tx, self.db)  # delivered at COMMIT: wakes LISTENing workers
+            # Delivered at COMMIT: wakes LISTENing workers.
+            notify.publish(tx, self.db, self.wakeup_notify)
         return CreateResult(JobView(job, execution), created=True)
 
     def _insert_execution(

@@ -32,12 +32,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     parse_args(argv)
     from chalicelib import wiring
-    from chalicelib.logs import configure_logging, log_event
+    from chalicelib.logs import log_event
     from chalicelib.settings import get_settings
     from chalicelib.worker import build_worker
     from chalicelib.worker.background import running_background
 
-    configure_logging()
+    wiring.configure_logging()
     settings = get_settings()
     worker = build_worker(settings=settings)
 

@@ -7,8 +7,8 @@
   and the process's 40001 retries and reconnects; at INFO when they moved since the last
   report, at DEBUG when idle (an idle process logs nothing at INFO).
 
-They run on the same loop runner as the scheduler (:class:`~chalicelib.scheduler.service.
-Scheduler` is a generic group of interval loops), beside :meth:`Worker.run`.
+They run as a :class:`~chalicelib.runtime.group.LoopGroup` (the loop runtime the scheduler
+uses too; the worker does not import the scheduler), beside :meth:`Worker.run`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from chalicelib.db.connection import Database
 from chalicelib.health.heartbeat import DEAD, HeartbeatWriter, instance_name
 from chalicelib.health.region import RegionRefresher
 from chalicelib.logs import log_event
-from chalicelib.scheduler.loop import LoopSpec, Progress
-from chalicelib.scheduler.service import Scheduler
+from chalicelib.runtime.group import LoopGroup
+from chalicelib.runtime.loop import LoopSpec, Progress
 from chalicelib.settings import Settings
 from chalicelib.worker.poller import Worker
 
@@ -56,7 +56,7 @@ def background_loops(
     db: Database,
     *,
     metrics_interval_sec: float = METRICS_INTERVAL_SEC,
-) -> Scheduler:
+) -> LoopGroup:
     """Heartbeat, region refresher and metrics reporter for ``worker``; ``run(stop)`` them."""
     heartbeat = HeartbeatWriter(
         db,
@@ -71,7 +71,7 @@ def background_loops(
         iteration=lambda: report_metrics(worker, last_report),
     )
     loops = [heartbeat.loop_spec(), RegionRefresher(db).loop_spec(), metrics]
-    return Scheduler(loops, heartbeat=heartbeat, final_status=DEAD)
+    return LoopGroup(loops, heartbeat=heartbeat, final_status=DEAD)
 
 
 @contextmanager

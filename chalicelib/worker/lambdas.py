@@ -33,7 +33,7 @@ def _shared_worker() -> Any:
     global _worker  # one worker per Lambda container, built on first invocation
     with _lock:
         if _worker is None:
-            from chalicelib.logs import configure_logging
+            from chalicelib.wiring import configure_logging
             from chalicelib.worker import build_worker
 
             configure_logging()

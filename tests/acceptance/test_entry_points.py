@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ENTRY_POINTS = [
     "chalicelib.worker",
     "chalicelib.scheduler",
-    "chalicelib.db.migrate",
+    "chalicelib.migrate",
     "chalicelib.local",
 ]
 

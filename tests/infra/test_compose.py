@@ -96,7 +96,7 @@ def test_startup_order_uses_conditions(compose: dict[str, Any]) -> None:
 
 def test_migrations_run_from_the_project_image(compose: dict[str, Any]) -> None:
     migrate = compose["services"]["migrate"]
-    assert migrate["command"] == ["python", "-m", "chalicelib.db.migrate"]
+    assert migrate["command"] == ["python", "-m", "chalicelib.migrate"]
     assert (REPO_ROOT / migrate["build"]["dockerfile"]).is_file()
     assert compose["services"]["worker"]["command"] == ["python", "-m", "chalicelib.worker"]
 

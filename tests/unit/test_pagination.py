@@ -8,15 +8,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from chalicelib.api.pagination import (
-    DEFAULT_LIMIT,
-    MAX_LIMIT,
-    PageRequest,
-    decode_cursor,
-    encode_cursor,
-    page_response,
-    parse_page,
-)
+from chalicelib.api.pagination import decode_cursor, encode_cursor, page_response, parse_page
+from chalicelib.domain.pagination import DEFAULT_LIMIT, MAX_LIMIT, PageRequest
 from chalicelib.errors import ValidationFailed
 
 

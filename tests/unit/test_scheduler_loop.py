@@ -8,8 +8,9 @@ import threading
 import pytest
 
 from chalicelib.errors import DatabaseUnavailable
-from chalicelib.scheduler.loop import LoopClock, LoopSpec, Progress, run_loop
-from chalicelib.scheduler.service import Scheduler, SchedulerLoopCrashed
+from chalicelib.runtime.group import LoopCrashed
+from chalicelib.runtime.loop import LoopClock, LoopSpec, Progress, run_loop
+from chalicelib.scheduler.service import Scheduler
 
 
 class FakeTime:
@@ -190,7 +191,7 @@ def test_scheduler_stops_every_loop_when_one_crashes() -> None:
     survivor = LoopSpec(name="survivor", interval_sec=0.01, iteration=lambda: Progress())
     doomed = LoopSpec(name="doomed", interval_sec=0.01, iteration=crash)
     scheduler = Scheduler([survivor, doomed])
-    with pytest.raises(SchedulerLoopCrashed, match="doomed") as raised:
+    with pytest.raises(LoopCrashed, match="doomed") as raised:
         scheduler.run(threading.Event())
     assert isinstance(raised.value.__cause__, RuntimeError)
     assert scheduler.stats["survivor"].iterations >= 1

@@ -21,7 +21,7 @@ from chalice.local import LambdaContext
 from chalice.test import Client
 
 from chalicelib.db.connection import Database
-from chalicelib.scheduler.loop import LoopStats
+from chalicelib.runtime.loop import LoopStats
 from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.promoter import DelayedPromoter
 from chalicelib.scheduler.service import LOOP_NAMES, Scheduler

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
+from chalicelib.runtime.loop import LoopSpec, Progress, run_loop
 from chalicelib.scheduler.housekeeper import Housekeeper
-from chalicelib.scheduler.loop import LoopSpec, Progress, run_loop
 from chalicelib.scheduler.materializer import CronMaterializer
 from tests.integration import jobs_factories as f
 from tests.integration.scheduler.factory import (
@@ -283,7 +283,7 @@ def test_the_purge_is_reported_in_the_metric_line(
     spec = LoopSpec(
         name="housekeeper", interval_sec=60, iteration=once, metric_event="history_purged"
     )
-    with caplog.at_level(logging.INFO, logger="chalicelib.scheduler.loop"):
+    with caplog.at_level(logging.INFO, logger="chalicelib.runtime.loop"):
         run_loop(spec, stop)
     lines = [r for r in caplog.records if getattr(r, "event", None) == "history_purged"]
     assert len(lines) == 1

@@ -1,4 +1,4 @@
-"""The interval-loop runner shared by every scheduler loop and health stub.
+"""The interval-loop runner shared by every background loop (scheduler, health, worker).
 
 A loop is a :class:`LoopSpec`: a name, an interval and an ``iteration`` that does one
 bounded batch of work and returns :class:`Progress`. :func:`run_loop` runs it until a stop
@@ -69,7 +69,7 @@ class LoopStats:
 
     def failure_log(self, name: str) -> FailureLog:
         if self._failure_log is None:
-            self._failure_log = FailureLog(log, f"scheduler loop {name}")
+            self._failure_log = FailureLog(log, f"loop {name}")
         return self._failure_log
 
     def record(self, progress: Progress, lag_sec: float) -> None:
