@@ -70,13 +70,13 @@ def prepare_db(server: PgServer, name: str) -> str:
     return url
 
 
-def endpoint_spec(sink_url: str) -> dict[str, Any]:
+def endpoint_spec(sink_url: str, timeout_ms: int = 5000) -> dict[str, Any]:
     return {
         "url": sink_url,
         "method": "POST",
         "headers": {"Content-Type": "application/json"},
         "body_template": {"n": "{{input.n}}"},
-        "timeout_ms": 5000,
+        "timeout_ms": timeout_ms,
         "expected_status_codes": [200],
     }
 
@@ -89,20 +89,20 @@ RETRY = {
 }
 
 
-def seed_endpoint_sql(conn: Any, sink_url: str) -> None:
+def seed_endpoint_sql(conn: Any, sink_url: str, name: str = ENDPOINT, **spec: Any) -> None:
     conn.execute(
         "INSERT INTO endpoints (name, endpoint_type, spec, retry_policy)"
         " VALUES (%s, 'HTTP', %s::jsonb, %s::jsonb)",
-        (ENDPOINT, json.dumps(endpoint_spec(sink_url)), json.dumps(RETRY)),
+        (name, json.dumps(endpoint_spec(sink_url, **spec)), json.dumps(RETRY)),
     )
 
 
-def snapshot(sink_url: str) -> str:
+def snapshot(sink_url: str, name: str = ENDPOINT, **spec: Any) -> str:
     return json.dumps(
         {
-            "name": ENDPOINT,
+            "name": name,
             "type": "HTTP",
-            "spec": endpoint_spec(sink_url),
+            "spec": endpoint_spec(sink_url, **spec),
             "retry_policy": RETRY,
             "config_ref": None,
             "payload_spec_ref": None,
@@ -110,14 +110,17 @@ def snapshot(sink_url: str) -> str:
     )
 
 
-def seed_immediate_sql(conn: Any, sink_url: str, n: int) -> None:
-    """N IMMEDIATE jobs with one QUEUED execution each (what POST /jobs writes), by SQL."""
-    conn.execute(
+def seed_immediate_sql(
+    conn: Any, sink_url: str, n: int, name: str = ENDPOINT, **spec: Any
+) -> list[tuple[str, float]]:
+    """N IMMEDIATE jobs with one QUEUED execution each (what POST /jobs writes), by SQL;
+    returns (execution id, run_at as a UNIX time) of each."""
+    rows = conn.execute(
         """
         WITH j AS (
             INSERT INTO jobs (endpoint, endpoint_type, trigger_type, idempotency_key, input,
                               endpoint_snapshot)
-            SELECT %(ep)s, 'HTTP', 'IMMEDIATE', 'bench-' || g, jsonb_build_object('n', g),
+            SELECT %(ep)s, 'HTTP', 'IMMEDIATE', %(ep)s || '-' || g, jsonb_build_object('n', g),
                    %(snap)s::jsonb
             FROM generate_series(1, %(n)s::int) g
             RETURNING job_id, idempotency_key, input
@@ -125,14 +128,17 @@ def seed_immediate_sql(conn: Any, sink_url: str, n: int) -> None:
             INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
                                     input, max_attempts, run_at)
             SELECT job_id, %(ep)s, 'HTTP', idempotency_key, 'QUEUED', input, 3, now() FROM j
-            RETURNING execution_id
+            RETURNING execution_id, run_at
+        ), logged AS (
+            INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+            SELECT execution_id, 0, 'INFO', 'Execution created (QUEUED).' FROM e
         )
-        INSERT INTO execution_logs (execution_id, attempt_number, level, message)
-        SELECT execution_id, 0, 'INFO', 'Execution created (QUEUED).' FROM e
+        SELECT execution_id, extract(epoch FROM run_at) FROM e
         """,
-        {"ep": ENDPOINT, "snap": snapshot(sink_url), "n": n},
-    )
+        {"ep": name, "snap": snapshot(sink_url, name, **spec), "n": n},
+    ).fetchall()
     conn.execute("ANALYZE")
+    return [(str(eid), float(at)) for eid, at in rows]
 
 
 class Procs:

@@ -160,6 +160,26 @@ def _other_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
                 "<= 150 MB",
             )
         )
+    rows += _fairness_rows(res.get("fairness"))
+    return rows
+
+
+def _fairness_rows(f: dict[str, Any] | None) -> list[tuple[str, str, str]]:
+    if f is None:
+        return []
+    if _status(f):
+        return [("healthy lateness behind a hung endpoint", _status(f) or "", "")]
+    rows = []
+    for _, r in sorted(f.items()):
+        lat = r["lateness"]
+        rows.append(
+            (
+                f"healthy lateness behind a hung endpoint, {r['workers']} worker(s)",
+                f"p50 {_f(lat['p50_ms'])} / p99 {_f(lat['p99_ms'])} ms "
+                f"({r['received']}/{r['healthy']}; {r['hung_running']} hung RUNNING)",
+                "p99 <= 1000 ms",
+            )
+        )
     return rows
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import fairness
 import ours
 import peers
 import pgbench_ref
@@ -36,6 +37,7 @@ PHASES = [
     "coldstart",
     "package",
     "memory",
+    "fairness",
 ]
 
 FULL = {
@@ -48,6 +50,7 @@ FULL = {
     "scale": [10_000, 100_000, 1_000_000],
     "api_n": 500,
     "memory_n": 2000,
+    "fairness": (120, 500),
 }
 QUICK = {
     "n": 2_000,
@@ -59,6 +62,7 @@ QUICK = {
     "scale": [10_000],
     "api_n": 150,
     "memory_n": 600,
+    "fairness": (120, 200),
 }
 
 
@@ -182,6 +186,7 @@ def main() -> None:
             "coldstart": workloads.cold_import,
             "package": workloads.package_size,
             "memory": lambda: workloads.memory(server, cfg["memory_n"]),
+            "fairness": lambda: fairness.fairness(server, sink, *cfg["fairness"]),
         }
         for phase in PHASES:
             if phase in only:
