@@ -17,6 +17,13 @@ from chalicelib.api.pagination import page_response, parse_page
 from chalicelib.domain.timefmt import iso
 from chalicelib.services.executions import parse_execution_status
 from chalicelib.services.longpoll import MAX_WAIT_SECONDS, parse_prefer_wait
+from chalicelib.services.views import (
+    Attempt,
+    Execution,
+    ExecutionDetail,
+    ExecutionSummary,
+    LogLine,
+)
 
 resource = Resource(__name__)
 
@@ -24,63 +31,65 @@ resource = Resource(__name__)
 # -- representations ----------------------------------------------------------------------
 
 
-def render_execution_summary(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def render_execution_summary(execution: ExecutionSummary | None) -> dict[str, Any] | None:
     """The ``execution`` object inside a job: id, status, created_at."""
-    if row is None:
+    if execution is None:
         return None
     return {
-        "execution_id": row["execution_id"],
-        "status": row["status"],
-        "created_at": iso(row["created_at"]),
+        "execution_id": execution.execution_id,
+        "status": execution.status,
+        "created_at": iso(execution.created_at),
     }
 
 
-def render_execution(row: Mapping[str, Any]) -> dict[str, Any]:
+def render_execution(execution: Execution) -> dict[str, Any]:
     """Everything a user can learn about one execution (never its config snapshot)."""
-    body = {
-        "execution_id": row["execution_id"],
-        "job_id": row["job_id"],
-        "endpoint": row["endpoint"],
-        "endpoint_type": row["endpoint_type"],
-        "status": row["status"],
-        "input": row["input"],
-        "output": row["output"],
-        "attempt_count": row["attempt_count"],
-        "max_attempts": row["max_attempts"],
-        "run_at": iso(row["run_at"]),
-        "started_at": iso(row["started_at"]),
-        "completed_at": iso(row["completed_at"]),
-        "duration_ms": row["duration_ms"],
-        "created_at": iso(row["created_at"]),
-    }
-    if "queue_position" in row:
-        body["queue_position"] = row["queue_position"]
-    return body
-
-
-def render_attempt(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
-        "attempt_id": row["attempt_id"],
-        "execution_id": row["execution_id"],
-        "attempt_number": row["attempt_number"],
-        "status": row["status"],
-        "started_at": iso(row["started_at"]),
-        "completed_at": iso(row["completed_at"]),
-        "duration_ms": row["duration_ms"],
-        "output": row["output"],
-        "error": row["error"],
-        "created_at": iso(row["created_at"]),
+        "execution_id": execution.execution_id,
+        "job_id": execution.job_id,
+        "endpoint": execution.endpoint,
+        "endpoint_type": execution.endpoint_type,
+        "status": execution.status,
+        "input": execution.input,
+        "output": execution.output,
+        "attempt_count": execution.attempt_count,
+        "max_attempts": execution.max_attempts,
+        "run_at": iso(execution.run_at),
+        "started_at": iso(execution.started_at),
+        "completed_at": iso(execution.completed_at),
+        "duration_ms": execution.duration_ms,
+        "created_at": iso(execution.created_at),
     }
 
 
-def render_log(row: Mapping[str, Any]) -> dict[str, Any]:
+def render_execution_detail(detail: ExecutionDetail) -> dict[str, Any]:
+    """One execution with ``queue_position`` (single-execution responses only)."""
+    return {**render_execution(detail.execution), "queue_position": detail.queue_position}
+
+
+def render_attempt(attempt: Attempt) -> dict[str, Any]:
     return {
-        "log_id": row["log_id"],
-        "execution_id": row["execution_id"],
-        "attempt_number": row["attempt_number"],
-        "level": row["level"],
-        "message": row["message"],
-        "logged_at": iso(row["logged_at"]),
+        "attempt_id": attempt.attempt_id,
+        "execution_id": attempt.execution_id,
+        "attempt_number": attempt.attempt_number,
+        "status": attempt.status,
+        "started_at": iso(attempt.started_at),
+        "completed_at": iso(attempt.completed_at),
+        "duration_ms": attempt.duration_ms,
+        "output": attempt.output,
+        "error": attempt.error,
+        "created_at": iso(attempt.created_at),
+    }
+
+
+def render_log(line: LogLine) -> dict[str, Any]:
+    return {
+        "log_id": line.log_id,
+        "execution_id": line.execution_id,
+        "attempt_number": line.attempt_number,
+        "level": line.level,
+        "message": line.message,
+        "logged_at": iso(line.logged_at),
     }
 
 
@@ -103,8 +112,8 @@ def waited(body: Any, wait: int | None) -> Any:
 def get_execution(execution_id: str) -> Any:
     """One execution; ``queue_position`` is its 1-based place in the claim order while QUEUED."""
     wait = requested_wait()
-    row = services.execution_service().get(execution_id, wait=wait)
-    return waited(render_execution(row), wait)
+    detail = services.execution_service().get(execution_id, wait=wait)
+    return waited(render_execution_detail(detail), wait)
 
 
 @resource.route("/executions/{execution_id}/cancel", methods=["POST"])
@@ -113,23 +122,23 @@ def cancel_execution(execution_id: str) -> dict[str, Any]:
 
     409 EXECUTION_NOT_CANCELLABLE when RUNNING, SUCCESS or FAILED.
     """
-    return render_execution(services.execution_service().cancel(execution_id))
+    return render_execution_detail(services.execution_service().cancel(execution_id))
 
 
 @resource.route("/executions/{execution_id}/attempts", methods=["GET"])
 def list_attempts(execution_id: str) -> dict[str, Any]:
     """Attempts, by attempt_number ascending."""
     page = parse_page(resource.request.query_params)
-    rows = services.execution_service().attempts(execution_id, page)
-    return page_response(rows, page, render=render_attempt, id_field="attempt_id")
+    attempts = services.execution_service().attempts(execution_id, page)
+    return page_response(attempts, page, render=render_attempt, id_field="attempt_id")
 
 
 @resource.route("/executions/{execution_id}/logs", methods=["GET"])
 def list_logs(execution_id: str) -> dict[str, Any]:
     """Log lines, oldest first."""
     page = parse_page(resource.request.query_params)
-    rows = services.execution_service().logs(execution_id, page)
-    return page_response(rows, page, render=render_log, ts_field="logged_at", id_field="log_id")
+    lines = services.execution_service().logs(execution_id, page)
+    return page_response(lines, page, render=render_log, ts_field="logged_at", id_field="log_id")
 
 
 @resource.route("/jobs/{job_id}/executions", methods=["GET"])
@@ -138,8 +147,8 @@ def list_job_executions(job_id: str) -> dict[str, Any]:
     params: Mapping[str, str] = resource.request.query_params or {}
     page = parse_page(params)
     status = parse_execution_status(params.get("status"))
-    rows = services.job_status_service().executions(job_id, status, page)
-    return page_response(rows, page, render=render_execution, id_field="execution_id")
+    executions = services.job_status_service().executions(job_id, status, page)
+    return page_response(executions, page, render=render_execution, id_field="execution_id")
 
 
 # -- OpenAPI ------------------------------------------------------------------------------

@@ -29,8 +29,9 @@ from chalicelib.domain.cron import render_local
 from chalicelib.domain.jobs import parse_job_filters
 from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.domain.timefmt import iso
-from chalicelib.services.job_status import JobHealthReport
+from chalicelib.services.job_status import JobHealthReport, WindowStats
 from chalicelib.services.jobs import JobView
+from chalicelib.services.views import ExecutionSummary, Job
 
 resource = Resource(__name__)
 
@@ -38,24 +39,28 @@ resource = Resource(__name__)
 # -- representations ----------------------------------------------------------------------
 
 
-def _next_run_at(job: Mapping[str, Any], zone: ZoneInfo) -> str | None:
+def _next_run_at(job: Job, zone: ZoneInfo) -> str | None:
     """The next tick in local time; null once the job is retired or past its ends_at."""
-    moment = job["cron_next_run_at"]
-    if job["status"] != JobStatus.ACTIVE or moment is None:
+    moment = job.cron_next_run_at
+    if job.status != JobStatus.ACTIVE or moment is None:
         return None
-    if job["cron_ends_at"] is not None and moment >= job["cron_ends_at"]:
+    if job.cron_ends_at is not None and moment >= job.cron_ends_at:
         return None
     return render_local(moment, zone)
 
 
-def _cron_fields(job: Mapping[str, Any]) -> dict[str, Any]:
-    zone = ZoneInfo(job["cron_timezone"])
+def _zone(job: Job) -> ZoneInfo:
+    assert job.cron_timezone is not None, "a CRON job always has a timezone"
+    return ZoneInfo(job.cron_timezone)
+
+
+def _cron_fields(job: Job) -> dict[str, Any]:
     return {
-        "cron": job["cron_expression"],
-        "timezone": job["cron_timezone"],
-        "starts_at": iso(job["cron_starts_at"]),
-        "ends_at": iso(job["cron_ends_at"]),
-        "next_run_at": _next_run_at(job, zone),
+        "cron": job.cron_expression,
+        "timezone": job.cron_timezone,
+        "starts_at": iso(job.cron_starts_at),
+        "ends_at": iso(job.cron_ends_at),
+        "next_run_at": _next_run_at(job, _zone(job)),
     }
 
 
@@ -66,69 +71,79 @@ def render_job(view: JobView, *, with_latest: bool = False) -> dict[str, Any]:
     """
     job = view.job
     body: dict[str, Any] = {
-        "job_id": job["job_id"],
-        "endpoint": job["endpoint"],
-        "endpoint_type": job["endpoint_type"],
-        "trigger": job["trigger_type"],
-        "status": job["status"],
-        "version": job["version"],
+        "job_id": job.job_id,
+        "endpoint": job.endpoint,
+        "endpoint_type": job.endpoint_type,
+        "trigger": job.trigger_type,
+        "status": job.status,
+        "version": job.version,
     }
-    if job["previous_version_id"] is not None:
-        body["previous_version_id"] = job["previous_version_id"]
-    if job["trigger_type"] == TriggerType.CRON:
-        if job["idempotency_key"] is not None:
-            body["idempotency_key"] = job["idempotency_key"]
+    if job.previous_version_id is not None:
+        body["previous_version_id"] = job.previous_version_id
+    if job.trigger_type == TriggerType.CRON:
+        if job.idempotency_key is not None:
+            body["idempotency_key"] = job.idempotency_key
         body.update(_cron_fields(job))
-        body["input"] = job["input"]
+        body["input"] = job.input
         if with_latest:
             body["latest_execution"] = render_execution_summary(view.execution)
     else:
-        body["idempotency_key"] = job["idempotency_key"]
-        if job["trigger_type"] == TriggerType.DELAYED:
-            body["run_at"] = iso(job["run_at"])
-        body["input"] = job["input"]
+        body["idempotency_key"] = job.idempotency_key
+        if job.trigger_type == TriggerType.DELAYED:
+            body["run_at"] = iso(job.run_at)
+        body["input"] = job.input
         body["execution"] = render_execution_summary(view.execution)
-    if job["status"] == JobStatus.RETIRED:
-        body["retired_at"] = iso(job["retired_at"])
-        body["replaced_by_id"] = job["replaced_by_id"]
-    body["created_at"] = iso(job["created_at"])
+    if job.status == JobStatus.RETIRED:
+        body["retired_at"] = iso(job.retired_at)
+        body["replaced_by_id"] = job.replaced_by_id
+    body["created_at"] = iso(job.created_at)
     return body
 
 
-def _last_execution(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if row is None:
+def _last_execution(execution: ExecutionSummary | None) -> dict[str, Any] | None:
+    if execution is None:
         return None
     return {
-        "execution_id": row["execution_id"],
-        "status": row["status"],
-        "started_at": iso(row["started_at"]),
-        "completed_at": iso(row["completed_at"]),
-        "attempt_number": row["attempt_count"],
+        "execution_id": execution.execution_id,
+        "status": execution.status,
+        "started_at": iso(execution.started_at),
+        "completed_at": iso(execution.completed_at),
+        "attempt_number": execution.attempt_count,
     }
 
 
-def _cron_block(job: Mapping[str, Any]) -> dict[str, Any] | None:
-    if job["trigger_type"] != TriggerType.CRON:
+def _cron_block(job: Job) -> dict[str, Any] | None:
+    if job.trigger_type != TriggerType.CRON:
         return None
-    zone = ZoneInfo(job["cron_timezone"])
+    zone = _zone(job)
     return {
-        "expression": job["cron_expression"],
-        "timezone": job["cron_timezone"],
+        "expression": job.cron_expression,
+        "timezone": job.cron_timezone,
         "next_run_at": _next_run_at(job, zone),
-        "last_tick_at": render_local(job["cron_last_tick_at"], zone),
+        "last_tick_at": render_local(job.cron_last_tick_at, zone),
+    }
+
+
+def _render_stats(stats: WindowStats) -> dict[str, Any]:
+    return {
+        "total": stats.total,
+        "succeeded": stats.succeeded,
+        "failed": stats.failed,
+        "avg_duration_ms": stats.avg_duration_ms,
+        "p99_duration_ms": stats.p99_duration_ms,
     }
 
 
 def render_status(report: JobHealthReport) -> dict[str, Any]:
     job = report.job
     return {
-        "job_id": job["job_id"],
-        "endpoint": job["endpoint"],
-        "endpoint_type": job["endpoint_type"],
-        "trigger": job["trigger_type"],
-        "status": job["status"],
+        "job_id": job.job_id,
+        "endpoint": job.endpoint,
+        "endpoint_type": job.endpoint_type,
+        "trigger": job.trigger_type,
+        "status": job.status,
         "health": report.health.value,
-        "version": job["version"],
+        "version": job.version,
         "last_execution": _last_execution(report.last_execution),
         "active_executions": {
             "pending": report.pending,
@@ -136,7 +151,7 @@ def render_status(report: JobHealthReport) -> dict[str, Any]:
             "total": report.pending + report.running,
         },
         "cron": _cron_block(job),
-        "stats": {"last_24h": report.stats},
+        "stats": {"last_24h": _render_stats(report.stats)},
     }
 
 
@@ -156,11 +171,7 @@ def list_jobs() -> dict[str, Any]:
     params: Mapping[str, str] = resource.request.query_params or {}
     page = parse_page(params)
     views = services.job_service().list_page(parse_job_filters(params), page)
-    by_id = {view.job["job_id"]: view for view in views}
-    rows = [view.job for view in views]
-    return page_response(
-        rows, page, render=lambda row: render_job(by_id[row["job_id"]]), id_field="job_id"
-    )
+    return page_response(views, page, render=render_job, id_field="job_id")
 
 
 @resource.route("/jobs/{job_id}", methods=["GET"])
@@ -197,9 +208,9 @@ def job_status(job_id: str) -> dict[str, Any]:
 def job_versions(job_id: str) -> dict[str, Any]:
     """Every version of the job's chain (from any version's id), oldest first."""
     page = parse_page(resource.request.query_params)
-    rows = services.job_service().versions(job_id, page)
+    versions = services.job_service().versions(job_id, page)
     return page_response(
-        rows, page, render=lambda row: render_job(JobView(dict(row))), id_field="job_id"
+        versions, page, render=lambda job: render_job(JobView(job)), id_field="job_id"
     )
 
 

@@ -12,23 +12,15 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
+from chalicelib.domain.pagination import DEFAULT_LIMIT, MAX_LIMIT, PageRequest
 from chalicelib.errors import ValidationFailed
 
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 200
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "PageRequest", "page_response", "parse_page"]
 
-
-@dataclass(frozen=True)
-class PageRequest:
-    """What the client asked for: page size and where the previous page ended."""
-
-    limit: int = DEFAULT_LIMIT
-    after_ts: datetime | None = None
-    after_id: str | None = None
+T = TypeVar("T")
 
 
 def encode_cursor(ts: datetime, key: str) -> str:
@@ -72,20 +64,21 @@ def parse_page(params: Mapping[str, str] | None) -> PageRequest:
 
 
 def page_response(
-    rows: Sequence[Mapping[str, Any]],
+    views: Sequence[T],
     page: PageRequest,
     *,
-    render: Callable[[Mapping[str, Any]], Any],
+    render: Callable[[T], Any],
     ts_field: str = "created_at",
     id_field: str,
 ) -> dict[str, Any]:
-    """Build ``{"items", "cursor"}`` from up to ``limit + 1`` fetched rows.
+    """Build ``{"items", "cursor"}`` from up to ``limit + 1`` views a service returned.
 
-    Queries fetch one row more than asked: its presence says there is a next page.
+    Queries fetch one row more than asked: its presence says there is a next page. The
+    cursor is the last item's ``(ts_field, id_field)`` attributes.
     """
-    items = list(rows[: page.limit])
+    items = list(views[: page.limit])
     cursor = None
-    if len(rows) > page.limit and items:
+    if len(views) > page.limit and items:
         last = items[-1]
-        cursor = encode_cursor(last[ts_field], str(last[id_field]))
-    return {"items": [render(row) for row in items], "cursor": cursor}
+        cursor = encode_cursor(getattr(last, ts_field), str(getattr(last, id_field)))
+    return {"items": [render(item) for item in items], "cursor": cursor}
