@@ -1,8 +1,9 @@
-"""What the four setup/register resources share: database access, rendering, deletes, docs.
+"""What the four setup/register routes share: rendering, the DELETE answer, PUT names, docs.
 
 Payload specs, configs, secrets and endpoints are named resources with the same lifecycle
-(create, list, get, replace, delete-unless-referenced). This module holds the pieces that
-would otherwise be copied four times, including the OpenAPI description of that lifecycle.
+(create, list, get, replace, delete-unless-referenced), run by the services in
+:mod:`chalicelib.services.setup`. This module holds the HTTP pieces that would otherwise be
+copied four times, including the OpenAPI description of that lifecycle.
 
 Conventions every one of them follows (and documents in OpenAPI):
 
@@ -14,25 +15,18 @@ Conventions every one of them follows (and documents in OpenAPI):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from chalice import Response
 
-from chalicelib import wiring
-from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.domain.timefmt import iso
-from chalicelib.errors import Conflict, ValidationFailed
-from chalicelib.repositories.setup import DEPENDENTS_SHOWN
+from chalicelib.errors import ValidationFailed
+from chalicelib.services.setup import Stamped
 
 
-def database() -> Database:
-    """The API process's connection pool."""
-    return wiring.database("api")
-
-
-def timestamps(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {"created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"])}
+def timestamps(view: Stamped) -> dict[str, Any]:
+    return {"created_at": iso(view.created_at), "updated_at": iso(view.updated_at)}
 
 
 def no_content() -> Response:
@@ -44,48 +38,6 @@ def check_body_name(body: Mapping[str, Any], name: str) -> None:
     """A PUT body may repeat the resource's name, but not change it."""
     if body.get("name") not in (None, name):
         raise ValidationFailed("Field 'name' cannot change: it must match the URL.")
-
-
-def name_list(names: list[str]) -> str:
-    """``a, b, c`` or ``a, b, ... (and more)`` when the query hit its bound."""
-    shown = ", ".join(names[:DEPENDENTS_SHOWN])
-    return shown + (", ... (and more)" if len(names) > DEPENDENTS_SHOWN else "")
-
-
-def refuse_if_used(what: str, *, endpoints: list[str], jobs: list[str]) -> None:
-    """409 CONFLICT naming the live endpoints and (up to 10) live jobs that use ``what``.
-
-    "Live" jobs are those of the ``live_jobs`` view: ACTIVE cron jobs and jobs with an
-    execution not yet terminal. Finished work and deleted endpoints are history: they do
-    not pin anything.
-    """
-    users, remedies = [], []
-    if endpoints:
-        users.append(f"endpoint(s) {name_list(endpoints)}")
-        remedies.append("change or delete the endpoints")
-    if jobs:
-        users.append(f"live job(s) {name_list(jobs)}")
-        remedies.append("cancel the jobs or let them finish")
-    if users:
-        raise Conflict(
-            f"{what} is used by {' and by '.join(users)}: {' and '.join(remedies)} first."
-        )
-
-
-def delete_in_transaction(work: Callable[[Transaction], None], *, name: str) -> Response:
-    """Run a dependency check and its delete in one SERIALIZABLE transaction; 204.
-
-    A dependent created concurrently (an endpoint registration reading the row this delete
-    marks, a job creation inserting rows the live-job check ranges over) makes one of the
-    two transactions fail with 40001; the retry sees the other's outcome, so the check and
-    the delete act on one consistent state.
-    """
-    database().transaction(work, name=name)
-    return no_content()
-
-
-def read(work: Callable[[Transaction], Row | None], *, name: str) -> Row | None:
-    return database().transaction(work, name=name)
 
 
 # -- OpenAPI -------------------------------------------------------------------------------
