@@ -12,11 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from chalicelib import services
-from chalicelib.api.http import ApiResponse, Resource
+from chalicelib.api.http import ApiResponse, Resource, shown
 from chalicelib.api.pagination import page_response, parse_page
-from chalicelib.domain.timefmt import iso
 from chalicelib.services.executions import parse_execution_status
-from chalicelib.services.longpoll import MAX_WAIT_SECONDS, parse_prefer_wait
+from chalicelib.services.longpoll import parse_prefer_wait
 from chalicelib.services.views import (
     Attempt,
     Execution,
@@ -31,35 +30,47 @@ resource = Resource(__name__)
 # -- representations ----------------------------------------------------------------------
 
 
+#: The fields each representation shows, in order; each is the view's attribute of that name.
+SUMMARY_FIELDS = ("execution_id", "status", "created_at")
+EXECUTION_FIELDS = (
+    "execution_id",
+    "job_id",
+    "endpoint",
+    "endpoint_type",
+    "status",
+    "input",
+    "output",
+    "attempt_count",
+    "max_attempts",
+    "run_at",
+    "started_at",
+    "completed_at",
+    "duration_ms",
+    "created_at",
+)
+ATTEMPT_FIELDS = (
+    "attempt_id",
+    "execution_id",
+    "attempt_number",
+    "status",
+    "started_at",
+    "completed_at",
+    "duration_ms",
+    "output",
+    "error",
+    "created_at",
+)
+LOG_FIELDS = ("log_id", "execution_id", "attempt_number", "level", "message", "logged_at")
+
+
 def render_execution_summary(execution: ExecutionSummary | None) -> dict[str, Any] | None:
     """The ``execution`` object inside a job: id, status, created_at."""
-    if execution is None:
-        return None
-    return {
-        "execution_id": execution.execution_id,
-        "status": execution.status,
-        "created_at": iso(execution.created_at),
-    }
+    return None if execution is None else shown(execution, SUMMARY_FIELDS)
 
 
 def render_execution(execution: Execution) -> dict[str, Any]:
     """Everything a user can learn about one execution (never its config snapshot)."""
-    return {
-        "execution_id": execution.execution_id,
-        "job_id": execution.job_id,
-        "endpoint": execution.endpoint,
-        "endpoint_type": execution.endpoint_type,
-        "status": execution.status,
-        "input": execution.input,
-        "output": execution.output,
-        "attempt_count": execution.attempt_count,
-        "max_attempts": execution.max_attempts,
-        "run_at": iso(execution.run_at),
-        "started_at": iso(execution.started_at),
-        "completed_at": iso(execution.completed_at),
-        "duration_ms": execution.duration_ms,
-        "created_at": iso(execution.created_at),
-    }
+    return shown(execution, EXECUTION_FIELDS)
 
 
 def render_execution_detail(detail: ExecutionDetail) -> dict[str, Any]:
@@ -68,29 +79,11 @@ def render_execution_detail(detail: ExecutionDetail) -> dict[str, Any]:
 
 
 def render_attempt(attempt: Attempt) -> dict[str, Any]:
-    return {
-        "attempt_id": attempt.attempt_id,
-        "execution_id": attempt.execution_id,
-        "attempt_number": attempt.attempt_number,
-        "status": attempt.status,
-        "started_at": iso(attempt.started_at),
-        "completed_at": iso(attempt.completed_at),
-        "duration_ms": attempt.duration_ms,
-        "output": attempt.output,
-        "error": attempt.error,
-        "created_at": iso(attempt.created_at),
-    }
+    return shown(attempt, ATTEMPT_FIELDS)
 
 
 def render_log(line: LogLine) -> dict[str, Any]:
-    return {
-        "log_id": line.log_id,
-        "execution_id": line.execution_id,
-        "attempt_number": line.attempt_number,
-        "level": line.level,
-        "message": line.message,
-        "logged_at": iso(line.logged_at),
-    }
+    return shown(line, LOG_FIELDS)
 
 
 def requested_wait() -> int | None:
@@ -149,186 +142,3 @@ def list_job_executions(job_id: str) -> dict[str, Any]:
     status = parse_execution_status(params.get("status"))
     executions = services.job_status_service().executions(job_id, status, page)
     return page_response(executions, page, render=render_execution, id_field="execution_id")
-
-
-# -- OpenAPI ------------------------------------------------------------------------------
-
-TIMESTAMP = {"type": ["string", "null"], "format": "date-time"}
-EXECUTION_STATUS = {
-    "type": "string",
-    "enum": ["PENDING", "QUEUED", "RUNNING", "RETRYING", "SUCCESS", "FAILED", "CANCELLED"],
-}
-
-
-def json_content(ref: str) -> dict[str, Any]:
-    """``content`` of a JSON body with a component schema."""
-    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}}
-
-
-def page_of(ref: str) -> dict[str, Any]:
-    """The ``{"items", "cursor"}`` list shape around a component schema."""
-    return {
-        "type": "object",
-        "required": ["items", "cursor"],
-        "properties": {
-            "items": {"type": "array", "items": {"$ref": f"#/components/schemas/{ref}"}},
-            "cursor": {"type": ["string", "null"]},
-        },
-    }
-
-
-_ERROREXECUTION_STATUS = {
-    "BadRequest": "400",
-    "Unauthorized": "401",
-    "NotFound": "404",
-    "Conflict": "409",
-    "PayloadTooLarge": "413",
-    "Unprocessable": "422",
-}
-
-
-def operation(
-    op_id: str, summary: str, ok: str, *, errors: tuple[str, ...], **extra: Any
-) -> dict[str, Any]:
-    """An OpenAPI operation answering 200 with schema ``ok`` and the listed shared errors."""
-    responses: dict[str, Any] = {"200": {"description": summary, "content": json_content(ok)}}
-    for name in ("Unauthorized", *errors):
-        responses[_ERROREXECUTION_STATUS[name]] = {"$ref": f"#/components/responses/{name}"}
-    return {"operationId": op_id, "summary": summary, "responses": responses, **extra}
-
-
-_ID = {"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}}
-_JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
-_PAGE = [{"$ref": "#/components/parameters/Limit"}, {"$ref": "#/components/parameters/Cursor"}]
-PREFER_WAIT = {
-    "name": "Prefer",
-    "in": "header",
-    "required": False,
-    "description": "RFC 7240 `wait=N`: answer once terminal or after N s (max "
-    f"{MAX_WAIT_SECONDS}); echoed in `Preference-Applied`. Malformed values are ignored.",
-    "schema": {"type": "string", "example": "wait=10"},
-}
-
-OPENAPI: dict[str, Any] = {
-    "paths": {
-        "/executions/{execution_id}": {
-            "get": operation(
-                "getExecution",
-                "Get an execution (long-poll with Prefer: wait=N).",
-                "Execution",
-                errors=("NotFound",),
-                parameters=[_ID, PREFER_WAIT],
-            )
-        },
-        "/executions/{execution_id}/cancel": {
-            "post": operation(
-                "cancelExecution",
-                "Cancel a PENDING, QUEUED or RETRYING execution (already CANCELLED: 200, "
-                "unchanged; RUNNING, SUCCESS, FAILED: 409 EXECUTION_NOT_CANCELLABLE).",
-                "Execution",
-                errors=("NotFound", "Conflict"),
-                parameters=[_ID],
-            )
-        },
-        "/executions/{execution_id}/attempts": {
-            "get": operation(
-                "listAttempts",
-                "List attempts by attempt_number.",
-                "AttemptPage",
-                errors=("BadRequest", "NotFound"),
-                parameters=[_ID, *_PAGE],
-            )
-        },
-        "/executions/{execution_id}/logs": {
-            "get": operation(
-                "listExecutionLogs",
-                "List log lines, oldest first.",
-                "ExecutionLogPage",
-                errors=("BadRequest", "NotFound"),
-                parameters=[_ID, *_PAGE],
-            )
-        },
-        "/jobs/{job_id}/executions": {
-            "get": operation(
-                "listJobExecutions",
-                "List a job's executions, newest first.",
-                "ExecutionPage",
-                errors=("BadRequest", "NotFound"),
-                parameters=[
-                    _JOB_ID,
-                    *_PAGE,
-                    {
-                        "name": "status",
-                        "in": "query",
-                        "required": False,
-                        "schema": EXECUTION_STATUS,
-                    },
-                ],
-            )
-        },
-    },
-    "schemas": {
-        "ExecutionSummary": {
-            "type": "object",
-            "required": ["execution_id", "status", "created_at"],
-            "properties": {
-                "execution_id": {"type": "string", "pattern": "^exec_"},
-                "status": EXECUTION_STATUS,
-                "created_at": TIMESTAMP,
-            },
-        },
-        "Execution": {
-            "type": "object",
-            "properties": {
-                "execution_id": {"type": "string", "pattern": "^exec_"},
-                "job_id": {"type": "string", "pattern": "^job_"},
-                "endpoint": {"type": "string"},
-                "endpoint_type": {"type": "string", "enum": ["HTTP", "KAFKA", "REDIS_STREAM"]},
-                "status": EXECUTION_STATUS,
-                "input": {"type": ["object", "null"]},
-                "output": {"type": ["object", "null"]},
-                "attempt_count": {"type": "integer"},
-                "max_attempts": {"type": "integer"},
-                "run_at": TIMESTAMP,
-                "started_at": TIMESTAMP,
-                "completed_at": TIMESTAMP,
-                "duration_ms": {"type": ["integer", "null"]},
-                "created_at": TIMESTAMP,
-                "queue_position": {
-                    "type": ["integer", "null"],
-                    "description": "1-based place among due claimable executions while "
-                    "QUEUED; null otherwise. Only on single-execution responses.",
-                },
-            },
-        },
-        "Attempt": {
-            "type": "object",
-            "properties": {
-                "attempt_id": {"type": "string", "pattern": "^att_"},
-                "execution_id": {"type": "string"},
-                "attempt_number": {"type": "integer"},
-                "status": {"type": "string", "enum": ["SUCCESS", "FAILED"]},
-                "started_at": TIMESTAMP,
-                "completed_at": TIMESTAMP,
-                "duration_ms": {"type": ["integer", "null"]},
-                "output": {"type": ["object", "null"]},
-                "error": {"type": ["object", "null"]},
-                "created_at": TIMESTAMP,
-            },
-        },
-        "ExecutionLog": {
-            "type": "object",
-            "properties": {
-                "log_id": {"type": "string", "pattern": "^log_"},
-                "execution_id": {"type": "string"},
-                "attempt_number": {"type": "integer"},
-                "level": {"type": "string", "enum": ["DEBUG", "INFO", "WARN", "ERROR"]},
-                "message": {"type": "string"},
-                "logged_at": TIMESTAMP,
-            },
-        },
-        "ExecutionPage": page_of("Execution"),
-        "AttemptPage": page_of("Attempt"),
-        "ExecutionLogPage": page_of("ExecutionLog"),
-    },
-}

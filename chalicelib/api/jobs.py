@@ -15,21 +15,17 @@ from zoneinfo import ZoneInfo
 
 from chalicelib import services
 from chalicelib.api.executions import (
-    PREFER_WAIT,
-    TIMESTAMP,
-    operation,
-    page_of,
     render_execution_summary,
     requested_wait,
     waited,
 )
-from chalicelib.api.http import ApiResponse, Resource
+from chalicelib.api.http import ApiResponse, Resource, shown
 from chalicelib.api.pagination import page_response, parse_page
 from chalicelib.domain.cron import render_local
 from chalicelib.domain.jobs import parse_job_filters
 from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.domain.timefmt import iso
-from chalicelib.services.job_status import JobHealthReport, WindowStats
+from chalicelib.services.job_status import JobHealthReport
 from chalicelib.services.jobs import JobView
 from chalicelib.services.views import ExecutionSummary, Job
 
@@ -124,14 +120,7 @@ def _cron_block(job: Job) -> dict[str, Any] | None:
     }
 
 
-def _render_stats(stats: WindowStats) -> dict[str, Any]:
-    return {
-        "total": stats.total,
-        "succeeded": stats.succeeded,
-        "failed": stats.failed,
-        "avg_duration_ms": stats.avg_duration_ms,
-        "p99_duration_ms": stats.p99_duration_ms,
-    }
+STATS_FIELDS = ("total", "succeeded", "failed", "avg_duration_ms", "p99_duration_ms")
 
 
 def render_status(report: JobHealthReport) -> dict[str, Any]:
@@ -151,7 +140,7 @@ def render_status(report: JobHealthReport) -> dict[str, Any]:
             "total": report.pending + report.running,
         },
         "cron": _cron_block(job),
-        "stats": {"last_24h": _render_stats(report.stats)},
+        "stats": {"last_24h": shown(report.stats, STATS_FIELDS)},
     }
 
 
@@ -212,203 +201,3 @@ def job_versions(job_id: str) -> dict[str, Any]:
     return page_response(
         versions, page, render=lambda job: render_job(JobView(job)), id_field="job_id"
     )
-
-
-# -- OpenAPI ------------------------------------------------------------------------------
-
-_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
-_PAGE = [{"$ref": "#/components/parameters/Limit"}, {"$ref": "#/components/parameters/Cursor"}]
-_TRIGGER = {"type": "string", "enum": ["IMMEDIATE", "DELAYED", "CRON"]}
-_JOB_STATUS = {"type": "string", "enum": ["ACTIVE", "RETIRED"]}
-_SUMMARY = {"oneOf": [{"$ref": "#/components/schemas/ExecutionSummary"}, {"type": "null"}]}
-_COUNT = {"type": "integer"}
-_MS = {"type": ["integer", "null"]}
-
-
-def _body(ref: str) -> dict[str, Any]:
-    return {"required": True, "content": {"application/json": {"schema": {"$ref": ref}}}}
-
-
-def _query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": False, "schema": schema}
-
-
-_CREATE = operation(
-    "createJob",
-    "Existing job (idempotency_key already used for this endpoint).",
-    "Job",
-    errors=("BadRequest", "NotFound", "PayloadTooLarge", "Unprocessable"),
-    requestBody=_body("#/components/schemas/JobCreate"),
-    description="IMMEDIATE: execution QUEUED now. DELAYED: execution PENDING until run_at "
-    "(a past run_at fires on the promoter's next pass). CRON: no execution until the first "
-    "tick. 404 ENDPOINT_NOT_FOUND; 422 INVALID_CRON or INPUT_VALIDATION_FAILED.",
-)
-_CREATE["responses"]["201"] = {
-    "description": "Job created.",
-    "content": _CREATE["responses"]["200"]["content"],
-}
-
-OPENAPI: dict[str, Any] = {
-    "paths": {
-        "/jobs": {
-            "post": _CREATE,
-            "get": operation(
-                "listJobs",
-                "List jobs, newest first.",
-                "JobPage",
-                errors=("BadRequest",),
-                parameters=[
-                    *_PAGE,
-                    _query("endpoint", {"type": "string"}),
-                    _query("trigger", _TRIGGER),
-                    _query("status", _JOB_STATUS),
-                ],
-            ),
-        },
-        "/jobs/{job_id}": {
-            "get": operation(
-                "getJob",
-                "Get a job with its (latest) execution; long-poll with Prefer: wait=N.",
-                "Job",
-                errors=("NotFound",),
-                parameters=[_ID, PREFER_WAIT],
-            ),
-            "put": operation(
-                "updateJob",
-                "New version of a CRON job; the old version becomes RETIRED.",
-                "Job",
-                errors=("BadRequest", "NotFound", "Conflict", "PayloadTooLarge", "Unprocessable"),
-                parameters=[_ID],
-                requestBody=_body("#/components/schemas/JobUpdate"),
-            ),
-        },
-        "/jobs/{job_id}/cancel": {
-            "post": operation(
-                "cancelJob",
-                "CRON: retire. One-shot: cancel its PENDING/QUEUED/RETRYING execution. "
-                "Idempotent: already retired or cancelled answers 200 with the current state; "
-                "409 EXECUTION_NOT_CANCELLABLE when the execution is RUNNING, SUCCESS or FAILED.",
-                "Job",
-                errors=("NotFound", "Conflict"),
-                parameters=[_ID],
-            )
-        },
-        "/jobs/{job_id}/status": {
-            "get": operation(
-                "getJobStatus",
-                "Health and 24-hour statistics.",
-                "JobStatus",
-                errors=("NotFound",),
-                parameters=[_ID],
-            )
-        },
-        "/jobs/{job_id}/versions": {
-            "get": operation(
-                "listJobVersions",
-                "Version chain, oldest first.",
-                "JobPage",
-                errors=("BadRequest", "NotFound"),
-                parameters=[_ID, *_PAGE],
-            )
-        },
-    },
-    "schemas": {
-        "JobCreate": {
-            "type": "object",
-            "required": ["endpoint", "trigger"],
-            "additionalProperties": False,
-            "properties": {
-                "endpoint": {"type": "string"},
-                "trigger": _TRIGGER,
-                "idempotency_key": {
-                    "type": "string",
-                    "maxLength": 255,
-                    "description": "Required for IMMEDIATE and DELAYED; optional for CRON.",
-                },
-                "input": {"type": "object"},
-                "run_at": {"type": "string", "format": "date-time"},
-                "cron": {"type": "string", "description": "5 fields; required for CRON."},
-                "timezone": {"type": "string", "description": "IANA; required for CRON."},
-                "starts_at": {"type": "string", "format": "date-time"},
-                "ends_at": {"type": ["string", "null"], "format": "date-time"},
-            },
-        },
-        "JobUpdate": {
-            "type": "object",
-            "additionalProperties": False,
-            "minProperties": 1,
-            "description": "Fields left out are carried over from the current version.",
-            "properties": {
-                "cron": {"type": "string"},
-                "timezone": {"type": "string"},
-                "input": {"type": "object"},
-                "starts_at": {"type": "string", "format": "date-time"},
-                "ends_at": {"type": ["string", "null"], "format": "date-time"},
-            },
-        },
-        "Job": {
-            "type": "object",
-            "required": ["job_id", "endpoint", "endpoint_type", "trigger", "status", "version"],
-            "properties": {
-                "job_id": {"type": "string", "pattern": "^job_"},
-                "endpoint": {"type": "string"},
-                "endpoint_type": {"type": "string", "enum": ["HTTP", "KAFKA", "REDIS_STREAM"]},
-                "trigger": _TRIGGER,
-                "status": _JOB_STATUS,
-                "version": {"type": "integer", "minimum": 1},
-                "previous_version_id": {"type": "string"},
-                "idempotency_key": {"type": ["string", "null"]},
-                "run_at": TIMESTAMP,
-                "cron": {"type": "string"},
-                "timezone": {"type": "string"},
-                "starts_at": TIMESTAMP,
-                "ends_at": TIMESTAMP,
-                "next_run_at": {
-                    "type": ["string", "null"],
-                    "description": "In the job's timezone with its offset.",
-                },
-                "input": {"type": ["object", "null"]},
-                "execution": _SUMMARY,
-                "latest_execution": _SUMMARY,
-                "retired_at": TIMESTAMP,
-                "replaced_by_id": {"type": ["string", "null"]},
-                "created_at": TIMESTAMP,
-            },
-        },
-        "JobPage": page_of("Job"),
-        "JobStatus": {
-            "type": "object",
-            "properties": {
-                "job_id": {"type": "string"},
-                "endpoint": {"type": "string"},
-                "endpoint_type": {"type": "string"},
-                "trigger": _TRIGGER,
-                "status": _JOB_STATUS,
-                "health": {"type": "string", "enum": ["HEALTHY", "DEGRADED", "FAILING", "IDLE"]},
-                "version": {"type": "integer"},
-                "last_execution": {"type": ["object", "null"]},
-                "active_executions": {
-                    "type": "object",
-                    "description": "pending = PENDING + QUEUED + RETRYING; running = RUNNING.",
-                    "properties": {"pending": _COUNT, "running": _COUNT, "total": _COUNT},
-                },
-                "cron": {"type": ["object", "null"]},
-                "stats": {
-                    "type": "object",
-                    "properties": {
-                        "last_24h": {
-                            "type": "object",
-                            "properties": {
-                                "total": _COUNT,
-                                "succeeded": _COUNT,
-                                "failed": _COUNT,
-                                "avg_duration_ms": _MS,
-                                "p99_duration_ms": _MS,
-                            },
-                        }
-                    },
-                },
-            },
-        },
-    },
-}

@@ -8,9 +8,10 @@ at the boundary, not in a renderer. Timestamps are timezone-aware ``datetime`` v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from enum import Enum
+from typing import Any, Self, get_type_hints
 
 from chalicelib.db.connection import Row
 from chalicelib.domain.statuses import (
@@ -22,9 +23,40 @@ from chalicelib.domain.statuses import (
     TriggerType,
 )
 
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    """The resolved annotations of a view class (computed once per class; idempotent)."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = get_type_hints(cls)
+    return hints
+
+
+def _typed(value: Any, hint: Any) -> Any:
+    if value is not None and isinstance(hint, type) and issubclass(hint, Enum):
+        return hint(value)
+    return value
+
 
 @dataclass(frozen=True, kw_only=True)
-class Job:
+class RowView:
+    """A view whose fields are the columns of the same name.
+
+    ``from_row`` reads every field from the row (a missing column is a ``KeyError`` here,
+    not a wrong answer later) and turns the text of a field typed as a status enum into
+    its member.
+    """
+
+    @classmethod
+    def from_row(cls, row: Row) -> Self:
+        hints = _type_hints(cls)
+        return cls(**{f.name: _typed(row[f.name], hints[f.name]) for f in fields(cls)})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job(RowView):
     """One version of a job, read through ``job_states`` (a one-shot's status follows its
     execution)."""
 
@@ -48,33 +80,9 @@ class Job:
     created_at: datetime
     retired_at: datetime | None
 
-    @classmethod
-    def from_row(cls, row: Row) -> Job:
-        return cls(
-            job_id=row["job_id"],
-            endpoint=row["endpoint"],
-            endpoint_type=EndpointType(row["endpoint_type"]),
-            trigger_type=TriggerType(row["trigger_type"]),
-            status=JobStatus(row["status"]),
-            version=int(row["version"]),
-            previous_version_id=row["previous_version_id"],
-            replaced_by_id=row["replaced_by_id"],
-            idempotency_key=row["idempotency_key"],
-            input=row["input"],
-            run_at=row["run_at"],
-            cron_expression=row["cron_expression"],
-            cron_timezone=row["cron_timezone"],
-            cron_starts_at=row["cron_starts_at"],
-            cron_ends_at=row["cron_ends_at"],
-            cron_next_run_at=row["cron_next_run_at"],
-            cron_last_tick_at=row["cron_last_tick_at"],
-            created_at=row["created_at"],
-            retired_at=row["retired_at"],
-        )
-
 
 @dataclass(frozen=True, kw_only=True)
-class ExecutionSummary:
+class ExecutionSummary(RowView):
     """The execution a job is shown with (its one execution, or a cron job's latest)."""
 
     execution_id: str
@@ -87,60 +95,20 @@ class ExecutionSummary:
     created_at: datetime
 
     @classmethod
-    def from_row(cls, row: Row) -> ExecutionSummary:
-        return cls(
-            execution_id=row["execution_id"],
-            job_id=row["job_id"],
-            status=ExecutionStatus(row["status"]),
-            attempt_count=int(row["attempt_count"]),
-            run_at=row["run_at"],
-            started_at=row["started_at"],
-            completed_at=row["completed_at"],
-            created_at=row["created_at"],
-        )
-
-    @classmethod
-    def maybe(cls, row: Row | None) -> ExecutionSummary | None:
+    def maybe(cls, row: Row | None) -> Self | None:
         return None if row is None else cls.from_row(row)
 
 
 @dataclass(frozen=True, kw_only=True)
-class Execution:
+class Execution(ExecutionSummary):
     """Everything a user may learn about one execution (never its config snapshot)."""
 
-    execution_id: str
-    job_id: str
     endpoint: str
     endpoint_type: EndpointType
-    status: ExecutionStatus
     input: Any
     output: Any
-    attempt_count: int
     max_attempts: int
-    run_at: datetime | None
-    started_at: datetime | None
-    completed_at: datetime | None
     duration_ms: int | None
-    created_at: datetime
-
-    @classmethod
-    def from_row(cls, row: Row) -> Execution:
-        return cls(
-            execution_id=row["execution_id"],
-            job_id=row["job_id"],
-            endpoint=row["endpoint"],
-            endpoint_type=EndpointType(row["endpoint_type"]),
-            status=ExecutionStatus(row["status"]),
-            input=row["input"],
-            output=row["output"],
-            attempt_count=int(row["attempt_count"]),
-            max_attempts=int(row["max_attempts"]),
-            run_at=row["run_at"],
-            started_at=row["started_at"],
-            completed_at=row["completed_at"],
-            duration_ms=row["duration_ms"],
-            created_at=row["created_at"],
-        )
 
 
 @dataclass(frozen=True)
@@ -156,7 +124,7 @@ class ExecutionDetail:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Attempt:
+class Attempt(RowView):
     """One send of an execution and its outcome."""
 
     attempt_id: str
@@ -170,24 +138,9 @@ class Attempt:
     error: Any
     created_at: datetime
 
-    @classmethod
-    def from_row(cls, row: Row) -> Attempt:
-        return cls(
-            attempt_id=row["attempt_id"],
-            execution_id=row["execution_id"],
-            attempt_number=int(row["attempt_number"]),
-            status=AttemptStatus(row["status"]),
-            started_at=row["started_at"],
-            completed_at=row["completed_at"],
-            duration_ms=row["duration_ms"],
-            output=row["output"],
-            error=row["error"],
-            created_at=row["created_at"],
-        )
-
 
 @dataclass(frozen=True, kw_only=True)
-class LogLine:
+class LogLine(RowView):
     """One line of an execution's log."""
 
     log_id: str
@@ -196,14 +149,3 @@ class LogLine:
     level: LogLevel
     message: str
     logged_at: datetime
-
-    @classmethod
-    def from_row(cls, row: Row) -> LogLine:
-        return cls(
-            log_id=row["log_id"],
-            execution_id=row["execution_id"],
-            attempt_number=int(row["attempt_number"]),
-            level=LogLevel(row["level"]),
-            message=row["message"],
-            logged_at=row["logged_at"],
-        )
