@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.api.openapi.common import schema_ref
-from chalicelib.api.openapi.setup import crud_paths, crud_schemas
+from chalicelib.api.openapi.setup import crud_fragment
 from chalicelib.domain.endpoints import ENDPOINT_TYPES
 
 _REF = {"type": ["string", "null"], "maxLength": 100}
@@ -107,26 +107,18 @@ _UNPROCESSABLE = (
     "that does not exist."
 )
 
-ENDPOINTS: dict[str, Any] = {
-    "paths": crud_paths(
-        collection="/endpoints",
-        noun="endpoint",
-        schema="Endpoint",
-        not_found="ENDPOINT_NOT_FOUND",
-        delete_conflict="live jobs use this endpoint (ACTIVE cron jobs, jobs with an "
-        "execution not yet terminal); they are named. Finished and retired jobs do not block.",
-        unprocessable=_UNPROCESSABLE,
-    ),
-    "schemas": {
-        **crud_schemas(
-            "Endpoint",
-            properties={
-                **_WRITABLE,
-                "retry_policy": {**_RETRY, "required": list(_RETRY["properties"])},
-            },
-            writable=_WRITABLE,
-            required=["type", "spec"],
-        ),
-        **_SPECS,
-    },
-}
+_LIVE_JOBS = (
+    "live jobs use this endpoint (ACTIVE cron jobs, jobs with an execution not yet "
+    "terminal); they are named. Finished and retired jobs do not block."
+)
+_SHOWN = {**_WRITABLE, "retry_policy": {**_RETRY, "required": list(_RETRY["properties"])}}
+
+ENDPOINTS = crud_fragment(
+    "endpoint",
+    properties=_SHOWN,
+    writable=_WRITABLE,
+    required=["type", "spec"],
+    conflict=_LIVE_JOBS,
+    unprocessable=_UNPROCESSABLE,
+)
+ENDPOINTS["schemas"].update(_SPECS)

@@ -168,65 +168,76 @@ def crud_schemas(
     }
 
 
+def crud_fragment(
+    noun: str,
+    *,
+    properties: dict[str, Any],
+    writable: dict[str, Any] | None = None,
+    required: list[str],
+    conflict: str,
+    unprocessable: str | None = None,
+) -> dict[str, Any]:
+    """Paths and schemas of the collection named after ``noun`` ("payload spec" ->
+    ``/payload-specs``, schema ``PayloadSpec``, 404 code ``PAYLOAD_SPEC_NOT_FOUND``).
+
+    ``properties`` are shown in responses, ``writable`` (default: the same) accepted in
+    bodies, ``required`` in both POST and PUT bodies; ``conflict`` says who blocks a delete.
+    """
+    schema = "".join(word.capitalize() for word in noun.split())
+    paths = crud_paths(
+        collection="/" + noun.replace(" ", "-") + "s",
+        noun=noun,
+        schema=schema,
+        not_found=noun.upper().replace(" ", "_") + "_NOT_FOUND",
+        delete_conflict=conflict,
+        unprocessable=unprocessable,
+    )
+    writable = properties if writable is None else writable
+    schemas = crud_schemas(schema, properties=properties, writable=writable, required=required)
+    return {"paths": paths, "schemas": schemas}
+
+
+_SNAPSHOT_USERS = (
+    "live endpoints or live jobs' endpoint snapshots reference this {} (they are named)."
+)
 _VALUES = {"type": "object", "description": "Values available to endpoints as {{config.*}}."}
-
-CONFIGS: dict[str, Any] = {
-    "paths": crud_paths(
-        collection="/configs",
-        noun="config",
-        schema="Config",
-        not_found="CONFIG_NOT_FOUND",
-        delete_conflict="live endpoints or live jobs' endpoint snapshots reference this "
-        "config (they are named).",
-    ),
-    "schemas": crud_schemas(
-        "Config", properties={"values": _VALUES}, writable={"values": _VALUES}, required=["values"]
-    ),
-}
-
 _SCHEMA = {
     "type": "object",
     "description": "A JSON Schema (Draft 2020-12 unless it declares another $schema).",
 }
-
-PAYLOAD_SPECS: dict[str, Any] = {
-    "paths": crud_paths(
-        collection="/payload-specs",
-        noun="payload spec",
-        schema="PayloadSpec",
-        not_found="PAYLOAD_SPEC_NOT_FOUND",
-        delete_conflict="live endpoints or live jobs' endpoint snapshots reference this "
-        "payload spec (they are named).",
-        unprocessable="INVALID_SCHEMA: the schema breaks its meta-schema (reason given).",
-    ),
-    "schemas": crud_schemas(
-        "PayloadSpec",
-        properties={"schema": _SCHEMA},
-        writable={"schema": _SCHEMA},
-        required=["schema"],
-    ),
-}
-
 _VALUE = {
     "type": "string",
     "minLength": 1,
     "writeOnly": True,
     "description": "The secret (at most 64 KiB UTF-8). Stored encrypted; never returned.",
 }
+_INVALID_SCHEMA = "INVALID_SCHEMA: the schema breaks its meta-schema (reason given)."
+_PLACEHOLDER_USERS = (
+    "live endpoints' specs or live jobs' endpoint snapshots reference "
+    "{{secret.<name>}} (they are named)."
+)
 
-SECRETS: dict[str, Any] = {
-    "paths": crud_paths(
-        collection="/secrets",
-        noun="secret",
-        schema="Secret",
-        not_found="SECRET_NOT_FOUND",
-        delete_conflict="live endpoints' specs or live jobs' endpoint snapshots reference "
-        "{{secret.<name>}} (they are named).",
-    ),
-    "schemas": crud_schemas(
-        "Secret", properties={}, writable={"value": _VALUE}, required=["value"]
-    ),
-}
+CONFIGS = crud_fragment(
+    "config",
+    properties={"values": _VALUES},
+    required=["values"],
+    conflict=_SNAPSHOT_USERS.format("config"),
+)
+PAYLOAD_SPECS = crud_fragment(
+    "payload spec",
+    properties={"schema": _SCHEMA},
+    required=["schema"],
+    conflict=_SNAPSHOT_USERS.format("payload spec"),
+    unprocessable=_INVALID_SCHEMA,
+)
+SECRETS = crud_fragment(
+    "secret",
+    properties={},
+    writable={"value": _VALUE},
+    required=["value"],
+    conflict=_PLACEHOLDER_USERS,
+)
+
 _NO_KEY = response_ref(
     "InternalError", "INTERNAL_ERROR, e.g. TE_SECRET_ENCRYPTION_KEY is not configured."
 )
