@@ -7,6 +7,7 @@ fragment names a schema or a response once and never spells a ``$ref`` by hand.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from chalicelib.services.longpoll import MAX_WAIT_SECONDS
@@ -74,15 +75,58 @@ _ERROR_STATUS = {
     "Unprocessable": "422",
 }
 
+#: (path, method, operation object): what :func:`operation` builds and :func:`paths` files.
+Operation = tuple[str, str, dict[str, Any]]
+
 
 def operation(
-    op_id: str, summary: str, ok: str, *, errors: tuple[str, ...], **extra: Any
-) -> dict[str, Any]:
-    """An OpenAPI operation answering 200 with schema ``ok`` and the listed shared errors."""
+    method: str,
+    path: str,
+    op_id: str,
+    ok: str,
+    summary: str,
+    *,
+    errors: tuple[str, ...] = (),
+    wait: bool = False,
+    paged: bool = False,
+    query: tuple[dict[str, Any], ...] = (),
+    body: str | None = None,
+    **extra: Any,
+) -> Operation:
+    """An operation answering 200 with schema ``ok``; its parameters and shared errors follow
+    from its shape, ``errors`` adds the others.
+
+    Parameters: the path's, then ``Prefer`` (``wait``), ``limit``/``cursor`` (``paged``),
+    then ``query``. Errors: 401 always; 400 with a page, a query or a body; 404 with a path
+    parameter; 413 with a body (``body`` names the request schema).
+    """
+    implied = {
+        "Unauthorized": True,
+        "BadRequest": bool(paged or query or body),
+        "NotFound": "{" in path,
+        "PayloadTooLarge": body is not None,
+    }
     responses: dict[str, Any] = {"200": {"description": summary, "content": json_content(ok)}}
-    for name in ("Unauthorized", *errors):
-        responses[_ERROR_STATUS[name]] = response_ref(name)
-    return {"operationId": op_id, "summary": summary, "responses": responses, **extra}
+    for name, status in _ERROR_STATUS.items():
+        if implied.get(name) or name in errors:
+            responses[status] = response_ref(name)
+    parameters = [path_param(name) for name in re.findall(r"{(\w+)}", path)]
+    parameters += [PREFER_WAIT] if wait else []
+    parameters += [*PAGE, *query] if paged else [*query]
+    built = {"operationId": op_id, "summary": summary, "responses": responses, **extra}
+    if parameters:
+        built["parameters"] = parameters
+    if body is not None:
+        built["requestBody"] = request_body(body)
+    return path, method.lower(), built
+
+
+def paths(*operations: Operation) -> dict[str, Any]:
+    """``{path: {method: operation}}`` from built operations."""
+    items: dict[str, Any] = {}
+    for path, method, built in operations:
+        items.setdefault(path, {})[method] = built
+    return items
 
 
 ERROR_SCHEMA = {

@@ -5,75 +5,59 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.api.openapi.common import (
-    PAGE,
-    PREFER_WAIT,
-    TIMESTAMP,
-    operation,
-    page_of,
-    path_param,
-    query_param,
-)
+from chalicelib.api.openapi.common import TIMESTAMP, operation, page_of, paths, query_param
 
 EXECUTION_STATUS = {
     "type": "string",
     "enum": ["PENDING", "QUEUED", "RUNNING", "RETRYING", "SUCCESS", "FAILED", "CANCELLED"],
 }
-_EXECUTION_ID = path_param("execution_id")
+
+_CANCEL = (
+    "Cancel a PENDING, QUEUED or RETRYING execution (already CANCELLED: 200, unchanged; "
+    "RUNNING, SUCCESS, FAILED: 409 EXECUTION_NOT_CANCELLABLE)."
+)
+_ONE = "/executions/{execution_id}"
+_STATUS_FILTER = query_param("status", EXECUTION_STATUS)
 
 EXECUTIONS: dict[str, Any] = {
-    "paths": {
-        "/executions/{execution_id}": {
-            "get": operation(
-                "getExecution",
-                "Get an execution (long-poll with Prefer: wait=N).",
-                "Execution",
-                errors=("NotFound",),
-                parameters=[_EXECUTION_ID, PREFER_WAIT],
-            )
-        },
-        "/executions/{execution_id}/cancel": {
-            "post": operation(
-                "cancelExecution",
-                "Cancel a PENDING, QUEUED or RETRYING execution (already CANCELLED: 200, "
-                "unchanged; RUNNING, SUCCESS, FAILED: 409 EXECUTION_NOT_CANCELLABLE).",
-                "Execution",
-                errors=("NotFound", "Conflict"),
-                parameters=[_EXECUTION_ID],
-            )
-        },
-        "/executions/{execution_id}/attempts": {
-            "get": operation(
-                "listAttempts",
-                "List attempts by attempt_number.",
-                "AttemptPage",
-                errors=("BadRequest", "NotFound"),
-                parameters=[_EXECUTION_ID, *PAGE],
-            )
-        },
-        "/executions/{execution_id}/logs": {
-            "get": operation(
-                "listExecutionLogs",
-                "List log lines, oldest first.",
-                "ExecutionLogPage",
-                errors=("BadRequest", "NotFound"),
-                parameters=[_EXECUTION_ID, *PAGE],
-            )
-        },
-        "/jobs/{job_id}/executions": {
-            "get": operation(
-                "listJobExecutions",
-                "List a job's executions, newest first.",
-                "ExecutionPage",
-                errors=("BadRequest", "NotFound"),
-                parameters=[
-                    path_param("job_id"),
-                    *PAGE,
-                    query_param("status", EXECUTION_STATUS),
-                ],
-            )
-        },
-    },
+    "paths": paths(
+        operation(
+            "GET",
+            _ONE,
+            "getExecution",
+            "Execution",
+            "Get an execution (long-poll with Prefer: wait=N).",
+            wait=True,
+        ),
+        operation(
+            "POST", f"{_ONE}/cancel", "cancelExecution", "Execution", _CANCEL, errors=("Conflict",)
+        ),
+        operation(
+            "GET",
+            f"{_ONE}/attempts",
+            "listAttempts",
+            "AttemptPage",
+            "List attempts by attempt_number.",
+            paged=True,
+        ),
+        operation(
+            "GET",
+            f"{_ONE}/logs",
+            "listExecutionLogs",
+            "ExecutionLogPage",
+            "List log lines, oldest first.",
+            paged=True,
+        ),
+        operation(
+            "GET",
+            "/jobs/{job_id}/executions",
+            "listJobExecutions",
+            "ExecutionPage",
+            "List a job's executions, newest first.",
+            paged=True,
+            query=(_STATUS_FILTER,),
+        ),
+    ),
     "schemas": {
         "ExecutionSummary": {
             "type": "object",

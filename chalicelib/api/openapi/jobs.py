@@ -5,18 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.api.openapi.common import (
-    PAGE,
-    PREFER_WAIT,
     TIMESTAMP,
     operation,
     page_of,
-    path_param,
+    paths,
     query_param,
-    request_body,
     schema_ref,
 )
 
-_JOB_ID = path_param("job_id")
 _TRIGGER = {"type": "string", "enum": ["IMMEDIATE", "DELAYED", "CRON"]}
 _JOB_STATUS = {"type": "string", "enum": ["ACTIVE", "RETIRED"]}
 _SUMMARY = {"oneOf": [schema_ref("ExecutionSummary"), {"type": "null"}]}
@@ -24,85 +20,76 @@ _COUNT = {"type": "integer"}
 _MS = {"type": ["integer", "null"]}
 
 
-_CREATE = operation(
-    "createJob",
-    "Existing job (idempotency_key already used for this endpoint).",
-    "Job",
-    errors=("BadRequest", "NotFound", "PayloadTooLarge", "Unprocessable"),
-    requestBody=request_body("JobCreate"),
-    description="IMMEDIATE: execution QUEUED now. DELAYED: execution PENDING until run_at "
-    "(a past run_at fires on the promoter's next pass). CRON: no execution until the first "
-    "tick. 404 ENDPOINT_NOT_FOUND; 422 INVALID_CRON or INPUT_VALIDATION_FAILED.",
+_CREATE_OK = "Existing job (idempotency_key already used for this endpoint)."
+_CREATE_RULES = (
+    "IMMEDIATE: execution QUEUED now. DELAYED: execution PENDING until run_at (a past run_at "
+    "fires on the promoter's next pass). CRON: no execution until the first tick. 404 "
+    "ENDPOINT_NOT_FOUND; 422 INVALID_CRON or INPUT_VALIDATION_FAILED."
 )
-_CREATE["responses"]["201"] = {
+_CANCEL = (
+    "CRON: retire. One-shot: cancel its PENDING/QUEUED/RETRYING execution. Idempotent: "
+    "already retired or cancelled answers 200 with the current state; 409 "
+    "EXECUTION_NOT_CANCELLABLE when the execution is RUNNING, SUCCESS or FAILED."
+)
+_GET = "Get a job with its (latest) execution; long-poll with Prefer: wait=N."
+_UPDATE = "New version of a CRON job; the old version becomes RETIRED."
+_FILTERS = (
+    query_param("endpoint", {"type": "string"}),
+    query_param("trigger", _TRIGGER),
+    query_param("status", _JOB_STATUS),
+)
+_ONE = "/jobs/{job_id}"
+
+_CREATE = operation(
+    "POST",
+    "/jobs",
+    "createJob",
+    "Job",
+    _CREATE_OK,
+    errors=("NotFound", "Unprocessable"),
+    body="JobCreate",
+    description=_CREATE_RULES,
+)
+_CREATE[2]["responses"]["201"] = {
     "description": "Job created.",
-    "content": _CREATE["responses"]["200"]["content"],
+    "content": _CREATE[2]["responses"]["200"]["content"],
 }
 
 JOBS: dict[str, Any] = {
-    "paths": {
-        "/jobs": {
-            "post": _CREATE,
-            "get": operation(
-                "listJobs",
-                "List jobs, newest first.",
-                "JobPage",
-                errors=("BadRequest",),
-                parameters=[
-                    *PAGE,
-                    query_param("endpoint", {"type": "string"}),
-                    query_param("trigger", _TRIGGER),
-                    query_param("status", _JOB_STATUS),
-                ],
-            ),
-        },
-        "/jobs/{job_id}": {
-            "get": operation(
-                "getJob",
-                "Get a job with its (latest) execution; long-poll with Prefer: wait=N.",
-                "Job",
-                errors=("NotFound",),
-                parameters=[_JOB_ID, PREFER_WAIT],
-            ),
-            "put": operation(
-                "updateJob",
-                "New version of a CRON job; the old version becomes RETIRED.",
-                "Job",
-                errors=("BadRequest", "NotFound", "Conflict", "PayloadTooLarge", "Unprocessable"),
-                parameters=[_JOB_ID],
-                requestBody=request_body("JobUpdate"),
-            ),
-        },
-        "/jobs/{job_id}/cancel": {
-            "post": operation(
-                "cancelJob",
-                "CRON: retire. One-shot: cancel its PENDING/QUEUED/RETRYING execution. "
-                "Idempotent: already retired or cancelled answers 200 with the current state; "
-                "409 EXECUTION_NOT_CANCELLABLE when the execution is RUNNING, SUCCESS or FAILED.",
-                "Job",
-                errors=("NotFound", "Conflict"),
-                parameters=[_JOB_ID],
-            )
-        },
-        "/jobs/{job_id}/status": {
-            "get": operation(
-                "getJobStatus",
-                "Health and 24-hour statistics.",
-                "JobStatus",
-                errors=("NotFound",),
-                parameters=[_JOB_ID],
-            )
-        },
-        "/jobs/{job_id}/versions": {
-            "get": operation(
-                "listJobVersions",
-                "Version chain, oldest first.",
-                "JobPage",
-                errors=("BadRequest", "NotFound"),
-                parameters=[_JOB_ID, *PAGE],
-            )
-        },
-    },
+    "paths": paths(
+        _CREATE,
+        operation(
+            "GET",
+            "/jobs",
+            "listJobs",
+            "JobPage",
+            "List jobs, newest first.",
+            paged=True,
+            query=_FILTERS,
+        ),
+        operation("GET", _ONE, "getJob", "Job", _GET, wait=True),
+        operation(
+            "PUT",
+            _ONE,
+            "updateJob",
+            "Job",
+            _UPDATE,
+            errors=("Conflict", "Unprocessable"),
+            body="JobUpdate",
+        ),
+        operation("POST", f"{_ONE}/cancel", "cancelJob", "Job", _CANCEL, errors=("Conflict",)),
+        operation(
+            "GET", f"{_ONE}/status", "getJobStatus", "JobStatus", "Health and 24-hour statistics."
+        ),
+        operation(
+            "GET",
+            f"{_ONE}/versions",
+            "listJobVersions",
+            "JobPage",
+            "Version chain, oldest first.",
+            paged=True,
+        ),
+    ),
     "schemas": {
         "JobCreate": {
             "type": "object",
