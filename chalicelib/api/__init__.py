@@ -35,13 +35,11 @@ _guards: dict[str, Any] = {}
 def _authenticator() -> Any:
     """The process's Authenticator and RateLimiter, built on first request."""
     if "auth" not in _guards:
-        from chalicelib import wiring
+        from chalicelib import services, wiring
         from chalicelib.api.auth import Authenticator, RateLimiter
-        from chalicelib.db.queries import queries
 
         def lookup(digest: bytes) -> bool:
-            db = wiring.database("api")
-            return bool(db.run(queries["api_key_is_active"], key_hash=digest))
+            return services.api_key_service().is_active(digest)
 
         settings = wiring.settings()
         _guards["auth"] = Authenticator(

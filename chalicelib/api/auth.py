@@ -10,27 +10,16 @@ process within that time. Invalid keys are never cached.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from chalicelib.domain.api_keys import hash_key
 from chalicelib.errors import RateLimited, Unauthorized
 
 CACHE_TTL_SEC = 5.0
-KEY_PREFIX = "te_"
-
-
-def hash_key(key: str) -> bytes:
-    return hashlib.sha256(key.encode("utf-8")).digest()
-
-
-def generate_key() -> str:
-    """A new API key: ``te_`` + 32 random bytes, URL-safe."""
-    return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
 def bearer_token(header: str | None) -> str:

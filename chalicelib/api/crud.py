@@ -1,10 +1,11 @@
-"""What the four setup/register resources share: database access, rendering, deletes, docs.
+"""What the four setup/register routes share: timestamps, the DELETE answer, PUT names.
 
 Payload specs, configs, secrets and endpoints are named resources with the same lifecycle
-(create, list, get, replace, delete-unless-referenced). This module holds the pieces that
-would otherwise be copied four times, including the OpenAPI description of that lifecycle.
+(create, list, get, replace, delete-unless-referenced), run by the services in
+:mod:`chalicelib.services.setup` and documented once in :mod:`chalicelib.api.openapi.setup`.
+This module holds the HTTP pieces that would otherwise be copied four times.
 
-Conventions every one of them follows (and documents in OpenAPI):
+Conventions every one of them follows:
 
 * ``POST`` answers 201 with the resource; a taken name is 409 CONFLICT.
 * ``PUT`` replaces the resource's value (404 if it does not exist; it never creates). A
@@ -19,20 +20,15 @@ from typing import Any
 
 from chalice import Response
 
-from chalicelib import wiring
-from chalicelib.db.connection import Database, Row, Transaction
-from chalicelib.domain.timefmt import iso
-from chalicelib.errors import Conflict, ValidationFailed
-from chalicelib.repositories.setup import DEPENDENTS_SHOWN
+from chalicelib.api.http import Resource, check_fields, shown
+from chalicelib.api.pagination import page_response, parse_page
+from chalicelib.domain.names import check_setup_name
+from chalicelib.errors import ValidationFailed
+from chalicelib.services.setup import NamedValueService, Stamped
 
 
-def database() -> Database:
-    """The API process's connection pool."""
-    return wiring.database("api")
-
-
-def timestamps(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {"created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"])}
+def timestamps(view: Stamped) -> dict[str, Any]:
+    return shown(view, ("created_at", "updated_at"))
 
 
 def no_content() -> Response:
@@ -46,203 +42,65 @@ def check_body_name(body: Mapping[str, Any], name: str) -> None:
         raise ValidationFailed("Field 'name' cannot change: it must match the URL.")
 
 
-def name_list(names: list[str]) -> str:
-    """``a, b, c`` or ``a, b, ... (and more)`` when the query hit its bound."""
-    shown = ", ".join(names[:DEPENDENTS_SHOWN])
-    return shown + (", ... (and more)" if len(names) > DEPENDENTS_SHOWN else "")
+def _named(view: Callable[..., Any], name: str) -> Callable[..., Any]:
+    view.__name__ = view.__qualname__ = name
+    return view
 
 
-def refuse_if_used(what: str, *, endpoints: list[str], jobs: list[str]) -> None:
-    """409 CONFLICT naming the live endpoints and (up to 10) live jobs that use ``what``.
-
-    "Live" jobs are those of the ``live_jobs`` view: ACTIVE cron jobs and jobs with an
-    execution not yet terminal. Finished work and deleted endpoints are history: they do
-    not pin anything.
-    """
-    users, remedies = [], []
-    if endpoints:
-        users.append(f"endpoint(s) {name_list(endpoints)}")
-        remedies.append("change or delete the endpoints")
-    if jobs:
-        users.append(f"live job(s) {name_list(jobs)}")
-        remedies.append("cancel the jobs or let them finish")
-    if users:
-        raise Conflict(
-            f"{what} is used by {' and by '.join(users)}: {' and '.join(remedies)} first."
-        )
-
-
-def delete_in_transaction(work: Callable[[Transaction], None], *, name: str) -> Response:
-    """Run a dependency check and its delete in one SERIALIZABLE transaction; 204.
-
-    A dependent created concurrently (an endpoint registration reading the row this delete
-    marks, a job creation inserting rows the live-job check ranges over) makes one of the
-    two transactions fail with 40001; the retry sees the other's outcome, so the check and
-    the delete act on one consistent state.
-    """
-    database().transaction(work, name=name)
-    return no_content()
-
-
-def read(work: Callable[[Transaction], Row | None], *, name: str) -> Row | None:
-    return database().transaction(work, name=name)
-
-
-# -- OpenAPI -------------------------------------------------------------------------------
-
-
-def _json(schema_ref: str) -> dict[str, Any]:
-    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}}
-
-
-def _ref(name: str, description: str | None = None) -> dict[str, Any]:
-    ref: dict[str, Any] = {"$ref": f"#/components/responses/{name}"}
-    if description:
-        ref["description"] = description
-    return ref
-
-
-COMMON_ERRORS = {
-    "401": _ref("Unauthorized"),
-    "429": _ref("RateLimited"),
-    "500": _ref("InternalError"),
-}
-BODY_ERRORS = {
-    "400": _ref("BadRequest"),
-    "413": _ref("PayloadTooLarge"),
-    "415": _ref("BadRequest", "UNSUPPORTED_MEDIA_TYPE: Content-Type must be application/json."),
-}
-
-
-def crud_paths(
-    *,
+def value_routes(
+    resource: Resource,
     collection: str,
-    noun: str,
-    schema: str,
-    not_found: str,
-    delete_conflict: str,
-    unprocessable: str | None = None,
-) -> dict[str, Any]:
-    """OpenAPI paths for ``collection`` and ``collection/{name}`` (the shared lifecycle).
-
-    Component schemas ``<schema>``, ``<schema>Create``, ``<schema>Update`` and
-    ``<schema>List`` must exist in the caller's fragment.
-    """
-    item = f"{collection}/{{name}}"
-    tag = collection.strip("/")
-    write_errors: dict[str, Any] = {**BODY_ERRORS}
-    if unprocessable:
-        write_errors["422"] = _ref("Unprocessable", unprocessable)
-    name_param = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]
-    missing = _ref("NotFound", f"{not_found}: no {noun} with this name.")
-    return {
-        collection: {
-            "post": {
-                "operationId": f"create{schema}",
-                "tags": [tag],
-                "summary": f"Create a {noun}.",
-                "requestBody": {"required": True, "content": _json(f"{schema}Create")},
-                "responses": {
-                    "201": {"description": f"The new {noun}.", "content": _json(schema)},
-                    "409": _ref("Conflict", f"CONFLICT: a {noun} with this name exists."),
-                    **write_errors,
-                    **COMMON_ERRORS,
-                },
-            },
-            "get": {
-                "operationId": f"list{schema}s",
-                "tags": [tag],
-                "summary": f"List {noun}s, newest first (cursor pagination).",
-                "parameters": [
-                    {"$ref": "#/components/parameters/Limit"},
-                    {"$ref": "#/components/parameters/Cursor"},
-                ],
-                "responses": {
-                    "200": {"description": "One page.", "content": _json(f"{schema}List")},
-                    "400": _ref("BadRequest", "INVALID_REQUEST: bad limit or cursor."),
-                    **COMMON_ERRORS,
-                },
-            },
-        },
-        item: {
-            "parameters": name_param,
-            "get": {
-                "operationId": f"get{schema}",
-                "tags": [tag],
-                "summary": f"Get a {noun}.",
-                "responses": {
-                    "200": {"description": f"The {noun}.", "content": _json(schema)},
-                    "404": missing,
-                    **COMMON_ERRORS,
-                },
-            },
-            "put": {
-                "operationId": f"update{schema}",
-                "tags": [tag],
-                "summary": f"Replace a {noun} (it must exist; PUT never creates).",
-                "requestBody": {"required": True, "content": _json(f"{schema}Update")},
-                "responses": {
-                    "200": {"description": f"The updated {noun}.", "content": _json(schema)},
-                    "404": missing,
-                    **write_errors,
-                    **COMMON_ERRORS,
-                },
-            },
-            "delete": {
-                "operationId": f"delete{schema}",
-                "tags": [tag],
-                "summary": f"Delete a {noun} unless something still references it.",
-                "responses": {
-                    "204": {"description": "Deleted; empty body."},
-                    "404": missing,
-                    "409": _ref("Conflict", f"CONFLICT: {delete_conflict}"),
-                    **COMMON_ERRORS,
-                },
-            },
-        },
-    }
-
-
-def crud_schemas(
-    schema: str,
+    field: str,
+    service: Callable[[], NamedValueService[Any]],
+    read_value: Callable[[Mapping[str, Any]], Any],
     *,
-    properties: dict[str, Any],
-    writable: dict[str, Any],
-    required: list[str],
-) -> dict[str, Any]:
-    """``<schema>``, ``<schema>Create``, ``<schema>Update`` and ``<schema>List``."""
-    stamp = {"type": "string", "format": "date-time"}
-    name = {"type": "string", "maxLength": 100}
-    return {
-        schema: {
-            "type": "object",
-            "required": ["name", *properties, "created_at", "updated_at"],
-            "properties": {"name": name, **properties, "created_at": stamp, "updated_at": stamp},
-        },
-        f"{schema}Create": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["name", *required],
-            "properties": {"name": name, **writable},
-        },
-        f"{schema}Update": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": required,
-            "properties": {
-                "name": {**name, "description": "Optional; must match the URL."},
-                **writable,
-            },
-        },
-        f"{schema}List": {
-            "type": "object",
-            "required": ["items", "cursor"],
-            "properties": {
-                "items": {"type": "array", "items": {"$ref": f"#/components/schemas/{schema}"}},
-                "cursor": {
-                    "type": ["string", "null"],
-                    "description": "Pass as ?cursor= for the next page; null on the last.",
-                },
-            },
-        },
-    }
+    shown: bool = True,
+) -> None:
+    """Register the five routes of a payload-spec, config or secret collection.
+
+    POST ``{"name", <field>}`` creates (201), GET lists, GET/PUT/DELETE
+    ``<collection>/{name}`` read, replace (``{<field>, "name"?}``) and delete (204).
+    ``read_value`` takes the value from a body whose fields were checked (the service
+    validates it further); ``service`` is built per request. Representations carry the
+    name, the value as ``field`` unless ``shown`` is false (secrets), and timestamps.
+    """
+    plural = collection.strip("/").replace("-", "_")
+    item = f"{collection}/{{name}}"
+
+    def render(view: Any) -> dict[str, Any]:
+        value = {field: getattr(view, field)} if shown else {}
+        return {"name": view.name, **value, **timestamps(view)}
+
+    def create() -> dict[str, Any]:
+        body = resource.json_body()
+        check_fields(body, required=["name", field])
+        name = check_setup_name(body["name"])
+        return render(service().create(name, read_value(body)))
+
+    def listing() -> dict[str, Any]:
+        page = parse_page(resource.request.query_params)
+        return page_response(service().list_page(page), page, render=render, id_field="name")
+
+    def get(name: str) -> dict[str, Any]:
+        return render(service().get(name))
+
+    def replace(name: str) -> dict[str, Any]:
+        body = resource.json_body()
+        check_fields(body, required=[field], optional=["name"])
+        check_body_name(body, name)
+        return render(service().replace(name, read_value(body)))
+
+    def delete(name: str) -> Response:
+        service().delete(name)
+        return no_content()
+
+    for path, method, view, status in (
+        (collection, "POST", create, 201),
+        (collection, "GET", listing, 200),
+        (item, "GET", get, 200),
+        (item, "PUT", replace, 200),
+        (item, "DELETE", delete, 200),
+    ):
+        verb = {"POST": "create", "GET": "get", "PUT": "update", "DELETE": "delete"}[method]
+        name = f"list_{plural}" if view is listing else f"{verb}_{plural[:-1]}"
+        resource.route(path, methods=[method], status=status)(_named(view, name))

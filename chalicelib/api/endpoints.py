@@ -22,270 +22,65 @@ registering the name again makes it live with the new definition.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from chalicelib import services
 from chalicelib.api import crud
-from chalicelib.api.http import Resource
+from chalicelib.api.http import Resource, shown
 from chalicelib.api.pagination import page_response, parse_page
-from chalicelib.db.connection import Row, Transaction
-from chalicelib.domain.endpoints import (
-    ENDPOINT_TYPES,
-    EndpointDefinition,
-    endpoint_snapshot,
-    parse_endpoint,
-)
-from chalicelib.errors import (
-    Conflict,
-    EndpointNotFound,
-    ForeignKeyViolation,
-    InvalidConfigRef,
-    InvalidPayloadSpecRef,
-    TemplateResolutionFailed,
-)
-from chalicelib.repositories import setup as repo
+from chalicelib.domain.endpoints import parse_endpoint
+from chalicelib.services.endpoints import EndpointView
 
 resource = Resource(__name__)
 
 
-def render(row: Mapping[str, Any]) -> dict[str, Any]:
-    snapshot = endpoint_snapshot(row)
-    return {
-        "name": row["name"],
-        "type": snapshot["type"],
-        "payload_spec": row["payload_spec_ref"],
-        "config": row["config_ref"],
-        "spec": snapshot["spec"],
-        "retry_policy": snapshot["retry_policy"],
-        **crud.timestamps(row),
-    }
+ENDPOINT_FIELDS = (
+    "name",
+    "type",
+    "payload_spec",
+    "config",
+    "spec",
+    "retry_policy",
+    "created_at",
+    "updated_at",
+)
 
 
-def _not_found(name: str) -> EndpointNotFound:
-    return EndpointNotFound(f"Endpoint '{name}' does not exist.")
-
-
-def check_references(tx: Transaction, definition: EndpointDefinition) -> None:
-    """Payload spec, config and secrets the endpoint names must exist (422 otherwise)."""
-    if definition.payload_spec and not repo.get(tx, "payload_spec", definition.payload_spec):
-        raise InvalidPayloadSpecRef(
-            f"Payload spec '{definition.payload_spec}' does not exist: create it first."
-        )
-    if definition.config and not repo.get(tx, "config", definition.config):
-        raise InvalidConfigRef(f"Config '{definition.config}' does not exist: create it first.")
-    wanted = sorted(definition.secrets)
-    missing = sorted(set(wanted) - repo.existing_secrets(tx, wanted))
-    if missing:
-        raise TemplateResolutionFailed(
-            "The spec references secret(s) that do not exist: "
-            + ", ".join(f"{{{{secret.{m}}}}}" for m in missing)
-            + "."
-        )
-
-
-def _write(work: Any, name: str) -> Row:
-    """Run a write; a reference deleted concurrently (foreign key) is the matching 422."""
-    try:
-        row: Row = crud.database().transaction(work, name=name)
-    except ForeignKeyViolation as exc:
-        if "fk_endpoints_config" in str(exc):
-            raise InvalidConfigRef("The referenced config was deleted concurrently.") from exc
-        raise InvalidPayloadSpecRef(
-            "The referenced payload spec was deleted concurrently."
-        ) from exc
-    return row
-
-
-def register(tx: Transaction, definition: EndpointDefinition) -> Row:
-    """Insert a new endpoint after checking its name and references (one transaction)."""
-    if repo.get_endpoint(tx, definition.name) is not None:
-        raise Conflict(f"Endpoint '{definition.name}' already exists.")
-    check_references(tx, definition)
-    row = repo.insert_endpoint(tx, definition)
-    if row is None:
-        raise Conflict(f"Endpoint '{definition.name}' already exists.")
-    return row
+def render(endpoint: EndpointView) -> dict[str, Any]:
+    """An endpoint with its defaults applied."""
+    return shown(endpoint, ENDPOINT_FIELDS)
 
 
 @resource.route("/endpoints", methods=["POST"], status=201)
 def create_endpoint() -> dict[str, Any]:
     """Register an endpoint."""
     definition = parse_endpoint(resource.json_body())
-    return render(_write(lambda tx: register(tx, definition), "endpoint_create"))
+    return render(services.endpoint_service().create(definition))
 
 
 @resource.route("/endpoints", methods=["GET"])
 def list_endpoints() -> dict[str, Any]:
     """List endpoints, newest first."""
     page = parse_page(resource.request.query_params)
-    rows = crud.database().transaction(
-        lambda tx: repo.list_page(tx, "endpoint", page), name="endpoint_list"
-    )
-    return page_response(rows, page, render=render, id_field="name")
+    endpoints = services.endpoint_service().list_page(page)
+    return page_response(endpoints, page, render=render, id_field="name")
 
 
 @resource.route("/endpoints/{name}", methods=["GET"])
 def get_endpoint(name: str) -> dict[str, Any]:
     """Get one endpoint, defaults applied."""
-    row = crud.read(lambda tx: repo.get_endpoint(tx, name), name="endpoint_get")
-    if row is None:
-        raise _not_found(name)
-    return render(row)
+    return render(services.endpoint_service().get(name))
 
 
 @resource.route("/endpoints/{name}", methods=["PUT"])
 def update_endpoint(name: str) -> dict[str, Any]:
     """Replace an endpoint's definition (future jobs only)."""
     definition = parse_endpoint(resource.json_body(), path_name=name)
-
-    def work(tx: Transaction) -> Row:
-        if repo.get_endpoint(tx, name) is None:
-            raise _not_found(name)
-        check_references(tx, definition)
-        row = repo.update_endpoint(tx, definition)
-        if row is None:
-            raise _not_found(name)
-        return row
-
-    return render(_write(work, "endpoint_update"))
+    return render(services.endpoint_service().replace(definition))
 
 
 @resource.route("/endpoints/{name}", methods=["DELETE"])
 def delete_endpoint(name: str) -> Any:
     """Soft-delete an endpoint unless live jobs use it."""
-
-    def work(tx: Transaction) -> None:
-        if repo.get_endpoint(tx, name) is None:
-            raise _not_found(name)
-        crud.refuse_if_used(
-            f"Endpoint '{name}'", endpoints=[], jobs=repo.live_jobs_using(tx, "endpoint", name)
-        )
-        repo.delete(tx, "endpoint", name)
-
-    return crud.delete_in_transaction(work, name="endpoint_delete")
-
-
-_STAMP = {"type": "string", "format": "date-time"}
-_REF = {"type": ["string", "null"], "maxLength": 100}
-_RETRY: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100, "default": 1},
-        "backoff": {"enum": ["fixed", "linear", "exponential"], "default": "exponential"},
-        "initial_delay_ms": {"type": "integer", "minimum": 0, "default": 1000},
-        "max_delay_ms": {"type": "integer", "minimum": 0, "default": 60000},
-    },
-}
-_TIMEOUT = {"type": "integer", "minimum": 1, "maximum": 300000}
-_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
-_SPECS = {
-    "HttpSpec": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["url", "method"],
-        "properties": {
-            "url": {"type": "string", "description": "Supports {{config.*}}, {{secret.*}}."},
-            "method": {"enum": ["GET", "POST", "PUT", "PATCH", "DELETE"]},
-            "headers": {**_STRING_MAP, "description": "Supports {{config.*}}, {{secret.*}}."},
-            "body_template": {
-                "type": "object",
-                "description": "Supports {{input.*}}, {{config.*}}, {{secret.*}}.",
-            },
-            "timeout_ms": {**_TIMEOUT, "default": 30000},
-            "expected_status_codes": {
-                "type": "array",
-                "items": {"type": "integer", "minimum": 100, "maximum": 599},
-                "default": [200, 201, 202, 204],
-            },
-        },
-    },
-    "KafkaSpec": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["bootstrap_servers", "topic", "value_template"],
-        "properties": {
-            "bootstrap_servers": {
-                "type": "string",
-                "description": "Supports {{config.*}}, {{secret.*}}.",
-            },
-            "topic": {"type": "string", "description": "Supports {{config.*}}."},
-            "key_template": {
-                "type": "string",
-                "description": "Supports {{input.*}}, {{config.*}}.",
-            },
-            "value_template": {
-                "type": "object",
-                "description": "Supports {{input.*}}, {{config.*}}, {{secret.*}}.",
-            },
-            "headers": {
-                **_STRING_MAP,
-                "description": "Supports {{config.*}}, {{secret.*}} and, as in the "
-                "specification's example, {{input.*}}.",
-            },
-            "acks": {"enum": ["0", "1", "all"], "default": "all"},
-            "timeout_ms": {**_TIMEOUT, "default": 10000},
-        },
-    },
-    "RedisStreamSpec": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["redis_url", "stream", "fields_template"],
-        "properties": {
-            "redis_url": {"type": "string", "description": "Supports {{config.*}}, {{secret.*}}."},
-            "stream": {"type": "string", "description": "Supports {{config.*}}."},
-            "fields_template": {
-                "type": "object",
-                "minProperties": 1,
-                "description": "Supports {{input.*}}, {{config.*}}, {{secret.*}}.",
-            },
-            "max_len": {
-                "oneOf": [
-                    {"type": "integer", "minimum": 1},
-                    {"type": "string", "description": "One {{config.*}} placeholder."},
-                ]
-            },
-            "approximate_trimming": {"type": "boolean", "default": True},
-            "timeout_ms": {**_TIMEOUT, "default": 3000},
-        },
-    },
-}
-_SPEC_ONE_OF = {"oneOf": [{"$ref": f"#/components/schemas/{n}"} for n in _SPECS]}
-_WRITABLE = {
-    "type": {"enum": list(ENDPOINT_TYPES)},
-    "payload_spec": _REF,
-    "config": _REF,
-    "spec": {**_SPEC_ONE_OF, "description": "Validated by type; see HttpSpec, KafkaSpec, ..."},
-    "retry_policy": _RETRY,
-}
-_UNPROCESSABLE = (
-    "INVALID_PAYLOAD_SPEC_REF or INVALID_CONFIG_REF: the named payload spec or config does "
-    "not exist. TEMPLATE_RESOLUTION_FAILED: a placeholder whose namespace is unknown or not "
-    "supported by its field, {{config.*}} without a config, or {{secret.*}} naming a secret "
-    "that does not exist."
-)
-
-#: OpenAPI fragment: {"paths": {...}, "schemas": {...}} merged by chalicelib.api.meta.
-OPENAPI: dict[str, Any] = {
-    "paths": crud.crud_paths(
-        collection="/endpoints",
-        noun="endpoint",
-        schema="Endpoint",
-        not_found="ENDPOINT_NOT_FOUND",
-        delete_conflict="live jobs use this endpoint (ACTIVE cron jobs, jobs with an "
-        "execution not yet terminal); they are named. Finished and retired jobs do not block.",
-        unprocessable=_UNPROCESSABLE,
-    ),
-    "schemas": {
-        **crud.crud_schemas(
-            "Endpoint",
-            properties={
-                **_WRITABLE,
-                "retry_policy": {**_RETRY, "required": list(_RETRY["properties"])},
-            },
-            writable=_WRITABLE,
-            required=["type", "spec"],
-        ),
-        **_SPECS,
-    },
-}
+    services.endpoint_service().delete(name)
+    return crud.no_content()

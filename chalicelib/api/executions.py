@@ -12,11 +12,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from chalicelib import services
-from chalicelib.api.http import ApiResponse, Resource
+from chalicelib.api.http import ApiResponse, Resource, shown
 from chalicelib.api.pagination import page_response, parse_page
-from chalicelib.domain.timefmt import iso
 from chalicelib.services.executions import parse_execution_status
-from chalicelib.services.longpoll import MAX_WAIT_SECONDS, parse_prefer_wait
+from chalicelib.services.longpoll import parse_prefer_wait
+from chalicelib.services.views import (
+    Attempt,
+    Execution,
+    ExecutionDetail,
+    ExecutionSummary,
+    LogLine,
+)
 
 resource = Resource(__name__)
 
@@ -24,64 +30,60 @@ resource = Resource(__name__)
 # -- representations ----------------------------------------------------------------------
 
 
-def render_execution_summary(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+#: The fields each representation shows, in order; each is the view's attribute of that name.
+SUMMARY_FIELDS = ("execution_id", "status", "created_at")
+EXECUTION_FIELDS = (
+    "execution_id",
+    "job_id",
+    "endpoint",
+    "endpoint_type",
+    "status",
+    "input",
+    "output",
+    "attempt_count",
+    "max_attempts",
+    "run_at",
+    "started_at",
+    "completed_at",
+    "duration_ms",
+    "created_at",
+)
+ATTEMPT_FIELDS = (
+    "attempt_id",
+    "execution_id",
+    "attempt_number",
+    "status",
+    "started_at",
+    "completed_at",
+    "duration_ms",
+    "output",
+    "error",
+    "created_at",
+)
+LOG_FIELDS = ("log_id", "execution_id", "attempt_number", "level", "message", "logged_at")
+
+
+def render_execution_summary(execution: ExecutionSummary | None) -> dict[str, Any] | None:
     """The ``execution`` object inside a job: id, status, created_at."""
-    if row is None:
-        return None
-    return {
-        "execution_id": row["execution_id"],
-        "status": row["status"],
-        "created_at": iso(row["created_at"]),
-    }
+    return None if execution is None else shown(execution, SUMMARY_FIELDS)
 
 
-def render_execution(row: Mapping[str, Any]) -> dict[str, Any]:
+def render_execution(execution: Execution) -> dict[str, Any]:
     """Everything a user can learn about one execution (never its config snapshot)."""
-    body = {
-        "execution_id": row["execution_id"],
-        "job_id": row["job_id"],
-        "endpoint": row["endpoint"],
-        "endpoint_type": row["endpoint_type"],
-        "status": row["status"],
-        "input": row["input"],
-        "output": row["output"],
-        "attempt_count": row["attempt_count"],
-        "max_attempts": row["max_attempts"],
-        "run_at": iso(row["run_at"]),
-        "started_at": iso(row["started_at"]),
-        "completed_at": iso(row["completed_at"]),
-        "duration_ms": row["duration_ms"],
-        "created_at": iso(row["created_at"]),
-    }
-    if "queue_position" in row:
-        body["queue_position"] = row["queue_position"]
-    return body
+    return shown(execution, EXECUTION_FIELDS)
 
 
-def render_attempt(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "attempt_id": row["attempt_id"],
-        "execution_id": row["execution_id"],
-        "attempt_number": row["attempt_number"],
-        "status": row["status"],
-        "started_at": iso(row["started_at"]),
-        "completed_at": iso(row["completed_at"]),
-        "duration_ms": row["duration_ms"],
-        "output": row["output"],
-        "error": row["error"],
-        "created_at": iso(row["created_at"]),
-    }
+def render_execution_detail(detail: ExecutionDetail) -> dict[str, Any]:
+    """One execution with ``queue_position`` (single-execution responses only)."""
+    return {**render_execution(detail.execution), "queue_position": detail.queue_position}
 
 
-def render_log(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "log_id": row["log_id"],
-        "execution_id": row["execution_id"],
-        "attempt_number": row["attempt_number"],
-        "level": row["level"],
-        "message": row["message"],
-        "logged_at": iso(row["logged_at"]),
-    }
+def render_attempt(attempt: Attempt) -> dict[str, Any]:
+    return shown(attempt, ATTEMPT_FIELDS)
+
+
+def render_log(line: LogLine) -> dict[str, Any]:
+    return shown(line, LOG_FIELDS)
 
 
 def requested_wait() -> int | None:
@@ -103,8 +105,8 @@ def waited(body: Any, wait: int | None) -> Any:
 def get_execution(execution_id: str) -> Any:
     """One execution; ``queue_position`` is its 1-based place in the claim order while QUEUED."""
     wait = requested_wait()
-    row = services.execution_service().get(execution_id, wait=wait)
-    return waited(render_execution(row), wait)
+    detail = services.execution_service().get(execution_id, wait=wait)
+    return waited(render_execution_detail(detail), wait)
 
 
 @resource.route("/executions/{execution_id}/cancel", methods=["POST"])
@@ -113,23 +115,23 @@ def cancel_execution(execution_id: str) -> dict[str, Any]:
 
     409 EXECUTION_NOT_CANCELLABLE when RUNNING, SUCCESS or FAILED.
     """
-    return render_execution(services.execution_service().cancel(execution_id))
+    return render_execution_detail(services.execution_service().cancel(execution_id))
 
 
 @resource.route("/executions/{execution_id}/attempts", methods=["GET"])
 def list_attempts(execution_id: str) -> dict[str, Any]:
     """Attempts, by attempt_number ascending."""
     page = parse_page(resource.request.query_params)
-    rows = services.execution_service().attempts(execution_id, page)
-    return page_response(rows, page, render=render_attempt, id_field="attempt_id")
+    attempts = services.execution_service().attempts(execution_id, page)
+    return page_response(attempts, page, render=render_attempt, id_field="attempt_id")
 
 
 @resource.route("/executions/{execution_id}/logs", methods=["GET"])
 def list_logs(execution_id: str) -> dict[str, Any]:
     """Log lines, oldest first."""
     page = parse_page(resource.request.query_params)
-    rows = services.execution_service().logs(execution_id, page)
-    return page_response(rows, page, render=render_log, ts_field="logged_at", id_field="log_id")
+    lines = services.execution_service().logs(execution_id, page)
+    return page_response(lines, page, render=render_log, ts_field="logged_at", id_field="log_id")
 
 
 @resource.route("/jobs/{job_id}/executions", methods=["GET"])
@@ -138,188 +140,5 @@ def list_job_executions(job_id: str) -> dict[str, Any]:
     params: Mapping[str, str] = resource.request.query_params or {}
     page = parse_page(params)
     status = parse_execution_status(params.get("status"))
-    rows = services.job_status_service().executions(job_id, status, page)
-    return page_response(rows, page, render=render_execution, id_field="execution_id")
-
-
-# -- OpenAPI ------------------------------------------------------------------------------
-
-TIMESTAMP = {"type": ["string", "null"], "format": "date-time"}
-EXECUTION_STATUS = {
-    "type": "string",
-    "enum": ["PENDING", "QUEUED", "RUNNING", "RETRYING", "SUCCESS", "FAILED", "CANCELLED"],
-}
-
-
-def json_content(ref: str) -> dict[str, Any]:
-    """``content`` of a JSON body with a component schema."""
-    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}}
-
-
-def page_of(ref: str) -> dict[str, Any]:
-    """The ``{"items", "cursor"}`` list shape around a component schema."""
-    return {
-        "type": "object",
-        "required": ["items", "cursor"],
-        "properties": {
-            "items": {"type": "array", "items": {"$ref": f"#/components/schemas/{ref}"}},
-            "cursor": {"type": ["string", "null"]},
-        },
-    }
-
-
-_ERROREXECUTION_STATUS = {
-    "BadRequest": "400",
-    "Unauthorized": "401",
-    "NotFound": "404",
-    "Conflict": "409",
-    "PayloadTooLarge": "413",
-    "Unprocessable": "422",
-}
-
-
-def operation(
-    op_id: str, summary: str, ok: str, *, errors: tuple[str, ...], **extra: Any
-) -> dict[str, Any]:
-    """An OpenAPI operation answering 200 with schema ``ok`` and the listed shared errors."""
-    responses: dict[str, Any] = {"200": {"description": summary, "content": json_content(ok)}}
-    for name in ("Unauthorized", *errors):
-        responses[_ERROREXECUTION_STATUS[name]] = {"$ref": f"#/components/responses/{name}"}
-    return {"operationId": op_id, "summary": summary, "responses": responses, **extra}
-
-
-_ID = {"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}}
-_JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
-_PAGE = [{"$ref": "#/components/parameters/Limit"}, {"$ref": "#/components/parameters/Cursor"}]
-PREFER_WAIT = {
-    "name": "Prefer",
-    "in": "header",
-    "required": False,
-    "description": "RFC 7240 `wait=N`: answer once terminal or after N s (max "
-    f"{MAX_WAIT_SECONDS}); echoed in `Preference-Applied`. Malformed values are ignored.",
-    "schema": {"type": "string", "example": "wait=10"},
-}
-
-OPENAPI: dict[str, Any] = {
-    "paths": {
-        "/executions/{execution_id}": {
-            "get": operation(
-                "getExecution",
-                "Get an execution (long-poll with Prefer: wait=N).",
-                "Execution",
-                errors=("NotFound",),
-                parameters=[_ID, PREFER_WAIT],
-            )
-        },
-        "/executions/{execution_id}/cancel": {
-            "post": operation(
-                "cancelExecution",
-                "Cancel a PENDING, QUEUED or RETRYING execution (already CANCELLED: 200, "
-                "unchanged; RUNNING, SUCCESS, FAILED: 409 EXECUTION_NOT_CANCELLABLE).",
-                "Execution",
-                errors=("NotFound", "Conflict"),
-                parameters=[_ID],
-            )
-        },
-        "/executions/{execution_id}/attempts": {
-            "get": operation(
-                "listAttempts",
-                "List attempts by attempt_number.",
-                "AttemptPage",
-                errors=("BadRequest", "NotFound"),
-                parameters=[_ID, *_PAGE],
-            )
-        },
-        "/executions/{execution_id}/logs": {
-            "get": operation(
-                "listExecutionLogs",
-                "List log lines, oldest first.",
-                "ExecutionLogPage",
-                errors=("BadRequest", "NotFound"),
-                parameters=[_ID, *_PAGE],
-            )
-        },
-        "/jobs/{job_id}/executions": {
-            "get": operation(
-                "listJobExecutions",
-                "List a job's executions, newest first.",
-                "ExecutionPage",
-                errors=("BadRequest", "NotFound"),
-                parameters=[
-                    _JOB_ID,
-                    *_PAGE,
-                    {
-                        "name": "status",
-                        "in": "query",
-                        "required": False,
-                        "schema": EXECUTION_STATUS,
-                    },
-                ],
-            )
-        },
-    },
-    "schemas": {
-        "ExecutionSummary": {
-            "type": "object",
-            "required": ["execution_id", "status", "created_at"],
-            "properties": {
-                "execution_id": {"type": "string", "pattern": "^exec_"},
-                "status": EXECUTION_STATUS,
-                "created_at": TIMESTAMP,
-            },
-        },
-        "Execution": {
-            "type": "object",
-            "properties": {
-                "execution_id": {"type": "string", "pattern": "^exec_"},
-                "job_id": {"type": "string", "pattern": "^job_"},
-                "endpoint": {"type": "string"},
-                "endpoint_type": {"type": "string", "enum": ["HTTP", "KAFKA", "REDIS_STREAM"]},
-                "status": EXECUTION_STATUS,
-                "input": {"type": ["object", "null"]},
-                "output": {"type": ["object", "null"]},
-                "attempt_count": {"type": "integer"},
-                "max_attempts": {"type": "integer"},
-                "run_at": TIMESTAMP,
-                "started_at": TIMESTAMP,
-                "completed_at": TIMESTAMP,
-                "duration_ms": {"type": ["integer", "null"]},
-                "created_at": TIMESTAMP,
-                "queue_position": {
-                    "type": ["integer", "null"],
-                    "description": "1-based place among due claimable executions while "
-                    "QUEUED; null otherwise. Only on single-execution responses.",
-                },
-            },
-        },
-        "Attempt": {
-            "type": "object",
-            "properties": {
-                "attempt_id": {"type": "string", "pattern": "^att_"},
-                "execution_id": {"type": "string"},
-                "attempt_number": {"type": "integer"},
-                "status": {"type": "string", "enum": ["SUCCESS", "FAILED"]},
-                "started_at": TIMESTAMP,
-                "completed_at": TIMESTAMP,
-                "duration_ms": {"type": ["integer", "null"]},
-                "output": {"type": ["object", "null"]},
-                "error": {"type": ["object", "null"]},
-                "created_at": TIMESTAMP,
-            },
-        },
-        "ExecutionLog": {
-            "type": "object",
-            "properties": {
-                "log_id": {"type": "string", "pattern": "^log_"},
-                "execution_id": {"type": "string"},
-                "attempt_number": {"type": "integer"},
-                "level": {"type": "string", "enum": ["DEBUG", "INFO", "WARN", "ERROR"]},
-                "message": {"type": "string"},
-                "logged_at": TIMESTAMP,
-            },
-        },
-        "ExecutionPage": page_of("Execution"),
-        "AttemptPage": page_of("Attempt"),
-        "ExecutionLogPage": page_of("ExecutionLog"),
-    },
-}
+    executions = services.job_status_service().executions(job_id, status, page)
+    return page_response(executions, page, render=render_execution, id_field="execution_id")

@@ -13,11 +13,13 @@ import logging
 import secrets
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from chalice import Blueprint, Response
 from chalice.app import Request
 
+from chalicelib.domain.timefmt import iso
 from chalicelib.errors import (
     DatabaseError,
     InvalidRequest,
@@ -92,6 +94,16 @@ def internal_error_response() -> Response:
         status_code=500,
         headers={**JSON_HEADERS, "X-Request-Id": request_id},
     )
+
+
+def shown(view: object, names: tuple[str, ...]) -> dict[str, Any]:
+    """``{name: view.<name>}`` for ``names``, in order; timestamps as ISO 8601 UTC (``...Z``).
+
+    Renderers of views whose JSON fields carry their attribute names use this, so a
+    representation is the list of what it shows.
+    """
+    values = {name: getattr(view, name) for name in names}
+    return {k: iso(v) if isinstance(v, datetime) else v for k, v in values.items()}
 
 
 def to_response(result: Any, status: int = 200) -> Response:

@@ -1,11 +1,9 @@
-"""Cursor pagination shared by every list endpoint: query parameters in, cursor out.
+"""Cursor pagination shared by every list endpoint.
 
 The cursor is opaque to clients: base64url of ``{"v": 1, "t": <sort timestamp>, "k": <id>}``,
 the last item's sort key. Lists are keyset-paginated on ``(timestamp, id)``, which stays
 stable while rows are inserted concurrently: a page never repeats or skips an older row.
-A cursor that does not decode to that shape is a 400 INVALID_REQUEST, never a 500. The
-:class:`~chalicelib.domain.pagination.PageRequest` it yields is the domain's: services read
-it without knowing HTTP.
+A cursor that does not decode to that shape is a 400 INVALID_REQUEST, never a 500.
 """
 
 from __future__ import annotations
@@ -15,10 +13,14 @@ import binascii
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from chalicelib.domain.pagination import DEFAULT_LIMIT, MAX_LIMIT, PageRequest
 from chalicelib.errors import ValidationFailed
+
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "PageRequest", "page_response", "parse_page"]
+
+T = TypeVar("T")
 
 
 def encode_cursor(ts: datetime, key: str) -> str:
@@ -62,20 +64,21 @@ def parse_page(params: Mapping[str, str] | None) -> PageRequest:
 
 
 def page_response(
-    rows: Sequence[Mapping[str, Any]],
+    views: Sequence[T],
     page: PageRequest,
     *,
-    render: Callable[[Mapping[str, Any]], Any],
+    render: Callable[[T], Any],
     ts_field: str = "created_at",
     id_field: str,
 ) -> dict[str, Any]:
-    """Build ``{"items", "cursor"}`` from up to ``limit + 1`` fetched rows.
+    """Build ``{"items", "cursor"}`` from up to ``limit + 1`` views a service returned.
 
-    Queries fetch one row more than asked: its presence says there is a next page.
+    Queries fetch one row more than asked: its presence says there is a next page. The
+    cursor is the last item's ``(ts_field, id_field)`` attributes.
     """
-    items = list(rows[: page.limit])
+    items = list(views[: page.limit])
     cursor = None
-    if len(rows) > page.limit and items:
+    if len(views) > page.limit and items:
         last = items[-1]
-        cursor = encode_cursor(last[ts_field], str(last[id_field]))
-    return {"items": [render(row) for row in items], "cursor": cursor}
+        cursor = encode_cursor(getattr(last, ts_field), str(getattr(last, id_field)))
+    return {"items": [render(item) for item in items], "cursor": cursor}

@@ -13,108 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from chalicelib import services
 from chalicelib.api import crud
-from chalicelib.api.http import Resource, check_fields
-from chalicelib.api.pagination import page_response, parse_page
-from chalicelib.db.connection import Transaction
-from chalicelib.domain.names import check_setup_name
-from chalicelib.domain.payload_specs import check_schema
-from chalicelib.errors import Conflict, PayloadSpecNotFound
-from chalicelib.repositories import setup as repo
+from chalicelib.api.http import Resource
 
 resource = Resource(__name__)
 
 
-def render(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {"name": row["name"], "schema": row["value"], **crud.timestamps(row)}
+def _schema(body: Mapping[str, Any]) -> Any:
+    return body["schema"]  # validated by the service (check_schema)
 
 
-def _not_found(name: str) -> PayloadSpecNotFound:
-    return PayloadSpecNotFound(f"Payload spec '{name}' does not exist.")
-
-
-@resource.route("/payload-specs", methods=["POST"], status=201)
-def create_payload_spec() -> dict[str, Any]:
-    """Create a payload spec."""
-    body = resource.json_body()
-    check_fields(body, required=["name", "schema"])
-    name = check_setup_name(body["name"])
-    schema = check_schema(body["schema"])
-    row = crud.read(lambda tx: repo.insert(tx, "payload_spec", name, schema), name="ps_create")
-    if row is None:
-        raise Conflict(f"Payload spec '{name}' already exists.")
-    return render(row)
-
-
-@resource.route("/payload-specs", methods=["GET"])
-def list_payload_specs() -> dict[str, Any]:
-    """List payload specs, newest first."""
-    page = parse_page(resource.request.query_params)
-    rows = crud.database().transaction(
-        lambda tx: repo.list_page(tx, "payload_spec", page), name="ps_list"
-    )
-    return page_response(rows, page, render=render, id_field="name")
-
-
-@resource.route("/payload-specs/{name}", methods=["GET"])
-def get_payload_spec(name: str) -> dict[str, Any]:
-    """Get one payload spec."""
-    row = crud.read(lambda tx: repo.get(tx, "payload_spec", name), name="ps_get")
-    if row is None:
-        raise _not_found(name)
-    return render(row)
-
-
-@resource.route("/payload-specs/{name}", methods=["PUT"])
-def update_payload_spec(name: str) -> dict[str, Any]:
-    """Replace a payload spec's schema (jobs created afterwards validate against it)."""
-    body = resource.json_body()
-    check_fields(body, required=["schema"], optional=["name"])
-    crud.check_body_name(body, name)
-    schema = check_schema(body["schema"])
-    row = crud.read(lambda tx: repo.update(tx, "payload_spec", name, schema), name="ps_update")
-    if row is None:
-        raise _not_found(name)
-    return render(row)
-
-
-@resource.route("/payload-specs/{name}", methods=["DELETE"])
-def delete_payload_spec(name: str) -> Any:
-    """Soft-delete a payload spec unless a live endpoint or live job uses it."""
-
-    def work(tx: Transaction) -> None:
-        if repo.get(tx, "payload_spec", name) is None:
-            raise _not_found(name)
-        crud.refuse_if_used(
-            f"Payload spec '{name}'",
-            endpoints=repo.endpoints_using(tx, "payload_spec", name),
-            jobs=repo.live_jobs_using(tx, "payload_spec", name),
-        )
-        repo.delete(tx, "payload_spec", name)
-
-    return crud.delete_in_transaction(work, name="ps_delete")
-
-
-_SCHEMA = {
-    "type": "object",
-    "description": "A JSON Schema (Draft 2020-12 unless it declares another $schema).",
-}
-
-#: OpenAPI fragment: {"paths": {...}, "schemas": {...}} merged by chalicelib.api.meta.
-OPENAPI: dict[str, Any] = {
-    "paths": crud.crud_paths(
-        collection="/payload-specs",
-        noun="payload spec",
-        schema="PayloadSpec",
-        not_found="PAYLOAD_SPEC_NOT_FOUND",
-        delete_conflict="live endpoints or live jobs' endpoint snapshots reference this "
-        "payload spec (they are named).",
-        unprocessable="INVALID_SCHEMA: the schema breaks its meta-schema (reason given).",
-    ),
-    "schemas": crud.crud_schemas(
-        "PayloadSpec",
-        properties={"schema": _SCHEMA},
-        writable={"schema": _SCHEMA},
-        required=["schema"],
-    ),
-}
+crud.value_routes(resource, "/payload-specs", "schema", services.payload_spec_service, _schema)

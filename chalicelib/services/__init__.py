@@ -1,8 +1,9 @@
 """Use cases behind the API, built per process from :mod:`chalicelib.wiring`.
 
-Route handlers call :func:`job_service`, :func:`job_status_service` and
-:func:`execution_service`; each builds its service on first use (never at import) with the
-API's database pool and the service clock. Services are cheap values; the pool is cached.
+Route handlers call the factories below (:func:`job_service`, :func:`config_service`, ...);
+each builds its service on first use (never at import) with the API's database pool and,
+where a service needs them, the service clock or the secret keyring. Services are cheap
+values; the pool is cached.
 """
 
 from __future__ import annotations
@@ -10,9 +11,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from chalicelib.crypto import SecretBox
+    from chalicelib.services.api_keys import ApiKeyService
+    from chalicelib.services.configs import ConfigService
+    from chalicelib.services.endpoints import EndpointService
     from chalicelib.services.executions import ExecutionService
     from chalicelib.services.job_status import JobStatusService
     from chalicelib.services.jobs import JobService
+    from chalicelib.services.payload_specs import PayloadSpecService
+    from chalicelib.services.secrets import SecretService
 
 
 def job_service() -> JobService:
@@ -36,3 +43,47 @@ def execution_service() -> ExecutionService:
     from chalicelib.services.executions import ExecutionService
 
     return ExecutionService(wiring.database("api"))
+
+
+def endpoint_service() -> EndpointService:
+    from chalicelib import wiring
+    from chalicelib.services.endpoints import EndpointService
+
+    return EndpointService(wiring.database("api"))
+
+
+def config_service() -> ConfigService:
+    from chalicelib import wiring
+    from chalicelib.services.configs import ConfigService
+
+    return ConfigService(wiring.database("api"))
+
+
+def payload_spec_service() -> PayloadSpecService:
+    from chalicelib import wiring
+    from chalicelib.services.payload_specs import PayloadSpecService
+
+    return PayloadSpecService(wiring.database("api"))
+
+
+def _secret_box() -> SecretBox:
+    """The keyring for writes: 500 naming TE_SECRET_ENCRYPTION_KEY when it is not set."""
+    from chalicelib import wiring
+    from chalicelib.crypto import SecretBox
+
+    _, older = wiring.encryption_keys()
+    return SecretBox(wiring.require_encryption_key(), older)
+
+
+def secret_service() -> SecretService:
+    from chalicelib import wiring
+    from chalicelib.services.secrets import SecretService
+
+    return SecretService(wiring.database("api"), _secret_box)
+
+
+def api_key_service() -> ApiKeyService:
+    from chalicelib import wiring
+    from chalicelib.services.api_keys import ApiKeyService
+
+    return ApiKeyService(wiring.database("api"))

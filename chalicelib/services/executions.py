@@ -8,8 +8,9 @@ against the table to explain the refusal (409 EXECUTION_NOT_CANCELLABLE).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol, TypeVar
 
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
@@ -17,6 +18,15 @@ from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import ExecutionStatus, can_transition, sources_of
 from chalicelib.errors import ExecutionNotCancellable, ExecutionNotFound, ValidationFailed
 from chalicelib.services.longpoll import Poller
+from chalicelib.services.views import Attempt, Execution, ExecutionDetail, LogLine
+
+V = TypeVar("V")
+
+
+class HasStatus(Protocol):
+    @property
+    def status(self) -> ExecutionStatus: ...
+
 
 CANCEL_MESSAGE = "Execution cancelled by API request."
 
@@ -32,17 +42,9 @@ def parse_execution_status(raw: str | None) -> str | None:
         raise ValidationFailed(f"status must be one of {allowed}, got {raw!r}.") from exc
 
 
-def is_final(execution: Row | None) -> bool:
+def is_final(execution: HasStatus | None) -> bool:
     """True when there is nothing left to wait for (terminal status)."""
-    return execution is not None and ExecutionStatus(execution["status"]).is_terminal
-
-
-def page_params(page: PageRequest) -> dict[str, Any]:
-    return {
-        "after_ts": page.after_ts,
-        "after_id": page.after_id,
-        "limit_plus_one": page.limit + 1,
-    }
+    return execution is not None and execution.status.is_terminal
 
 
 def cancel_in(tx: Transaction, execution_id: str) -> None:
@@ -82,36 +84,37 @@ class ExecutionService:
     db: Database
     poller: Poller = field(default_factory=Poller)
 
-    def _get_in(self, tx: Transaction, execution_id: str) -> Row:
+    def _get_in(self, tx: Transaction, execution_id: str) -> ExecutionDetail:
         row = tx.one(queries["executions_get"], execution_id=execution_id)
         if row is None:
             raise ExecutionNotFound(f"Execution with ID '{execution_id}' does not exist.")
-        row["queue_position"] = None
-        if row["status"] == ExecutionStatus.QUEUED:
-            row["queue_position"] = tx.scalar(
+        execution = Execution.from_row(row)
+        position = None
+        if execution.status == ExecutionStatus.QUEUED:
+            position = tx.scalar(
                 queries["executions_queue_position"],
-                run_at=row["run_at"],
+                run_at=execution.run_at,
                 execution_id=execution_id,
             )
-        return row
+        return ExecutionDetail(execution, position)
 
-    def get(self, execution_id: str, *, wait: int | None = None) -> Row:
+    def get(self, execution_id: str, *, wait: int | None = None) -> ExecutionDetail:
         """One execution with its queue position; with ``wait``, long-poll for a final one."""
 
-        def fetch() -> Row:
+        def fetch() -> ExecutionDetail:
             return self.db.transaction(lambda tx: self._get_in(tx, execution_id), name="exec_get")
 
         if not wait:
             return fetch()
         return self.poller.wait(fetch, is_final, wait)
 
-    def cancel(self, execution_id: str) -> Row:
+    def cancel(self, execution_id: str) -> ExecutionDetail:
         """Cancel if PENDING / QUEUED / RETRYING; already CANCELLED is answered as it is.
 
         409 EXECUTION_NOT_CANCELLABLE when RUNNING, SUCCESS or FAILED. Returns the execution.
         """
 
-        def work(tx: Transaction) -> Row:
+        def work(tx: Transaction) -> ExecutionDetail:
             cancel_in(tx, execution_id)
             return self._get_in(tx, execution_id)
 
@@ -121,17 +124,20 @@ class ExecutionService:
         if tx.scalar(queries["executions_status"], execution_id=execution_id) is None:
             raise ExecutionNotFound(f"Execution with ID '{execution_id}' does not exist.")
 
-    def _page(self, query: str, execution_id: str, page: PageRequest) -> list[Row]:
-        def work(tx: Transaction) -> list[Row]:
+    def _page(
+        self, query: str, execution_id: str, page: PageRequest, view: Callable[[Row], V]
+    ) -> list[V]:
+        def work(tx: Transaction) -> list[V]:
             self._require(tx, execution_id)
-            return tx.run(queries[query], execution_id=execution_id, **page_params(page))
+            rows = tx.run(queries[query], execution_id=execution_id, **page.params())
+            return [view(row) for row in rows]
 
         return self.db.transaction(work, name=query)
 
-    def attempts(self, execution_id: str, page: PageRequest) -> list[Row]:
+    def attempts(self, execution_id: str, page: PageRequest) -> list[Attempt]:
         """Attempts by attempt_number ascending (404 for an unknown execution)."""
-        return self._page("executions_attempts_page", execution_id, page)
+        return self._page("executions_attempts_page", execution_id, page, Attempt.from_row)
 
-    def logs(self, execution_id: str, page: PageRequest) -> list[Row]:
+    def logs(self, execution_id: str, page: PageRequest) -> list[LogLine]:
         """Log lines oldest first (404 for an unknown execution)."""
-        return self._page("executions_logs_page", execution_id, page)
+        return self._page("executions_logs_page", execution_id, page, LogLine.from_row)

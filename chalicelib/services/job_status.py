@@ -10,22 +10,44 @@ from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain.jobs import Health, compute_health
 from chalicelib.domain.pagination import PageRequest
-from chalicelib.services.executions import page_params
 from chalicelib.services.jobs import get_job_in
+from chalicelib.services.views import Execution, ExecutionSummary, Job
 
 STATS_WINDOW = timedelta(hours=24)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowStats:
+    """Executions created in the last 24 hours: counts and durations (ms, rounded)."""
+
+    total: int
+    succeeded: int
+    failed: int
+    avg_duration_ms: int | None
+    p99_duration_ms: int | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> WindowStats:
+        """From ``jobs_window_stats`` (an empty row counts as no executions)."""
+        return cls(
+            total=int(row.get("total") or 0),
+            succeeded=int(row.get("succeeded") or 0),
+            failed=int(row.get("failed") or 0),
+            avg_duration_ms=_int_or_none(row.get("avg_duration_ms")),
+            p99_duration_ms=_int_or_none(row.get("p99_duration_ms")),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
 class JobHealthReport:
     """Everything ``GET /jobs/{id}/status`` shows, as read in one transaction."""
 
-    job: Row
+    job: Job
     health: Health
-    last_execution: Row | None
+    last_execution: ExecutionSummary | None
     pending: int
     running: int
-    stats: Row
+    stats: WindowStats
 
 
 @dataclass(frozen=True)
@@ -41,33 +63,34 @@ class JobStatusService:
 
     def _status_in(self, tx: Transaction, job_id: str, since: datetime) -> JobHealthReport:
         job = get_job_in(tx, job_id)
-        stats = tx.one(queries["jobs_window_stats"], job_id=job_id, since=since) or {}
+        stats = WindowStats.from_row(
+            tx.one(queries["jobs_window_stats"], job_id=job_id, since=since) or {}
+        )
         active = tx.one(queries["jobs_active_counts"], job_id=job_id) or {}
-        counts = {k: int(stats.get(k) or 0) for k in ("total", "succeeded", "failed")}
+        latest = tx.one(queries["jobs_latest_execution"], job_id=job_id)
         return JobHealthReport(
-            job=job,
-            health=compute_health(**counts),
-            last_execution=tx.one(queries["jobs_latest_execution"], job_id=job_id),
+            job=Job.from_row(job),
+            health=compute_health(
+                total=stats.total, succeeded=stats.succeeded, failed=stats.failed
+            ),
+            last_execution=ExecutionSummary.maybe(latest),
             pending=int(active.get("pending") or 0),
             running=int(active.get("running") or 0),
-            stats={
-                **counts,
-                "avg_duration_ms": _int_or_none(stats.get("avg_duration_ms")),
-                "p99_duration_ms": _int_or_none(stats.get("p99_duration_ms")),
-            },
+            stats=stats,
         )
 
-    def executions(self, job_id: str, status: str | None, page: PageRequest) -> list[Row]:
+    def executions(self, job_id: str, status: str | None, page: PageRequest) -> list[Execution]:
         """A keyset page of the job's executions, newest first (404 for an unknown job)."""
 
-        def work(tx: Transaction) -> list[Row]:
+        def work(tx: Transaction) -> list[Execution]:
             get_job_in(tx, job_id)
-            return tx.run(
+            rows = tx.run(
                 queries["executions_list_for_job"],
                 job_id=job_id,
                 status=status,
-                **page_params(page),
+                **page.params(),
             )
+            return [Execution.from_row(row) for row in rows]
 
         return self.db.transaction(work, name="job_executions")
 

@@ -27,16 +27,30 @@ from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.payload_specs import validate_input
 from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
 from chalicelib.errors import EndpointNotFound, JobNotFound, JobNotUpdatable
-from chalicelib.services.executions import cancel_in, is_final, page_params
+from chalicelib.services.executions import cancel_in, is_final
 from chalicelib.services.longpoll import Poller
+from chalicelib.services.views import ExecutionSummary, Job
 
 
 @dataclass(frozen=True)
 class JobView:
-    """A job row and the execution shown with it (one-shot: its execution; cron: latest)."""
+    """A job and the execution shown with it (one-shot: its execution; cron: latest)."""
 
-    job: Row
-    execution: Row | None = None
+    job: Job
+    execution: ExecutionSummary | None = None
+
+    @classmethod
+    def from_rows(cls, job: Row, execution: Row | None = None) -> JobView:
+        return cls(Job.from_row(job), ExecutionSummary.maybe(execution))
+
+    @property
+    def job_id(self) -> str:
+        return self.job.job_id
+
+    @property
+    def created_at(self) -> datetime:
+        """With :attr:`job_id`, the keyset a page of jobs is cut on."""
+        return self.job.created_at
 
 
 @dataclass(frozen=True)
@@ -54,7 +68,7 @@ def get_job_in(tx: Transaction, job_id: str) -> Row:
 
 
 def _view_in(tx: Transaction, job: Row) -> JobView:
-    return JobView(job, tx.one(queries["jobs_latest_execution"], job_id=job["job_id"]))
+    return JobView.from_rows(job, tx.one(queries["jobs_latest_execution"], job_id=job["job_id"]))
 
 
 def _schedule_of(job: Row) -> CronSchedule:
@@ -148,12 +162,12 @@ class JobService:
             assert twin is not None, "ON CONFLICT matched a row the lookup cannot see"
             return CreateResult(twin, created=False)
         if request.trigger is TriggerType.CRON:
-            return CreateResult(JobView(job), created=True)
+            return CreateResult(JobView.from_rows(job), created=True)
         execution = self._insert_execution(tx, job, endpoint, request)
         if request.trigger is TriggerType.IMMEDIATE:
             # Delivered at COMMIT: wakes LISTENing workers.
             notify.publish(tx, self.db, self.wakeup_notify)
-        return CreateResult(JobView(job, execution), created=True)
+        return CreateResult(JobView.from_rows(job, execution), created=True)
 
     def _insert_execution(
         self, tx: Transaction, job: Row, endpoint: Row, request: JobRequest
@@ -196,29 +210,30 @@ class JobService:
 
         def work(tx: Transaction) -> list[JobView]:
             query, params = _list_query(filters)
-            jobs = tx.run(query, **params, **page_params(page))
+            jobs = tx.run(query, **params, **page.params())
             one_shot = [j["job_id"] for j in jobs if j["trigger_type"] != TriggerType.CRON]
             executions: dict[str, Row] = {}
             if one_shot:
                 for row in tx.run(queries["jobs_executions_of"], job_ids=one_shot):
                     executions[row["job_id"]] = row
-            return [JobView(job, executions.get(job["job_id"])) for job in jobs]
+            return [JobView.from_rows(job, executions.get(job["job_id"])) for job in jobs]
 
         return self.db.transaction(work, name="job_list")
 
-    def versions(self, job_id: str, page: PageRequest) -> list[Row]:
+    def versions(self, job_id: str, page: PageRequest) -> list[Job]:
         """The whole version chain containing ``job_id``, oldest first."""
 
-        def work(tx: Transaction) -> list[Row]:
+        def work(tx: Transaction) -> list[Job]:
             root = tx.scalar(queries["jobs_version_root"], job_id=job_id)
             if root is None:
                 raise JobNotFound(f"Job with ID '{job_id}' does not exist.")
-            return tx.run(
+            rows = tx.run(
                 queries["jobs_version_chain"],
                 root_id=root,
                 after_id=page.after_id,
                 limit_plus_one=page.limit + 1,
             )
+            return [Job.from_row(row) for row in rows]
 
         return self.db.transaction(work, name="job_versions")
 
@@ -245,7 +260,7 @@ class JobService:
         new_job = tx.one(queries["jobs_insert"], **params)
         assert new_job is not None, "a job without idempotency key cannot conflict"
         if tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=new_job["job_id"]):
-            return JobView(new_job)
+            return JobView.from_rows(new_job)
         raise JobNotUpdatable(f"Job '{job_id}' was retired while it was being updated.")
 
     def cancel(self, job_id: str) -> JobView:
@@ -298,4 +313,4 @@ def _nothing_to_wait_for(view: JobView) -> bool:
     if view.execution is not None:
         return is_final(view.execution)
     job = view.job
-    return not (job["trigger_type"] == TriggerType.CRON and job["status"] == JobStatus.ACTIVE)
+    return not (job.trigger_type == TriggerType.CRON and job.status == JobStatus.ACTIVE)

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.api.endpoints import check_references, register
-from chalicelib.api.secrets import delete_unreferenced
+from chalicelib.crypto import SecretBox
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.domain.endpoints import EndpointDefinition, endpoint_snapshot, parse_endpoint
 from chalicelib.errors import (
@@ -20,8 +19,9 @@ from chalicelib.errors import (
     TaskExecutorError,
     TemplateResolutionFailed,
 )
-from chalicelib.repositories import setup as repo
-from chalicelib.repositories.setup import get_endpoint
+from chalicelib.services import setup as repo
+from chalicelib.services.endpoints import check_references, register
+from chalicelib.services.secrets import SecretService
 from tests.conftest import ApiClient
 
 HTTP_EXAMPLE: dict[str, Any] = {
@@ -232,7 +232,7 @@ def test_put_replaces_the_definition_and_jobs_keep_their_snapshot(
 ) -> None:
     api = setup_done
     created = api.post("/endpoints", HTTP_EXAMPLE).body
-    before = database.transaction(lambda tx: get_endpoint(tx, "send-welcome-email"))
+    before = database.transaction(lambda tx: repo.get(tx, "endpoint", "send-welcome-email"))
     assert before is not None
     snapshot = endpoint_snapshot(before)
     assert snapshot == {
@@ -304,8 +304,9 @@ def test_secret_deleted_while_an_endpoint_registers_is_serialized(
     spec = {"url": "https://x", "method": "GET", "headers": {"A": "{{secret.email_api_key}}"}}
     definition = parse_endpoint({"name": "racer", "type": "HTTP", "spec": spec})
     retries = database.stats.serialization_retries
+    secrets = SecretService(database, box=lambda: SecretBox(None))
     error = race_registration_against(
-        database, definition, lambda tx: delete_unreferenced(tx, "email_api_key")
+        database, definition, lambda tx: secrets.delete_in(tx, "email_api_key")
     )
     assert isinstance(error, TemplateResolutionFailed)
     assert database.stats.serialization_retries > retries

@@ -302,11 +302,11 @@ def test_service_long_poll_times_out_on_the_injected_clock(
     job = one_shot(api)
     clock = FakeClock()
     poller = Poller(sleep=clock.sleep, monotonic=clock.monotonic, interval=0.2)
-    row = ExecutionService(database, poller).get(job["execution"]["execution_id"], wait=3)
-    assert row["status"] == "QUEUED"
+    detail = ExecutionService(database, poller).get(job["execution"]["execution_id"], wait=3)
+    assert detail.status == "QUEUED"
     assert sum(clock.sleeps) == pytest.approx(3.0)
     view = JobService(database, lambda: datetime.now(UTC), poller).get(job["job_id"], wait=2)
-    assert view.execution is not None and view.execution["status"] == "QUEUED"
+    assert view.execution is not None and view.execution.status == "QUEUED"
 
 
 def test_service_long_poll_sees_a_change_between_sleeps(
@@ -324,8 +324,8 @@ def test_service_long_poll_sees_a_change_between_sleeps(
 
     poller = Poller(sleep=sleep, monotonic=clock.monotonic, interval=0.2)
     try:
-        row = ExecutionService(single, poller).get(execution_id, wait=25)
+        detail = ExecutionService(single, poller).get(execution_id, wait=25)
     finally:
         single.close()
-    assert row["status"] == "CANCELLED"
+    assert detail.status == "CANCELLED"
     assert len(clock.sleeps) == 3

@@ -11,9 +11,10 @@ import pytest
 
 import app as app_module
 from chalicelib.api import reset_guards
-from chalicelib.api.keys import create_key, main, revoke_key
+from chalicelib.api.keys import main
 from chalicelib.db.connection import Database
 from chalicelib.errors import Unauthorized
+from chalicelib.services.api_keys import ApiKeyService
 from tests.conftest import ApiClient, reset_process_state
 
 PUBLIC = {("GET", "/openapi.json")}
@@ -119,15 +120,15 @@ def test_unsupported_method_is_405_in_the_envelope(api: ApiClient) -> None:
 def test_database_api_keys_work_until_revoked(
     api: ApiClient, database: Database, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    created = create_key(database, "ci")
+    created = ApiKeyService(database).create("ci")
     assert created.key.startswith("te_") and created.key_id.startswith("key_")
     stored = database.run("SELECT key_hash FROM api_keys WHERE key_id = :k", k=created.key_id)
     assert created.key.encode() not in bytes(stored[0]["key_hash"])
 
     api.key = created.key
     assert api.get("/configs").status == 200
-    assert revoke_key(database, created.key_id) is True
-    assert revoke_key(database, created.key_id) is False
+    assert ApiKeyService(database).revoke(created.key_id) is True
+    assert ApiKeyService(database).revoke(created.key_id) is False
     reset_guards()  # a new API process: the short auth cache is gone
     assert_envelope(api.get("/configs"), 401, "UNAUTHORIZED")
 
@@ -164,12 +165,12 @@ def test_a_revoked_key_stops_working_in_every_process_within_the_cache_ttl(
         return bool(database.run(queries["api_key_is_active"], key_hash=digest))
 
     assert CACHE_TTL_SEC <= 5
-    created = create_key(database, "two-processes")
+    created = ApiKeyService(database).create("two-processes")
     clock = _Clock()
     processes = [Authenticator(lookup=lookup, clock=clock) for _ in range(2)]
     for auth in processes:
         auth.authenticate(f"Bearer {created.key}")
-    revoke_key(database, created.key_id)
+    ApiKeyService(database).revoke(created.key_id)
     clock.now += CACHE_TTL_SEC + 0.01
     for auth in processes:
         with pytest.raises(Unauthorized):
@@ -181,16 +182,16 @@ def test_the_key_cache_ttl_is_a_setting(
 ) -> None:
     monkeypatch.setenv("TE_API_KEY_CACHE_TTL_SEC", "0")
     reset_process_state()
-    created = create_key(database, "uncached")
+    created = ApiKeyService(database).create("uncached")
     api.key = created.key
     assert api.get("/configs").status == 200
-    revoke_key(database, created.key_id)
+    ApiKeyService(database).revoke(created.key_id)
     assert_envelope(api.get("/configs"), 401, "UNAUTHORIZED")  # same process, no wait
 
 
 def test_a_key_revoked_before_use_never_works(api: ApiClient, database: Database) -> None:
-    created = create_key(database, "short-lived")
-    revoke_key(database, created.key_id)
+    created = ApiKeyService(database).create("short-lived")
+    ApiKeyService(database).revoke(created.key_id)
     api.key = created.key
     assert_envelope(api.get("/configs"), 401, "UNAUTHORIZED")
 

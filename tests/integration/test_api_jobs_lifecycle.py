@@ -347,7 +347,7 @@ def test_status_window_follows_the_injected_clock(
     later = JobStatusService(database, clock=lambda: now + timedelta(days=2))
     report = later.status(job["job_id"])
     assert report.health.value == "IDLE"
-    assert report.stats["total"] == 0 and report.pending == 3 and report.running == 1
+    assert report.stats.total == 0 and report.pending == 3 and report.running == 1
 
 
 def test_status_of_one_shot_job_and_404(api: ApiClient, endpoint: str) -> None:

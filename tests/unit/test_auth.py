@@ -11,9 +11,8 @@ from chalicelib.api.auth import (
     Authenticator,
     RateLimiter,
     bearer_token,
-    generate_key,
-    hash_key,
 )
+from chalicelib.domain.api_keys import generate_key, hash_key
 from chalicelib.errors import RateLimited, Unauthorized
 
 

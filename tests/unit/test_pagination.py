@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -58,13 +59,21 @@ def test_parse_page_defaults_and_bounds() -> None:
     assert (page.after_ts, page.after_id) == (ts, "n")
 
 
+@dataclass(frozen=True)
+class Named:
+    """A view as services return them: the cursor reads its attributes."""
+
+    name: str
+    created_at: datetime
+
+
 def test_page_response_sets_a_cursor_only_when_more_rows_exist() -> None:
     base = datetime(2026, 1, 1, tzinfo=UTC)
-    rows = [{"created_at": base - timedelta(seconds=i), "name": f"n{i}"} for i in range(3)]
+    rows = [Named(f"n{i}", base - timedelta(seconds=i)) for i in range(3)]
     page = PageRequest(limit=2)
-    full = page_response(rows, page, render=lambda r: r["name"], id_field="name")
+    full = page_response(rows, page, render=lambda r: r.name, id_field="name")
     assert full["items"] == ["n0", "n1"]
-    assert decode_cursor(full["cursor"]) == (rows[1]["created_at"], "n1")
-    last = page_response(rows[:2], page, render=lambda r: r["name"], id_field="name")
+    assert decode_cursor(full["cursor"]) == (rows[1].created_at, "n1")
+    last = page_response(rows[:2], page, render=lambda r: r.name, id_field="name")
     assert last == {"items": ["n0", "n1"], "cursor": None}
     assert page_response([], page, render=str, id_field="name") == {"items": [], "cursor": None}

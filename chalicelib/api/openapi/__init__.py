@@ -1,0 +1,66 @@
+"""The OpenAPI 3.1 document, apart from the routes it describes.
+
+One fragment per resource (``{"paths": {...}, "schemas": {...}}``) in the modules of this
+package; :func:`openapi_document` is the one helper that merges them with the shared parts
+(security, error envelope, pagination parameters, shared responses). ``GET /openapi.json``
+(:mod:`chalicelib.api.meta`) serves it. Tests compare the document's paths and methods with
+the app's routes, and the whole document with a snapshot, so neither can drift.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from chalicelib.api.openapi.common import COMMON_PARAMETERS, COMMON_RESPONSES, ERROR_SCHEMA
+from chalicelib.api.openapi.endpoints import ENDPOINTS
+from chalicelib.api.openapi.executions import EXECUTIONS
+from chalicelib.api.openapi.jobs import JOBS
+from chalicelib.api.openapi.setup import CONFIGS, PAYLOAD_SPECS, SECRETS
+
+_META: dict[str, Any] = {
+    "paths": {
+        "/openapi.json": {
+            "get": {
+                "operationId": "getOpenApi",
+                "summary": "This document (no authentication).",
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "The OpenAPI document.",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    }
+                },
+            }
+        }
+    },
+    "schemas": {"Error": ERROR_SCHEMA},
+}
+
+
+@functools.lru_cache(maxsize=1)
+def openapi_document() -> dict[str, Any]:
+    """The whole document: every fragment's paths and schemas, plus the shared parts."""
+    paths: dict[str, Any] = {}
+    schemas: dict[str, Any] = {}
+    for fragment in (PAYLOAD_SPECS, CONFIGS, SECRETS, ENDPOINTS, JOBS, EXECUTIONS, _META):
+        for path, operations in fragment.get("paths", {}).items():
+            paths.setdefault(path, {}).update(operations)
+        schemas.update(fragment.get("schemas", {}))
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Task Executor",
+            "version": "1.0.0",
+            "description": "setTimeout and setInterval as a service.",
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"bearerAuth": []}],
+        "paths": dict(sorted(paths.items())),
+        "components": {
+            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
+            "schemas": schemas,
+            "parameters": COMMON_PARAMETERS,
+            "responses": COMMON_RESPONSES,
+        },
+    }

@@ -1,0 +1,124 @@
+"""OpenAPI for ``/endpoints``: the lifecycle of :mod:`.setup` and the three target specs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.api.openapi.common import schema_ref
+from chalicelib.api.openapi.setup import crud_fragment
+from chalicelib.domain.endpoints import ENDPOINT_TYPES
+
+_REF = {"type": ["string", "null"], "maxLength": 100}
+_RETRY: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100, "default": 1},
+        "backoff": {"enum": ["fixed", "linear", "exponential"], "default": "exponential"},
+        "initial_delay_ms": {"type": "integer", "minimum": 0, "default": 1000},
+        "max_delay_ms": {"type": "integer", "minimum": 0, "default": 60000},
+    },
+}
+_TIMEOUT = {"type": "integer", "minimum": 1, "maximum": 300000}
+_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_SPECS = {
+    "HttpSpec": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["url", "method"],
+        "properties": {
+            "url": {"type": "string", "description": "Supports {{config.*}}, {{secret.*}}."},
+            "method": {"enum": ["GET", "POST", "PUT", "PATCH", "DELETE"]},
+            "headers": {**_STRING_MAP, "description": "Supports {{config.*}}, {{secret.*}}."},
+            "body_template": {
+                "type": "object",
+                "description": "Supports {{input.*}}, {{config.*}}, {{secret.*}}.",
+            },
+            "timeout_ms": {**_TIMEOUT, "default": 30000},
+            "expected_status_codes": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 100, "maximum": 599},
+                "default": [200, 201, 202, 204],
+            },
+        },
+    },
+    "KafkaSpec": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["bootstrap_servers", "topic", "value_template"],
+        "properties": {
+            "bootstrap_servers": {
+                "type": "string",
+                "description": "Supports {{config.*}}, {{secret.*}}.",
+            },
+            "topic": {"type": "string", "description": "Supports {{config.*}}."},
+            "key_template": {
+                "type": "string",
+                "description": "Supports {{input.*}}, {{config.*}}.",
+            },
+            "value_template": {
+                "type": "object",
+                "description": "Supports {{input.*}}, {{config.*}}, {{secret.*}}.",
+            },
+            "headers": {
+                **_STRING_MAP,
+                "description": "Supports {{config.*}}, {{secret.*}} and, as in the "
+                "specification's example, {{input.*}}.",
+            },
+            "acks": {"enum": ["0", "1", "all"], "default": "all"},
+            "timeout_ms": {**_TIMEOUT, "default": 10000},
+        },
+    },
+    "RedisStreamSpec": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["redis_url", "stream", "fields_template"],
+        "properties": {
+            "redis_url": {"type": "string", "description": "Supports {{config.*}}, {{secret.*}}."},
+            "stream": {"type": "string", "description": "Supports {{config.*}}."},
+            "fields_template": {
+                "type": "object",
+                "minProperties": 1,
+                "description": "Supports {{input.*}}, {{config.*}}, {{secret.*}}.",
+            },
+            "max_len": {
+                "oneOf": [
+                    {"type": "integer", "minimum": 1},
+                    {"type": "string", "description": "One {{config.*}} placeholder."},
+                ]
+            },
+            "approximate_trimming": {"type": "boolean", "default": True},
+            "timeout_ms": {**_TIMEOUT, "default": 3000},
+        },
+    },
+}
+_SPEC_ONE_OF = {"oneOf": [schema_ref(n) for n in _SPECS]}
+_WRITABLE = {
+    "type": {"enum": list(ENDPOINT_TYPES)},
+    "payload_spec": _REF,
+    "config": _REF,
+    "spec": {**_SPEC_ONE_OF, "description": "Validated by type; see HttpSpec, KafkaSpec, ..."},
+    "retry_policy": _RETRY,
+}
+_UNPROCESSABLE = (
+    "INVALID_PAYLOAD_SPEC_REF or INVALID_CONFIG_REF: the named payload spec or config does "
+    "not exist. TEMPLATE_RESOLUTION_FAILED: a placeholder whose namespace is unknown or not "
+    "supported by its field, {{config.*}} without a config, or {{secret.*}} naming a secret "
+    "that does not exist."
+)
+
+_LIVE_JOBS = (
+    "live jobs use this endpoint (ACTIVE cron jobs, jobs with an execution not yet "
+    "terminal); they are named. Finished and retired jobs do not block."
+)
+_SHOWN = {**_WRITABLE, "retry_policy": {**_RETRY, "required": list(_RETRY["properties"])}}
+
+ENDPOINTS = crud_fragment(
+    "endpoint",
+    properties=_SHOWN,
+    writable=_WRITABLE,
+    required=["type", "spec"],
+    conflict=_LIVE_JOBS,
+    unprocessable=_UNPROCESSABLE,
+)
+ENDPOINTS["schemas"].update(_SPECS)

@@ -1,0 +1,192 @@
+"""OpenAPI for ``/jobs``: create, list, get, update, cancel, status and versions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.api.openapi.common import (
+    TIMESTAMP,
+    operation,
+    page_of,
+    paths,
+    query_param,
+    schema_ref,
+)
+
+_TRIGGER = {"type": "string", "enum": ["IMMEDIATE", "DELAYED", "CRON"]}
+_JOB_STATUS = {"type": "string", "enum": ["ACTIVE", "RETIRED"]}
+_SUMMARY = {"oneOf": [schema_ref("ExecutionSummary"), {"type": "null"}]}
+_COUNT = {"type": "integer"}
+_MS = {"type": ["integer", "null"]}
+
+
+_CREATE_OK = "Existing job (idempotency_key already used for this endpoint)."
+_CREATE_RULES = (
+    "IMMEDIATE: execution QUEUED now. DELAYED: execution PENDING until run_at (a past run_at "
+    "fires on the promoter's next pass). CRON: no execution until the first tick. 404 "
+    "ENDPOINT_NOT_FOUND; 422 INVALID_CRON or INPUT_VALIDATION_FAILED."
+)
+_CANCEL = (
+    "CRON: retire. One-shot: cancel its PENDING/QUEUED/RETRYING execution. Idempotent: "
+    "already retired or cancelled answers 200 with the current state; 409 "
+    "EXECUTION_NOT_CANCELLABLE when the execution is RUNNING, SUCCESS or FAILED."
+)
+_GET = "Get a job with its (latest) execution; long-poll with Prefer: wait=N."
+_UPDATE = "New version of a CRON job; the old version becomes RETIRED."
+_FILTERS = (
+    query_param("endpoint", {"type": "string"}),
+    query_param("trigger", _TRIGGER),
+    query_param("status", _JOB_STATUS),
+)
+_ONE = "/jobs/{job_id}"
+
+_CREATE = operation(
+    "POST",
+    "/jobs",
+    "createJob",
+    "Job",
+    _CREATE_OK,
+    errors=("NotFound", "Unprocessable"),
+    body="JobCreate",
+    description=_CREATE_RULES,
+)
+_CREATE[2]["responses"]["201"] = {
+    "description": "Job created.",
+    "content": _CREATE[2]["responses"]["200"]["content"],
+}
+
+JOBS: dict[str, Any] = {
+    "paths": paths(
+        _CREATE,
+        operation(
+            "GET",
+            "/jobs",
+            "listJobs",
+            "JobPage",
+            "List jobs, newest first.",
+            paged=True,
+            query=_FILTERS,
+        ),
+        operation("GET", _ONE, "getJob", "Job", _GET, wait=True),
+        operation(
+            "PUT",
+            _ONE,
+            "updateJob",
+            "Job",
+            _UPDATE,
+            errors=("Conflict", "Unprocessable"),
+            body="JobUpdate",
+        ),
+        operation("POST", f"{_ONE}/cancel", "cancelJob", "Job", _CANCEL, errors=("Conflict",)),
+        operation(
+            "GET", f"{_ONE}/status", "getJobStatus", "JobStatus", "Health and 24-hour statistics."
+        ),
+        operation(
+            "GET",
+            f"{_ONE}/versions",
+            "listJobVersions",
+            "JobPage",
+            "Version chain, oldest first.",
+            paged=True,
+        ),
+    ),
+    "schemas": {
+        "JobCreate": {
+            "type": "object",
+            "required": ["endpoint", "trigger"],
+            "additionalProperties": False,
+            "properties": {
+                "endpoint": {"type": "string"},
+                "trigger": _TRIGGER,
+                "idempotency_key": {
+                    "type": "string",
+                    "maxLength": 255,
+                    "description": "Required for IMMEDIATE and DELAYED; optional for CRON.",
+                },
+                "input": {"type": "object"},
+                "run_at": {"type": "string", "format": "date-time"},
+                "cron": {"type": "string", "description": "5 fields; required for CRON."},
+                "timezone": {"type": "string", "description": "IANA; required for CRON."},
+                "starts_at": {"type": "string", "format": "date-time"},
+                "ends_at": {"type": ["string", "null"], "format": "date-time"},
+            },
+        },
+        "JobUpdate": {
+            "type": "object",
+            "additionalProperties": False,
+            "minProperties": 1,
+            "description": "Fields left out are carried over from the current version.",
+            "properties": {
+                "cron": {"type": "string"},
+                "timezone": {"type": "string"},
+                "input": {"type": "object"},
+                "starts_at": {"type": "string", "format": "date-time"},
+                "ends_at": {"type": ["string", "null"], "format": "date-time"},
+            },
+        },
+        "Job": {
+            "type": "object",
+            "required": ["job_id", "endpoint", "endpoint_type", "trigger", "status", "version"],
+            "properties": {
+                "job_id": {"type": "string", "pattern": "^job_"},
+                "endpoint": {"type": "string"},
+                "endpoint_type": {"type": "string", "enum": ["HTTP", "KAFKA", "REDIS_STREAM"]},
+                "trigger": _TRIGGER,
+                "status": _JOB_STATUS,
+                "version": {"type": "integer", "minimum": 1},
+                "previous_version_id": {"type": "string"},
+                "idempotency_key": {"type": ["string", "null"]},
+                "run_at": TIMESTAMP,
+                "cron": {"type": "string"},
+                "timezone": {"type": "string"},
+                "starts_at": TIMESTAMP,
+                "ends_at": TIMESTAMP,
+                "next_run_at": {
+                    "type": ["string", "null"],
+                    "description": "In the job's timezone with its offset.",
+                },
+                "input": {"type": ["object", "null"]},
+                "execution": _SUMMARY,
+                "latest_execution": _SUMMARY,
+                "retired_at": TIMESTAMP,
+                "replaced_by_id": {"type": ["string", "null"]},
+                "created_at": TIMESTAMP,
+            },
+        },
+        "JobPage": page_of("Job"),
+        "JobStatus": {
+            "type": "object",
+            "properties": {
+                "job_id": {"type": "string"},
+                "endpoint": {"type": "string"},
+                "endpoint_type": {"type": "string"},
+                "trigger": _TRIGGER,
+                "status": _JOB_STATUS,
+                "health": {"type": "string", "enum": ["HEALTHY", "DEGRADED", "FAILING", "IDLE"]},
+                "version": {"type": "integer"},
+                "last_execution": {"type": ["object", "null"]},
+                "active_executions": {
+                    "type": "object",
+                    "description": "pending = PENDING + QUEUED + RETRYING; running = RUNNING.",
+                    "properties": {"pending": _COUNT, "running": _COUNT, "total": _COUNT},
+                },
+                "cron": {"type": ["object", "null"]},
+                "stats": {
+                    "type": "object",
+                    "properties": {
+                        "last_24h": {
+                            "type": "object",
+                            "properties": {
+                                "total": _COUNT,
+                                "succeeded": _COUNT,
+                                "failed": _COUNT,
+                                "avg_duration_ms": _MS,
+                                "p99_duration_ms": _MS,
+                            },
+                        }
+                    },
+                },
+            },
+        },
+    },
+}

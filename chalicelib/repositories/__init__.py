@@ -1,1 +1,0 @@
-"""Repositories: functions that run named queries in a transaction and return rows."""

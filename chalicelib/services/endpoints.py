@@ -1,0 +1,139 @@
+"""Endpoints: registered delivery targets (HTTP, KAFKA, REDIS_STREAM).
+
+Validation of the definition lives in :mod:`chalicelib.domain.endpoints`; this service adds
+the checks that need the database, in the same transaction as the write:
+
+* ``payload_spec`` / ``config`` naming nothing: 422 INVALID_PAYLOAD_SPEC_REF /
+  INVALID_CONFIG_REF.
+* ``{{secret.<name>}}`` naming a secret that does not exist: 422 TEMPLATE_RESOLUTION_FAILED.
+  (``{{config.<key>}}`` keys are not checked against the config's current values: configs
+  change independently and are resolved per execution.)
+
+A replacement applies to future jobs only (jobs keep the snapshot taken at their
+creation). DELETE is a soft delete refused while live jobs use the endpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from chalicelib.db.connection import Row, Transaction
+from chalicelib.domain.endpoints import EndpointDefinition, endpoint_snapshot
+from chalicelib.domain.statuses import EndpointType
+from chalicelib.errors import (
+    Conflict,
+    EndpointNotFound,
+    ForeignKeyViolation,
+    InvalidConfigRef,
+    InvalidPayloadSpecRef,
+    TemplateResolutionFailed,
+)
+from chalicelib.services import setup
+from chalicelib.services.setup import AnyKind, SetupService, Stamped
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndpointView(Stamped):
+    """An endpoint with its defaults applied (as a job created now would snapshot it)."""
+
+    type: EndpointType
+    payload_spec: str | None
+    config: str | None
+    spec: dict[str, Any]
+    retry_policy: dict[str, Any]
+
+    @classmethod
+    def from_row(cls, row: Row) -> EndpointView:
+        snapshot = endpoint_snapshot(row)
+        return cls(
+            **Stamped.stamps(row),
+            type=EndpointType(snapshot["type"]),
+            payload_spec=row["payload_spec_ref"],
+            config=row["config_ref"],
+            spec=snapshot["spec"],
+            retry_policy=snapshot["retry_policy"],
+        )
+
+
+def _not_found(name: str) -> EndpointNotFound:
+    return EndpointNotFound(f"Endpoint '{name}' does not exist.")
+
+
+def check_references(tx: Transaction, definition: EndpointDefinition) -> None:
+    """Payload spec, config and secrets the endpoint names must exist (422 otherwise)."""
+    if definition.payload_spec and not setup.get(tx, "payload_spec", definition.payload_spec):
+        raise InvalidPayloadSpecRef(
+            f"Payload spec '{definition.payload_spec}' does not exist: create it first."
+        )
+    if definition.config and not setup.get(tx, "config", definition.config):
+        raise InvalidConfigRef(f"Config '{definition.config}' does not exist: create it first.")
+    wanted = sorted(definition.secrets)
+    missing = sorted(set(wanted) - setup.existing_secrets(tx, wanted))
+    if missing:
+        raise TemplateResolutionFailed(
+            "The spec references secret(s) that do not exist: "
+            + ", ".join(f"{{{{secret.{m}}}}}" for m in missing)
+            + "."
+        )
+
+
+def register(tx: Transaction, definition: EndpointDefinition) -> Row:
+    """Insert a new endpoint after checking its name and references (one transaction)."""
+    if setup.get(tx, "endpoint", definition.name) is not None:
+        raise Conflict(f"Endpoint '{definition.name}' already exists.")
+    check_references(tx, definition)
+    row = setup.insert_endpoint(tx, definition)
+    if row is None:
+        raise Conflict(f"Endpoint '{definition.name}' already exists.")
+    return row
+
+
+def replace_in(tx: Transaction, definition: EndpointDefinition) -> Row:
+    """Replace an existing endpoint's definition (404 if there is none; never creates)."""
+    if setup.get(tx, "endpoint", definition.name) is None:
+        raise _not_found(definition.name)
+    check_references(tx, definition)
+    row = setup.update_endpoint(tx, definition)
+    if row is None:
+        raise _not_found(definition.name)
+    return row
+
+
+@dataclass(frozen=True)
+class EndpointService(SetupService[EndpointView]):
+    """Register, list, get, replace and delete-unless-used endpoints."""
+
+    kind: ClassVar[AnyKind] = "endpoint"
+    label: ClassVar[str] = "Endpoint"
+    tx_prefix: ClassVar[str] = "endpoint"
+
+    def view(self, row: Row) -> EndpointView:
+        return EndpointView.from_row(row)
+
+    def not_found(self, name: str) -> EndpointNotFound:
+        return _not_found(name)
+
+    def endpoints_using(self, tx: Transaction, name: str) -> list[str]:
+        return []  # endpoints do not reference each other; only live jobs pin one
+
+    def create(self, definition: EndpointDefinition) -> EndpointView:
+        """Register an endpoint: 409 if the name is taken, 422 for a missing reference."""
+        return self._write(lambda tx: register(tx, definition), "create")
+
+    def replace(self, definition: EndpointDefinition) -> EndpointView:
+        """Replace a definition, type included (future jobs only)."""
+        return self._write(lambda tx: replace_in(tx, definition), "update")
+
+    def _write(self, work: Callable[[Transaction], Row], verb: str) -> EndpointView:
+        """Run a write; a reference deleted concurrently (foreign key) is the matching 422."""
+        try:
+            row: Row = self._run(work, verb)
+        except ForeignKeyViolation as exc:
+            if "fk_endpoints_config" in str(exc):
+                raise InvalidConfigRef("The referenced config was deleted concurrently.") from exc
+            raise InvalidPayloadSpecRef(
+                "The referenced payload spec was deleted concurrently."
+            ) from exc
+        return self.view(row)

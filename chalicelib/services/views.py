@@ -1,0 +1,151 @@
+"""Typed, frozen views of jobs, executions, attempts and log lines, as services return them.
+
+Each view is built from one row of a named query by ``from_row`` (as procrastinate's
+``Job.from_row``), so nothing above the services reads a row dict: renderers in
+:mod:`chalicelib.api` read attributes, and a column a query stops returning fails here,
+at the boundary, not in a renderer. Timestamps are timezone-aware ``datetime`` values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+from enum import Enum
+from typing import Any, Self, get_type_hints
+
+from chalicelib.db.connection import Row
+from chalicelib.domain.statuses import (
+    AttemptStatus,
+    EndpointType,
+    ExecutionStatus,
+    JobStatus,
+    LogLevel,
+    TriggerType,
+)
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    """The resolved annotations of a view class (computed once per class; idempotent)."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = get_type_hints(cls)
+    return hints
+
+
+def _typed(value: Any, hint: Any) -> Any:
+    if value is not None and isinstance(hint, type) and issubclass(hint, Enum):
+        return hint(value)
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowView:
+    """A view whose fields are the columns of the same name.
+
+    ``from_row`` reads every field from the row (a missing column is a ``KeyError`` here,
+    not a wrong answer later) and turns the text of a field typed as a status enum into
+    its member.
+    """
+
+    @classmethod
+    def from_row(cls, row: Row) -> Self:
+        hints = _type_hints(cls)
+        return cls(**{f.name: _typed(row[f.name], hints[f.name]) for f in fields(cls)})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job(RowView):
+    """One version of a job, read through ``job_states`` (a one-shot's status follows its
+    execution)."""
+
+    job_id: str
+    endpoint: str
+    endpoint_type: EndpointType
+    trigger_type: TriggerType
+    status: JobStatus
+    version: int
+    previous_version_id: str | None
+    replaced_by_id: str | None
+    idempotency_key: str | None
+    input: Any
+    run_at: datetime | None
+    cron_expression: str | None
+    cron_timezone: str | None
+    cron_starts_at: datetime | None
+    cron_ends_at: datetime | None
+    cron_next_run_at: datetime | None
+    cron_last_tick_at: datetime | None
+    created_at: datetime
+    retired_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutionSummary(RowView):
+    """The execution a job is shown with (its one execution, or a cron job's latest)."""
+
+    execution_id: str
+    job_id: str
+    status: ExecutionStatus
+    attempt_count: int
+    run_at: datetime | None
+    started_at: datetime | None
+    completed_at: datetime | None
+    created_at: datetime
+
+    @classmethod
+    def maybe(cls, row: Row | None) -> Self | None:
+        return None if row is None else cls.from_row(row)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Execution(ExecutionSummary):
+    """Everything a user may learn about one execution (never its config snapshot)."""
+
+    endpoint: str
+    endpoint_type: EndpointType
+    input: Any
+    output: Any
+    max_attempts: int
+    duration_ms: int | None
+
+
+@dataclass(frozen=True)
+class ExecutionDetail:
+    """One execution as ``GET /executions/{id}`` shows it: with its queue position."""
+
+    execution: Execution
+    queue_position: int | None  #: 1-based place in the claim order while QUEUED
+
+    @property
+    def status(self) -> ExecutionStatus:
+        return self.execution.status
+
+
+@dataclass(frozen=True, kw_only=True)
+class Attempt(RowView):
+    """One send of an execution and its outcome."""
+
+    attempt_id: str
+    execution_id: str
+    attempt_number: int
+    status: AttemptStatus
+    started_at: datetime | None
+    completed_at: datetime | None
+    duration_ms: int | None
+    output: Any
+    error: Any
+    created_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogLine(RowView):
+    """One line of an execution's log."""
+
+    log_id: str
+    execution_id: str
+    attempt_number: int
+    level: LogLevel
+    message: str
+    logged_at: datetime
