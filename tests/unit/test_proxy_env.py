@@ -74,3 +74,18 @@ def test_no_proxy_entries(no_proxy: str, host: str, port: int, bypassed: bool) -
     proxy = config.for_target("https", host, port)
 
     assert (proxy is None) is bypassed
+
+
+def test_a_malformed_proxy_variable_stops_the_dispatcher_from_being_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker with a proxy it cannot use fails at start, not on every attempt."""
+    from datetime import UTC, datetime
+
+    from chalicelib.worker.dispatchers.http import HttpDispatcher
+
+    monkeypatch.setenv("HTTPS_PROXY", "socks5://ops:s3cret@proxy:1080")
+
+    with pytest.raises(ConfigurationError, match="HTTP\\(S\\)_PROXY") as info:
+        HttpDispatcher(allow_private=False, clock=lambda: datetime.now(UTC))
+    assert "s3cret" not in str(info.value)
