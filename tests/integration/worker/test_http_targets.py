@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
 import socket
 import ssl
 from collections.abc import Iterator
@@ -71,6 +72,25 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> Certificate:
 
 
 @pytest.fixture
+def trusted_ca(certificate: Certificate, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``SSL_CERT_FILE`` naming the test CA, as a worker started with it sees it.
+
+    OpenSSL reads the C environment. ``chalice.test.Client`` swaps ``os.environ`` for a
+    plain dict while it runs and, used from several threads at once
+    (tests/integration/test_api_jobs.py), can leave the dict in place, after which
+    ``monkeypatch.setenv`` no longer reaches the C environment: ``os.putenv`` does.
+    """
+    previous = os.environ.get("SSL_CERT_FILE")
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate.cert_file))
+    os.putenv("SSL_CERT_FILE", str(certificate.cert_file))
+    yield
+    if previous is None:
+        os.unsetenv("SSL_CERT_FILE")
+    else:
+        os.putenv("SSL_CERT_FILE", previous)
+
+
+@pytest.fixture
 def https_target(certificate: Certificate) -> Iterator[HttpTarget]:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(certificate.cert_file, certificate.key_file)
@@ -122,11 +142,8 @@ def test_an_untrusted_certificate_fails_the_attempt_before_anything_is_sent(
     assert https_target.received() == []
 
 
-def test_a_ca_trusted_through_ssl_cert_file_is_accepted(
-    monkeypatch: pytest.MonkeyPatch, certificate: Certificate, https_target: HttpTarget
-) -> None:
-    monkeypatch.setenv("SSL_CERT_FILE", str(certificate.cert_file))
-
+@pytest.mark.usefixtures("trusted_ca")
+def test_a_ca_trusted_through_ssl_cert_file_is_accepted(https_target: HttpTarget) -> None:
     outcome = deliver(https_target.url("/hook", host="localhost"))
 
     assert outcome.ok, outcome.error
@@ -137,13 +154,10 @@ def test_a_ca_trusted_through_ssl_cert_file_is_accepted(
 # --- proxies from the environment ---------------------------------------------------------
 
 
+@pytest.mark.usefixtures("trusted_ca")
 def test_https_goes_through_a_connect_tunnel_with_tls_to_the_target(
-    monkeypatch: pytest.MonkeyPatch,
-    certificate: Certificate,
-    https_target: HttpTarget,
-    proxy: LoopbackProxy,
+    monkeypatch: pytest.MonkeyPatch, https_target: HttpTarget, proxy: LoopbackProxy
 ) -> None:
-    monkeypatch.setenv("SSL_CERT_FILE", str(certificate.cert_file))
     monkeypatch.setenv("HTTPS_PROXY", proxy.url("ops:s3cret@"))
 
     outcome = deliver(https_target.url("/hook"))
