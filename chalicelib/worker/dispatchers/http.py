@@ -6,10 +6,27 @@
 form for one-off callers. urllib3 only parses the URL: its connection pools cost most of the
 worker's CPU when each delivery held a thread (``bench/results/PROFILE.md``).
 
-Redirects are never followed (a 3xx is judged against ``expected_status_codes`` like any
-status), so a public target cannot bounce the worker to a private one. With the SSRF
-guard on, the request goes to the address the guard checked, with the original ``Host``
-header and TLS server name.
+What a user expects of an HTTP target:
+
+* **Redirects are never followed**: a 3xx is judged against ``expected_status_codes``
+  like any status and its ``Location`` is not fetched, so a public target cannot bounce the
+  worker to a private one.
+* **TLS is verified** against the default CA store; ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``
+  (OpenSSL's variables) replace it, e.g. to trust a private CA. A failed verification is a
+  ``CONNECTION_ERROR`` whose message starts "TLS certificate verification failed".
+* **Proxies from the environment** (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``, see
+  :mod:`.proxy`).
+
+The address policy (:mod:`chalicelib.worker.ssrf`) with the guard on: the target's host
+is resolved here and every address must be public, whether or not a proxy is used, and the
+request names the checked address, so no second DNS answer decides where it goes. Without a
+proxy the worker connects to that address itself (``Host`` header and TLS server name stay
+the URL's host). Through a proxy, the ``CONNECT`` (https) or the absolute-form request
+(http) names the checked address and the proxy connects to it; TLS still verifies the
+certificate against the URL's host. The proxy's own address is not checked: the operator
+set it, not an API client. A proxy that rebuilds ``Host`` from an http request-target (RFC
+9112 §3.2.2) shows the target the address instead of its name; https targets are not
+affected.
 """
 
 from __future__ import annotations
@@ -36,11 +53,13 @@ from chalicelib.domain.delivery import (
     failed,
     succeeded,
 )
+from chalicelib.worker.dispatchers.proxy import ProxyConfig, proxies_from_environment
 from chalicelib.worker.dispatchers.wire import (
     HttpClient,
     Origin,
     Response,
     ResponseTimeout,
+    TlsVerifyFailed,
     WireError,
 )
 from chalicelib.worker.ssrf import BlockedTarget, Resolver, resolve_public
@@ -80,8 +99,12 @@ class HttpDispatcher:
         resolver: Resolver | None = None,
         clock: Callable[[], datetime],
         ssl_context: ssl.SSLContext | None = None,
+        proxies: Mapping[str, str] | None = None,
     ) -> None:
+        """``proxies`` as :func:`urllib.request.getproxies` returns them; None reads the
+        environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``, ``NO_PROXY``)."""
         self._allow_private = allow_private
+        self._proxies = ProxyConfig(proxies_from_environment() if proxies is None else proxies)
         self._resolver_kwargs = {} if resolver is None else {"resolver": resolver}
         self._clock = clock
         self._maxsize = pool_maxsize
@@ -143,18 +166,19 @@ class HttpDispatcher:
         return self._classify(response, spec)
 
     async def _origin(self, outgoing: Outgoing) -> Origin:
-        """Where to connect; with the SSRF guard on, an address checked to be public."""
+        """Where to connect; with the SSRF guard on, an address checked to be public, which
+        is also what a proxy is asked for (see the module docstring)."""
         url = outgoing.url
         host = (url.host or "").strip("[]")
         scheme = str(url.scheme)
         port = url.port or (443 if scheme == "https" else 80)
         address = host
         if not self._allow_private:
-            # Connect to the checked address, never to a second DNS answer. The lookup
-            # blocks, so it runs off the loop.
+            # Connect (or have the proxy connect) to the checked address, never to a second
+            # DNS answer. The lookup blocks, so it runs off the loop.
             check = functools.partial(resolve_public, host, port, **self._resolver_kwargs)
             address = await asyncio.get_running_loop().run_in_executor(None, check)
-        return Origin(scheme, address, port, host)
+        return Origin(scheme, address, port, host, self._proxies.for_target(scheme, host, port))
 
     def _classify(self, response: Response, spec: Mapping[str, Any]) -> DeliveryOutcome:
         text = response.body[:BODY_READ_LIMIT].decode("utf-8", errors="replace")
@@ -227,6 +251,12 @@ def _headers(raw: Mapping[str, Any]) -> dict[str, str]:
 def _connection_message(exc: WireError) -> str:
     """The client's reason; the pipeline redacts secret values from it, then cuts it."""
     text = str(exc)
-    if "refused" in text.lower():
+    if isinstance(exc, TlsVerifyFailed):
+        return (
+            "TLS certificate verification failed: "
+            + text.removeprefix("TLS: ").removeprefix("certificate verify failed: ")
+            + " (a private CA is trusted through SSL_CERT_FILE)"
+        )
+    if "refused" in text.lower() and not text.startswith("proxy"):
         return f"connection refused by the target: {text}"
     return f"connection failed: {text}"

@@ -3,9 +3,12 @@
 Built for throughput on one event loop: one ``transport.write`` per request, a response
 parser driven from ``data_received`` that wakes the caller once per response (framing and
 parsing are in :mod:`chalicelib.worker.dispatchers.http1`), and no http.client or
-email.parser on the hot path. It does only what delivery needs: no
-redirects, proxies, compression or streaming. Every failure is a :class:`WireError`
-whose message is safe to store (it never quotes request headers or body).
+email.parser on the hot path. It does only what delivery needs: TLS with verification
+(the default CA store, which OpenSSL lets ``SSL_CERT_FILE``/``SSL_CERT_DIR`` replace), an
+HTTP proxy per :class:`Origin` (a ``CONNECT`` tunnel for https, absolute-form requests for
+http); no redirects (a 3xx is a response like any other), compression or streaming. Every
+failure is a :class:`WireError` whose message is safe to store (it never quotes request
+headers or body).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from chalicelib.worker.dispatchers.http1 import (
     WireError,
     encode_request,
 )
+from chalicelib.worker.dispatchers.proxy import Proxy
 
 __all__ = [
     "ConnectFailed",
@@ -31,8 +35,10 @@ __all__ = [
     "NotSent",
     "Origin",
     "ProtocolError",
+    "Proxy",
     "Response",
     "ResponseTimeout",
+    "TlsVerifyFailed",
     "WireError",
 ]
 
@@ -45,17 +51,29 @@ IDLE_TTL_S = 1.0
 
 
 class Origin(NamedTuple):
-    """Where a request goes; connections are pooled per origin."""
+    """Where a request goes; connections are pooled per origin (proxy included)."""
 
     scheme: str  # "http" | "https"
     address: str  # IP or hostname to connect to (IPv6 without brackets)
     port: int
     server_hostname: str  # TLS SNI and certificate hostname check (https only)
+    #: Through this proxy, which is asked for ``address:port`` (it connects, not us).
+    proxy: Proxy | None = None
+
+    @property
+    def authority(self) -> str:
+        """``address:port`` as a request-target names it (IPv6 in brackets)."""
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{host}:{self.port}"
 
 
 class ConnectFailed(WireError):
     """DNS failure, refused, unreachable, TLS handshake/verification failure. Nothing was
     sent."""
+
+
+class TlsVerifyFailed(ConnectFailed):
+    """The target's certificate did not verify (untrusted CA, wrong name, expired)."""
 
 
 class NotSent(WireError):
@@ -75,6 +93,7 @@ class _Connection(asyncio.Protocol):
         "_loop",
         "_parser",
         "_transport",
+        "_tunnel",
         "_waiter",
         "closed",
         "idle_since",
@@ -88,6 +107,7 @@ class _Connection(asyncio.Protocol):
         self._buffer = bytearray()
         self._parser: ResponseParser | None = None
         self._waiter: asyncio.Future[Response] | None = None
+        self._tunnel = False  # the response awaited is a proxy's answer to CONNECT
         self.closed = False  # the peer closed or the connection failed: never reuse
         self.idle_since = 0.0  # loop time when it went back to the pool
         self.lost: asyncio.Future[None] = self._loop.create_future()
@@ -96,14 +116,29 @@ class _Connection(asyncio.Protocol):
     def usable(self) -> bool:
         return not self.closed and not self._transport.is_closing()
 
-    def send(self, payload: bytes, *, head_only: bool, body_limit: int) -> asyncio.Future[Response]:
+    def send(
+        self, payload: bytes, *, head_only: bool, body_limit: int, tunnel: bool = False
+    ) -> asyncio.Future[Response]:
         """Write one request; the future resolves with its response."""
         if not self.usable:
             raise NotSent("connection closed before the request was written")
         self._parser = ResponseParser(head_only=head_only, body_limit=body_limit)
+        self._tunnel = tunnel
         self._waiter = self._loop.create_future()
         self._transport.write(payload)
         return self._waiter
+
+    async def start_tls(self, context: ssl.SSLContext, server_hostname: str) -> None:
+        """Upgrade this (tunnelled) connection to TLS with the target itself."""
+        try:
+            transport = await self._loop.start_tls(
+                self._transport, self, context, server_hostname=server_hostname
+            )
+        except OSError as exc:
+            raise _connect_failed(exc) from exc
+        if transport is None:
+            raise ConnectFailed("TLS: the tunnel closed during the handshake")
+        self._transport = cast(asyncio.Transport, transport)
 
     def close(self) -> None:
         self.closed = True
@@ -154,7 +189,9 @@ class _Connection(asyncio.Protocol):
 
     def _complete(self, parser: ResponseParser) -> None:
         self._parser = None
-        if not parser.reusable or self._buffer:  # leftover bytes: the stream is out of step
+        # Leftover bytes: the stream is out of step. A proxy's "Connection: close" or
+        # HTTP/1.0 on its CONNECT answer concerns the proxy's exchange, not the tunnel.
+        if self._buffer or not (parser.reusable or self._tunnel):
             self.closed = True
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
@@ -199,6 +236,12 @@ class HttpClient:
         """
         if self._closed:
             raise RuntimeError("HttpClient is closed")
+        proxy = origin.proxy
+        if proxy is not None and origin.scheme == "http":
+            # Absolute form (RFC 9112 §3.2.2): the proxy connects to the authority named.
+            target = f"http://{origin.authority}{target}"
+            if proxy.authorization is not None:
+                headers = [*headers, ("Proxy-Authorization", proxy.authorization)]
         payload = encode_request(method, target, headers, body)
         try:
             async with asyncio.timeout(timeout):
@@ -266,25 +309,65 @@ class HttpClient:
         return None
 
     async def _connect(self, origin: Origin) -> _Connection:
+        """A fresh connection to the target, or through its proxy's tunnel. A failure here
+        is a :class:`ConnectFailed`: nothing reached the target."""
+        https = origin.scheme == "https"
+        if origin.proxy is None:
+            return await self._open(origin.address, origin.port, https, origin.server_hostname)
+        proxy = origin.proxy
+        try:
+            conn = await self._open(proxy.host, proxy.port, False, proxy.host)
+        except ConnectFailed as exc:
+            raise ConnectFailed(f"proxy: {exc}") from exc
+        if https:
+            await self._tunnel(conn, origin, proxy)
+        return conn
+
+    async def _open(self, host: str, port: int, tls: bool, server_hostname: str) -> _Connection:
         loop = asyncio.get_running_loop()
-        tls = self._tls_context() if origin.scheme == "https" else None
+        context = self._tls_context() if tls else None
         try:
             # asyncio sets TCP_NODELAY on TCP transports itself.
             _, conn = await loop.create_connection(
                 _Connection,
-                origin.address,
-                origin.port,
-                ssl=tls,
-                server_hostname=origin.server_hostname if tls else None,
+                host,
+                port,
+                ssl=context,
+                server_hostname=server_hostname if context else None,
             )
         except OSError as exc:  # ssl.SSLError and socket.gaierror included
-            raise ConnectFailed(_connect_reason(exc)) from exc
+            raise _connect_failed(exc) from exc
         return conn
+
+    async def _tunnel(self, conn: _Connection, origin: Origin, proxy: Proxy) -> None:
+        """``CONNECT address:port`` through the proxy, then TLS with the target's name."""
+        headers = [("Host", origin.authority)]
+        if proxy.authorization is not None:
+            headers.append(("Proxy-Authorization", proxy.authorization))
+        payload = encode_request("CONNECT", origin.authority, headers, None)
+        try:
+            answer = await conn.send(payload, head_only=True, body_limit=0, tunnel=True)
+            if not 200 <= answer.status < 300:
+                reason = answer.reason[:80]
+                raise ConnectFailed(f"proxy refused the tunnel: {answer.status} {reason}")
+            await conn.start_tls(self._tls_context(), origin.server_hostname)
+        except ProtocolError as exc:
+            conn.abort()
+            raise ConnectFailed(f"proxy: {exc}") from exc
+        except BaseException:
+            conn.abort()
+            raise
 
     def _tls_context(self) -> ssl.SSLContext:
         if self._ssl_context is None:
             self._ssl_context = ssl.create_default_context()  # loads CA files: once
         return self._ssl_context
+
+
+def _connect_failed(exc: OSError) -> ConnectFailed:
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return TlsVerifyFailed(_connect_reason(exc))
+    return ConnectFailed(_connect_reason(exc))
 
 
 def _connect_reason(exc: OSError) -> str:

@@ -21,9 +21,11 @@ from chalicelib.worker.dispatchers.wire import (
     HttpClient,
     Origin,
     ProtocolError,
+    Proxy,
     Response,
     ResponseTimeout,
 )
+from tests.fixtures.services import free_port
 
 T = TypeVar("T")
 After = Literal["keep", "close", "reset", "hang"]
@@ -634,5 +636,76 @@ def test_tls_with_the_wrong_server_name_is_connect_failed(localhost_cert: Certif
                 )
             assert "wrong.example" in str(info.value)
             assert not server.requests
+
+    run(body)
+
+
+# --- through a proxy --------------------------------------------------------------------
+
+
+def _via(server: ScriptedServer, scheme: str, authorization: str | None = None) -> Origin:
+    """An origin at a (never contacted) address, through ``server`` as the proxy."""
+    port = 8443 if scheme == "https" else 8080
+    return Origin(
+        scheme, "10.9.8.7", port, "hooks.test", Proxy("127.0.0.1", server.port, authorization)
+    )
+
+
+def test_http_through_a_proxy_is_sent_in_absolute_form_on_a_kept_connection() -> None:
+    async def body(client: HttpClient, server: ScriptedServer) -> None:
+        for _ in range(2):
+            response = await client.request(
+                _via(server, "http", "Basic b3BzOnB3"), "POST", "/hook?a=1", HOST, b"{}",
+                timeout=2, body_limit=10,
+            )  # fmt: skip
+            assert response.body == b"ok"
+
+    server = serve([OK, OK], body)
+
+    assert server.connections == 1
+    first = server.raw(0)
+    assert first.startswith(b"POST http://10.9.8.7:8080/hook?a=1 HTTP/1.1\r\n")
+    assert b"\r\nHost: sink.test\r\n" in first
+    assert b"\r\nProxy-Authorization: Basic b3BzOnB3\r\n" in first
+
+
+def test_a_refused_tunnel_is_connect_failed_and_nothing_follows_it() -> None:
+    refused = b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n"
+
+    async def body(client: HttpClient, server: ScriptedServer) -> None:
+        with pytest.raises(ConnectFailed, match=r"^proxy refused the tunnel: 407 Proxy Auth"):
+            await client.request(
+                _via(server, "https"), "POST", "/hook", HOST, b"{}", timeout=2, body_limit=10
+            )
+
+    server = serve([refused], body)
+
+    assert [raw.split(b"\r\n", 1)[0] for _, raw in server.requests] == [
+        b"CONNECT 10.9.8.7:8443 HTTP/1.1"
+    ]
+    assert b"\r\nHost: 10.9.8.7:8443\r\n" in server.raw(0)
+
+
+def test_a_proxy_closing_before_it_answers_the_connect_is_connect_failed() -> None:
+    async def body(client: HttpClient, server: ScriptedServer) -> None:
+        with pytest.raises(ConnectFailed, match=r"^proxy: connection closed before a response"):
+            await client.request(
+                _via(server, "https"), "GET", "/", HOST, None, timeout=2, body_limit=10
+            )
+
+    server = serve([Reply(b"", after="close")], body)
+
+    assert len(server.requests) == 1
+
+
+def test_an_unreachable_proxy_is_connect_failed() -> None:
+    async def body() -> None:
+        client = HttpClient()
+        origin = Origin("http", "10.9.8.7", 80, "hooks.test", Proxy("127.0.0.1", free_port()))
+        try:
+            with pytest.raises(ConnectFailed, match=r"^proxy: connection refused"):
+                await client.request(origin, "GET", "/", HOST, None, timeout=2, body_limit=10)
+        finally:
+            await client.close()
 
     run(body)
