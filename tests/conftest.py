@@ -142,3 +142,19 @@ def api(app_env: dict[str, str]) -> Iterator[ApiClient]:
 
     with Client(app_module.app) as client:
         yield ApiClient(client)
+
+
+#: The process environment as the session started with it (an ``os._Environ``).
+_PROCESS_ENVIRON = os.environ
+
+
+@pytest.fixture(autouse=True)
+def _process_environ_restored() -> Iterator[None]:
+    """chalice.test.Client swaps ``os.environ`` for a copy while it handles a request and
+    swaps it back after; used from several threads at once, the swaps interleave and a copy
+    can stay in place for the rest of the session, so that ``monkeypatch.setenv`` no longer
+    reaches the real environment (OpenSSL, subprocesses). Put the real one back after each
+    test."""
+    yield
+    if os.environ is not _PROCESS_ENVIRON:
+        os.environ = _PROCESS_ENVIRON  # type: ignore[assignment]  # noqa: B003 (restoring, not clearing)
