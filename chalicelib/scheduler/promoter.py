@@ -23,11 +23,10 @@ from datetime import datetime, timedelta
 
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Transaction
-from chalicelib.db.queries import queries
+from chalicelib.db.queries import queries, regional
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.domain.statuses import ExecutionStatus, sources_of
 from chalicelib.scheduler.loop import Progress
-from chalicelib.scheduler.regional import regional
 from chalicelib.wiring import utcnow
 
 #: Executions promoted per statement: small enough to keep the transaction short.

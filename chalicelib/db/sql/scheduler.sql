@@ -4,7 +4,7 @@
 -- each one is guarded so that a second scheduler doing the same work finds nothing to do.
 -- The clock is always a parameter (:now, :cutoff), never now(), so tests move time instead
 -- of sleeping and every scheduler in a run agrees on one instant per iteration.
--- "/*region_filter*/ TRUE" is the RegionFilter hook: chalicelib.scheduler.regional swaps
+-- "/*region_filter*/ TRUE" is the RegionFilter hook: chalicelib.db.queries.regional swaps
 -- it for "crdb_region = ANY(:regions)" once a second region exists; today it stays TRUE.
 
 -- name: scheduler_cron_due_jobs

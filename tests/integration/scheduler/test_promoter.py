@@ -9,9 +9,9 @@ import pytest
 
 from chalicelib.db import notify
 from chalicelib.db.connection import ConnectionParams, Database
-from chalicelib.db.queries import queries
+from chalicelib.domain.regions import ALL_REGIONS
 from chalicelib.scheduler.promoter import PROMOTED_MESSAGE, DelayedPromoter
-from chalicelib.worker.claims import ClaimLimits
+from chalicelib.worker.claims import ClaimLimits, render
 from tests.integration.scheduler.factory import (
     T0,
     FakeClock,
@@ -132,7 +132,7 @@ def test_negative_look_ahead_is_refused(database: Database) -> None:
 
 
 def _claim(db: Database) -> list[dict[str, object]]:
-    sql = queries["worker_claim_skip_locked"].sql.replace("{region_filter}", "TRUE")
+    sql = render("worker_claim_skip_locked", ALL_REGIONS)
     limits = ClaimLimits().params()
     return db.transaction(lambda tx: tx.run(sql, batch=10, worker_id="w-test", **limits))
 
