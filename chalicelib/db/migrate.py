@@ -33,7 +33,7 @@ _BOOTSTRAP = (
         CONSTRAINT pk_schema_migrations PRIMARY KEY (version)
     )""",
     """CREATE TABLE IF NOT EXISTS schema_migrations_lock (
-        id INT NOT NULL, CONSTRAINT pk_schema_migrations_lock PRIMARY KEY (id)
+        id BIGINT NOT NULL, CONSTRAINT pk_schema_migrations_lock PRIMARY KEY (id)
     )""",
     "INSERT INTO schema_migrations_lock (id) VALUES (1) ON CONFLICT (id) DO NOTHING",
 )

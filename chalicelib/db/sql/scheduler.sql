@@ -81,7 +81,7 @@ WITH plan AS (
     INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
                             input, run_at, max_attempts)
     SELECT job_id, endpoint, endpoint_type, idempotency_key, 'QUEUED', input, tick,
-           COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS INT), 1)
+           COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT), 1)
     FROM advanced
     WHERE materialize
     ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING

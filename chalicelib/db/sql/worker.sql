@@ -1,6 +1,20 @@
 -- Worker statements: claim a batch, finalize a batch, read configs and secrets.
 -- "/*region_filter*/ TRUE" is the RegionFilter hook (chalicelib.db.queries.regional).
 
+-- part: worker_claim_due
+-- The due candidates of both claim strategies, oldest first, on idx_executions_pickup
+-- (partial: only QUEUED/RETRYING rows, so the cost does not grow with terminal history).
+-- Endpoints whose share of this worker is full (:full) are passed over. At most :batch,
+-- the worker's free delivery slots.
+SELECT execution_id, endpoint, run_at
+FROM executions
+WHERE status IN ('QUEUED', 'RETRYING')
+  AND run_at <= now()
+  AND endpoint <> ALL(CAST(:full AS TEXT[]))
+  AND /*region_filter*/ TRUE
+ORDER BY run_at ASC
+LIMIT :batch
+
 -- part: worker_claim_fair_share
 -- Per-endpoint fairness, shared by both claim strategies (after their "picked" CTE of due
 -- candidates, oldest first; the including statement writes the commas around it): "fair"
@@ -64,19 +78,10 @@ LEFT JOIN endpoints en ON en.name = c.endpoint
 -- rows another worker is claiming instead of queueing behind its lock, so N workers claim N
 -- disjoint batches without blocking each other. The candidates are a MATERIALIZED CTE
 -- rather than "WHERE id IN (SELECT ... LIMIT)": the planner may re-run an IN-subquery and
--- overrun LIMIT; a materialized CTE runs exactly once. It walks idx_executions_pickup
--- (partial: only QUEUED/RETRYING rows), so its cost does not grow with terminal history.
--- Endpoints whose share of this worker is full (:full) are passed over. Locked candidates
--- that the fair share does not keep are released at commit.
+-- overrun LIMIT; a materialized CTE runs exactly once. Locked candidates that the fair
+-- share does not keep are released at commit.
 WITH picked AS MATERIALIZED (
-    SELECT execution_id, endpoint, run_at
-    FROM executions
-    WHERE status IN ('QUEUED', 'RETRYING')
-      AND run_at <= now()
-      AND endpoint <> ALL(CAST(:full AS TEXT[]))
-      AND /*region_filter*/ TRUE
-    ORDER BY run_at ASC
-    LIMIT :batch
+-- include: worker_claim_due
     FOR UPDATE SKIP LOCKED
 ),
 -- include: worker_claim_fair_share
@@ -89,14 +94,7 @@ WITH picked AS MATERIALIZED (
 -- and step 2 (worker_claim_conditional) decides ownership. The same per-endpoint fairness
 -- as worker_claim_skip_locked: full endpoints passed over, the rest cut to their share.
 WITH picked AS (
-    SELECT execution_id, endpoint, run_at
-    FROM executions
-    WHERE status IN ('QUEUED', 'RETRYING')
-      AND run_at <= now()
-      AND endpoint <> ALL(CAST(:full AS TEXT[]))
-      AND /*region_filter*/ TRUE
-    ORDER BY run_at ASC
-    LIMIT :batch
+-- include: worker_claim_due
 ),
 -- include: worker_claim_fair_share
 SELECT execution_id FROM fair
@@ -135,7 +133,7 @@ RETURNING execution_id
 -- config_snapshot is kept from the first attempt that stored one.
 WITH done AS (
     SELECT r ->> 'execution_id' AS execution_id,
-           CAST(r ->> 'attempt_number' AS INT) AS attempt_number,
+           CAST(r ->> 'attempt_number' AS BIGINT) AS attempt_number,
            r ->> 'attempt_status' AS attempt_status,
            r ->> 'next_status' AS next_status,
            CAST(r ->> 'started_at' AS TIMESTAMPTZ) AS started_at,
