@@ -61,7 +61,7 @@ def split_statements(sql: str) -> list[str]:
     """Split a migration into statements: ``;`` at a line end, ``--`` comments dropped.
 
     Migrations are plain DDL/DML (no function bodies or string literals holding ``;``), a
-    rule this splitter relies on and the migration test enforces.
+    rule this splitter relies on and tests/unit/test_cockroach_lint.py enforces.
     """
     lines = [line for line in sql.splitlines() if not line.strip().startswith("--")]
     parts = re.split(r";\s*$", "\n".join(lines), flags=re.MULTILINE)

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-_LEXEME = re.compile(
+LEXEME = re.compile(
     r"""
       (?P<line_comment>--[^\n]*)
     | (?P<block_comment>/\*.*?\*/)
@@ -43,7 +43,7 @@ def strip(sql: str) -> str:
             return '"?"'
         return "'?'"
 
-    return _LEXEME.sub(blank, sql)
+    return LEXEME.sub(blank, sql)
 
 
 @dataclass(frozen=True)

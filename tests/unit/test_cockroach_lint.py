@@ -11,7 +11,7 @@ import pytest
 
 from chalicelib.db import migrate, notify
 from chalicelib.db.queries import load_queries
-from tests.unit.cockroach_lint import RULE_IDS, bad_samples, lint, strip
+from tests.unit.cockroach_lint import LEXEME, RULE_IDS, bad_samples, lint, strip
 
 _SKIP_LOCKED_IN_LOOPS = (
     "a scheduler/housekeeper batch: correctness rests on the guarded UPDATE/DELETE (status "
@@ -133,3 +133,15 @@ def test_the_wakeup_statements_use_the_channel_the_code_names() -> None:
     registry = load_queries()
     assert notify.CHANNEL in registry["wakeup_publish"].sql
     assert strip(registry["wakeup_listen"].sql).split() == ["LISTEN", notify.CHANNEL]
+
+
+def test_no_migration_hides_a_statement_end_in_a_literal() -> None:
+    # migrate.split_statements splits on ";" at a line end; a function body or a string
+    # literal holding one would be cut in two (function bodies are refused above).
+    for migration in migrate.discover():
+        literals = [
+            m.group(0)
+            for m in LEXEME.finditer(migration.sql)
+            if m.lastgroup in ("dollar", "string") and ";" in m.group(0)
+        ]
+        assert literals == [], migration.path.name

@@ -9,11 +9,22 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.domain.regions import ALL_REGIONS
-from chalicelib.worker.claims import ClaimLimits, ConditionalUpdateClaim, SkipLockedClaim, render
+from chalicelib.worker.claims import (
+    ClaimLimits,
+    ConditionalUpdateClaim,
+    SkipLockedClaim,
+    claim_strategy,
+    render,
+)
+from tests.conftest import PROFILE
 from tests.fixtures.services import HttpTarget
 from tests.integration.worker.factories import http_spec, seed, statuses
 
-STRATEGIES = ["skip_locked", "conditional_update"]
+#: Both strategies, every run; the skip_locked cases are PostgreSQL's, left to the first pass.
+STRATEGIES = [
+    pytest.param("skip_locked", marks=pytest.mark.postgres_only),
+    "conditional_update",
+]
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -138,12 +149,21 @@ def test_an_endpoints_max_concurrent_overrides_the_default_share(
     assert [(c.endpoint, c.endpoint_cap) for c in claimed] == [(capped.endpoint, 1)]
 
 
-def test_a_claim_starts_a_lease(database: Database) -> None:
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_claim_starts_a_lease(database: Database, strategy: str) -> None:
     seeded = seed(database, spec=http_spec("http://example.test/"), count=1)
-    SkipLockedClaim().claim(database, "w", 1, ClaimLimits(lease_ms=60_000))
+    _strategy(strategy).claim(database, "w", 1, ClaimLimits(lease_ms=60_000))
     rows = database.run(
         "SELECT EXTRACT(EPOCH FROM lease_expires_at - started_at) AS lease FROM executions "
         "WHERE execution_id = :id",
         id=seeded.execution_id,
     )
     assert float(rows[0]["lease"]) == 60.0
+
+
+def test_the_runs_claim_strategy_reaches_the_worker(make_worker) -> None:
+    # make test's second pass (CockroachDB's configuration) must really claim with
+    # conditional_update: every worker the fixtures build follows the run's setting.
+    expected = PROFILE.get("TE_CLAIM_STRATEGY", "skip_locked")
+    worker = make_worker()
+    assert isinstance(worker._claims, type(claim_strategy(expected)))
