@@ -93,15 +93,15 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "advisory_lock",
         r"\bpg_(?:try_)?advisory_\w+\s*\(",
-        "CockroachDB defines the pg_advisory_* functions for compatibility only: they "
-        "take no lock, so mutual exclusion built on them silently disappears.",
+        "CockroachDB does not implement advisory locks (at most compatibility stubs "
+        "that lock nothing), so mutual exclusion built on them disappears there.",
         "SELECT pg_advisory_xact_lock(42)",
     ),
     _rule(
         "sequence",
         r"\bCREATE\s+(?:TEMP(?:ORARY)?\s+)?SEQUENCE\b|\b(?:nextval|setval|currval)\s*\(",
-        "Sequences on CockroachDB are a single contended row (every nextval is a "
-        "distributed write) and not transactional the same way; avoid them.",
+        "A sequence on CockroachDB is one contended row (every nextval a distributed "
+        "write, a hotspot under load); ids come from gen_random_uuid() instead.",
         "SELECT nextval('job_ids')",
     ),
     _rule(
@@ -150,8 +150,8 @@ RULES: tuple[Rule, ...] = (
         "on_conflict_where",
         r"\bON\s+CONFLICT\s*\([^)]*\)\s*WHERE\b",
         "ON CONFLICT (...) WHERE picks a partial unique index as arbiter; CockroachDB "
-        "supports it (since v21.1) only when the predicate implies the index's own, so "
-        "each use repeats its index predicate exactly and is listed with that index.",
+        "infers one only when the predicate implies the index's own, so each use must "
+        "repeat its index's predicate exactly and is listed here with that index.",
         "INSERT INTO t (a) VALUES (1) ON CONFLICT (a) WHERE b DO NOTHING",
     ),
     _rule(

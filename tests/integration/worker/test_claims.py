@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -41,9 +42,13 @@ def test_two_workers_never_run_the_same_execution(
     for thread in threads:
         thread.start()
     try:
-        deadline = threading.Event()
+        # A deadline: a claim that fails on every round (bad SQL) must fail the test, not
+        # leave it waiting forever while the workers log and retry.
+        deadline = time.monotonic() + 120
         while statuses(database, seeded.execution_ids).get("SUCCESS", 0) < 400:
-            assert not deadline.wait(0.05) and any(t.is_alive() for t in threads)
+            assert time.monotonic() < deadline, statuses(database, seeded.execution_ids)
+            assert any(t.is_alive() for t in threads)
+            time.sleep(0.05)
             if len(http_target.received()) > 400:
                 break
     finally:
