@@ -7,6 +7,10 @@ allowed only here, by query name (or migration file) and rule, with the reason.
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import pytest
 
 from chalicelib.db import migrate, notify
@@ -120,6 +124,55 @@ def test_every_exception_is_still_needed() -> None:
     # An exception whose SQL was fixed (or renamed) must go, so the list stays honest.
     fired = {(f.source, f.rule) for source, sql in _sources().items() for f in lint(source, sql)}
     assert set(ALLOWED) - fired == set()
+
+
+#: A Python string that is SQL: starts with an upper-case statement keyword, or is a bare
+#: LISTEN/NOTIFY of one channel. f-strings count, their fields read as ``x``.
+_INLINE_SQL = re.compile(
+    r"^\s*(?:(?:SELECT|INSERT|UPDATE|DELETE|WITH|CREATE|ALTER|DROP|SET|BEGIN|LOCK|TRUNCATE"
+    r"|VACUUM)\s|(?:UN)?LISTEN\s+\w+\s*$|NOTIFY\s+\w+)"
+)
+
+
+def _inline_sql(tree: ast.AST) -> list[tuple[int, str]]:
+    found = []
+    pieces = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+    for node in ast.walk(tree):
+        if id(node) in pieces:
+            continue  # read as part of its f-string
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "x" for v in node.values)
+        else:
+            continue
+        if _INLINE_SQL.match(text):
+            found.append((node.lineno, text))
+    return found
+
+
+def test_sql_written_inline_in_the_code_passes_too() -> None:
+    # SQL belongs in the named files, but what is still inline (the migration runner's
+    # bookkeeping, the embedded server's setup) is on a required path all the same. The
+    # wake-up's LISTEN and pg_notify were inline f-strings here, out of the lint's sight.
+    root = Path(__file__).resolve().parents[2]
+    findings = [
+        f
+        for path in sorted((root / "chalicelib").rglob("*.py"))
+        for line, sql in _inline_sql(ast.parse(path.read_text(encoding="utf-8")))
+        for f in lint(f"{path.relative_to(root)}:{line}", sql)
+    ]
+    assert findings == [], "\n".join(map(str, findings))
+
+
+def test_inline_sql_is_found_in_strings_and_f_strings() -> None:
+    tree = ast.parse(
+        'a = "LISTEN connection lost"\n'
+        'b = f"LISTEN {CHANNEL}"\n'
+        "c = f\"SELECT pg_notify('{CHANNEL}', '')\"\n"
+        'd = "SELECT 1 FROM t"\n'
+    )
+    assert [line for line, _ in _inline_sql(tree)] == [2, 3, 4]
 
 
 def test_the_lint_covers_every_file() -> None:
