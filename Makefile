@@ -13,7 +13,7 @@ STAMP := $(TEST_STAMP)
 # Visible progress: pip says what it collects and installs (no -q).
 PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --progress-bar on
 
-.PHONY: run test lint typecheck unit migrate clean venv test-hidden-tools
+.PHONY: run test test-cockroach lint typecheck unit migrate clean venv test-hidden-tools
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -38,9 +38,21 @@ run: $(RUN_STAMP)
 	$(PY) -m chalicelib.local
 
 ## test: lint (ruff, the import-linter layer contracts), type check, then the whole test
-## suite (unit + integration).
+## suite (unit + integration), then the worker and scheduler integration tests again in
+## CockroachDB's configuration (test-cockroach).
 test: $(TEST_STAMP) lint typecheck
 	$(PY) -m pytest -m "not chaos"
+	$(MAKE) --no-print-directory test-cockroach
+
+## test-cockroach: the worker and scheduler integration tests with the settings production
+## uses on CockroachDB (no SKIP LOCKED claim, no LISTEN/NOTIFY), PostgreSQL at SERIALIZABLE
+## as always. Tests of PostgreSQL-only behaviour are deselected by their marker (the
+## summary counts them), never skipped.
+test-cockroach: $(TEST_STAMP)
+	@echo "==> worker and scheduler tests in CockroachDB's configuration"
+	TE_CLAIM_STRATEGY=conditional_update TE_WAKEUP_NOTIFY=off \
+	  $(PY) -m pytest -m "not chaos and not postgres_only" \
+	  tests/integration/worker tests/integration/scheduler
 
 ## test-hidden-tools: `make test` in a fresh clone of HEAD, with a PATH of only the venv and
 ## /usr/bin minus node, redis-server and nginx (proves the project installs what it needs).

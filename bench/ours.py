@@ -70,8 +70,8 @@ def prepare_db(server: PgServer, name: str) -> str:
     return url
 
 
-def endpoint_spec(sink_url: str, timeout_ms: int = 5000) -> dict[str, Any]:
-    return {
+def endpoint_spec(sink_url: str, timeout_ms: int = 5000, **more: Any) -> dict[str, Any]:
+    return more | {
         "url": sink_url,
         "method": "POST",
         "headers": {"Content-Type": "application/json"},
@@ -264,14 +264,17 @@ def window_stats(conn: Any) -> dict[str, Any]:
     }
 
 
-def run_throughput(server: PgServer, sink_url: str, n: int, workers: int) -> dict[str, Any]:
-    """Workload 1: N seeded IMMEDIATE executions, `workers` worker processes."""
+def run_throughput(
+    server: PgServer, sink_url: str, n: int, workers: int, **spec: Any
+) -> dict[str, Any]:
+    """Workload 1: N seeded IMMEDIATE executions, `workers` worker processes; ``spec``:
+    more fields of the endpoint's definition (e.g. ``max_concurrent``)."""
     require_module("chalicelib.worker")
     name = f"bench_ours_{workers}w"
     url = prepare_db(server, name)
     with server.connect(name) as conn:
-        seed_endpoint_sql(conn, sink_url)
-        seed_immediate_sql(conn, sink_url, n)
+        seed_endpoint_sql(conn, sink_url, **spec)
+        seed_immediate_sql(conn, sink_url, n, **spec)
         before = db_counters(conn)
         procs = Procs()
         try:

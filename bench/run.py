@@ -27,6 +27,10 @@ from common import RESULTS, machine, median, progress, write_json
 from pgserver import PgServer
 from sink import Sink
 
+#: TE_WORKER_MAX_CONCURRENT's default: the bench endpoint's max_concurrent in the
+#: "all slots" run.
+ALL_SLOTS = 50
+
 PHASES = [
     "throughput",
     "latency",
@@ -104,6 +108,14 @@ def throughput(server: PgServer, sink: Sink, cfg: dict[str, Any]) -> dict[str, A
                 "ours_2w": guarded(
                     "ours, 2 workers", lambda: ours.run_throughput(server, sink.url, cfg["n"], 2)
                 ),
+                # The endpoint may use all 50 slots (spec.max_concurrent), as a deployment
+                # with one endpoint would set it; the default share is half (fairness).
+                "ours_1w_all_slots": guarded(
+                    "ours, 1 worker, max_concurrent 50",
+                    lambda: ours.run_throughput(
+                        server, sink.url, cfg["n"], 1, max_concurrent=ALL_SLOTS
+                    ),
+                ),
             }
         )
     return {"n": cfg["n"], "rounds": rounds, "median": _medians(rounds), "ratios": _ratios(rounds)}
@@ -121,6 +133,7 @@ def _medians(rounds: list[dict[str, Any]]) -> dict[str, float | None]:
 def _ratios(rounds: list[dict[str, Any]]) -> dict[str, float | None]:
     pairs = {
         "ours_1w/pgqueuer": ("ours_1w", "pgqueuer"),
+        "ours_1w_all_slots/pgqueuer": ("ours_1w_all_slots", "pgqueuer"),
         "ours_1w/procrastinate": ("ours_1w", "procrastinate"),
         "ours_1w/pgbench_tps": ("ours_1w", "pgbench"),
         "ours_2w/pgbench_tps": ("ours_2w", "pgbench"),

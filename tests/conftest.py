@@ -17,6 +17,19 @@ pytest_plugins = ["tests.fixtures.pg", "tests.fixtures.services", "tests.fixture
 
 BOOTSTRAP_KEY = "te_test_bootstrap_key_0123456789"
 
+#: The service settings that choose the database configuration a run exercises, taken from
+#: the environment pytest starts in. `make test` runs the worker and scheduler tests a
+#: second time with CockroachDB's (TE_CLAIM_STRATEGY=conditional_update,
+#: TE_WAKEUP_NOTIFY=off) and ``-m "not postgres_only"``; fixtures pass these on to every
+#: worker, scheduler and app they build (app_env drops every other inherited TE_ variable).
+PROFILE_NAMES = ("TE_CLAIM_STRATEGY", "TE_WAKEUP_NOTIFY")
+PROFILE = {name: os.environ[name] for name in PROFILE_NAMES if name in os.environ}
+
+
+def pytest_report_header() -> str:
+    shown = ", ".join(f"{k}={v}" for k, v in PROFILE.items()) or "defaults (PostgreSQL)"
+    return f"database configuration: {shown}"
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """SIGTERM and SIGHUP end the session as Ctrl-C does; connects stay on loopback.
@@ -57,7 +70,8 @@ def app_env(
 ) -> Iterator[dict[str, str]]:
     """Process environment for one test: its own database, known keys, nothing inherited.
 
-    Only the test harness's own knobs (TE_TEST_*, TE_CHAOS_*) survive.
+    Only the test harness's own knobs (TE_TEST_*, TE_CHAOS_*) and the run's database
+    configuration (:data:`PROFILE`) survive.
     """
     for name in list(os.environ):
         if name.startswith("TE_") and not name.startswith(("TE_TEST_", "TE_CHAOS_")):
@@ -68,6 +82,7 @@ def app_env(
         "TE_SECRET_ENCRYPTION_KEY": ENCRYPTION_KEY,
         "TE_ALLOW_PRIVATE_TARGETS": "true",
         "TE_DATA_DIR": str(tmp_path / "data"),
+        **PROFILE,
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)

@@ -31,7 +31,7 @@ _BOOTSTRAP = (
         CONSTRAINT pk_schema_migrations PRIMARY KEY (version)
     )""",
     """CREATE TABLE IF NOT EXISTS schema_migrations_lock (
-        id INT NOT NULL, CONSTRAINT pk_schema_migrations_lock PRIMARY KEY (id)
+        id BIGINT NOT NULL, CONSTRAINT pk_schema_migrations_lock PRIMARY KEY (id)
     )""",
     "INSERT INTO schema_migrations_lock (id) VALUES (1) ON CONFLICT (id) DO NOTHING",
 )
@@ -59,7 +59,7 @@ def split_statements(sql: str) -> list[str]:
     """Split a migration into statements: ``;`` at a line end, ``--`` comments dropped.
 
     Migrations are plain DDL/DML (no function bodies or string literals holding ``;``), a
-    rule this splitter relies on and the migration test enforces.
+    rule this splitter relies on and tests/unit/test_cockroach_lint.py enforces.
     """
     lines = [line for line in sql.splitlines() if not line.strip().startswith("--")]
     parts = re.split(r";\s*$", "\n".join(lines), flags=re.MULTILINE)

@@ -27,10 +27,12 @@ import pg8000.native
 from pg8000.exceptions import Error as PgError
 
 from chalicelib.db.connection import ConnectionParams, Database, Transaction
+from chalicelib.db.queries import queries
 from chalicelib.logs import FailureLog
 
 log = logging.getLogger(__name__)
 
+#: The channel wakeup.sql publishes on and listens to.
 CHANNEL = "te_executions_queued"
 
 #: The default mode (``TE_WAKEUP_NOTIFY``'s default): notify unless the server is CockroachDB.
@@ -61,7 +63,7 @@ def enabled(db: Database, mode: str, tx: Transaction | None = None) -> bool:
         return mode == "on"
     cached = getattr(db, _FLAVOR_ATTR, None)
     if cached is None:
-        query = "SELECT version() AS v"
+        query = queries["wakeup_server_version"]
         rows = tx.run(query) if tx is not None else db.run(query)
         cached = _is_postgresql(str(rows[0]["v"]))
         setattr(db, _FLAVOR_ATTR, cached)
@@ -72,7 +74,7 @@ def publish(tx: Transaction, db: Database, mode: str) -> None:
     """Queue a wake-up for listening workers, delivered when ``tx`` commits (``mode``: see
     :func:`enabled`)."""
     if enabled(db, mode, tx=tx):
-        tx.execute(f"SELECT pg_notify('{CHANNEL}', '')")
+        tx.execute(queries["wakeup_publish"])
 
 
 def _wait_readable(conn: pg8000.native.Connection, stop_fd: int, timeout: float) -> bool:
@@ -160,8 +162,8 @@ class Listener:
         """Connect, LISTEN, and pass notifications on until stopped (raises if dropped)."""
         conn = self._connect()
         self._conn = conn
-        conn.run(f"LISTEN {CHANNEL}")
-        self._pid = int(conn.run("SELECT pg_backend_pid()")[0][0])
+        conn.run(queries["wakeup_listen"].sql)
+        self._pid = int(conn.run(queries["wakeup_backend_pid"].sql)[0][0])
         self._failures.succeeded()
         self.connects += 1
         self._on_notify()
@@ -171,7 +173,7 @@ class Listener:
                 return
             # Readable: the notifications are read while this query runs. Not readable:
             # a health check; a dead connection raises here.
-            conn.run("SELECT 1")
+            conn.run(queries["wakeup_ping"].sql)
             if readable and _drain(conn):
                 self._on_notify()
 

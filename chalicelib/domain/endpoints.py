@@ -254,7 +254,7 @@ def validate_retry_policy(policy: Any) -> dict[str, Any]:
     if not isinstance(policy, dict):
         raise ValidationFailed("Field 'retry_policy' must be an object.")
     _check_unknown_and_missing("retry_policy", policy, RETRY_DEFAULTS)
-    result = {**RETRY_DEFAULTS, **{k: v for k, v in policy.items() if v is not None}}
+    result = retry_policy_with_defaults(policy)
     if not _is_int(result["max_attempts"]) or not 1 <= result["max_attempts"] <= MAX_ATTEMPTS:
         _fail("retry_policy.max_attempts", f"an integer between 1 and {MAX_ATTEMPTS}")
     _one_of(BACKOFFS)("retry_policy.backoff", result["backoff"])
@@ -301,18 +301,25 @@ def parse_endpoint(body: Mapping[str, Any], *, path_name: str | None = None) -> 
     )
 
 
-def endpoint_snapshot(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``jobs.endpoint_snapshot`` of an ``endpoints`` row (see the shared contract).
+def retry_policy_with_defaults(policy: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The endpoint's retry policy with the spec's defaults for every missing field."""
+    return {**RETRY_DEFAULTS, **{k: v for k, v in (policy or {}).items() if v is not None}}
 
-    Defaults are applied again so a row written before a default existed still yields a
-    complete snapshot.
+
+def endpoint_snapshot(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``jobs.endpoint_snapshot`` built from an ``endpoints`` row: the contract the worker
+    reads (name, type, spec, retry_policy, config_ref, payload_spec_ref), and the only
+    function that builds it.
+
+    Defaults are applied again (spec and retry policy; a NULL spec or a null field counts as
+    missing) so a row written before a default existed still yields a complete snapshot.
     """
     endpoint_type = str(row["endpoint_type"])
     return {
         "name": row["name"],
         "type": endpoint_type,
         "spec": apply_spec_defaults(endpoint_type, row["spec"] or {}),
-        "retry_policy": {**RETRY_DEFAULTS, **(row.get("retry_policy") or {})},
+        "retry_policy": retry_policy_with_defaults(row.get("retry_policy")),
         "config_ref": row.get("config_ref"),
         "payload_spec_ref": row.get("payload_spec_ref"),
     }

@@ -26,7 +26,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from chalicelib.domain import cron
-from chalicelib.domain.endpoints import RETRY_DEFAULTS, apply_spec_defaults
 from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.errors import ValidationFailed
 
@@ -213,32 +212,6 @@ def parse_cron_update(
     )
     new_input = _input(body) if "input" in body else current_input
     return CronUpdate(schedule=schedule, input=new_input)
-
-
-# -- endpoint snapshot (the shared contract with the worker) --------------------------------
-
-
-def retry_policy_with_defaults(policy: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The endpoint's retry policy with the spec's defaults for every missing field."""
-    merged = dict(RETRY_DEFAULTS)
-    merged.update({k: v for k, v in (policy or {}).items() if v is not None})
-    return merged
-
-
-def endpoint_snapshot(endpoint: Mapping[str, Any]) -> dict[str, Any]:
-    """``jobs.endpoint_snapshot`` built from an ``endpoints`` row (the worker's contract).
-
-    Defaults are applied again here (spec and retry policy) so the snapshot is complete even
-    for rows written before a default existed.
-    """
-    return {
-        "name": endpoint["name"],
-        "type": endpoint["endpoint_type"],
-        "spec": apply_spec_defaults(endpoint["endpoint_type"], endpoint["spec"]),
-        "retry_policy": retry_policy_with_defaults(endpoint.get("retry_policy")),
-        "config_ref": endpoint.get("config_ref"),
-        "payload_spec_ref": endpoint.get("payload_spec_ref"),
-    }
 
 
 # -- health -------------------------------------------------------------------------------

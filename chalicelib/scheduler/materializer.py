@@ -53,14 +53,13 @@ from zoneinfo import ZoneInfo
 
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Transaction
-from chalicelib.db.queries import queries
+from chalicelib.db.queries import queries, regional
 from chalicelib.domain.clock import utcnow
 from chalicelib.domain.cron import first_tick, next_tick, render_local, stored_zone
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.errors import TaskExecutorError
 from chalicelib.logs import log_event
 from chalicelib.runtime.loop import Progress
-from chalicelib.scheduler.regional import regional
 
 log = logging.getLogger(__name__)
 

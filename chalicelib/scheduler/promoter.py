@@ -23,12 +23,11 @@ from datetime import datetime, timedelta
 
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Transaction
-from chalicelib.db.queries import queries
+from chalicelib.db.queries import queries, regional
 from chalicelib.domain.clock import utcnow
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.domain.statuses import ExecutionStatus, sources_of
 from chalicelib.runtime.loop import Progress
-from chalicelib.scheduler.regional import regional
 
 #: Executions promoted per statement: small enough to keep the transaction short.
 DEFAULT_BATCH_SIZE = 500

@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from chalicelib.db.connection import Database, Transaction
-from chalicelib.db.queries import queries
+from chalicelib.db.queries import queries, regional
 from chalicelib.domain.clock import utcnow
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.domain.statuses import ExecutionStatus, sources_of
 from chalicelib.logs import log_event
 from chalicelib.runtime.loop import Progress
-from chalicelib.scheduler.regional import regional
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from chalicelib import wakeup
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import Query, queries
+from chalicelib.domain.endpoints import endpoint_snapshot
 from chalicelib.domain.jobs import (
     CronSchedule,
     JobRequest,
-    endpoint_snapshot,
     parse_cron_update,
     parse_job_request,
 )

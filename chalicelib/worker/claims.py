@@ -1,9 +1,13 @@
 """Claim strategies: how a worker takes a batch of due executions (``TE_CLAIM_STRATEGY``).
 
-* ``skip_locked`` (default, PostgreSQL): one ``UPDATE ... WHERE id IN (SELECT ... FOR UPDATE
-  SKIP LOCKED)`` statement.
-* ``conditional_update`` (CockroachDB): read candidate ids without locks, then a
-  compare-and-set UPDATE on their status; losers of a race simply get fewer rows.
+* ``skip_locked`` (default, PostgreSQL): one statement whose candidates are a MATERIALIZED
+  CTE read ``FOR UPDATE SKIP LOCKED`` (worker_claim_skip_locked).
+* ``conditional_update`` (CockroachDB): read candidate ids without locks
+  (worker_claim_candidates), then a compare-and-set UPDATE on their status
+  (worker_claim_conditional); losers of a race simply get fewer rows.
+
+Both end in the same take-and-return SQL (the ``worker_claim_take`` part of worker.sql) and
+return the same rows.
 
 Both commit before returning, so no transaction is ever held across a delivery. Both take
 :class:`ClaimLimits`: the lease a claim starts and the per-endpoint fairness caps.
@@ -17,12 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from chalicelib.db.connection import Database, Transaction
-from chalicelib.db.queries import queries
+from chalicelib.db.queries import queries, regional
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.errors import ConfigurationError
 from chalicelib.worker.models import ClaimedExecution
-
-REGION_PLACEHOLDER = "{region_filter}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,7 +59,7 @@ class ClaimPlan:
 
 def render(name: str, region: RegionFilter) -> str:
     """A named claim statement with the region filter put in (a no-op today)."""
-    return queries[name].sql.replace(REGION_PLACEHOLDER, region.sql_clause("crdb_region"))
+    return regional(queries[name], region)[0]
 
 
 class ClaimStrategy(Protocol):

@@ -260,3 +260,32 @@ def test_iso_is_utc_with_z() -> None:
     assert iso(None) is None
     with pytest.raises(ValueError, match="naive"):
         iso(datetime(2026, 3, 15))
+
+
+def test_one_function_builds_the_endpoint_snapshot() -> None:
+    # Two implementations had drifted apart (one kept a null retry field, one failed on a
+    # NULL spec); the contract with the worker has one source of truth, in the domain.
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "chalicelib"
+    defined = [
+        f"{path.relative_to(root)}:{node.lineno}"
+        for path in sorted(root.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef) and node.name == "endpoint_snapshot"
+    ]
+    assert len(defined) == 1 and defined[0].startswith("domain/endpoints.py"), defined
+
+
+def test_snapshot_treats_null_spec_and_null_retry_fields_as_missing() -> None:
+    row = {
+        "name": "ep",
+        "endpoint_type": "KAFKA",
+        "spec": None,
+        "retry_policy": {"max_attempts": 4, "backoff": None},
+    }
+    snapshot = endpoint_snapshot(row)
+    assert snapshot["spec"] == {"acks": "all", "timeout_ms": 10000}
+    assert snapshot["retry_policy"] == {**RETRY_DEFAULTS, "max_attempts": 4}
+    assert (snapshot["config_ref"], snapshot["payload_spec_ref"]) == (None, None)

@@ -7,15 +7,14 @@ from typing import Any
 
 import pytest
 
+from chalicelib.domain.endpoints import endpoint_snapshot, retry_policy_with_defaults
 from chalicelib.domain.jobs import (
     CronSchedule,
     Health,
     compute_health,
-    endpoint_snapshot,
     parse_cron_update,
     parse_job_filters,
     parse_job_request,
-    retry_policy_with_defaults,
 )
 from chalicelib.domain.payload_specs import validate_input
 from chalicelib.domain.statuses import TriggerType

@@ -7,7 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from chalicelib.db.queries import load_queries
+from chalicelib.db.queries import REGION_MARKER as MARKER
+from chalicelib.db.queries import load_queries, regional
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.domain.statuses import ExecutionStatus, sources_of
 from chalicelib.scheduler.lambdas import deadline_margin, time_left_of
@@ -19,7 +20,6 @@ from chalicelib.scheduler.materializer import (
     plan_tick,
 )
 from chalicelib.scheduler.reclaimer import RECLAIMABLE_STATUSES
-from chalicelib.scheduler.regional import MARKER, regional
 from chalicelib.scheduler.service import LOOP_NAMES, build_loop
 from chalicelib.settings import Settings
 

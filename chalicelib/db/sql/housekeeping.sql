@@ -18,6 +18,21 @@
 -- process plus a day of dead ones, so one unbounded DELETE stays small.
 DELETE FROM region_heartbeats WHERE last_beat_at < CAST(:cutoff AS TIMESTAMPTZ)
 
+-- part: housekeeping_purge_executions
+-- Shared by both purges (after their "doomed" CTE of execution ids, locked): the
+-- executions with their logs and attempts, children first (foreign keys), each a DELETE
+-- on its by-execution index; the including statement writes the commas around it.
+logs AS (
+    DELETE FROM execution_logs WHERE execution_id IN (SELECT execution_id FROM doomed)
+    RETURNING log_id
+), tries AS (
+    DELETE FROM attempts WHERE execution_id IN (SELECT execution_id FROM doomed)
+    RETURNING attempt_id
+), execs AS (
+    DELETE FROM executions WHERE execution_id IN (SELECT execution_id FROM doomed)
+    RETURNING execution_id
+)
+
 -- name: housekeeping_purge_one_shot
 -- One-shot jobs created before :cutoff whose execution finished before :cutoff, with the
 -- execution, its attempts and its logs; and one-shot jobs left without any execution. The
@@ -38,16 +53,9 @@ WITH doomed AS (
     ORDER BY j.created_at ASC
     LIMIT :batch
     FOR UPDATE OF j SKIP LOCKED
-), logs AS (
-    DELETE FROM execution_logs WHERE execution_id IN (SELECT execution_id FROM doomed)
-    RETURNING log_id
-), tries AS (
-    DELETE FROM attempts WHERE execution_id IN (SELECT execution_id FROM doomed)
-    RETURNING attempt_id
-), execs AS (
-    DELETE FROM executions WHERE execution_id IN (SELECT execution_id FROM doomed)
-    RETURNING execution_id
-), gone AS (
+),
+-- include: housekeeping_purge_executions
+, gone AS (
     DELETE FROM jobs WHERE job_id IN (SELECT job_id FROM doomed)
     RETURNING job_id
 )
@@ -70,16 +78,8 @@ WITH doomed AS (
       AND e.completed_at < CAST(:cutoff AS TIMESTAMPTZ)
     LIMIT :batch
     FOR UPDATE OF e SKIP LOCKED
-), logs AS (
-    DELETE FROM execution_logs WHERE execution_id IN (SELECT execution_id FROM doomed)
-    RETURNING log_id
-), tries AS (
-    DELETE FROM attempts WHERE execution_id IN (SELECT execution_id FROM doomed)
-    RETURNING attempt_id
-), execs AS (
-    DELETE FROM executions WHERE execution_id IN (SELECT execution_id FROM doomed)
-    RETURNING execution_id
-)
+),
+-- include: housekeeping_purge_executions
 SELECT (SELECT count(*) FROM doomed) AS batch, (SELECT count(*) FROM execs) AS executions,
        (SELECT count(*) FROM tries) AS attempts, (SELECT count(*) FROM logs) AS logs,
        0 AS jobs

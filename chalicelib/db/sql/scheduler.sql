@@ -4,7 +4,7 @@
 -- each one is guarded so that a second scheduler doing the same work finds nothing to do.
 -- The clock is always a parameter (:now, :cutoff), never now(), so tests move time instead
 -- of sleeping and every scheduler in a run agrees on one instant per iteration.
--- "/*region_filter*/ TRUE" is the RegionFilter hook: chalicelib.scheduler.regional swaps
+-- "/*region_filter*/ TRUE" is the RegionFilter hook: chalicelib.db.queries.regional swaps
 -- it for "crdb_region = ANY(:regions)" once a second region exists; today it stays TRUE.
 
 -- name: scheduler_cron_due_jobs
@@ -81,7 +81,7 @@ WITH plan AS (
     INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
                             input, run_at, max_attempts)
     SELECT job_id, endpoint, endpoint_type, idempotency_key, 'QUEUED', input, tick,
-           COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS INT), 1)
+           COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT), 1)
     FROM advanced
     WHERE materialize
     ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING

@@ -1,38 +1,28 @@
 -- Worker statements: claim a batch, finalize a batch, read configs and secrets.
--- "{region_filter}" is replaced by RegionFilter.sql_clause() (TRUE while single-region).
+-- "/*region_filter*/ TRUE" is the RegionFilter hook (chalicelib.db.queries.regional).
 
--- name: worker_claim_skip_locked
--- PostgreSQL claim: one statement takes up to :batch due executions, :batch being the
--- worker's free delivery slots (a worker never claims more than it can start at once, so
--- what it holds RUNNING is in delivery and what it cannot start stays QUEUED, cancellable
--- and free for another worker). FOR UPDATE SKIP LOCKED makes concurrent workers pass over
--- rows another worker is claiming instead of queueing behind its lock, so N workers claim N
--- disjoint batches without blocking each other. The candidates are a MATERIALIZED CTE
--- rather than "WHERE id IN (SELECT ... LIMIT)": the planner may re-run an IN-subquery and
--- overrun LIMIT; a materialized CTE runs exactly once. It walks idx_executions_due
--- (partial: only QUEUED/RETRYING rows), so its cost does not grow with terminal history.
--- Per-endpoint fairness: endpoints whose share of this worker is full (:full) are passed
--- over, so a hung endpoint's backlog cannot hide the executions behind it; "fair" then
+-- part: worker_claim_due
+-- The due candidates of both claim strategies, oldest first, on idx_executions_due
+-- (run_at order, partial: only QUEUED/RETRYING rows, so the claim reads :batch rows and
+-- stops, whatever the terminal history or the due backlog: migration 004 says why).
+-- Endpoints whose share of this worker is full (:full) are passed over. At most :batch,
+-- the worker's free delivery slots.
+SELECT execution_id, endpoint, run_at
+FROM executions
+WHERE status IN ('QUEUED', 'RETRYING')
+  AND run_at <= now()
+  AND endpoint <> ALL(CAST(:full AS TEXT[]))
+  AND /*region_filter*/ TRUE
+ORDER BY run_at ASC
+LIMIT :batch
+
+-- part: worker_claim_fair_share
+-- Per-endpoint fairness, shared by both claim strategies (after their "picked" CTE of due
+-- candidates, oldest first; the including statement writes the commas around it): "fair"
 -- keeps, per endpoint, only as many candidates as its cap (spec.max_concurrent of the live
 -- endpoint, else :default_cap) minus what this worker is delivering for it (:busy, a JSONB
--- object endpoint -> count). Locked candidates that are not kept are released at commit.
--- The status guard keeps the transition table honest (QUEUED/RETRYING -> RUNNING only).
--- The lease starts now and lasts :lease_ms; the worker renews it while it holds the
--- execution (worker_renew_leases). The job's endpoint snapshot comes back as text in the
--- same round trip (the worker parses each distinct text once), with the endpoint's cap.
--- The claim writes no log row: the attempt's one log row, written at finalize, names the
--- worker (a row per claim cost a fifth of the database's work per delivery in bench/).
-WITH picked AS MATERIALIZED (
-    SELECT execution_id, endpoint, run_at
-    FROM executions
-    WHERE status IN ('QUEUED', 'RETRYING')
-      AND run_at <= now()
-      AND endpoint <> ALL(CAST(:full AS TEXT[]))
-      AND {region_filter}
-    ORDER BY run_at ASC
-    LIMIT :batch
-    FOR UPDATE SKIP LOCKED
-), ranked AS (
+-- object endpoint -> count), so a hung endpoint's backlog cannot hide what is behind it.
+ranked AS (
     SELECT execution_id, endpoint,
            row_number() OVER (PARTITION BY endpoint ORDER BY run_at ASC) AS rank
     FROM picked
@@ -43,7 +33,19 @@ WITH picked AS MATERIALIZED (
     WHERE r.rank <= COALESCE(CAST(en.spec ->> 'max_concurrent' AS BIGINT),
                              CAST(:default_cap AS BIGINT))
                     - COALESCE(CAST(CAST(:busy AS JSONB) ->> r.endpoint AS BIGINT), 0)
-), claimed AS (
+)
+
+-- part: worker_claim_take
+-- The claim itself, shared by both strategies (after their "fair" CTE of ids to take):
+-- a compare-and-set on status moves each row QUEUED/RETRYING -> RUNNING (the transition
+-- table's only way in) and only if still due, so a row another worker took since it was
+-- read is passed over, never claimed twice. The lease starts now and lasts :lease_ms; the
+-- worker renews it while it holds the execution (worker_renew_leases). The job's endpoint
+-- snapshot comes back as text in the same round trip (the worker parses each distinct text
+-- once), with the endpoint's cap. The claim writes no log row: the attempt's one log row,
+-- written at finalize, names the worker (a row per claim cost a fifth of the database's
+-- work per delivery in bench/).
+claimed AS (
     UPDATE executions AS e
     SET status = 'RUNNING',
         worker_id = CAST(:worker_id AS TEXT),
@@ -53,6 +55,7 @@ WITH picked AS MATERIALIZED (
     FROM fair
     WHERE e.execution_id = fair.execution_id
       AND e.status IN ('QUEUED', 'RETRYING')
+      AND e.run_at <= now()
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot
 )
@@ -68,62 +71,44 @@ FROM claimed c
 JOIN jobs j ON j.job_id = c.job_id
 LEFT JOIN endpoints en ON en.name = c.endpoint
 
+-- name: worker_claim_skip_locked
+-- PostgreSQL claim, one statement: takes up to :batch due executions, :batch being the
+-- worker's free delivery slots (a worker never claims more than it can start at once, so
+-- what it holds RUNNING is in delivery and what it cannot start stays QUEUED, cancellable
+-- and free for another worker). FOR UPDATE SKIP LOCKED makes concurrent workers pass over
+-- rows another worker is claiming instead of queueing behind its lock, so N workers claim N
+-- disjoint batches without blocking each other. The candidates are a MATERIALIZED CTE
+-- rather than "WHERE id IN (SELECT ... LIMIT)": the planner may re-run an IN-subquery and
+-- overrun LIMIT; a materialized CTE runs exactly once. Locked candidates that the fair
+-- share does not keep are released at commit.
+WITH picked AS MATERIALIZED (
+-- include: worker_claim_due
+    FOR UPDATE SKIP LOCKED
+),
+-- include: worker_claim_fair_share
+,
+-- include: worker_claim_take
+
 -- name: worker_claim_candidates
 -- CockroachDB claim, step 1: read due ids without locking. CockroachDB's SKIP LOCKED has
 -- open issues under contention, so candidates are read plainly on idx_executions_due
--- and step 2 decides ownership. The same per-endpoint fairness as
--- worker_claim_skip_locked: full endpoints passed over, the rest cut to their free share.
+-- and step 2 (worker_claim_conditional) decides ownership. The same per-endpoint fairness
+-- as worker_claim_skip_locked: full endpoints passed over, the rest cut to their share.
 WITH picked AS (
-    SELECT execution_id, endpoint, run_at
-    FROM executions
-    WHERE status IN ('QUEUED', 'RETRYING')
-      AND run_at <= now()
-      AND endpoint <> ALL(CAST(:full AS TEXT[]))
-      AND {region_filter}
-    ORDER BY run_at ASC
-    LIMIT :batch
-), ranked AS (
-    SELECT execution_id, endpoint,
-           row_number() OVER (PARTITION BY endpoint ORDER BY run_at ASC) AS rank
-    FROM picked
-)
-SELECT r.execution_id
-FROM ranked AS r
-LEFT JOIN endpoints AS en ON en.name = r.endpoint
-WHERE r.rank <= COALESCE(CAST(en.spec ->> 'max_concurrent' AS BIGINT),
-                         CAST(:default_cap AS BIGINT))
-                - COALESCE(CAST(CAST(:busy AS JSONB) ->> r.endpoint AS BIGINT), 0)
+-- include: worker_claim_due
+),
+-- include: worker_claim_fair_share
+SELECT execution_id FROM fair
 
 -- name: worker_claim_conditional
--- CockroachDB claim, step 2: a conditional UPDATE (compare-and-set on status) of the
--- candidates. When two workers pick the same ids, the status guard lets only one of them
--- move each row (the other gets fewer rows, or a 40001 that the transaction helper retries
--- with fresh candidates), so no execution is ever claimed twice. Same lease and RETURNING
--- shape as worker_claim_skip_locked.
-WITH claimed AS (
-    UPDATE executions
-    SET status = 'RUNNING',
-        worker_id = CAST(:worker_id AS TEXT),
-        started_at = now(),
-        lease_expires_at = now() + CAST(:lease_ms AS BIGINT) * INTERVAL '1 millisecond',
-        attempt_count = attempt_count + 1
-    WHERE execution_id = ANY(CAST(:ids AS TEXT[]))
-      AND status IN ('QUEUED', 'RETRYING')
-      AND run_at <= now()
-    RETURNING execution_id, job_id, endpoint, endpoint_type, input, attempt_count,
-              max_attempts, config_snapshot
-)
-SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
-       c.max_attempts, c.config_snapshot,
-       CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
-           'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
-           'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
-           'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
-       COALESCE(CAST(en.spec ->> 'max_concurrent' AS BIGINT),
-                CAST(:default_cap AS BIGINT)) AS endpoint_cap
-FROM claimed c
-JOIN jobs j ON j.job_id = c.job_id
-LEFT JOIN endpoints en ON en.name = c.endpoint
+-- CockroachDB claim, step 2: the shared compare-and-set take of the candidates (:ids).
+-- When two workers pick the same ids, the status guard lets only one of them move each row
+-- (the other gets fewer rows, or a 40001 that the transaction helper retries with fresh
+-- candidates), so no execution is ever claimed twice.
+WITH fair AS (
+    SELECT unnest(CAST(:ids AS TEXT[])) AS execution_id
+),
+-- include: worker_claim_take
 
 -- name: worker_renew_leases
 -- Lease renewal, in batches: one statement per renewal round extends the leases of every
@@ -149,7 +134,7 @@ RETURNING execution_id
 -- config_snapshot is kept from the first attempt that stored one.
 WITH done AS (
     SELECT r ->> 'execution_id' AS execution_id,
-           CAST(r ->> 'attempt_number' AS INT) AS attempt_number,
+           CAST(r ->> 'attempt_number' AS BIGINT) AS attempt_number,
            r ->> 'attempt_status' AS attempt_status,
            r ->> 'next_status' AS next_status,
            CAST(r ->> 'started_at' AS TIMESTAMPTZ) AS started_at,
@@ -207,11 +192,12 @@ SELECT values_json FROM configs WHERE name = :name
 SELECT name, encrypted_value FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))
 
 -- name: worker_read_committed
--- First statement of the claim and finalize transactions. Each of them is ONE statement
--- whose correctness rests on row locks and compare-and-set guards (SKIP LOCKED, "status IN
--- (...)", "status = 'RUNNING' AND worker_id AND attempt_count"), which PostgreSQL re-checks
--- on the latest row version under READ COMMITTED. At SERIALIZABLE the claim's range read of
--- the pickup index and the finalizer's writes to recently claimed rows abort each other
--- (40001) for no benefit. CockroachDB runs it as READ COMMITTED where enabled and upgrades
--- it to SERIALIZABLE otherwise; both are correct, the helper retries 40001 either way.
+-- First statement of both claims (the poller's, and the one a finalize transaction makes
+-- into the slots it frees), the finalize and the lease renewal. Each rests on row locks and
+-- compare-and-set guards (SKIP LOCKED, "status IN (...)", "status = 'RUNNING' AND worker_id
+-- AND attempt_count"), which PostgreSQL re-checks on the latest row version under READ
+-- COMMITTED. At SERIALIZABLE the claim's range read of the due index and the finalizer's
+-- writes to recently claimed rows abort each other (40001) for no benefit. CockroachDB runs
+-- it as READ COMMITTED where enabled and upgrades it to SERIALIZABLE otherwise; both are
+-- correct, the helper retries 40001 either way.
 SET TRANSACTION ISOLATION LEVEL READ COMMITTED

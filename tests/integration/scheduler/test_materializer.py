@@ -394,6 +394,7 @@ def test_negative_look_ahead_is_refused(database: Database) -> None:
         CronMaterializer(database, lookahead=timedelta(seconds=-1))
 
 
+@pytest.mark.postgres_only
 def test_notify_is_published_when_ticks_are_materialized(
     database: Database, db_url: str, endpoint: str
 ) -> None:

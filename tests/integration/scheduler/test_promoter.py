@@ -9,9 +9,9 @@ import pytest
 
 from chalicelib.db import notify
 from chalicelib.db.connection import ConnectionParams, Database
-from chalicelib.db.queries import queries
 from chalicelib.scheduler.promoter import PROMOTED_MESSAGE, DelayedPromoter
-from chalicelib.worker.claims import ClaimLimits
+from chalicelib.worker.claims import claim_strategy
+from tests.conftest import PROFILE
 from tests.integration.scheduler.factory import (
     T0,
     FakeClock,
@@ -131,10 +131,10 @@ def test_negative_look_ahead_is_refused(database: Database) -> None:
         DelayedPromoter(database, lookahead=timedelta(seconds=-1))
 
 
-def _claim(db: Database) -> list[dict[str, object]]:
-    sql = queries["worker_claim_skip_locked"].sql.replace("{region_filter}", "TRUE")
-    limits = ClaimLimits().params()
-    return db.transaction(lambda tx: tx.run(sql, batch=10, worker_id="w-test", **limits))
+def _claim(db: Database) -> list[str]:
+    """Claim with the run's strategy (conditional_update in the CockroachDB pass)."""
+    strategy = claim_strategy(PROFILE.get("TE_CLAIM_STRATEGY", "skip_locked"))
+    return [c.execution_id for c in strategy.claim(db, "w-test", 10)]
 
 
 def test_early_promoted_execution_is_not_claimed_before_its_run_at(
@@ -148,11 +148,12 @@ def test_early_promoted_execution_is_not_claimed_before_its_run_at(
     due = seed_execution(database, job_id=job_id, status="PENDING", run_at=now)
     promoter = DelayedPromoter(database, lookahead=timedelta(hours=1), clock=lambda: now)
     assert promoter.run_once().count == 2
-    assert [row["execution_id"] for row in _claim(database)] == [due]
+    assert _claim(database) == [due]
     assert execution(database, future)["status"] == "QUEUED"
     assert _claim(database) == []
 
 
+@pytest.mark.postgres_only
 def test_notify_is_published_when_rows_are_promoted(
     database: Database, db_url: str, job_id: str
 ) -> None:

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.db.connection import Database, Transaction
-from chalicelib.db.queries import queries
+from chalicelib.db.queries import queries, regional
 from chalicelib.domain.regions import ALL_REGIONS
-from chalicelib.scheduler.regional import regional
 from tests.integration.scheduler.factory import T0
 
 

@@ -11,6 +11,7 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.settings import Settings
 from chalicelib.worker import Worker, build_worker
+from tests.conftest import PROFILE
 from tests.integration.worker.factories import BOX, statuses
 
 TERMINAL = ("SUCCESS", "FAILED")
@@ -21,6 +22,8 @@ def settings(**overrides: Any) -> Settings:
         "worker_max_concurrent": 20,
         "worker_poll_interval_ms": 20,
         "allow_private_targets": True,
+        # The run's database configuration (CockroachDB's in make test's second pass).
+        **{name.removeprefix("TE_").lower(): value for name, value in PROFILE.items()},
     }
     values.update(overrides)
     return Settings(**values)

@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.domain.regions import ALL_REGIONS
-from chalicelib.worker.claims import ClaimLimits, ConditionalUpdateClaim, SkipLockedClaim, render
+from chalicelib.worker.claims import (
+    ClaimLimits,
+    ConditionalUpdateClaim,
+    SkipLockedClaim,
+    claim_strategy,
+    render,
+)
+from tests.conftest import PROFILE
 from tests.fixtures.services import HttpTarget
 from tests.integration.worker.factories import http_spec, seed, statuses
 
-STRATEGIES = ["skip_locked", "conditional_update"]
+#: Both strategies, every run; the skip_locked cases are PostgreSQL's, left to the first pass.
+STRATEGIES = [
+    pytest.param("skip_locked", marks=pytest.mark.postgres_only),
+    "conditional_update",
+]
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -30,9 +42,13 @@ def test_two_workers_never_run_the_same_execution(
     for thread in threads:
         thread.start()
     try:
-        deadline = threading.Event()
+        # A deadline: a claim that fails on every round (bad SQL) must fail the test, not
+        # leave it waiting forever while the workers log and retry.
+        deadline = time.monotonic() + 120
         while statuses(database, seeded.execution_ids).get("SUCCESS", 0) < 400:
-            assert not deadline.wait(0.05) and any(t.is_alive() for t in threads)
+            assert time.monotonic() < deadline, statuses(database, seeded.execution_ids)
+            assert any(t.is_alive() for t in threads)
+            time.sleep(0.05)
             if len(http_target.received()) > 400:
                 break
     finally:
@@ -73,14 +89,26 @@ def _plan(database: Database, sql: str, **params: object) -> str:
     return "\n".join(str(next(iter(row.values()))) for row in rows)
 
 
-def test_claim_queries_use_the_pickup_index(database: Database) -> None:
-    # 20,000 terminal rows of history and 50 due ones, with fresh statistics.
+#: Executions seeded for the plan tests: 20,000 terminal rows of history and 50 due ones,
+#: or a due backlog of 20,000 (on (status, run_at) the claim read and sorted all of them:
+#: a sequential scan and a sort, 10 ms a claim; idx_executions_due reads :batch rows in
+#: run_at order and stops).
+POPULATIONS = {
+    "terminal_history": "CASE WHEN g <= 20000 THEN 'SUCCESS' ELSE 'QUEUED' END, "
+    "now() - g * INTERVAL '1 second' FROM generate_series(1, 20050) AS g",
+    "due_backlog": "CASE WHEN g % 10 = 0 THEN 'RETRYING' ELSE 'QUEUED' END, "
+    "now() - g * INTERVAL '1 millisecond' FROM generate_series(1, 20000) AS g",
+}
+
+
+@pytest.mark.parametrize("population", sorted(POPULATIONS))
+def test_claims_walk_the_due_index_whatever_the_history_or_backlog(
+    database: Database, population: str
+) -> None:
     seeded = seed(database, spec=http_spec("http://example.test/"), count=1)
     database.run(
         "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at) "
-        "SELECT :job, :endpoint, 'HTTP', "
-        "CASE WHEN g <= 20000 THEN 'SUCCESS' ELSE 'QUEUED' END, "
-        "now() - g * INTERVAL '1 second' FROM generate_series(1, 20050) AS g",
+        "SELECT :job, :endpoint, 'HTTP', " + POPULATIONS[population],
         job=seeded.job_id,
         endpoint=seeded.endpoint,
     )
@@ -97,40 +125,6 @@ def test_claim_queries_use_the_pickup_index(database: Database) -> None:
     )
     candidates = _plan(
         database, render("worker_claim_candidates", ALL_REGIONS), batch=50, **fairness
-    )
-
-    assert "idx_executions_due" in skip_locked, skip_locked
-    assert "idx_executions_due" in candidates, candidates
-    assert "Seq Scan on executions" not in skip_locked + candidates
-
-
-def test_a_claim_reads_the_due_backlog_in_order_instead_of_sorting_it(
-    database: Database,
-) -> None:
-    # 20,000 due executions: on (status, run_at) the claim had to read and sort all of
-    # them (a sequential scan and a sort, 10 ms a claim); on idx_executions_due it reads the
-    # first :batch rows in run_at order and stops, whatever the backlog.
-    seeded = seed(database, spec=http_spec("http://example.test/"), count=1)
-    database.run(
-        "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at) "
-        "SELECT :job, :endpoint, 'HTTP', CASE WHEN g % 10 = 0 THEN 'RETRYING' ELSE 'QUEUED' END, "
-        "now() - g * INTERVAL '1 millisecond' FROM generate_series(1, 20000) AS g",
-        job=seeded.job_id,
-        endpoint=seeded.endpoint,
-    )
-    database.run("ANALYZE executions")
-
-    limits = ClaimLimits().params()
-    fairness = {k: limits[k] for k in ("default_cap", "full", "busy")}
-    skip_locked = _plan(
-        database,
-        render("worker_claim_skip_locked", ALL_REGIONS),
-        worker_id="w",
-        batch=25,
-        **limits,
-    )
-    candidates = _plan(
-        database, render("worker_claim_candidates", ALL_REGIONS), batch=25, **fairness
     )
 
     for plan in (skip_locked, candidates):
@@ -173,12 +167,21 @@ def test_an_endpoints_max_concurrent_overrides_the_default_share(
     assert [(c.endpoint, c.endpoint_cap) for c in claimed] == [(capped.endpoint, 1)]
 
 
-def test_a_claim_starts_a_lease(database: Database) -> None:
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_claim_starts_a_lease(database: Database, strategy: str) -> None:
     seeded = seed(database, spec=http_spec("http://example.test/"), count=1)
-    SkipLockedClaim().claim(database, "w", 1, ClaimLimits(lease_ms=60_000))
+    _strategy(strategy).claim(database, "w", 1, ClaimLimits(lease_ms=60_000))
     rows = database.run(
         "SELECT EXTRACT(EPOCH FROM lease_expires_at - started_at) AS lease FROM executions "
         "WHERE execution_id = :id",
         id=seeded.execution_id,
     )
     assert float(rows[0]["lease"]) == 60.0
+
+
+def test_the_runs_claim_strategy_reaches_the_worker(make_worker) -> None:
+    # make test's second pass (CockroachDB's configuration) must really claim with
+    # conditional_update: every worker the fixtures build follows the run's setting.
+    expected = PROFILE.get("TE_CLAIM_STRATEGY", "skip_locked")
+    worker = make_worker()
+    assert isinstance(worker._claims, type(claim_strategy(expected)))

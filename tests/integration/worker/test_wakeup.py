@@ -64,6 +64,7 @@ def claimed(database: Database, execution_id: str) -> Callable[[], bool]:
     return lambda: execution(database, execution_id)["status"] != "QUEUED"
 
 
+@pytest.mark.postgres_only
 def test_notification_ends_the_idle_sleep(
     database: Database, api: ApiClient, make_worker, running, http_target
 ) -> None:
@@ -94,6 +95,7 @@ def test_without_notify_only_the_poll_claims(
     assert worker.sleeps.timed_out >= 1
 
 
+@pytest.mark.postgres_only
 def test_listener_recovers_from_a_killed_connection(
     database: Database, api: ApiClient, make_worker, running, http_target
 ) -> None:
