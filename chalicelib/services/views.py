@@ -79,6 +79,10 @@ class Job(RowView):
     cron_last_tick_at: datetime | None
     created_at: datetime
     retired_at: datetime | None
+    batch_id: str | None  #: the batch that created it (POST /jobs/batch)
+    on_success: str | None  #: callback endpoints (the job's own or its endpoint's default)
+    on_failure: str | None
+    parent_execution_id: str | None  #: set on a callback job: the execution it reports
 
 
 @dataclass(frozen=True, kw_only=True)
