@@ -103,6 +103,10 @@ class ExecutionNotFound(NotFound):
     code = "EXECUTION_NOT_FOUND"
 
 
+class BatchNotFound(NotFound):
+    code = "BATCH_NOT_FOUND"
+
+
 # -- 409 -----------------------------------------------------------------------------------
 
 

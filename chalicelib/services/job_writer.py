@@ -60,6 +60,9 @@ class NewJob:
     batch_id: str | None = None
     parent_execution_id: str | None = None  #: a callback job: the execution it reports
     depth: int = 0  #: place in a chain of callbacks (0: created by a client)
+    #: Created by the service (a callback): its input is the documented report, not checked
+    #: against a payload spec, and default callbacks it cannot honour are dropped.
+    system: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,7 @@ def _callbacks(item: NewJob, endpoint: Row, endpoints: Endpoints) -> tuple[str |
     try:
         check_callbacks(endpoints, names, item.depth)
     except InvalidCallback:
-        if item.parent_execution_id is None:
+        if not item.system:
             raise
         return (None, None)
     return names
@@ -251,11 +254,17 @@ class _Plan:
         self.twins: dict[int, int] = {}  #: item index -> earlier item with the same key
         self._first: dict[tuple[str, str], int] = {}
 
+    def twin(self, index: int, request: JobRequest) -> bool:
+        """True if an earlier item of this request holds the same key: this one is then
+        answered with that item's job (200) whatever its body, as a repeat would be."""
+        key = _key(request)
+        first = None if key is None else self._first.get(key)
+        if first is not None:
+            self.twins[index] = first
+        return first is not None
+
     def add(self, index: int, request: JobRequest, row: dict[str, Any]) -> None:
         key = _key(request)
-        if key is not None and key in self._first:
-            self.twins[index] = self._first[key]  # idempotency inside one request
-            return
         if key is not None:
             self._first[key] = index
         self.rows[index] = row
@@ -264,7 +273,7 @@ class _Plan:
 def _check(item: NewJob, endpoint: Row, endpoints: Endpoints, now: datetime) -> dict[str, Any]:
     """The item's job row, or the 422 its callbacks or input earn."""
     callbacks = _callbacks(item, endpoint, endpoints)
-    if item.parent_execution_id is None:  # a callback's input is the documented report
+    if not item.system:
         validate_input(endpoint["payload_schema"], item.request.input)
     row = _job_row(item, endpoint, callbacks, now)
     row["endpoint_snapshot"] = endpoints.snapshot(endpoint)
@@ -295,6 +304,8 @@ def create_jobs(
             found = existing.get(_key(item.request))
             if found is not None:
                 outcomes[index] = Outcome(view=found, created=False)
+                continue
+            if plan.twin(index, item.request):
                 continue
             plan.add(index, item.request, _check(item, endpoint, endpoints, now))
         except TaskExecutorError as exc:
