@@ -47,7 +47,9 @@ LIMIT :batch
 --    (job_id, idempotency_key) unique index makes a replayed tick a no-op; the key is
 --    cron_<job_id>_<epoch_ms>. run_at is the tick, which may still be ahead (look-ahead):
 --    the worker's claim requires run_at <= now(), so it never fires early.
---    max_attempts comes from the endpoint as it was when the job was created.
+--    max_attempts comes from the endpoint as it was when the job was created. The job's
+--    callbacks are copied onto each tick (each tick's end calls back, as a one-shot's
+--    does); batch_id is not: a batch's progress counts its one-shot executions.
 -- 4. logged: the QUEUED transition's log row, for the rows that were really inserted.
 WITH plan AS (
     SELECT *
@@ -76,12 +78,13 @@ WITH plan AS (
       AND j.status = 'ACTIVE'
       AND j.cron_next_run_at = p.tick
     RETURNING j.job_id, j.endpoint, j.endpoint_type, j.input, j.endpoint_snapshot, p.tick,
-              p.materialize, p.idempotency_key, p.message
+              p.materialize, p.idempotency_key, p.message, j.on_success, j.on_failure
 ), created AS (
     INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
-                            input, run_at, max_attempts)
+                            input, run_at, max_attempts, on_success, on_failure)
     SELECT job_id, endpoint, endpoint_type, idempotency_key, 'QUEUED', input, tick,
-           COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS INT), 1)
+           COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS INT), 1),
+           on_success, on_failure
     FROM advanced
     WHERE materialize
     ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
