@@ -274,3 +274,24 @@ def test_batch_on_complete_raced_by_two_finalizers_of_its_last_two_children_fire
     fired = database.run("SELECT input FROM jobs WHERE endpoint = 'done'")
     assert len(fired) == 1
     assert fired[0]["input"]["counts"]["SUCCESS"] == 2
+
+
+def test_an_endpoint_names_default_callbacks_for_its_jobs(
+    api: ApiClient, database: Database, make_worker: Any, hooks: HttpTarget
+) -> None:
+    spec = {"url": hooks.url("/hook"), "method": "POST", "expected_status_codes": [200]}
+    bad = {"name": "dflt", "type": "HTTP", "spec": spec, "on_success": "nope"}
+    reply = api.post("/endpoints", bad)
+    assert (reply.status, reply.error_code) == (422, "INVALID_CALLBACK")
+    register(api, hooks, "dflt", on_success="cb-ok", on_failure="cb-fail")
+    assert api.get("/endpoints/dflt").body["on_success"] == "cb-ok"
+    hooks.script("/dflt", Reply(200, body="{}"))
+    body = {"endpoint": "dflt", "trigger": "IMMEDIATE", "idempotency_key": "d", "input": {}}
+    created = api.post("/jobs", body).body
+    assert created["on_success"] == "cb-ok"  # the endpoint's default, resolved at creation
+    overridden = api.post("/jobs", {**body, "idempotency_key": "e", "on_success": "done"}).body
+    assert overridden["on_success"] == "done"
+    execution_id = created["execution"]["execution_id"]
+    settle(make_worker(), database, [execution_id])
+    [callback] = callbacks_of(database, execution_id)
+    assert callback["endpoint"] == "cb-ok"
