@@ -28,6 +28,7 @@ from chalicelib.errors import (
     ValidationFailed,
 )
 from chalicelib.services.callbacks import complete_batches, progress_in
+from chalicelib.services.executions import read_committed
 from chalicelib.services.job_writer import (
     Endpoints,
     JobView,
@@ -171,7 +172,7 @@ class BatchService:
     def _cancel_in(self, tx: Transaction, batch_id: str) -> BatchCancelled:
         # READ COMMITTED like the worker's finalize, whose protocol for on_complete this
         # shares: children updated first, then the batch row locked, then counted afresh.
-        tx.execute(queries["worker_read_committed"])
+        read_committed(tx)
         _get_row(tx, batch_id)
         moved = tx.one(
             queries["batches_cancel"],

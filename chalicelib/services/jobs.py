@@ -27,7 +27,7 @@ from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.payload_specs import validate_input
 from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.errors import EndpointNotFound, JobNotFound, JobNotUpdatable
-from chalicelib.services.executions import cancel_in, is_final
+from chalicelib.services.executions import cancel_in, is_final, read_committed
 from chalicelib.services.job_writer import JobView, NewJob, create_jobs
 from chalicelib.services.longpoll import Poller
 from chalicelib.services.views import Job
@@ -207,6 +207,7 @@ class JobService:
         return self.db.transaction(lambda tx: self._cancel_in(tx, job_id), name="job_cancel")
 
     def _cancel_in(self, tx: Transaction, job_id: str) -> JobView:
+        read_committed(tx)
         job = get_job_in(tx, job_id)
         if job["trigger_type"] != TriggerType.CRON:
             cancel_in(tx, tx.scalar(queries["executions_one_shot_of_job"], job_id=job_id))

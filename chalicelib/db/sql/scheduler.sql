@@ -153,6 +153,9 @@ SELECT count(*) AS promoted FROM logged
 -- lost: the attempt record of the lost attempt. ON CONFLICT DO NOTHING: the worker may
 -- have recorded that attempt just before it died, and its record is the better one.
 -- logged: one WARN line per reclaimed execution.
+-- callback / batch_id: what follows an execution this FAILED (its on_failure callback, its
+-- batch's completion), created by the reclaimer in this transaction
+-- (chalicelib/services/callbacks.py), as the worker's finalize does.
 WITH stuck AS (
     SELECT execution_id, worker_id
     FROM executions
@@ -176,9 +179,10 @@ WITH stuck AS (
       AND status = ANY(CAST(:from_statuses AS TEXT[]))
       AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
            OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
-    RETURNING execution_id, status, attempt_count, max_attempts, started_at
+    RETURNING execution_id, status, attempt_count, max_attempts, started_at, on_failure,
+              batch_id
 ), described AS (
-    SELECT r.execution_id, r.status, r.attempt_count, r.started_at,
+    SELECT r.execution_id, r.status, r.attempt_count, r.started_at, r.on_failure, r.batch_id,
            'Worker ' || COALESCE(s.worker_id, 'unknown') || ' lost attempt '
                || CAST(r.attempt_count AS TEXT) || ': lease of '
                || CAST(:timeout_sec AS TEXT) || ' s not renewed' AS reason
@@ -203,5 +207,7 @@ WITH stuck AS (
     RETURNING execution_id
 )
 SELECT d.execution_id, d.status,
-       EXISTS (SELECT 1 FROM lost WHERE lost.execution_id = d.execution_id) AS attempt_recorded
+       EXISTS (SELECT 1 FROM lost WHERE lost.execution_id = d.execution_id) AS attempt_recorded,
+       CASE WHEN d.status = 'FAILED' THEN d.on_failure END AS callback,
+       CASE WHEN d.status = 'FAILED' THEN d.batch_id END AS batch_id
 FROM described AS d

@@ -295,3 +295,53 @@ def test_an_endpoint_names_default_callbacks_for_its_jobs(
     settle(make_worker(), database, [execution_id])
     [callback] = callbacks_of(database, execution_id)
     assert callback["endpoint"] == "cb-ok"
+
+
+def test_the_reclaimer_failing_the_last_child_calls_back_and_completes_the_batch(
+    api: ApiClient, database: Database, hooks: HttpTarget
+) -> None:
+    """An execution that ends FAILED because its worker died (no attempts left) has the
+    same follow-ups as one a worker finalizes: its on_failure and its batch's on_complete."""
+    created = api.post("/jobs/batch", {"jobs": [job("lost")], "on_complete": "done"}).body
+    execution_id = created["items"][0]["job"]["execution"]["execution_id"]
+    long_ago = datetime.now(UTC) - timedelta(hours=1)
+    database.execute(
+        "UPDATE executions SET status = 'RUNNING', worker_id = 'dead', attempt_count = 2,"
+        " started_at = :t, lease_expires_at = :t WHERE execution_id = :id",
+        t=long_ago,
+        id=execution_id,
+    )
+    [reclaimed] = StuckReclaimer(database, timeout_sec=60).reclaim()
+    assert reclaimed.status == "FAILED"
+    [callback] = callbacks_of(database, execution_id)
+    assert callback["endpoint"] == "cb-fail"
+    assert callback["input"]["error"]["type"] == "WORKER_LOST"
+    assert callback["input"]["batch_id"] == created["batch_id"]
+    fired = database.run("SELECT input FROM jobs WHERE endpoint = 'done'")
+    assert [f["input"]["counts"]["FAILED"] for f in fired] == [1]
+
+
+@pytest.mark.parametrize("route", ["executions", "jobs", "batches"])
+def test_cancelling_the_last_open_child_completes_the_batch(
+    api: ApiClient, database: Database, hooks: HttpTarget, route: str
+) -> None:
+    items = [job("x1"), job("x2")]
+    created = api.post("/jobs/batch", {"jobs": items, "on_complete": "done"}).body
+    first, second = (i["job"] for i in created["items"])
+    database.execute(
+        "UPDATE executions SET status = 'SUCCESS', completed_at = now() WHERE execution_id = :id",
+        id=first["execution"]["execution_id"],
+    )
+    path = {
+        "executions": f"/executions/{second['execution']['execution_id']}/cancel",
+        "jobs": f"/jobs/{second['job_id']}/cancel",
+        "batches": f"/batches/{created['batch_id']}/cancel",
+    }[route]
+    assert api.post(path).status == 200
+    fired = database.run("SELECT input FROM jobs WHERE endpoint = 'done'")
+    assert len(fired) == 1
+    counts = fired[0]["input"]["counts"]
+    assert (counts["SUCCESS"], counts["CANCELLED"]) == (1, 1)
+    assert api.post(path).status == 200  # a repeated cancel changes nothing
+    assert len(database.run("SELECT 1 FROM jobs WHERE endpoint = 'done'")) == 1
+    assert callbacks_of(database, second["execution"]["execution_id"]) == []
