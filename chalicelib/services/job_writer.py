@@ -23,7 +23,7 @@ from chalicelib.db.connection import Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain.jobs import JobRequest, endpoint_snapshot
 from chalicelib.domain.payload_specs import validate_input
-from chalicelib.domain.statuses import ExecutionStatus, TriggerType
+from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
 from chalicelib.errors import EndpointNotFound, InvalidCallback, TaskExecutorError
 from chalicelib.services.views import ExecutionSummary, Job
 
@@ -168,9 +168,15 @@ def _job_row(
         "trigger_type": request.trigger.value,
         "idempotency_key": request.idempotency_key,
         "input": request.input,
-        "run_at": _iso(request.run_at),
+        "run_at": request.run_at,
+        "cron_expression": None,
+        "cron_timezone": None,
+        "cron_starts_at": None,
+        "cron_ends_at": None,
+        "cron_next_run_at": None,
         "endpoint_snapshot": None,  # filled by the caller (shared per endpoint)
         "version": 1,
+        "previous_version_id": None,
         "batch_id": item.batch_id,
         "on_success": callbacks[0],
         "on_failure": callbacks[1],
@@ -182,15 +188,48 @@ def _job_row(
         row.update(
             cron_expression=schedule.expression,
             cron_timezone=schedule.timezone,
-            cron_starts_at=_iso(schedule.starts_at),
-            cron_ends_at=_iso(schedule.ends_at),
-            cron_next_run_at=_iso(schedule.first_run(now)),
+            cron_starts_at=schedule.starts_at,
+            cron_ends_at=schedule.ends_at,
+            cron_next_run_at=schedule.first_run(now),
         )
     return row
 
 
-def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat()
+def _json(rows: list[dict[str, Any]]) -> str:
+    """Rows as the JSONB array the multi-row statements read (timestamps as ISO 8601)."""
+    return json.dumps(rows, separators=(",", ":"), default=_iso)
+
+
+def _iso(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _created_view(job: dict[str, Any], execution: dict[str, Any] | None, now: datetime) -> JobView:
+    """The view of a job this transaction inserted, from what it inserted: the columns the
+    database filled in are its defaults (created_at is the transaction's now())."""
+    stored = {
+        **job,
+        "status": JobStatus.ACTIVE.value,
+        "replaced_by_id": None,
+        "cron_last_tick_at": None,
+        "created_at": now,
+        "retired_at": None,
+    }
+    summary = None
+    if execution is not None:
+        summary = {
+            "execution_id": execution["execution_id"],
+            "job_id": job["job_id"],
+            "status": execution["status"],
+            "attempt_count": 0,
+            "run_at": execution["run_at"] or now,
+            "started_at": None,
+            "completed_at": None,
+            "created_at": now,
+        }
+    return JobView.from_rows(stored, summary)
 
 
 def _execution_row(job: dict[str, Any]) -> dict[str, Any]:
@@ -321,21 +360,19 @@ def _insert(tx: Transaction, plan: _Plan, outcomes: list[Outcome | None]) -> Non
     """One INSERT of jobs, one of executions; a twin committed meanwhile is a 200."""
     if not plan.rows:
         return
-    payload = json.dumps(list(plan.rows.values()), separators=(",", ":"))
-    inserted = {row["job_id"]: row for row in tx.run(queries["jobs_insert_many"], rows=payload)}
+    rows = tx.run(queries["jobs_insert_many"], rows=_json(list(plan.rows.values())))
+    inserted = {row["job_id"] for row in rows}
     created = [r for r in plan.rows.values() if r["job_id"] in inserted]
     one_shot = [_execution_row(r) for r in created if r["trigger_type"] != TriggerType.CRON]
-    executions: dict[str, Row] = {}
     if one_shot:
-        payload = json.dumps(one_shot, separators=(",", ":"))
-        for row in tx.run(queries["jobs_insert_executions_many"], rows=payload):
-            executions[row["job_id"]] = row
+        tx.run(queries["jobs_insert_executions_many"], rows=_json(one_shot))
+    executions = {e["job_id"]: e for e in one_shot}
+    now = tx.scalar(queries["jobs_now"])
     lost = [r for r in plan.rows.values() if r["job_id"] not in inserted]
     twins = find_existing(tx, ((r["endpoint"], r["idempotency_key"]) for r in lost))
     for index, row in plan.rows.items():
-        job = inserted.get(row["job_id"])
-        if job is not None:
-            view = JobView.from_rows(job, executions.get(row["job_id"]))
+        if row["job_id"] in inserted:
+            view = _created_view(row, executions.get(row["job_id"]), now)
             outcomes[index] = Outcome(view=view, created=True)
         else:
             twin = twins[(row["endpoint"], row["idempotency_key"])]
