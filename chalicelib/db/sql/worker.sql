@@ -186,10 +186,7 @@ WITH done AS (
       AND e.status = 'RUNNING'
       AND e.worker_id = CAST(:worker_id AS TEXT)
       AND e.attempt_count = d.attempt_number
-    RETURNING e.execution_id,
-              CASE WHEN d.next_status = 'SUCCESS' THEN e.on_success
-                   WHEN d.next_status = 'FAILED' THEN e.on_failure END AS callback,
-              CASE WHEN d.next_status IN ('SUCCESS', 'FAILED') THEN e.batch_id END AS batch_id
+    RETURNING e.execution_id, e.status, e.on_success, e.on_failure, e.batch_id
 ), attempted AS (
     INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
                           duration_ms, output, error)
@@ -205,7 +202,11 @@ WITH done AS (
     FROM done AS d
     JOIN moved AS m ON m.execution_id = d.execution_id
 )
-SELECT execution_id, callback, batch_id FROM moved
+SELECT execution_id,
+       CASE WHEN status = 'SUCCESS' THEN on_success
+            WHEN status = 'FAILED' THEN on_failure END AS callback,
+       CASE WHEN status IN ('SUCCESS', 'FAILED') THEN batch_id END AS batch_id
+FROM moved
 
 -- name: worker_config_values
 -- Config cache miss: the current values (the first attempt snapshots them).
