@@ -365,9 +365,10 @@ def _insert(tx: Transaction, plan: _Plan, outcomes: list[Outcome | None]) -> Non
     created = [r for r in plan.rows.values() if r["job_id"] in inserted]
     one_shot = [_execution_row(r) for r in created if r["trigger_type"] != TriggerType.CRON]
     if one_shot:
-        tx.run(queries["jobs_insert_executions_many"], rows=_json(one_shot))
+        now = tx.run(queries["jobs_insert_executions_many"], rows=_json(one_shot))[0]["now"]
+    else:
+        now = tx.scalar(queries["jobs_now"])
     executions = {e["job_id"]: e for e in one_shot}
-    now = tx.scalar(queries["jobs_now"])
     lost = [r for r in plan.rows.values() if r["job_id"] not in inserted]
     twins = find_existing(tx, ((r["endpoint"], r["idempotency_key"]) for r in lost))
     for index, row in plan.rows.items():

@@ -78,6 +78,8 @@ def _insert_params(
         "cron_next_run_at": None,
         "version": 1,
         "previous_version_id": None,
+        "on_success": None,
+        "on_failure": None,
     }
 
 
@@ -191,6 +193,7 @@ class JobService:
         params = _insert_params(endpoint, trigger=TriggerType.CRON, job_input=change.input)
         params.update(_schedule_params(change.schedule, now))
         params.update(version=job["version"] + 1, previous_version_id=job_id)
+        params.update(on_success=job["on_success"], on_failure=job["on_failure"])
         new_job = tx.one(queries["jobs_insert"], **params)
         assert new_job is not None, "a job without idempotency key cannot conflict"
         if tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=new_job["job_id"]):

@@ -114,6 +114,8 @@ ENDPOINT_ROW: dict[str, Any] = {
     "config_ref": None,
     "spec": {"url": "https://example.test/x", "method": "POST"},
     "retry_policy": {"max_attempts": 3},
+    "on_success": None,
+    "on_failure": None,
 }
 
 

@@ -22,17 +22,20 @@ FROM job_states
 WHERE endpoint = :endpoint AND idempotency_key = :idempotency_key
 
 -- name: jobs_insert
--- ON CONFLICT DO NOTHING on the partial unique index: a concurrent twin either commits
+-- PUT /jobs/{id}'s new version of a cron job (it keeps the callbacks of the version it
+-- replaces); every creation goes through jobs_insert_many. ON CONFLICT DO NOTHING on the partial unique index: a concurrent twin either commits
 -- first (we return nothing and read it back) or makes this transaction fail with 40001 at
 -- SERIALIZABLE, and the retry then finds the twin. Either way exactly one job exists.
 INSERT INTO jobs (endpoint, endpoint_type, trigger_type, idempotency_key, input, run_at,
                   cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
-                  cron_next_run_at, endpoint_snapshot, version, previous_version_id)
+                  cron_next_run_at, endpoint_snapshot, version, previous_version_id,
+                  on_success, on_failure)
 VALUES (:endpoint, :endpoint_type, :trigger_type, CAST(:idempotency_key AS TEXT),
         CAST(:input AS JSONB), CAST(:run_at AS TIMESTAMPTZ), CAST(:cron_expression AS TEXT),
         CAST(:cron_timezone AS TEXT), CAST(:cron_starts_at AS TIMESTAMPTZ),
         CAST(:cron_ends_at AS TIMESTAMPTZ), CAST(:cron_next_run_at AS TIMESTAMPTZ),
-        CAST(:endpoint_snapshot AS JSONB), :version, CAST(:previous_version_id AS TEXT))
+        CAST(:endpoint_snapshot AS JSONB), :version, CAST(:previous_version_id AS TEXT),
+        CAST(:on_success AS TEXT), CAST(:on_failure AS TEXT))
 ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
           replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
@@ -278,6 +281,7 @@ RETURNING job_id
 -- decides "now", the clock the claim compares against. A one-shot job's execution is
 -- QUEUED if IMMEDIATE, PENDING if DELAYED, which the log line names. batch_id and the resolved
 -- callbacks are copied from the job so the finalize learns them from the row it updates.
+-- It answers one row: how many, and the transaction's now() (see jobs_now).
 WITH created AS (
     INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key,
                             status, run_at, input, max_attempts, batch_id, on_success,
@@ -297,11 +301,12 @@ WITH created AS (
     FROM created
     RETURNING log_id
 )
-SELECT count(*) AS created FROM created
+SELECT count(*) AS created, now() AS now FROM created
 
 -- name: jobs_now
 -- The transaction's timestamp: the created_at (and an IMMEDIATE execution's run_at) that
 -- every row this transaction inserts gets from its column default, read once rather than
 -- returned with each of up to 1,000 rows (now() is constant within a transaction on both
--- PostgreSQL and CockroachDB).
+-- PostgreSQL and CockroachDB). jobs_insert_executions_many answers it too, saving this round
+-- trip when a request creates one-shot jobs.
 SELECT now() AS now

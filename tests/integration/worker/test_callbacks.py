@@ -12,6 +12,7 @@ import pytest
 
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
+from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.services import callbacks
 from chalicelib.worker.finalizer import _finalize
@@ -345,3 +346,22 @@ def test_cancelling_the_last_open_child_completes_the_batch(
     assert api.post(path).status == 200  # a repeated cancel changes nothing
     assert len(database.run("SELECT 1 FROM jobs WHERE endpoint = 'done'")) == 1
     assert callbacks_of(database, second["execution"]["execution_id"]) == []
+
+
+def test_a_new_cron_version_keeps_the_callbacks_and_ticks_carry_them(
+    api: ApiClient, database: Database, hooks: HttpTarget
+) -> None:
+    body = {"endpoint": "hook", "trigger": "CRON", "cron": "0 9 * * *", "timezone": "UTC"}
+    created = api.post("/jobs", {**body, "on_failure": "cb-fail"}).body
+    assert created["on_failure"] == "cb-fail"
+    replaced = api.put(f"/jobs/{created['job_id']}", {"cron": "0 10 * * *"}).body
+    assert (replaced["version"], replaced["on_failure"]) == (2, "cb-fail")
+    tick = datetime.now(UTC) + timedelta(days=2)
+    CronMaterializer(database, clock=lambda: tick).run_once()
+    rows = database.run(
+        "SELECT on_success, on_failure, batch_id FROM executions WHERE job_id = :id",
+        id=replaced["job_id"],
+    )
+    assert rows and all(
+        (r["on_success"], r["on_failure"], r["batch_id"]) == (None, "cb-fail", None) for r in rows
+    )
