@@ -227,3 +227,58 @@ def test_cancel_of_a_half_finished_batch_cancels_what_is_cancellable(
     f.set_execution(database, ids[2], status="SUCCESS")
     done = api.get(f"/batches/{batch_id}").body
     assert done["status"] == "COMPLETED" and done["completed_at"] is not None
+
+
+def test_the_idempotency_lookup_probes_the_unique_index_even_on_a_tiny_table(
+    database: Database, endpoint: str
+) -> None:
+    """Each (endpoint, key) pair is one index probe. A sequential scan of jobs (what the
+    planner chose for a small table when the lookup was written as IN (SELECT ...)) locks
+    the whole relation at SERIALIZABLE, and concurrent POST /jobs ran out of 40001 retries."""
+    import json
+
+    from chalicelib.db.queries import queries
+
+    pairs = json.dumps([{"endpoint": EP, "key": "a"}, {"endpoint": EP, "key": "b"}])
+    row = database.run(
+        "EXPLAIN (FORMAT JSON) " + queries["jobs_find_by_idempotency_keys"].sql, pairs=pairs
+    )[0]
+    document = next(iter(row.values()))
+    plan = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
+
+    def nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+        return [node] + [n for child in node.get("Plans", []) for n in nodes(child)]
+
+    on_jobs = [n for n in nodes(plan) if n.get("Relation Name") == "jobs"]
+    assert [n.get("Index Name") for n in on_jobs] == ["idx_jobs_idempotency"], on_jobs
+
+
+def test_eight_clients_creating_distinct_jobs_are_all_created(
+    database: Database, endpoint: str
+) -> None:
+    """Through the service (chalice's test client shares its current request between
+    threads): the lookup's index probes let distinct creations commit side by side."""
+    import threading
+    from datetime import UTC, datetime
+
+    from chalicelib.services.jobs import JobService
+
+    service = JobService(database, lambda: datetime.now(UTC))
+    barrier = threading.Barrier(8)
+    outcomes: list[Any] = []
+
+    def post(client: int) -> None:
+        barrier.wait()
+        for i in range(5):
+            try:
+                outcomes.append(service.create(immediate(f"c{client}-{i}")).created)
+            except Exception as exc:  # reported below
+                outcomes.append(exc)
+
+    threads = [threading.Thread(target=post, args=(c,)) for c in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes == [True] * 40
+    assert count(database, "SELECT count(*) AS n FROM executions") == 40

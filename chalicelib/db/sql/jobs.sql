@@ -236,17 +236,25 @@ LEFT JOIN payload_specs p ON p.name = e.payload_spec_ref
 WHERE e.name = ANY(CAST(:names AS TEXT[])) AND e.deleted_at IS NULL
 
 -- name: jobs_find_by_idempotency_keys
--- jobs_find_by_idempotency_key for many (endpoint, key) pairs at once, each pair a probe
--- of idx_jobs_idempotency. Pairs come as one JSONB array of {"endpoint", "key"} objects
--- (jsonb_array_elements reads the same on PostgreSQL and CockroachDB).
-SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
-       replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
-       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
-       batch_id, on_success, on_failure, parent_execution_id
-FROM job_states
-WHERE (endpoint, idempotency_key) IN (
-    SELECT r ->> 'endpoint', r ->> 'key' FROM jsonb_array_elements(CAST(:pairs AS JSONB)) AS r
-)
+-- jobs_find_by_idempotency_key for many (endpoint, key) pairs at once. Pairs come as one
+-- JSONB array of {"endpoint", "key"} objects (jsonb_array_elements reads the same on
+-- PostgreSQL and CockroachDB). The LATERAL subquery (kept apart by its LIMIT 1, the index
+-- being unique anyway) makes each pair one probe of idx_jobs_idempotency whatever the
+-- table's size: written as "(endpoint, key) IN (SELECT
+-- ...)", the planner hashes a small jobs table after a sequential scan, and at SERIALIZABLE
+-- that read locks the whole relation, so every concurrent job insert became a
+-- serialization failure (POST /jobs from 8 clients ran out of 40001 retries).
+SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.version,
+       j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
+       j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
+       j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
+       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id
+FROM jsonb_array_elements(CAST(:pairs AS JSONB)) AS r
+CROSS JOIN LATERAL (
+    SELECT * FROM job_states AS s
+    WHERE s.endpoint = r ->> 'endpoint' AND s.idempotency_key = r ->> 'key'
+    LIMIT 1
+) AS j
 
 -- name: jobs_insert_many
 -- Every job of one creation request in ONE statement (one row for POST /jobs, up to 1,000
