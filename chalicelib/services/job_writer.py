@@ -13,7 +13,7 @@ the endpoints, one idempotency lookup, one INSERT of jobs, one of executions.
 from __future__ import annotations
 
 import json
-import uuid
+import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -82,7 +82,7 @@ class Outcome:
 
 def new_id(prefix: str) -> str:
     """An id in the database's own form (``job_`` + 32 hex digits), chosen by the caller."""
-    return prefix + uuid.uuid4().hex
+    return prefix + secrets.token_hex(16)  # 32 hex digits, like the column defaults
 
 
 class Endpoints:
