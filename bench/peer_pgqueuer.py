@@ -1,6 +1,8 @@
 """Peer: PgQueuer (asyncio + asyncpg) delivering N POSTs to the sink, one worker process.
 
 Usage: peer_pgqueuer.py URL N SINK_URL [BATCH_SIZE] [MAX_CONCURRENT]. Prints one JSON line.
+       peer_pgqueuer.py enqueue URL N: only the batch enqueue rate (lists of 1,000 from two
+       concurrent connections), next to our POST /jobs/batch (bench/batches.py).
 
 Settings follow PgQueuer's docs for throughput: batched dequeue (``batch_size``), batched
 status acknowledgements (its JobStatusLogBuffer), LISTEN/NOTIFY, uvloop, one asyncpg
@@ -127,5 +129,36 @@ async def main() -> None:
     print(json.dumps(result))
 
 
+async def enqueue_rate(url: str, n: int, clients: int = 2) -> None:
+    setup = await asyncpg.connect(url)
+    try:
+        await Queries(AsyncpgDriver(setup)).install()
+    finally:
+        await setup.close()
+    conns = [await asyncpg.connect(url) for _ in range(clients)]
+
+    async def client(c: int) -> None:
+        queries = Queries(AsyncpgDriver(conns[c]))
+        for start in range(c * 1000, n, clients * 1000):
+            size = min(1000, n - start)
+            await queries.enqueue(
+                ["deliver"] * size,
+                [f"pgq_{i}".encode() for i in range(start, start + size)],
+                [0] * size,
+            )
+
+    started = time.perf_counter()
+    try:
+        await asyncio.gather(*(client(c) for c in range(clients)))
+    finally:
+        elapsed = time.perf_counter() - started
+        for conn in conns:
+            await conn.close()
+    print(json.dumps({"system": "pgqueuer", "jobs": n, "clients": clients, "per_s": n / elapsed}))
+
+
 if __name__ == "__main__":
-    uvloop.run(main())
+    if sys.argv[1] == "enqueue":
+        uvloop.run(enqueue_rate(sys.argv[2], int(sys.argv[3])))
+    else:
+        uvloop.run(main())

@@ -130,6 +130,19 @@ def _other_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
                 "",
             )
         )
+    b = res.get("batch")
+    if b is not None:
+        rows.append(
+            (
+                "POST /jobs/batch (1,000 per request, 2 clients) / PgQueuer enqueue, jobs/s",
+                _status(b)
+                or (
+                    f"{_f((b.get('ours') or {}).get('per_s'))} / "
+                    f"{_f((b.get('pgqueuer') or {}).get('per_s'))}"
+                ),
+                ">= 10,000 (issue 17)",
+            )
+        )
     c = res.get("coldstart")
     if c is not None:
         rows.append(

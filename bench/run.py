@@ -4,7 +4,7 @@ Starts its own durable PostgreSQL and an nginx sink under bench/.work, runs ever
 prints a table and writes bench/results/ (bench.json, RESULTS.md, PNG plots); quick runs
 write bench/results/quick/ instead so the committed full results stay intact.
 
-Usage: run.py [--quick] [--only throughput,latency,delayed,cron,scale,api,coldstart,
+Usage: run.py [--quick] [--only throughput,latency,delayed,cron,scale,api,batch,coldstart,
 package,memory] [--rounds K]
 """
 
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import batches
 import fairness
 import ours
 import peers
@@ -38,6 +39,7 @@ PHASES = [
     "cron",
     "scale",
     "api",
+    "batch",
     "coldstart",
     "package",
     "memory",
@@ -53,6 +55,7 @@ FULL = {
     "cron": (200, 3),
     "scale": [10_000, 100_000, 1_000_000],
     "api_n": 500,
+    "batches": 20,
     "memory_n": 2000,
     "fairness": (120, 500),
 }
@@ -65,6 +68,7 @@ QUICK = {
     "cron": (50, 1),
     "scale": [10_000],
     "api_n": 150,
+    "batches": 4,
     "memory_n": 600,
     "fairness": (120, 200),
 }
@@ -196,6 +200,7 @@ def main() -> None:
             "cron": lambda: workloads.cron(server, sink, *cfg["cron"]),
             "scale": lambda: workloads.scale(server, cfg["scale"]),
             "api": lambda: workloads.api_rates(server, sink, cfg["api_n"]),
+            "batch": lambda: batches.batch_rates(server, sink, cfg["batches"]),
             "coldstart": workloads.cold_import,
             "package": workloads.package_size,
             "memory": lambda: workloads.memory(server, cfg["memory_n"]),

@@ -103,6 +103,10 @@ class ExecutionNotFound(NotFound):
     code = "EXECUTION_NOT_FOUND"
 
 
+class BatchNotFound(NotFound):
+    code = "BATCH_NOT_FOUND"
+
+
 # -- 409 -----------------------------------------------------------------------------------
 
 
@@ -156,6 +160,23 @@ class InvalidConfigRef(Unprocessable):
 
 class InputValidationFailed(Unprocessable):
     code = "INPUT_VALIDATION_FAILED"
+
+
+class InvalidCallback(Unprocessable):
+    """A callback names an endpoint that does not exist, or a chain deeper than allowed."""
+
+    code = "INVALID_CALLBACK"
+
+
+class BatchRejected(Unprocessable):
+    """An atomic batch with an invalid item: nothing is written; ``items`` lists why."""
+
+    code = "BATCH_REJECTED"
+
+    def __init__(self, message: str, *, items: list[dict[str, Any]]) -> None:
+        super().__init__(message, items=items)
+        #: Shown in the error envelope next to code and message.
+        self.public_fields = {"items": items}
 
 
 class TemplateResolutionFailed(Unprocessable):

@@ -121,6 +121,7 @@ def envelope_middleware(request: Request, get_response: Callable[[Request], Resp
 def register_api(app: Chalice) -> None:
     """Attach the middleware and every resource blueprint to ``app``."""
     from chalicelib.api import (
+        batches,
         configs,
         endpoints,
         executions,
@@ -131,5 +132,5 @@ def register_api(app: Chalice) -> None:
     )
 
     app.register_middleware(envelope_middleware, "http")
-    for module in (payload_specs, configs, secrets, endpoints, jobs, executions, meta):
+    for module in (payload_specs, configs, secrets, endpoints, jobs, batches, executions, meta):
         app.register_blueprint(module.resource.blueprint)

@@ -47,8 +47,12 @@ ENDPOINT_FIELDS = (
 
 
 def render(endpoint: EndpointView) -> dict[str, Any]:
-    """An endpoint with its defaults applied."""
-    return shown(endpoint, ENDPOINT_FIELDS)
+    """An endpoint with its defaults applied; its default callbacks when it has them."""
+    body = shown(endpoint, ENDPOINT_FIELDS)
+    for name in ("on_success", "on_failure"):
+        if (value := getattr(endpoint, name)) is not None:
+            body[name] = value
+    return body
 
 
 @resource.route("/endpoints", methods=["POST"], status=201)

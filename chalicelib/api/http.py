@@ -80,8 +80,10 @@ def error_response(exc: TaskExecutorError) -> Response:
     headers: dict[str, Any] = {**JSON_HEADERS, "X-Request-Id": request_id}
     if isinstance(exc, RateLimited):
         headers["Retry-After"] = str(exc.retry_after_sec)
+    body = error_body(exc.code, public_message(exc), request_id)
+    body["error"].update(getattr(exc, "public_fields", {}))
     return Response(
-        body=json.dumps(error_body(exc.code, public_message(exc), request_id)),
+        body=json.dumps(body),
         status_code=exc.status,
         headers=headers,
     )

@@ -92,8 +92,17 @@ def render_job(view: JobView, *, with_latest: bool = False) -> dict[str, Any]:
     if job.status == JobStatus.RETIRED:
         body["retired_at"] = iso(job.retired_at)
         body["replaced_by_id"] = job.replaced_by_id
+    body.update(shown_if_set(job, CALLBACK_FIELDS))
     body["created_at"] = iso(job.created_at)
     return body
+
+
+#: Shown on a job only when set: its batch, its callbacks, the execution it reports on.
+CALLBACK_FIELDS = ("batch_id", "on_success", "on_failure", "parent_execution_id")
+
+
+def shown_if_set(job: Job, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: value for name in names if (value := getattr(job, name)) is not None}
 
 
 def _last_execution(execution: ExecutionSummary | None) -> dict[str, Any] | None:

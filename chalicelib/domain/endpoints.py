@@ -176,6 +176,9 @@ class EndpointDefinition:
     spec: dict[str, Any]
     retry_policy: dict[str, Any]
     secrets: frozenset[str] = field(default_factory=frozenset)
+    #: Default callbacks of the endpoint's jobs (endpoint names; a job may name its own).
+    on_success: str | None = None
+    on_failure: str | None = None
 
 
 def _check_unknown_and_missing(
@@ -273,7 +276,16 @@ def _optional_ref(body: Mapping[str, Any], name: str) -> str | None:
     return value
 
 
-ENDPOINT_FIELDS = ("name", "type", "payload_spec", "config", "spec", "retry_policy")
+ENDPOINT_FIELDS = (
+    "name",
+    "type",
+    "payload_spec",
+    "config",
+    "spec",
+    "retry_policy",
+    "on_success",
+    "on_failure",
+)
 
 
 def parse_endpoint(body: Mapping[str, Any], *, path_name: str | None = None) -> EndpointDefinition:
@@ -298,6 +310,8 @@ def parse_endpoint(body: Mapping[str, Any], *, path_name: str | None = None) -> 
         spec=spec,
         retry_policy=validate_retry_policy(body.get("retry_policy")),
         secrets=check_template_namespaces(endpoint_type, spec, has_config=config is not None),
+        on_success=_optional_ref(body, "on_success"),
+        on_failure=_optional_ref(body, "on_failure"),
     )
 
 

@@ -31,7 +31,9 @@ from chalicelib.errors import ValidationFailed
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
 
-_COMMON_FIELDS = frozenset({"endpoint", "trigger", "idempotency_key", "input"})
+_COMMON_FIELDS = frozenset(
+    {"endpoint", "trigger", "idempotency_key", "input", "on_success", "on_failure"}
+)
 TRIGGER_FIELDS: dict[TriggerType, frozenset[str]] = {
     TriggerType.IMMEDIATE: _COMMON_FIELDS,
     TriggerType.DELAYED: _COMMON_FIELDS | {"run_at"},
@@ -72,6 +74,9 @@ class JobRequest:
     input: dict[str, Any]
     run_at: datetime | None = None
     schedule: CronSchedule | None = None
+    #: Callback endpoints named in the request (None: the endpoint's default, if any).
+    on_success: str | None = None
+    on_failure: str | None = None
 
 
 def parse_instant(value: object, name: str) -> datetime:
@@ -166,6 +171,8 @@ def parse_job_request(body: Mapping[str, Any], *, now: datetime) -> JobRequest:
         trigger=trigger,
         idempotency_key=_idempotency_key(body, trigger),
         input=_input(body),
+        on_success=_string(body, "on_success", required=False),
+        on_failure=_string(body, "on_failure", required=False),
     )
     if trigger is TriggerType.DELAYED:
         if body.get("run_at") is None:

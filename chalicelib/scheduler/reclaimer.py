@@ -23,6 +23,7 @@ from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.domain.statuses import ExecutionStatus, sources_of
 from chalicelib.logs import log_event
 from chalicelib.runtime.loop import Progress
+from chalicelib.services import callbacks
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,11 @@ class StuckReclaimer:
         now = self._clock()
 
         def work(tx: Transaction) -> list[Reclaimed]:
+            # READ COMMITTED, as the worker's finalize: one CAS statement (SKIP LOCKED, the
+            # lease re-checked on the latest row version), then, for executions it FAILED,
+            # their callbacks and batch completion with the protocol the finalize shares
+            # (children written, batch row locked, counted afresh).
+            tx.execute(queries["worker_read_committed"])
             rows = tx.run(
                 sql,
                 now=now,
@@ -77,6 +83,10 @@ class StuckReclaimer:
                 from_statuses=RECLAIMABLE_STATUSES,
                 **params,
             )
+            ended = [r["execution_id"] for r in rows if r["callback"]]
+            batches = [r["batch_id"] for r in rows if r["batch_id"]]
+            if ended or batches:
+                callbacks.follow_up(tx, execution_ids=ended, batch_ids=batches, now=now)
             return [
                 Reclaimed(r["execution_id"], ExecutionStatus(r["status"]), r["attempt_recorded"])
                 for r in rows

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from chalicelib.crypto import SecretBox
     from chalicelib.services.api_keys import ApiKeyService
+    from chalicelib.services.batches import BatchService
     from chalicelib.services.configs import ConfigService
     from chalicelib.services.endpoints import EndpointService
     from chalicelib.services.executions import ExecutionService
@@ -27,6 +28,15 @@ def job_service() -> JobService:
     from chalicelib.services.jobs import JobService
 
     return JobService(
+        wiring.database("api"), wiring.utcnow, wakeup_notify=wiring.settings().wakeup_notify
+    )
+
+
+def batch_service() -> BatchService:
+    from chalicelib import wiring
+    from chalicelib.services.batches import BatchService
+
+    return BatchService(
         wiring.database("api"), wiring.utcnow, wakeup_notify=wiring.settings().wakeup_notify
     )
 

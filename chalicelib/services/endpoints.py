@@ -26,6 +26,7 @@ from chalicelib.errors import (
     Conflict,
     EndpointNotFound,
     ForeignKeyViolation,
+    InvalidCallback,
     InvalidConfigRef,
     InvalidPayloadSpecRef,
     TemplateResolutionFailed,
@@ -43,6 +44,8 @@ class EndpointView(Stamped):
     config: str | None
     spec: dict[str, Any]
     retry_policy: dict[str, Any]
+    on_success: str | None  #: default callbacks of its jobs
+    on_failure: str | None
 
     @classmethod
     def from_row(cls, row: Row) -> EndpointView:
@@ -54,6 +57,8 @@ class EndpointView(Stamped):
             config=row["config_ref"],
             spec=snapshot["spec"],
             retry_policy=snapshot["retry_policy"],
+            on_success=row["on_success"],
+            on_failure=row["on_failure"],
         )
 
 
@@ -69,6 +74,9 @@ def check_references(tx: Transaction, definition: EndpointDefinition) -> None:
         )
     if definition.config and not setup.get(tx, "config", definition.config):
         raise InvalidConfigRef(f"Config '{definition.config}' does not exist: create it first.")
+    for callback in (definition.on_success, definition.on_failure):
+        if callback and callback != definition.name and not setup.get(tx, "endpoint", callback):
+            raise InvalidCallback(f"Callback endpoint '{callback}' does not exist.")
     wanted = sorted(definition.secrets)
     missing = sorted(set(wanted) - setup.existing_secrets(tx, wanted))
     if missing:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
 from chalicelib.db.connection import Database, Row, Transaction
@@ -17,6 +18,7 @@ from chalicelib.db.queries import queries
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import ExecutionStatus, can_transition, sources_of
 from chalicelib.errors import ExecutionNotCancellable, ExecutionNotFound, ValidationFailed
+from chalicelib.services.callbacks import complete_batches
 from chalicelib.services.longpoll import Poller
 from chalicelib.services.views import Attempt, Execution, ExecutionDetail, LogLine
 
@@ -47,6 +49,13 @@ def is_final(execution: HasStatus | None) -> bool:
     return execution is not None and execution.status.is_terminal
 
 
+def read_committed(tx: Transaction) -> None:
+    """First statement of a cancel: READ COMMITTED, like the worker's finalize, so that a
+    batch's completion is decided on a fresh read after its row lock (see
+    batches_lock_for_completion); the cancel itself is one guarded UPDATE (CAS)."""
+    tx.execute(queries["worker_read_committed"])
+
+
 def cancel_in(tx: Transaction, execution_id: str) -> None:
     """Move one execution to CANCELLED inside ``tx``, or raise 404 / 409.
 
@@ -61,6 +70,8 @@ def cancel_in(tx: Transaction, execution_id: str) -> None:
         message=CANCEL_MESSAGE,
     )
     if moved is not None:
+        if moved["batch_id"] is not None:  # it may have been the batch's last open child
+            complete_batches(tx, [moved["batch_id"]], datetime.now(UTC))
         return
     current = tx.scalar(queries["executions_status"], execution_id=execution_id)
     if current is None:
@@ -73,7 +84,7 @@ def cancel_in(tx: Transaction, execution_id: str) -> None:
             "executions can be cancelled."
         )
     # The table allows it but the guarded UPDATE did not match: the row changed between the
-    # two statements, which SERIALIZABLE turns into a 40001 retry before we get here.
+    # two statements (a worker claimed it, then it went back to RETRYING).
     raise ExecutionNotCancellable(f"Execution '{execution_id}' changed while cancelling.")
 
 
@@ -115,6 +126,7 @@ class ExecutionService:
         """
 
         def work(tx: Transaction) -> ExecutionDetail:
+            read_committed(tx)
             cancel_in(tx, execution_id)
             return self._get_in(tx, execution_id)
 

@@ -25,32 +25,12 @@ from chalicelib.domain.jobs import (
 )
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.payload_specs import validate_input
-from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
+from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.errors import EndpointNotFound, JobNotFound, JobNotUpdatable
-from chalicelib.services.executions import cancel_in, is_final
+from chalicelib.services.executions import cancel_in, is_final, read_committed
+from chalicelib.services.job_writer import JobView, NewJob, create_jobs
 from chalicelib.services.longpoll import Poller
-from chalicelib.services.views import ExecutionSummary, Job
-
-
-@dataclass(frozen=True)
-class JobView:
-    """A job and the execution shown with it (one-shot: its execution; cron: latest)."""
-
-    job: Job
-    execution: ExecutionSummary | None = None
-
-    @classmethod
-    def from_rows(cls, job: Row, execution: Row | None = None) -> JobView:
-        return cls(Job.from_row(job), ExecutionSummary.maybe(execution))
-
-    @property
-    def job_id(self) -> str:
-        return self.job.job_id
-
-    @property
-    def created_at(self) -> datetime:
-        """With :attr:`job_id`, the keyset a page of jobs is cut on."""
-        return self.job.created_at
+from chalicelib.services.views import Job
 
 
 @dataclass(frozen=True)
@@ -98,6 +78,8 @@ def _insert_params(
         "cron_next_run_at": None,
         "version": 1,
         "previous_version_id": None,
+        "on_success": None,
+        "on_failure": None,
     }
 
 
@@ -124,7 +106,11 @@ class JobService:
     # -- create ----------------------------------------------------------------------------
 
     def create(self, body: Mapping[str, Any]) -> CreateResult:
-        """POST /jobs: one transaction; 201 for a new job, 200 for an idempotency-key hit."""
+        """POST /jobs: one transaction; 201 for a new job, 200 for an idempotency-key hit.
+
+        The same checks and insert as every item of ``POST /jobs/batch``
+        (:func:`chalicelib.services.job_writer.create_jobs`), with one item.
+        """
         request = parse_job_request(body, now=self.clock())
         result = self.db.transaction(lambda tx: self._create_in(tx, request), name="job_create")
         if result.created and request.trigger == TriggerType.IMMEDIATE:
@@ -133,63 +119,13 @@ class JobService:
             wakeup.notify()
         return result
 
-    def _existing(self, tx: Transaction, request: JobRequest) -> JobView | None:
-        if request.idempotency_key is None:
-            return None
-        job = tx.one(
-            queries["jobs_find_by_idempotency_key"],
-            endpoint=request.endpoint,
-            idempotency_key=request.idempotency_key,
-        )
-        return None if job is None else _view_in(tx, job)
-
     def _create_in(self, tx: Transaction, request: JobRequest) -> CreateResult:
-        endpoint = tx.one(queries["jobs_get_endpoint"], name=request.endpoint)
-        if endpoint is None:
-            raise EndpointNotFound(f"Endpoint '{request.endpoint}' does not exist.")
-        existing = self._existing(tx, request)
-        if existing is not None:
-            return CreateResult(existing, created=False)
-        validate_input(endpoint["payload_schema"], request.input)
-        now = self.clock()
-        params = _insert_params(endpoint, trigger=request.trigger, job_input=request.input)
-        params.update(idempotency_key=request.idempotency_key, run_at=request.run_at)
-        if request.schedule is not None:
-            params.update(_schedule_params(request.schedule, now))
-        job = tx.one(queries["jobs_insert"], **params)
-        if job is None:  # a twin committed between our lookup and insert
-            twin = self._existing(tx, request)
-            assert twin is not None, "ON CONFLICT matched a row the lookup cannot see"
-            return CreateResult(twin, created=False)
-        if request.trigger is TriggerType.CRON:
-            return CreateResult(JobView.from_rows(job), created=True)
-        execution = self._insert_execution(tx, job, endpoint, request)
-        if request.trigger is TriggerType.IMMEDIATE:
+        [outcome] = create_jobs(tx, [NewJob(request)], now=self.clock())
+        view = outcome.raise_error()
+        if outcome.created and request.trigger is TriggerType.IMMEDIATE:
             # Delivered at COMMIT: wakes LISTENing workers.
             notify.publish(tx, self.db, self.wakeup_notify)
-        return CreateResult(JobView.from_rows(job, execution), created=True)
-
-    def _insert_execution(
-        self, tx: Transaction, job: Row, endpoint: Row, request: JobRequest
-    ) -> Row | None:
-        # IMMEDIATE is due now (QUEUED); DELAYED waits for the promoter (PENDING), even when
-        # run_at is already past: the promoter queues it on its next pass.
-        status = ExecutionStatus.QUEUED
-        if request.trigger is TriggerType.DELAYED:
-            status = ExecutionStatus.PENDING
-        snapshot = endpoint_snapshot(endpoint)
-        return tx.one(
-            queries["jobs_insert_execution"],
-            job_id=job["job_id"],
-            endpoint=job["endpoint"],
-            endpoint_type=job["endpoint_type"],
-            idempotency_key=job["idempotency_key"],
-            status=status.value,
-            run_at=request.run_at,
-            input=request.input,
-            max_attempts=int(snapshot["retry_policy"]["max_attempts"]),
-            message=f"Execution created {status.value} ({request.trigger.value} job).",
-        )
+        return CreateResult(view, created=outcome.created)
 
     # -- read ------------------------------------------------------------------------------
 
@@ -257,6 +193,7 @@ class JobService:
         params = _insert_params(endpoint, trigger=TriggerType.CRON, job_input=change.input)
         params.update(_schedule_params(change.schedule, now))
         params.update(version=job["version"] + 1, previous_version_id=job_id)
+        params.update(on_success=job["on_success"], on_failure=job["on_failure"])
         new_job = tx.one(queries["jobs_insert"], **params)
         assert new_job is not None, "a job without idempotency key cannot conflict"
         if tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=new_job["job_id"]):
@@ -273,6 +210,7 @@ class JobService:
         return self.db.transaction(lambda tx: self._cancel_in(tx, job_id), name="job_cancel")
 
     def _cancel_in(self, tx: Transaction, job_id: str) -> JobView:
+        read_committed(tx)
         job = get_job_in(tx, job_id)
         if job["trigger_type"] != TriggerType.CRON:
             cancel_in(tx, tx.scalar(queries["executions_one_shot_of_job"], job_id=job_id))

@@ -97,6 +97,8 @@ def _endpoint_params(definition: EndpointDefinition) -> dict[str, Any]:
         "config_ref": definition.config,
         "spec": json.dumps(definition.spec),
         "retry_policy": json.dumps(definition.retry_policy),
+        "on_success": definition.on_success,
+        "on_failure": definition.on_failure,
     }
 
 

@@ -23,21 +23,22 @@ from chalicelib.domain.statuses import (
     TriggerType,
 )
 
-_HINTS: dict[type, dict[str, Any]] = {}
+#: Per view class: its fields, each with the enum its column's text becomes (or None).
+_COLUMNS: dict[type, list[tuple[str, type[Enum] | None]]] = {}
 
 
-def _type_hints(cls: type) -> dict[str, Any]:
-    """The resolved annotations of a view class (computed once per class; idempotent)."""
-    hints = _HINTS.get(cls)
-    if hints is None:
-        hints = _HINTS[cls] = get_type_hints(cls)
-    return hints
+def _columns(cls: type) -> list[tuple[str, type[Enum] | None]]:
+    """The fields of a view class and their enums (computed once per class; idempotent):
+    a page of 1,000 jobs builds 2,000 views, so none of this is redone per row."""
+    columns = _COLUMNS.get(cls)
+    if columns is None:
+        hints = get_type_hints(cls)
+        columns = _COLUMNS[cls] = [(f.name, _enum_of(hints[f.name])) for f in fields(cls)]
+    return columns
 
 
-def _typed(value: Any, hint: Any) -> Any:
-    if value is not None and isinstance(hint, type) and issubclass(hint, Enum):
-        return hint(value)
-    return value
+def _enum_of(hint: Any) -> type[Enum] | None:
+    return hint if isinstance(hint, type) and issubclass(hint, Enum) else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,8 +52,11 @@ class RowView:
 
     @classmethod
     def from_row(cls, row: Row) -> Self:
-        hints = _type_hints(cls)
-        return cls(**{f.name: _typed(row[f.name], hints[f.name]) for f in fields(cls)})
+        values = {}
+        for name, enum in _columns(cls):
+            value = row[name]
+            values[name] = enum(value) if enum is not None and value is not None else value
+        return cls(**values)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +83,10 @@ class Job(RowView):
     cron_last_tick_at: datetime | None
     created_at: datetime
     retired_at: datetime | None
+    batch_id: str | None  #: the batch that created it (POST /jobs/batch)
+    on_success: str | None  #: callback endpoints (the job's own or its endpoint's default)
+    on_failure: str | None
+    parent_execution_id: str | None  #: set on a callback job: the execution it reports
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,6 +12,9 @@ A writer's transaction also claims, before its commit, as many executions as the
 frees slots (:class:`Refill`, the worker): one durable commit records a batch and refills
 its slots, so a worker's slot cycle costs one commit, not a finalize and a claim.
 
+An execution that ended with a callback, or as the child of a batch, gets what follows
+it (:mod:`chalicelib.services.callbacks`) in the same transaction as its final status.
+
 If the database is down the batch is retried with backoff until it is written or the
 worker abandons it at shutdown; abandoned executions stay RUNNING and the
 reclaimer returns them (at-least-once delivery).
@@ -31,6 +34,7 @@ from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.errors import DatabaseError
 from chalicelib.logs import FailureLog
+from chalicelib.services import callbacks
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 
 log = logging.getLogger(__name__)
@@ -183,4 +187,11 @@ def _without_stop(
 
 def _finalize(tx: Transaction, payload: str, worker_id: str) -> list[Row]:
     tx.execute(queries["worker_read_committed"])
-    return tx.run(queries["worker_finalize_batch"], results=payload, worker_id=worker_id)
+    rows = tx.run(queries["worker_finalize_batch"], results=payload, worker_id=worker_id)
+    # What follows an ended execution (a callback job, a batch's on_complete) is written
+    # in this transaction, with the final status; only rows that have one cost anything.
+    ended = [row["execution_id"] for row in rows if row["callback"]]
+    batches = [row["batch_id"] for row in rows if row["batch_id"]]
+    if ended or batches:
+        callbacks.follow_up(tx, execution_ids=ended, batch_ids=batches)
+    return rows

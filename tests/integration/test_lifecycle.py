@@ -200,6 +200,8 @@ def _cron_params(snapshot: dict[str, Any]) -> dict[str, Any]:
         "cron_starts_at": datetime.now(UTC),
         "cron_ends_at": None,
         "cron_next_run_at": datetime.now(UTC) + timedelta(days=1),
+        "on_success": None,
+        "on_failure": None,
         "endpoint_snapshot": json.dumps(snapshot),
         "version": 1,
         "previous_version_id": None,

@@ -39,6 +39,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("jobs_insert", "on_conflict_where"): (
         "predicate repeats idx_jobs_idempotency's (idempotency_key IS NOT NULL)"
     ),
+    ("jobs_insert_many", "on_conflict_where"): (
+        "predicate repeats idx_jobs_idempotency's (idempotency_key IS NOT NULL)"
+    ),
     ("scheduler_cron_apply_ticks", "on_conflict_where"): (
         "predicate repeats idx_executions_cron_dedup's (idempotency_key IS NOT NULL)"
     ),

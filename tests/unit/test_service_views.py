@@ -57,6 +57,10 @@ JOB_ROW: dict[str, Any] = {
     "cron_last_tick_at": None,
     "created_at": T0,
     "retired_at": None,
+    "batch_id": None,
+    "on_success": None,
+    "on_failure": None,
+    "parent_execution_id": None,
 }
 SUMMARY_ROW: dict[str, Any] = {
     "execution_id": "exec_1",
@@ -110,6 +114,8 @@ ENDPOINT_ROW: dict[str, Any] = {
     "config_ref": None,
     "spec": {"url": "https://example.test/x", "method": "POST"},
     "retry_policy": {"max_attempts": 3},
+    "on_success": None,
+    "on_failure": None,
 }
 
 

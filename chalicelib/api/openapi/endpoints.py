@@ -99,12 +99,14 @@ _WRITABLE = {
     "config": _REF,
     "spec": {**_SPEC_ONE_OF, "description": "Validated by type; see HttpSpec, KafkaSpec, ..."},
     "retry_policy": _RETRY,
+    "on_success": {**_REF, "description": "Default on_success callback endpoint of its jobs."},
+    "on_failure": {**_REF, "description": "Default on_failure callback endpoint of its jobs."},
 }
 _UNPROCESSABLE = (
     "INVALID_PAYLOAD_SPEC_REF or INVALID_CONFIG_REF: the named payload spec or config does "
     "not exist. TEMPLATE_RESOLUTION_FAILED: a placeholder whose namespace is unknown or not "
     "supported by its field, {{config.*}} without a config, or {{secret.*}} naming a secret "
-    "that does not exist."
+    "that does not exist. INVALID_CALLBACK: on_success / on_failure names no endpoint."
 )
 
 _LIVE_JOBS = (

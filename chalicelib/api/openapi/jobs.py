@@ -18,6 +18,15 @@ _JOB_STATUS = {"type": "string", "enum": ["ACTIVE", "RETIRED"]}
 _SUMMARY = {"oneOf": [schema_ref("ExecutionSummary"), {"type": "null"}]}
 _COUNT = {"type": "integer"}
 _MS = {"type": ["integer", "null"]}
+_CALLBACK = {
+    "type": "string",
+    "description": (
+        "Endpoint that gets an IMMEDIATE callback job when the execution ends SUCCESS "
+        "(on_success) or FAILED (on_failure); default: the endpoint's own. Input: "
+        "execution_id, job_id, endpoint, status, attempt_count, output or error, batch_id. "
+        "422 INVALID_CALLBACK if it does not exist or the chain is deeper than 3."
+    ),
+}
 
 
 _CREATE_OK = "Existing job (idempotency_key already used for this endpoint)."
@@ -109,6 +118,8 @@ JOBS: dict[str, Any] = {
                 "timezone": {"type": "string", "description": "IANA; required for CRON."},
                 "starts_at": {"type": "string", "format": "date-time"},
                 "ends_at": {"type": ["string", "null"], "format": "date-time"},
+                "on_success": _CALLBACK,
+                "on_failure": _CALLBACK,
             },
         },
         "JobUpdate": {
@@ -150,6 +161,13 @@ JOBS: dict[str, Any] = {
                 "latest_execution": _SUMMARY,
                 "retired_at": TIMESTAMP,
                 "replaced_by_id": {"type": ["string", "null"]},
+                "batch_id": {"type": "string", "description": "Set on a batch's jobs."},
+                "on_success": {"type": "string"},
+                "on_failure": {"type": "string"},
+                "parent_execution_id": {
+                    "type": "string",
+                    "description": "Set on a callback job: the execution it reports on.",
+                },
                 "created_at": TIMESTAMP,
             },
         },

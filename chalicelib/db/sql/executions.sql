@@ -22,18 +22,19 @@ WHERE status IN ('QUEUED', 'RETRYING')
 -- The CANCELLED transition and its log line in one statement. The WHERE guard lists the
 -- statuses the transition table allows as sources (:sources = sources_of(CANCELLED)), so a
 -- worker that claimed the row first wins and this changes 0 rows: never RUNNING ->
--- CANCELLED, never a terminal status overwritten.
+-- CANCELLED, never a terminal status overwritten. batch_id: a batch child's cancel may be
+-- its batch's last end (on_complete, chalicelib/services/callbacks.py).
 WITH moved AS (
     UPDATE executions
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     WHERE execution_id = :execution_id AND status = ANY(CAST(:sources AS TEXT[]))
-    RETURNING execution_id, attempt_count
+    RETURNING execution_id, attempt_count, batch_id
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO', :message FROM moved
     RETURNING log_id
 )
-SELECT execution_id FROM moved
+SELECT execution_id, batch_id FROM moved
 
 -- name: executions_one_shot_of_job
 -- A one-shot job has exactly one execution (created with the job).

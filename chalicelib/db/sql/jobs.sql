@@ -16,27 +16,31 @@ WHERE e.name = :name AND e.deleted_at IS NULL
 -- status and retired_at are its execution's.
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
-       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at
+       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
+       batch_id, on_success, on_failure, parent_execution_id
 FROM job_states
 WHERE endpoint = :endpoint AND idempotency_key = :idempotency_key
 
 -- name: jobs_insert
--- ON CONFLICT DO NOTHING on the partial unique index: a concurrent twin either commits
+-- PUT /jobs/{id}'s new version of a cron job (it keeps the callbacks of the version it
+-- replaces); every creation goes through jobs_insert_many. ON CONFLICT DO NOTHING on the partial unique index: a concurrent twin either commits
 -- first (we return nothing and read it back) or makes this transaction fail with 40001 at
 -- SERIALIZABLE, and the retry then finds the twin. Either way exactly one job exists.
 INSERT INTO jobs (endpoint, endpoint_type, trigger_type, idempotency_key, input, run_at,
                   cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
-                  cron_next_run_at, endpoint_snapshot, version, previous_version_id)
+                  cron_next_run_at, endpoint_snapshot, version, previous_version_id,
+                  on_success, on_failure)
 VALUES (:endpoint, :endpoint_type, :trigger_type, CAST(:idempotency_key AS TEXT),
         CAST(:input AS JSONB), CAST(:run_at AS TIMESTAMPTZ), CAST(:cron_expression AS TEXT),
         CAST(:cron_timezone AS TEXT), CAST(:cron_starts_at AS TIMESTAMPTZ),
         CAST(:cron_ends_at AS TIMESTAMPTZ), CAST(:cron_next_run_at AS TIMESTAMPTZ),
-        CAST(:endpoint_snapshot AS JSONB), :version, CAST(:previous_version_id AS TEXT))
+        CAST(:endpoint_snapshot AS JSONB), :version, CAST(:previous_version_id AS TEXT),
+        CAST(:on_success AS TEXT), CAST(:on_failure AS TEXT))
 ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
           replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
           cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at,
-          retired_at
+          retired_at, batch_id, on_success, on_failure, parent_execution_id
 
 -- name: jobs_insert_execution
 -- A one-shot job's only execution and its "created" log line in one statement, so no
@@ -63,7 +67,8 @@ FROM created
 -- Through job_states: a one-shot job's status follows its execution.
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
-       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at
+       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
+       batch_id, on_success, on_failure, parent_execution_id
 FROM job_states
 WHERE job_id = :job_id
 
@@ -95,7 +100,8 @@ WHERE job_id = ANY(CAST(:job_ids AS TEXT[]))
 -- page; for "=" it expects a handful and sorts the whole table instead.
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
-       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at
+       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
+       batch_id, on_success, on_failure, parent_execution_id
 FROM job_states
 WHERE (CAST(:endpoint AS TEXT) IS NULL OR endpoint = :endpoint)
   AND (CAST(:trigger_type AS TEXT) IS NULL OR trigger_type = :trigger_type)
@@ -111,7 +117,8 @@ LIMIT :limit_plus_one
 -- The status filter then drops retired cron jobs whose last ticks are still in flight.
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
-       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at
+       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
+       batch_id, on_success, on_failure, parent_execution_id
 FROM job_states
 WHERE job_id IN (SELECT job_id FROM live_jobs)
   AND status = 'ACTIVE'
@@ -178,7 +185,8 @@ WITH RECURSIVE chain (job_id, version) AS (
 SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.version,
        j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
-       j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at
+       j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
+       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id
 FROM chain JOIN job_states j ON j.job_id = chain.job_id
 WHERE CAST(:after_id AS TEXT) IS NULL
    OR chain.version > (SELECT version FROM jobs WHERE job_id = :after_id)
@@ -214,3 +222,99 @@ SELECT
     COALESCE(sum(CASE WHEN status = 'RUNNING' THEN 1 ELSE 0 END), 0) AS running
 FROM executions
 WHERE job_id = :job_id AND status IN ('PENDING', 'QUEUED', 'RETRYING', 'RUNNING')
+
+-- name: jobs_get_endpoints
+-- jobs_get_endpoint for every endpoint a request names (the jobs' endpoints and their
+-- callback endpoints) in one round trip: a batch of 1,000 jobs reads its handful of
+-- endpoints once, not once per item. The same snapshot argument holds: read in the
+-- creating transaction, so the snapshots the jobs record are the versions read here.
+-- on_success / on_failure are the endpoint's default callbacks for its jobs.
+SELECT e.name, e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec, e.retry_policy,
+       e.on_success, e.on_failure, p.schema_json AS payload_schema
+FROM endpoints e
+LEFT JOIN payload_specs p ON p.name = e.payload_spec_ref
+WHERE e.name = ANY(CAST(:names AS TEXT[])) AND e.deleted_at IS NULL
+
+-- name: jobs_find_by_idempotency_keys
+-- jobs_find_by_idempotency_key for many (endpoint, key) pairs at once. Pairs come as one
+-- JSONB array of {"endpoint", "key"} objects (jsonb_array_elements reads the same on
+-- PostgreSQL and CockroachDB). The LATERAL subquery (kept apart by its LIMIT 1, the index
+-- being unique anyway) makes each pair one probe of idx_jobs_idempotency whatever the
+-- table's size: written as "(endpoint, key) IN (SELECT
+-- ...)", the planner hashes a small jobs table after a sequential scan, and at SERIALIZABLE
+-- that read locks the whole relation, so every concurrent job insert became a
+-- serialization failure (POST /jobs from 8 clients ran out of 40001 retries).
+SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.version,
+       j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
+       j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
+       j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
+       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id
+FROM jsonb_array_elements(CAST(:pairs AS JSONB)) AS r
+CROSS JOIN LATERAL (
+    SELECT * FROM job_states AS s
+    WHERE s.endpoint = r ->> 'endpoint' AND s.idempotency_key = r ->> 'key'
+    LIMIT 1
+) AS j
+
+-- name: jobs_insert_many
+-- Every job of one creation request in ONE statement (one row for POST /jobs, up to 1,000
+-- for POST /jobs/batch, the callbacks of a finalize batch): a multi-row INSERT from a JSONB
+-- array costs one round trip and one plan however many jobs it writes. job_id is chosen
+-- by the caller (same 'job_' form as the column default) so each returned row maps back to
+-- its item without relying on RETURNING order, and only the ids come back: the caller
+-- knows every other column (created_at is the transaction's now(), jobs_now), and decoding
+-- 1,000 rows of timestamps back cost a third of a batch's time. ON CONFLICT DO NOTHING on the partial
+-- unique index, as in jobs_insert: a twin that committed first is missing from the result
+-- and read back; at SERIALIZABLE a concurrent twin makes this transaction retry (40001).
+INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input,
+                  run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
+                  cron_next_run_at, endpoint_snapshot, version, previous_version_id,
+                  batch_id, on_success, on_failure, parent_execution_id, callback_depth)
+SELECT r ->> 'job_id', r ->> 'endpoint', r ->> 'endpoint_type', r ->> 'trigger_type',
+       r ->> 'idempotency_key', r -> 'input', CAST(r ->> 'run_at' AS TIMESTAMPTZ),
+       r ->> 'cron_expression', r ->> 'cron_timezone',
+       CAST(r ->> 'cron_starts_at' AS TIMESTAMPTZ), CAST(r ->> 'cron_ends_at' AS TIMESTAMPTZ),
+       CAST(r ->> 'cron_next_run_at' AS TIMESTAMPTZ), r -> 'endpoint_snapshot',
+       CAST(r ->> 'version' AS BIGINT), r ->> 'previous_version_id', r ->> 'batch_id',
+       r ->> 'on_success', r ->> 'on_failure', r ->> 'parent_execution_id',
+       CAST(r ->> 'callback_depth' AS BIGINT)
+FROM jsonb_array_elements(CAST(:rows AS JSONB)) AS r
+ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING job_id
+
+-- name: jobs_insert_executions_many
+-- The executions of the one-shot jobs jobs_insert_many wrote, and their "created" log
+-- lines, in one statement (one INSERT per table, however many jobs): no execution exists
+-- without the log of how it began. IMMEDIATE rows carry no run_at: the database clock
+-- decides "now", the clock the claim compares against. A one-shot job's execution is
+-- QUEUED if IMMEDIATE, PENDING if DELAYED, which the log line names. batch_id and the resolved
+-- callbacks are copied from the job so the finalize learns them from the row it updates.
+-- It answers one row: how many, and the transaction's now() (see jobs_now).
+WITH created AS (
+    INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key,
+                            status, run_at, input, max_attempts, batch_id, on_success,
+                            on_failure)
+    SELECT r ->> 'execution_id', r ->> 'job_id', r ->> 'endpoint', r ->> 'endpoint_type',
+           r ->> 'idempotency_key', r ->> 'status',
+           COALESCE(CAST(r ->> 'run_at' AS TIMESTAMPTZ), now()), r -> 'input',
+           CAST(r ->> 'max_attempts' AS BIGINT), r ->> 'batch_id', r ->> 'on_success',
+           r ->> 'on_failure'
+    FROM jsonb_array_elements(CAST(:rows AS JSONB)) AS r
+    RETURNING execution_id, status, attempt_count
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, attempt_count, 'INFO',
+           'Execution created ' || status || ' ('
+           || CASE WHEN status = 'QUEUED' THEN 'IMMEDIATE' ELSE 'DELAYED' END || ' job).'
+    FROM created
+    RETURNING log_id
+)
+SELECT count(*) AS created, now() AS now FROM created
+
+-- name: jobs_now
+-- The transaction's timestamp: the created_at (and an IMMEDIATE execution's run_at) that
+-- every row this transaction inserts gets from its column default, read once rather than
+-- returned with each of up to 1,000 rows (now() is constant within a transaction on both
+-- PostgreSQL and CockroachDB). jobs_insert_executions_many answers it too, saving this round
+-- trip when a request creates one-shot jobs.
+SELECT now() AS now

@@ -47,7 +47,9 @@ LIMIT :batch
 --    (job_id, idempotency_key) unique index makes a replayed tick a no-op; the key is
 --    cron_<job_id>_<epoch_ms>. run_at is the tick, which may still be ahead (look-ahead):
 --    the worker's claim requires run_at <= now(), so it never fires early.
---    max_attempts comes from the endpoint as it was when the job was created.
+--    max_attempts comes from the endpoint as it was when the job was created. The job's
+--    callbacks are copied onto each tick (each tick's end calls back, as a one-shot's
+--    does); batch_id is not: a batch's progress counts its one-shot executions.
 -- 4. logged: the QUEUED transition's log row, for the rows that were really inserted.
 WITH plan AS (
     SELECT *
@@ -76,12 +78,13 @@ WITH plan AS (
       AND j.status = 'ACTIVE'
       AND j.cron_next_run_at = p.tick
     RETURNING j.job_id, j.endpoint, j.endpoint_type, j.input, j.endpoint_snapshot, p.tick,
-              p.materialize, p.idempotency_key, p.message
+              p.materialize, p.idempotency_key, p.message, j.on_success, j.on_failure
 ), created AS (
     INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
-                            input, run_at, max_attempts)
+                            input, run_at, max_attempts, on_success, on_failure)
     SELECT job_id, endpoint, endpoint_type, idempotency_key, 'QUEUED', input, tick,
-           COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT), 1)
+           COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT), 1),
+           on_success, on_failure
     FROM advanced
     WHERE materialize
     ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -150,6 +153,9 @@ SELECT count(*) AS promoted FROM logged
 -- lost: the attempt record of the lost attempt. ON CONFLICT DO NOTHING: the worker may
 -- have recorded that attempt just before it died, and its record is the better one.
 -- logged: one WARN line per reclaimed execution.
+-- callback / batch_id: what follows an execution this FAILED (its on_failure callback, its
+-- batch's completion), created by the reclaimer in this transaction
+-- (chalicelib/services/callbacks.py), as the worker's finalize does.
 WITH stuck AS (
     SELECT execution_id, worker_id
     FROM executions
@@ -173,9 +179,10 @@ WITH stuck AS (
       AND status = ANY(CAST(:from_statuses AS TEXT[]))
       AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
            OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
-    RETURNING execution_id, status, attempt_count, max_attempts, started_at
+    RETURNING execution_id, status, attempt_count, max_attempts, started_at, on_failure,
+              batch_id
 ), described AS (
-    SELECT r.execution_id, r.status, r.attempt_count, r.started_at,
+    SELECT r.execution_id, r.status, r.attempt_count, r.started_at, r.on_failure, r.batch_id,
            'Worker ' || COALESCE(s.worker_id, 'unknown') || ' lost attempt '
                || CAST(r.attempt_count AS TEXT) || ': lease of '
                || CAST(:timeout_sec AS TEXT) || ' s not renewed' AS reason
@@ -200,5 +207,7 @@ WITH stuck AS (
     RETURNING execution_id
 )
 SELECT d.execution_id, d.status,
-       EXISTS (SELECT 1 FROM lost WHERE lost.execution_id = d.execution_id) AS attempt_recorded
+       EXISTS (SELECT 1 FROM lost WHERE lost.execution_id = d.execution_id) AS attempt_recorded,
+       CASE WHEN d.status = 'FAILED' THEN d.on_failure END AS callback,
+       CASE WHEN d.status = 'FAILED' THEN d.batch_id END AS batch_id
 FROM described AS d

@@ -157,26 +157,28 @@ SELECT name FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))
 -- ON CONFLICT on the name: a live endpoint is left alone and no row comes back (409); a
 -- soft-deleted one is registered again with the new definition, as if created now (its
 -- old jobs keep their own snapshots).
-INSERT INTO endpoints (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy)
+INSERT INTO endpoints (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
+                       on_success, on_failure)
 VALUES (:name, :endpoint_type, :payload_spec_ref, :config_ref, CAST(:spec AS JSONB),
-        CAST(:retry_policy AS JSONB))
+        CAST(:retry_policy AS JSONB), CAST(:on_success AS TEXT), CAST(:on_failure AS TEXT))
 ON CONFLICT (name) DO UPDATE
 SET endpoint_type = excluded.endpoint_type, payload_spec_ref = excluded.payload_spec_ref,
     config_ref = excluded.config_ref, spec = excluded.spec,
-    retry_policy = excluded.retry_policy, created_at = now(), updated_at = now(),
+    retry_policy = excluded.retry_policy, on_success = excluded.on_success,
+    on_failure = excluded.on_failure, created_at = now(), updated_at = now(),
     deleted_at = NULL
 WHERE endpoints.deleted_at IS NOT NULL
-RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, created_at,
-          updated_at
+RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
+          on_failure, created_at, updated_at
 
 -- name: setup_endpoint_get
-SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, created_at,
-       updated_at
+SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
+       on_failure, created_at, updated_at
 FROM endpoints WHERE name = :name AND deleted_at IS NULL
 
 -- name: setup_endpoint_list
-SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, created_at,
-       updated_at
+SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
+       on_failure, created_at, updated_at
 FROM endpoints
 WHERE deleted_at IS NULL
   AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
@@ -190,10 +192,11 @@ LIMIT :limit_plus_one
 UPDATE endpoints
 SET endpoint_type = :endpoint_type, payload_spec_ref = :payload_spec_ref,
     config_ref = :config_ref, spec = CAST(:spec AS JSONB),
-    retry_policy = CAST(:retry_policy AS JSONB), updated_at = now()
+    retry_policy = CAST(:retry_policy AS JSONB), on_success = CAST(:on_success AS TEXT),
+    on_failure = CAST(:on_failure AS TEXT), updated_at = now()
 WHERE name = :name AND deleted_at IS NULL
-RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, created_at,
-          updated_at
+RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
+          on_failure, created_at, updated_at
 
 -- name: setup_endpoint_live_jobs
 -- Live jobs of the endpoint: they keep it from being deleted (the specification: delete

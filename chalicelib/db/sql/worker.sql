@@ -132,6 +132,12 @@ RETURNING execution_id
 -- (RUNNING, worker_id, attempt_count): if the reclaimer took the execution back, or another
 -- worker has claimed it since, this late result changes nothing and records nothing.
 -- config_snapshot is kept from the first attempt that stored one.
+-- For an execution that ended, each row also says what follows it, read from the row being
+-- updated (the execution's copies of its job's callbacks and batch): "callback" (the
+-- endpoint to call back) and "batch_id". Only when one is set does the finalizer run the
+-- follow-up statements (chalicelib/services/callbacks.py) in this transaction, so a job
+-- without callbacks or batch costs nothing more. They are separate statements because
+-- CockroachDB refuses a statement that modifies one table (executions) twice.
 WITH done AS (
     SELECT r ->> 'execution_id' AS execution_id,
            CAST(r ->> 'attempt_number' AS BIGINT) AS attempt_number,
@@ -165,7 +171,7 @@ WITH done AS (
       AND e.status = 'RUNNING'
       AND e.worker_id = CAST(:worker_id AS TEXT)
       AND e.attempt_count = d.attempt_number
-    RETURNING e.execution_id
+    RETURNING e.execution_id, e.status, e.on_success, e.on_failure, e.batch_id
 ), attempted AS (
     INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
                           duration_ms, output, error)
@@ -181,7 +187,11 @@ WITH done AS (
     FROM done AS d
     JOIN moved AS m ON m.execution_id = d.execution_id
 )
-SELECT execution_id FROM moved
+SELECT execution_id,
+       CASE WHEN status = 'SUCCESS' THEN on_success
+            WHEN status = 'FAILED' THEN on_failure END AS callback,
+       CASE WHEN status IN ('SUCCESS', 'FAILED') THEN batch_id END AS batch_id
+FROM moved
 
 -- name: worker_config_values
 -- Config cache miss: the current values (the first attempt snapshots them).

@@ -1,0 +1,154 @@
+"""Completion callbacks and batch completion, in the transaction that ends executions.
+
+When an execution ends SUCCESS (FAILED), its job's ``on_success`` (``on_failure``)
+endpoint gets a new IMMEDIATE job whose input reports the execution::
+
+    {"execution_id", "job_id", "endpoint", "status", "attempt_count",
+     "output" (SUCCESS) or "error" (FAILED: the last attempt's), "batch_id"}
+
+Its idempotency key is ``callback:<execution_id>``: the unique index on (endpoint, key)
+lets exactly one callback exist per execution, even if a reclaimed execution were
+finalized twice. When the last child execution of a batch with ``on_complete`` ends, that
+endpoint gets one IMMEDIATE job keyed ``batch:<batch_id>`` whose input is the batch's
+summary (``batch_id``, ``status``, ``total``, ``counts``, ``completed_at``). Callback jobs
+are ordinary jobs (retries, attempts, logs) created by the shared path
+(:func:`chalicelib.services.job_writer.create_jobs`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from chalicelib.db.connection import Row, Transaction
+from chalicelib.db.queries import queries
+from chalicelib.domain.batches import BatchProgress, BatchStatus, progress
+from chalicelib.domain.jobs import JobRequest
+from chalicelib.domain.statuses import ExecutionStatus, TriggerType
+from chalicelib.domain.timefmt import iso
+from chalicelib.services.job_writer import NewJob, Outcome, create_jobs
+
+log = logging.getLogger(__name__)
+
+
+def follow_up(
+    tx: Transaction,
+    *,
+    execution_ids: Iterable[str],
+    batch_ids: Iterable[str],
+    now: datetime | None = None,
+) -> None:
+    """Create what follows executions that ``tx`` just ended: the callbacks of
+    ``execution_ids`` and the ``on_complete`` of the batches whose last child ended."""
+    now = now or datetime.now(UTC)
+    ids = sorted(set(execution_ids))
+    if ids:
+        _execution_callbacks(tx, ids, now)
+    batches = sorted(set(batch_ids))
+    if batches:
+        complete_batches(tx, batches, now)
+
+
+def callback_input(row: Row) -> dict[str, Any]:
+    """The documented input of a callback job, from a ``callbacks_sources`` row."""
+    report: dict[str, Any] = {
+        "execution_id": row["execution_id"],
+        "job_id": row["job_id"],
+        "endpoint": row["endpoint"],
+        "status": row["status"],
+        "attempt_count": row["attempt_count"],
+    }
+    if row["status"] == ExecutionStatus.SUCCESS:
+        report["output"] = row["output"]
+    else:
+        report["error"] = row["error"]
+    report["batch_id"] = row["batch_id"]
+    return report
+
+
+def _execution_callbacks(tx: Transaction, ids: list[str], now: datetime) -> None:
+    rows = [r for r in tx.run(queries["callbacks_sources"], execution_ids=ids) if r["target"]]
+    items = [
+        NewJob(
+            JobRequest(
+                endpoint=row["target"],
+                trigger=TriggerType.IMMEDIATE,
+                idempotency_key=f"callback:{row['execution_id']}",
+                input=callback_input(row),
+            ),
+            parent_execution_id=row["execution_id"],
+            depth=int(row["callback_depth"]) + 1,
+            system=True,
+        )
+        for row in rows
+    ]
+    outcomes = create_jobs(tx, items, now=now)
+    lines = [_log_line(row["execution_id"], o) for row, o in zip(rows, outcomes, strict=True)]
+    if lines:
+        tx.execute(queries["callbacks_log"], lines=json.dumps(lines))
+
+
+def _log_line(execution_id: str, outcome: Outcome) -> dict[str, str]:
+    if outcome.error is not None:
+        return {
+            "execution_id": execution_id,
+            "level": "WARN",
+            "message": f"No callback job: {outcome.error.message}",
+        }
+    assert outcome.view is not None
+    job = outcome.view.job
+    verb = "created" if outcome.created else "already exists"
+    return {
+        "execution_id": execution_id,
+        "level": "INFO",
+        "message": f"Callback job {job.job_id} on endpoint '{job.endpoint}' {verb}.",
+    }
+
+
+def progress_in(tx: Transaction, batch: Row) -> BatchProgress:
+    """A batch's progress, counted on idx_executions_batch."""
+    rows = tx.run(queries["batches_progress"], batch_id=batch["batch_id"])
+    ends = [r["last_completed_at"] for r in rows if r["last_completed_at"] is not None]
+    return progress(
+        {r["status"]: int(r["n"]) for r in rows},
+        last_completed_at=max(ends) if ends else None,
+        created_at=batch["created_at"],
+    )
+
+
+def batch_summary(batch: Row, state: BatchProgress) -> dict[str, Any]:
+    """The input of a batch's on_complete job."""
+    return {
+        "batch_id": batch["batch_id"],
+        "status": state.status.value,
+        "total": int(batch["total"]),
+        "counts": state.counts,
+        "completed_at": iso(state.completed_at),
+    }
+
+
+def complete_batches(tx: Transaction, batch_ids: Sequence[str], now: datetime) -> None:
+    """Fire ``on_complete`` for each of these batches that has just completed.
+
+    Locks the batch rows first (batches_lock_for_completion says why), then counts: the
+    last of two transactions ending a batch's last children sees the other's commit. The
+    key ``batch:<id>`` keeps it to one job if two of them see the batch complete.
+    """
+    items = []
+    for batch in tx.run(queries["batches_lock_for_completion"], batch_ids=list(batch_ids)):
+        state = progress_in(tx, batch)
+        if state.status is not BatchStatus.COMPLETED:
+            continue
+        request = JobRequest(
+            endpoint=batch["on_complete"],
+            trigger=TriggerType.IMMEDIATE,
+            idempotency_key=f"batch:{batch['batch_id']}",
+            input=batch_summary(batch, state),
+        )
+        items.append(NewJob(request, depth=1, system=True))
+    for outcome in create_jobs(tx, items, now=now):
+        if outcome.error is not None:
+            log.warning("batch on_complete job not created: %s", outcome.error.message)
