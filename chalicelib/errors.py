@@ -122,6 +122,13 @@ class JobNotUpdatable(TaskExecutorError):
     code = "JOB_NOT_UPDATABLE"
 
 
+class JobNotTriggerable(TaskExecutorError):
+    """POST /jobs/{id}/trigger on a job that is not an ACTIVE cron job."""
+
+    status = 409
+    code = "JOB_NOT_TRIGGERABLE"
+
+
 class ExecutionNotCancellable(TaskExecutorError):
     status = 409
     code = "EXECUTION_NOT_CANCELLABLE"

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from chalicelib import services
 from chalicelib.api.executions import (
+    render_execution_detail,
     render_execution_summary,
     requested_wait,
     waited,
@@ -194,6 +195,15 @@ def cancel_job(job_id: str) -> dict[str, Any]:
     409 EXECUTION_NOT_CANCELLABLE for a one-shot whose execution is RUNNING/SUCCESS/FAILED.
     """
     return render_job(services.job_service().cancel(job_id), with_latest=True)
+
+
+@resource.route("/jobs/{job_id}/trigger", methods=["POST"], status=201)
+def trigger_job(job_id: str) -> dict[str, Any]:
+    """Run an ACTIVE cron job now: one extra execution, due now (its own idempotency key,
+    listed with the job's executions); the schedule does not move. 409 JOB_NOT_TRIGGERABLE
+    for a one-shot or RETIRED job."""
+    execution_id = services.job_service().trigger(job_id)
+    return render_execution_detail(services.execution_service().get(execution_id))
 
 
 @resource.route("/jobs/{job_id}/status", methods=["GET"])

@@ -1,4 +1,5 @@
-"""Job use cases: create (IMMEDIATE / DELAYED / CRON), read, list, update, cancel, versions.
+"""Job use cases: create (IMMEDIATE / DELAYED / CRON), read, list, update, cancel, versions,
+trigger (run a cron job now).
 
 Each use case is one transaction through :meth:`Database.transaction` (re-runnable: it only
 reads and writes the database and computes from what it read). Status and executions of
@@ -7,6 +8,7 @@ a job live in :mod:`chalicelib.services.job_status`.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,7 +28,7 @@ from chalicelib.domain.jobs import (
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.payload_specs import validate_input
 from chalicelib.domain.statuses import JobStatus, TriggerType
-from chalicelib.errors import EndpointNotFound, JobNotFound, JobNotUpdatable
+from chalicelib.errors import EndpointNotFound, JobNotFound, JobNotTriggerable, JobNotUpdatable
 from chalicelib.services.executions import cancel_in, is_final, read_committed
 from chalicelib.services.job_writer import JobView, NewJob, create_jobs
 from chalicelib.services.longpoll import Poller
@@ -209,6 +211,15 @@ class JobService:
         """
         return self.db.transaction(lambda tx: self._cancel_in(tx, job_id), name="job_cancel")
 
+    def trigger(self, job_id: str) -> str:
+        """Run now: one extra execution of an ACTIVE cron job, due now, without moving its
+        schedule; returns its id. 409 JOB_NOT_TRIGGERABLE for a one-shot or RETIRED job."""
+        execution_id = self.db.transaction(
+            lambda tx: _trigger_in(tx, job_id, self.db, self.wakeup_notify), name="job_trigger"
+        )
+        wakeup.notify()  # after COMMIT, as POST /jobs does
+        return execution_id
+
     def _cancel_in(self, tx: Transaction, job_id: str) -> JobView:
         read_committed(tx)
         job = get_job_in(tx, job_id)
@@ -217,6 +228,22 @@ class JobService:
         elif job["status"] == JobStatus.ACTIVE:
             tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=None)
         return _view_in(tx, get_job_in(tx, job_id))
+
+
+def _trigger_in(tx: Transaction, job_id: str, db: Database, wakeup_notify: str) -> str:
+    job = get_job_in(tx, job_id)
+    # Its own key, never a tick's ("trigger:" + 128 random bits): each trigger is one more.
+    key = f"trigger:{secrets.token_hex(16)}"
+    execution_id = tx.scalar(queries["jobs_trigger_execution"], job_id=job_id, idempotency_key=key)
+    if execution_id is None:
+        if job["trigger_type"] != TriggerType.CRON:
+            raise JobNotTriggerable(
+                f"Job '{job_id}' is a {job['trigger_type']} job: only CRON jobs can be "
+                "triggered (its one execution is already scheduled)."
+            )
+        raise JobNotTriggerable(_retired_message(job) + " Trigger the current version instead.")
+    notify.publish(tx, db, wakeup_notify)  # delivered at COMMIT: wakes LISTENing workers
+    return str(execution_id)
 
 
 def _list_query(filters: Mapping[str, str | None]) -> tuple[Query, dict[str, Any]]:

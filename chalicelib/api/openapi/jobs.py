@@ -1,4 +1,4 @@
-"""OpenAPI for ``/jobs``: create, list, get, update, cancel, status and versions."""
+"""OpenAPI for ``/jobs``: create, list, get, update, cancel, trigger, status and versions."""
 
 from __future__ import annotations
 
@@ -64,6 +64,22 @@ _CREATE[2]["responses"]["201"] = {
     "content": _CREATE[2]["responses"]["200"]["content"],
 }
 
+_RUN_NOW = operation(
+    "POST",
+    f"{_ONE}/trigger",
+    "triggerJob",
+    "Execution",
+    "Run an ACTIVE cron job now.",
+    errors=("Conflict",),
+    description="One extra execution, due now, with its own idempotency key (listed with "
+    "the job's executions); the schedule does not move. 409 JOB_NOT_TRIGGERABLE for a "
+    "one-shot or RETIRED job.",
+)
+_RUN_NOW[2]["responses"]["201"] = {
+    "description": "Execution created.",
+    "content": _RUN_NOW[2]["responses"].pop("200")["content"],
+}
+
 JOBS: dict[str, Any] = {
     "paths": paths(
         _CREATE,
@@ -87,6 +103,7 @@ JOBS: dict[str, Any] = {
             body="JobUpdate",
         ),
         operation("POST", f"{_ONE}/cancel", "cancelJob", "Job", _CANCEL, errors=("Conflict",)),
+        _RUN_NOW,
         operation(
             "GET", f"{_ONE}/status", "getJobStatus", "JobStatus", "Health and 24-hour statistics."
         ),

@@ -318,3 +318,29 @@ SELECT count(*) AS created, now() AS now FROM created
 -- PostgreSQL and CockroachDB). jobs_insert_executions_many answers it too, saving this round
 -- trip when a request creates one-shot jobs.
 SELECT now() AS now
+
+-- name: jobs_trigger_execution
+-- Run now (POST /jobs/{id}/trigger): one extra QUEUED execution of an ACTIVE cron job, due
+-- now, with the job's input, attempts budget and callbacks, as a tick would get; the job's
+-- schedule (cron_next_run_at, cron_last_tick_at) is not touched. :idempotency_key is the
+-- trigger's own ("trigger:<id>"), so it never meets a tick's in idx_executions_cron_dedup.
+-- The guard on status makes a trigger racing a cancel or an update create nothing.
+WITH job AS (
+    SELECT job_id, endpoint, endpoint_type, input, endpoint_snapshot, on_success, on_failure
+    FROM jobs
+    WHERE job_id = :job_id AND trigger_type = 'CRON' AND status = 'ACTIVE'
+), created AS (
+    INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
+                            input, run_at, max_attempts, on_success, on_failure)
+    SELECT job_id, endpoint, endpoint_type, :idempotency_key, 'QUEUED', input, now(),
+           COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT), 1),
+           on_success, on_failure
+    FROM job
+    RETURNING execution_id
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, 0, 'INFO', 'Execution created (QUEUED) by a trigger: run now, outside the schedule.'
+    FROM created
+    RETURNING execution_id
+)
+SELECT execution_id FROM logged

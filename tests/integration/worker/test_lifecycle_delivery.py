@@ -41,3 +41,25 @@ def test_a_delivered_one_shot_job_retires_with_its_execution(
     assert shown["retired_at"] == execution["completed_at"]
     assert api.get("/jobs?status=ACTIVE").body["items"] == []
     assert api.delete("/endpoints/hook").status == 204
+
+
+def test_a_triggered_cron_run_is_delivered_and_the_job_stays_active(
+    api: ApiClient, database: Database, make_worker, http_target: HttpTarget
+) -> None:
+    http_target.script("/hook", Reply(200, body="ok"))
+    spec = {"url": http_target.url("/hook"), "method": "POST", "expected_status_codes": [200]}
+    assert api.post("/endpoints", {"name": "hook", "type": "HTTP", "spec": spec}).status == 201
+    body = {"endpoint": "hook", "trigger": "CRON", "cron": "0 9 1 1 *", "timezone": "UTC"}
+    created = api.post("/jobs", {**body, "input": {"n": 1}})
+    assert created.status == 201, created.body
+    job = created.body
+    next_run = job["next_run_at"]
+
+    triggered = api.post(f"/jobs/{job['job_id']}/trigger").body
+    settle(make_worker(), database, [triggered["execution_id"]])
+
+    execution = api.get(f"/executions/{triggered['execution_id']}").body
+    assert (execution["status"], execution["attempt_count"]) == ("SUCCESS", 1)
+    assert len(http_target.received("/hook")) == 1
+    shown = api.get(f"/jobs/{job['job_id']}").body
+    assert (shown["status"], shown["next_run_at"]) == ("ACTIVE", next_run)
