@@ -52,8 +52,8 @@ class Refill(Protocol):
     """Claims into the slots a finalize batch frees, in the finalize's transaction."""
 
     def plan_claim(self, freed: int) -> Any | None:
-        """A claim plan (and the claim lock) if there is room counting the ``freed`` slots
-        this batch releases at its commit; None at once if another claim is running."""
+        """A claim plan (holding the worker's claim lock) if there is room, the ``freed`` slots
+        this batch releases at its commit included; None at once if another claim runs."""
         ...
 
     def claim_in(self, tx: Transaction, plan: Any) -> list[ClaimedExecution]: ...
@@ -64,7 +64,7 @@ class Refill(Protocol):
 
 
 class Finalizer:
-    """A queue drained by one writer thread."""
+    """A queue drained by :data:`WRITERS` writer threads."""
 
     def __init__(
         self,

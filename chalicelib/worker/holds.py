@@ -1,8 +1,10 @@
 """What a worker holds: its slots, its per-endpoint shares and its leases.
 
-A slot is held from the claim until the attempt is recorded (finalized), not just while the
-request is out: what a worker holds RUNNING is then at most its capacity, and a crash can
-redeliver at most that many executions (those sent but not yet recorded). Per endpoint,
+A slot is held from the send until the attempt is recorded (finalized), not just while the
+request is out: a worker sends at most its capacity before their attempts are recorded,
+and a crash can redeliver at most that many. A claim may take the slots of attempts being
+recorded (:meth:`Holds.claimable`), so it holds RUNNING at most one claim batch more, which
+waits for those commits. Per endpoint,
 the executions claimed and not yet delivered are capped (``spec.max_concurrent``, else a
 share of the capacity), so a hung endpoint ties up its share and no more; the claim
 passes over endpoints at their cap.
@@ -74,11 +76,6 @@ class Holds:
     def __len__(self) -> int:
         return len(self._holds)
 
-    def free(self) -> int:
-        """Slots to claim into: an execution holds one from its claim until its attempt is
-        recorded, so what a worker holds RUNNING is in delivery or being recorded."""
-        return self.capacity - len(self._holds)
-
     def claimable(self) -> int:
         """How many a claim may take now: the free slots and those of executions delivered
         and waiting for their attempt to be recorded (they free at the finalizer's next
@@ -92,10 +89,6 @@ class Holds:
         if len(self._holds) > self.capacity:
             return 0
         return self.capacity - self._undelivered
-
-    def recording(self) -> int:
-        """Held executions whose delivery ended, their attempts not yet recorded."""
-        return len(self._holds) - self._undelivered
 
     def cap(self, endpoint: str) -> int:
         """How many of ``endpoint``'s deliveries this worker runs at once."""

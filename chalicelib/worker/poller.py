@@ -2,10 +2,11 @@
 
 Capacity (``TE_WORKER_MAX_CONCURRENT``) bounds what a worker holds: an execution takes a
 slot when it is claimed and gives it back when its attempt is recorded
-(:mod:`chalicelib.worker.holds`). The worker claims only into free slots, so every
-execution it holds RUNNING is being delivered (or is in the batch being handed out, or its
-result is on its way to the database), what it cannot start stays QUEUED (cancellable, and
-free for an idle worker), and a crash redelivers at most its capacity. Per endpoint, the
+(:mod:`chalicelib.worker.holds`). The worker claims into free slots and those whose
+attempts are being recorded, so every execution it holds RUNNING is being delivered (or is
+in the batch being handed out, or its result is on its way to the database), what it
+cannot start stays QUEUED (cancellable, and free for an idle worker), and a crash
+redelivers at most its capacity. Per endpoint, the
 claim takes no more than the endpoint's share (``spec.max_concurrent``, else
 ``TE_WORKER_ENDPOINT_SHARE`` of the capacity), so one hung endpoint cannot take every slot.
 Leases are renewed while held (:class:`~chalicelib.worker.holds.LeaseKeeper`), and a

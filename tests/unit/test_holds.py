@@ -36,12 +36,12 @@ def holds(clock: Clock | None = None) -> Holds:
 def test_a_slot_is_free_again_when_the_attempt_is_released_not_when_delivered() -> None:
     h = holds()  # capacity 4
     h.add([claimed("e1", "a"), claimed("e2", "a")], sent_at=100)
-    assert (h.free(), h.recording()) == (2, 0)
+    assert (h.capacity - len(h), h.claimable()) == (2, 2)
     h.delivered("e1", 1, slot=True)  # sent; its result waits for the finalizer
-    assert (h.free(), h.recording()) == (2, 1)
+    assert (h.capacity - len(h), h.claimable()) == (2, 3)  # its slot frees at the next commit
     assert h.release("e1", 1) is True  # recorded: its delivery slot is free
     assert h.release("e1", 1) is False
-    assert (h.free(), h.recording()) == (3, 0)
+    assert (h.capacity - len(h), h.claimable()) == (3, 3)
 
 
 def test_an_endpoint_at_its_cap_is_full_until_a_delivery_ends() -> None:
@@ -99,7 +99,7 @@ def test_a_claim_may_take_the_slots_being_recorded_once() -> None:
     assert h.claimable() == 1  # one free slot; three in delivery
     h.delivered("e1", 1, slot=True)
     h.delivered("e2", 1, slot=True)
-    assert (h.free(), h.claimable()) == (1, 3)  # two more free at the finalizer's commit
+    assert (h.capacity - len(h), h.claimable()) == (1, 3)  # two more free at the finalizer's commit
     h.add([claimed("e4", "b"), claimed("e5", "b"), claimed("e6", "b")], sent_at=101)
     assert (len(h), h.claimable()) == (6, 0)  # one batch waits for slots: nothing more
     h.release("e1", 1)
