@@ -176,3 +176,13 @@ def test_endpoints_accept_a_signing_secret_name_on_every_type() -> None:
 def test_a_signing_secret_that_is_not_a_name_is_400(value) -> None:
     with pytest.raises(ValidationFailed, match=r"spec\.signing_secret"):
         parse_endpoint(_endpoint({"signing_secret": value}))
+
+
+def test_the_rotation_window_setting() -> None:
+    from chalicelib.errors import ConfigurationError
+    from chalicelib.settings import load_settings
+
+    assert load_settings({}).signing_rotation_window_sec == 86400
+    assert load_settings({"TE_SIGNING_ROTATION_WINDOW_SEC": "0"}).signing_rotation_window_sec == 0
+    with pytest.raises(ConfigurationError, match="TE_SIGNING_ROTATION_WINDOW_SEC"):
+        load_settings({"TE_SIGNING_ROTATION_WINDOW_SEC": "-1"})

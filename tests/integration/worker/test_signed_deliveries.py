@@ -8,6 +8,7 @@ import base64
 import json
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,8 +19,9 @@ import redis
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from chalicelib.db.connection import Database
+from chalicelib.worker import build_worker
 from tests.fixtures.services import HttpTarget, Reply
-from tests.integration.worker.conftest import settle
+from tests.integration.worker.conftest import settings, settle
 from tests.integration.worker.factories import (
     BOX,
     attempts,
@@ -245,6 +247,52 @@ def test_a_target_echoing_the_key_back_never_gets_it_recorded_or_logged(
     assert_no_key(recorded, caplog.text)
     assert "whsec_" not in json.dumps(recorded, default=str)
     assert "[REDACTED]" in json.dumps(recorded, default=str)
+
+
+class CountingDatabase:
+    """The test database, counting the transactions the worker runs by name."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self.names: Counter[str] = Counter()
+
+    def transaction(self, work: Any, *, name: str, **kwargs: Any) -> Any:
+        self.names[name] += 1
+        return self._db.transaction(work, name=name, **kwargs)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._db, attr)
+
+
+def test_signing_secrets_come_from_the_secret_cache_with_no_query_per_delivery(
+    database: Database, http_target: HttpTarget
+) -> None:
+    create_secret(database, "api_key", "sk-live-template-secret")
+    spec = http_spec(
+        http_target.url("/many"),
+        headers={"Authorization": "Bearer {{secret.api_key}}"},
+        signing_secret=signing_secret(database),
+    )
+    seeded = seed(database, spec=spec, count=20)
+    counting = CountingDatabase(database)
+    worker = build_worker(
+        db=counting,  # type: ignore[arg-type]
+        settings=settings(),
+        secret_box=lambda: BOX,
+    )
+    try:
+        settle(worker, database, seeded.execution_ids)
+    finally:
+        worker.stop()
+        worker.drain(5)
+        worker.close()
+
+    received = http_target.received("/many")
+    assert len(received) == 20
+    for request in received:
+        Webhook(SECRET).verify(request.body, request.headers)
+    # Both secrets in one read, then from the cache: one query, not one per delivery.
+    assert counting.names["secret_values"] == 1
 
 
 # -- Kafka and Redis Streams ------------------------------------------------------------------
