@@ -31,7 +31,9 @@ from tests.integration.worker.factories import (
     logs,
     retry_policy,
     seed,
+    statuses,
 )
+from tests.integration.worker.test_delivery_semantics import running, wait_for
 from tests.integration.worker.test_streams import kafka_spec, redis_spec
 
 KEY = bytes(range(1, 33))
@@ -134,6 +136,23 @@ def test_every_attempt_carries_the_same_id_and_its_own_signature(
     assert {r.headers["webhook-id"] for r in received} == {seeded.execution_id}
     for request in received:
         Webhook(SECRET).verify(request.body, request.headers)
+
+
+def test_two_workers_sign_every_delivery_with_its_execution_id(
+    database: Database, make_worker, http_target: HttpTarget
+) -> None:
+    name = signing_secret(database)
+    rotate(database, name, OLD_SECRET, ago=timedelta(minutes=1))
+    seeded = seed(database, spec=http_spec(http_target.url("/two"), signing_secret=name), count=40)
+
+    with running(make_worker(), make_worker()):
+        wait_for(lambda: statuses(database, seeded.execution_ids).get("SUCCESS") == 40)
+
+    received = http_target.received("/two")
+    assert sorted(r.headers["webhook-id"] for r in received) == sorted(seeded.execution_ids)
+    for request in received:
+        Webhook(SECRET).verify(request.body, request.headers)
+        Webhook(OLD_SECRET).verify(request.body, request.headers)
 
 
 def test_a_bodiless_request_signs_the_empty_body(
