@@ -190,6 +190,13 @@ class TemplateResolutionFailed(Unprocessable):
     code = "TEMPLATE_RESOLUTION_FAILED"
 
 
+class InvalidSigningSecret(Unprocessable):
+    """``spec.signing_secret`` names no secret, or one whose value is not a whsec_ key (the
+    message never quotes the value)."""
+
+    code = "INVALID_SIGNING_SECRET"
+
+
 class ValidationFailed(Unprocessable):
     """A well-formed body whose fields break a rule (wrong type, missing field, bad value)."""
 

@@ -36,6 +36,9 @@ class Settings:
     worker_poll_interval_ms: int = 200
     config_cache_ttl_sec: int = 60
     secret_cache_ttl_sec: int = 300
+    # Added by this port (issue 18): how long a rotated signing secret's previous key still
+    # signs deliveries too (0: the new key alone from the rotation on).
+    signing_rotation_window_sec: int = 86400
     worker_shutdown_timeout_sec: int = 30
     # Added by this port: the share of a worker's slots one endpoint may hold by default
     # (an endpoint's spec.max_concurrent overrides it), so no endpoint starves the others.
@@ -141,7 +144,11 @@ def _validate(settings: Settings) -> None:
         if getattr(settings, attr) <= 0:
             raise ConfigurationError(f"{_env_name(attr)} must be positive")
     # 0 has a meaning: no cache (API keys), keep everything (retention).
-    for attr in ("api_key_cache_ttl_sec", "execution_retention_days"):
+    for attr in (
+        "api_key_cache_ttl_sec",
+        "execution_retention_days",
+        "signing_rotation_window_sec",
+    ):
         if getattr(settings, attr) < 0:
             raise ConfigurationError(f"{_env_name(attr)} must be 0 or more")
     if not 0 < settings.worker_endpoint_share <= 1:

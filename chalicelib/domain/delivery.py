@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from chalicelib.domain.redaction import Redactor, redactor
+from chalicelib.domain.signing import SigningKeys
 
 
 class DeliveryErrorType(StrEnum):
@@ -117,8 +118,11 @@ def failed(
 
 @dataclass(frozen=True, kw_only=True)
 class DeliveryRequest:
-    """A resolved endpoint spec plus the identity every delivery carries."""
+    """A resolved endpoint spec plus the identity every delivery carries; ``signing`` holds
+    the keys of a signed endpoint (dispatchers sign what they send with
+    :func:`chalicelib.domain.signing.webhook_headers`)."""
 
     execution_id: str
     attempt: int
     spec: dict[str, Any] = field(default_factory=dict)
+    signing: SigningKeys | None = None

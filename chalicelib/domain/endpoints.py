@@ -12,7 +12,9 @@ Rules, per the specification's field tables:
   ``acks`` "all" and ``timeout_ms`` 10000; REDIS_STREAM ``approximate_trimming`` true and
   ``timeout_ms`` 3000. ``timeout_ms`` is 1..300000. Every type accepts an optional
   ``max_concurrent`` (1..10000): how many of this endpoint's deliveries one worker runs at
-  once (default: ``TE_WORKER_ENDPOINT_SHARE`` of ``TE_WORKER_MAX_CONCURRENT``).
+  once (default: ``TE_WORKER_ENDPOINT_SHARE`` of ``TE_WORKER_MAX_CONCURRENT``), and an
+  optional ``signing_secret`` (a secret's name: deliveries are signed, see
+  :mod:`chalicelib.domain.signing`).
 * Each field accepts only the template namespaces its table lists. A placeholder whose
   namespace is unknown or not allowed in that field, a ``{{config.*}}`` when the endpoint
   has no config, and a ``{{secret.*}}`` with a nested path are 422
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.domain.names import check_endpoint_name
+from chalicelib.domain.signing import check_signing_secret_field
 from chalicelib.domain.templates import NAMESPACES, PLACEHOLDER, find_placeholders
 from chalicelib.errors import TemplateResolutionFailed, ValidationFailed
 
@@ -142,6 +145,7 @@ SPEC_RULES: dict[str, dict[str, FieldRule]] = {
         "timeout_ms": FieldRule(_timeout, default=30000),
         "max_concurrent": FieldRule(_max_concurrent),
         "expected_status_codes": FieldRule(_status_codes, default=[200, 201, 202, 204]),
+        "signing_secret": FieldRule(check_signing_secret_field),
     },
     "KAFKA": {
         "bootstrap_servers": FieldRule(_string, True, _CONFIG_SECRET),
@@ -152,6 +156,7 @@ SPEC_RULES: dict[str, dict[str, FieldRule]] = {
         "acks": FieldRule(_one_of(KAFKA_ACKS), default="all"),
         "timeout_ms": FieldRule(_timeout, default=10000),
         "max_concurrent": FieldRule(_max_concurrent),
+        "signing_secret": FieldRule(check_signing_secret_field),
     },
     "REDIS_STREAM": {
         "redis_url": FieldRule(_string, True, _CONFIG_SECRET),
@@ -161,6 +166,7 @@ SPEC_RULES: dict[str, dict[str, FieldRule]] = {
         "approximate_trimming": FieldRule(_boolean, default=True),
         "timeout_ms": FieldRule(_timeout, default=3000),
         "max_concurrent": FieldRule(_max_concurrent),
+        "signing_secret": FieldRule(check_signing_secret_field),
     },
 }
 

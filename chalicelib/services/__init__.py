@@ -59,7 +59,7 @@ def endpoint_service() -> EndpointService:
     from chalicelib import wiring
     from chalicelib.services.endpoints import EndpointService
 
-    return EndpointService(wiring.database("api"))
+    return EndpointService(wiring.database("api"), box=_reading_box)
 
 
 def config_service() -> ConfigService:
@@ -83,6 +83,15 @@ def _secret_box() -> SecretBox:
 
     _, older = wiring.encryption_keys()
     return SecretBox(wiring.require_encryption_key(), older)
+
+
+def _reading_box() -> SecretBox:
+    """The keyring for reads (checking a signing secret's form); may have no current key."""
+    from chalicelib import wiring
+    from chalicelib.crypto import SecretBox
+
+    current, older = wiring.encryption_keys()
+    return SecretBox(current, older)
 
 
 def secret_service() -> SecretService:

@@ -6,6 +6,8 @@ the checks that need the database, in the same transaction as the write:
 * ``payload_spec`` / ``config`` naming nothing: 422 INVALID_PAYLOAD_SPEC_REF /
   INVALID_CONFIG_REF.
 * ``{{secret.<name>}}`` naming a secret that does not exist: 422 TEMPLATE_RESOLUTION_FAILED.
+* ``spec.signing_secret`` naming no secret, or one whose value is not a ``whsec_`` key:
+  422 INVALID_SIGNING_SECRET.
   (``{{config.<key>}}`` keys are not checked against the config's current values: configs
   change independently and are resolved per execution.)
 
@@ -19,8 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from chalicelib.crypto import SecretBox
 from chalicelib.db.connection import Row, Transaction
 from chalicelib.domain.endpoints import EndpointDefinition, endpoint_snapshot
+from chalicelib.domain.signing import signing_secret_of
 from chalicelib.domain.statuses import EndpointType
 from chalicelib.errors import (
     Conflict,
@@ -32,7 +36,10 @@ from chalicelib.errors import (
     TemplateResolutionFailed,
 )
 from chalicelib.services import setup
+from chalicelib.services.secrets import check_signing_secret
 from chalicelib.services.setup import AnyKind, SetupService, Stamped
+
+Box = Callable[[], SecretBox]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,8 +73,11 @@ def _not_found(name: str) -> EndpointNotFound:
     return EndpointNotFound(f"Endpoint '{name}' does not exist.")
 
 
-def check_references(tx: Transaction, definition: EndpointDefinition) -> None:
-    """Payload spec, config and secrets the endpoint names must exist (422 otherwise)."""
+def check_references(
+    tx: Transaction, definition: EndpointDefinition, box: Box | None = None
+) -> None:
+    """Payload spec, config and secrets the endpoint names must exist (422 otherwise); a
+    signing secret must hold a whsec_ key (checked with ``box`` when given)."""
     if definition.payload_spec and not setup.get(tx, "payload_spec", definition.payload_spec):
         raise InvalidPayloadSpecRef(
             f"Payload spec '{definition.payload_spec}' does not exist: create it first."
@@ -85,24 +95,27 @@ def check_references(tx: Transaction, definition: EndpointDefinition) -> None:
             + ", ".join(f"{{{{secret.{m}}}}}" for m in missing)
             + "."
         )
+    signer = signing_secret_of(definition.spec)
+    if signer is not None:
+        check_signing_secret(tx, signer, box)
 
 
-def register(tx: Transaction, definition: EndpointDefinition) -> Row:
+def register(tx: Transaction, definition: EndpointDefinition, box: Box | None = None) -> Row:
     """Insert a new endpoint after checking its name and references (one transaction)."""
     if setup.get(tx, "endpoint", definition.name) is not None:
         raise Conflict(f"Endpoint '{definition.name}' already exists.")
-    check_references(tx, definition)
+    check_references(tx, definition, box)
     row = setup.insert_endpoint(tx, definition)
     if row is None:
         raise Conflict(f"Endpoint '{definition.name}' already exists.")
     return row
 
 
-def replace_in(tx: Transaction, definition: EndpointDefinition) -> Row:
+def replace_in(tx: Transaction, definition: EndpointDefinition, box: Box | None = None) -> Row:
     """Replace an existing endpoint's definition (404 if there is none; never creates)."""
     if setup.get(tx, "endpoint", definition.name) is None:
         raise _not_found(definition.name)
-    check_references(tx, definition)
+    check_references(tx, definition, box)
     row = setup.update_endpoint(tx, definition)
     if row is None:
         raise _not_found(definition.name)
@@ -111,7 +124,12 @@ def replace_in(tx: Transaction, definition: EndpointDefinition) -> Row:
 
 @dataclass(frozen=True)
 class EndpointService(SetupService[EndpointView]):
-    """Register, list, get, replace and delete-unless-used endpoints."""
+    """Register, list, get, replace and delete-unless-used endpoints.
+
+    ``box`` decrypts a signing secret to check its form at registration (None: left to the
+    worker)."""
+
+    box: Box | None = None
 
     kind: ClassVar[AnyKind] = "endpoint"
     label: ClassVar[str] = "Endpoint"
@@ -128,11 +146,11 @@ class EndpointService(SetupService[EndpointView]):
 
     def create(self, definition: EndpointDefinition) -> EndpointView:
         """Register an endpoint: 409 if the name is taken, 422 for a missing reference."""
-        return self._write(lambda tx: register(tx, definition), "create")
+        return self._write(lambda tx: register(tx, definition, self.box), "create")
 
     def replace(self, definition: EndpointDefinition) -> EndpointView:
         """Replace a definition, type included (future jobs only)."""
-        return self._write(lambda tx: replace_in(tx, definition), "update")
+        return self._write(lambda tx: replace_in(tx, definition, self.box), "update")
 
     def _write(self, work: Callable[[Transaction], Row], verb: str) -> EndpointView:
         """Run a write; a reference deleted concurrently (foreign key) is the matching 422."""

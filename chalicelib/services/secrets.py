@@ -6,6 +6,11 @@ carries only the name and timestamps, never the value, and nothing here logs it.
 a non-empty string of at most 64 KiB (UTF-8). Unlike the other setup resources, DELETE
 really deletes: history names a secret only inside snapshot text, and the ciphertext must
 not outlive it.
+
+Signing secrets (``spec.signing_secret`` of an endpoint, :mod:`chalicelib.domain.signing`):
+a rotation to a ``whsec_`` value keeps the value it replaced (encrypted) and when, for the
+worker's rotation window; a rotation that would give an endpoint or live job that signs with
+the secret a value that is not a signing key is refused (422 INVALID_SIGNING_SECRET).
 """
 
 from __future__ import annotations
@@ -16,10 +21,17 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from chalicelib.crypto import SecretBox
-from chalicelib.db.connection import Row
-from chalicelib.errors import SecretNotFound, ValidationFailed
+from chalicelib.db.connection import Row, Transaction
+from chalicelib.db.queries import queries
+from chalicelib.domain.signing import MalformedSigningSecret, parse_secret
+from chalicelib.errors import (
+    InvalidSigningSecret,
+    SecretKeyError,
+    SecretNotFound,
+    ValidationFailed,
+)
 from chalicelib.logs import log_event
-from chalicelib.services.setup import Kind, NamedValueService, Stamped
+from chalicelib.services.setup import DEPENDENTS_SHOWN, Kind, NamedValueService, Stamped, name_list
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +81,63 @@ class SecretService(NamedValueService[SecretView]):
             raise ValidationFailed(f"Field 'value' must be at most {MAX_SECRET_BYTES} bytes.")
         return self.box().encrypt(name, value)
 
+    def replace(self, name: str, value: Any) -> SecretView:
+        """Rotate a secret's value (404 if there is none), keeping a replaced signing key."""
+        stored = self.stored(name, value)
+        problem = signing_problem(value)
+        row = self._run(lambda tx: _rotate(tx, name, stored, problem), self.update_verb)
+        if row is None:
+            raise self.not_found(name)
+        self.written("updated", name)
+        return self.view(row)
+
     def written(self, verb: str, name: str) -> None:
         event = {"created": "secret_created", "updated": "secret_rotated"}.get(verb)
         log_event(log, event or "secret_deleted", secret=name)
+
+
+#: How a 422 about a signing secret's value ends (what a valid value looks like).
+SIGNING_FORM = "a signing secret's value is 'whsec_' followed by the base64 of a 24-64 byte key"
+
+
+def signing_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a signing key (never quoting it), or None if it can."""
+    try:
+        parse_secret(value)
+    except MalformedSigningSecret as exc:
+        return str(exc)
+    return None
+
+
+def _rotate(tx: Transaction, name: str, stored: bytes, problem: str | None) -> Row | None:
+    if problem is not None:
+        signers = tx.run(queries["setup_secret_signers"], name=name, limit=DEPENDENTS_SHOWN + 1)
+        if signers:
+            users = name_list([f"{r['kind']} {r['ref']}" for r in signers])
+            raise InvalidSigningSecret(
+                f"Secret '{name}' signs the deliveries of {users}: {problem} ({SIGNING_FORM})."
+            )
+    return tx.one(
+        queries["setup_secret_update"], name=name, value=stored, keep_previous=problem is None
+    )
+
+
+def check_signing_secret(tx: Transaction, name: str, box: Callable[[], SecretBox] | None) -> None:
+    """An endpoint's ``signing_secret`` must exist and hold a ``whsec_`` key (422 otherwise).
+
+    The value is decrypted here only to check its form. Without a key that can decrypt it
+    (``box`` None or failing), the form is left to the worker, which then fails the
+    delivery with a message naming the secret, never its value.
+    """
+    row = tx.one(queries["setup_secret_ciphertext"], name=name)
+    if row is None:
+        raise InvalidSigningSecret(f"Signing secret '{name}' does not exist: create it first.")
+    if box is None:
+        return
+    try:
+        value = box().decrypt(name, row["encrypted_value"])
+    except SecretKeyError:
+        return
+    problem = signing_problem(value)
+    if problem is not None:
+        raise InvalidSigningSecret(f"Secret '{name}' cannot sign: {problem} ({SIGNING_FORM}).")

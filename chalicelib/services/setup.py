@@ -28,6 +28,7 @@ from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain.endpoints import EndpointDefinition
 from chalicelib.domain.pagination import PageRequest
+from chalicelib.domain.signing import signing_secret_of
 from chalicelib.domain.templates import secret_names
 from chalicelib.errors import Conflict, TaskExecutorError
 
@@ -72,12 +73,17 @@ def endpoints_using(tx: Transaction, kind: Kind, name: str) -> list[str]:
     """Names of live endpoints referencing a payload spec, config or secret.
 
     Payload specs and configs: at most DEPENDENTS_SHOWN + 1. Secrets: the query finds
-    endpoints whose spec text contains ``secret.<name>`` (candidates); a candidate counts
-    when one of its placeholders really names the secret.
+    endpoints whose spec text contains ``secret.<name>`` (candidates) or that sign with it;
+    a candidate counts when one of its placeholders really names the secret or its
+    ``signing_secret`` does.
     """
     if kind == "secret":
-        candidates = tx.run(queries["setup_secret_dependents"], needle=f"secret.{name}")
-        return [str(r["name"]) for r in candidates if name in secret_names(r["spec"])]
+        candidates = tx.run(queries["setup_secret_dependents"], needle=f"secret.{name}", name=name)
+        return [
+            str(r["name"])
+            for r in candidates
+            if name in secret_names(r["spec"]) or signing_secret_of(r["spec"]) == name
+        ]
     rows = tx.run(queries[f"setup_{kind}_dependents"], name=name, limit=DEPENDENTS_SHOWN + 1)
     return [str(r["name"]) for r in rows]
 
@@ -116,10 +122,10 @@ def live_jobs_using(tx: Transaction, kind: AnyKind, name: str) -> list[str]:
     """Ids of live jobs (``live_jobs``) whose endpoint or snapshot uses ``name``, newest first.
 
     At most DEPENDENTS_SHOWN + 1. For a secret the match is on ``{{secret.<name>}}`` in the
-    snapshot's spec (:func:`secret_pattern`).
+    snapshot's spec (:func:`secret_pattern`) or on its ``signing_secret``.
     """
     if kind == "secret":
-        params: dict[str, Any] = {"pattern": secret_pattern(name)}
+        params: dict[str, Any] = {"pattern": secret_pattern(name), "name": name}
     else:
         params = {"name": name}
     rows = tx.run(queries[f"setup_{kind}_live_jobs"], limit=DEPENDENTS_SHOWN + 1, **params)

@@ -4,7 +4,9 @@ The spec's DashMap caches: configs live ``TE_CONFIG_CACHE_TTL_SEC`` (60 s), decr
 secrets ``TE_SECRET_CACHE_TTL_SEC`` (300 s). A config update or a secret rotation therefore
 reaches new executions within one TTL. Loads happen outside the lock, so a slow database
 read never blocks threads whose entries are cached; two threads missing the same key at
-once may both load it, which is harmless.
+once may both load it, which is harmless. A secret's entry also holds the value its last
+rotation replaced, for signing during the rotation window (:mod:`chalicelib.domain.signing`):
+the same single read serves templates and signatures.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from chalicelib.crypto import SecretBox
 from chalicelib.db.connection import Database
 from chalicelib.db.queries import queries
+from chalicelib.errors import SecretKeyError
 
 V = TypeVar("V")
 
@@ -71,6 +76,16 @@ class ConfigCache:
         return values
 
 
+@dataclass(frozen=True)
+class CachedSecret:
+    """A decrypted secret; ``previous`` is the value a rotation replaced (kept for
+    signing secrets only, see ``setup_secret_update``), ``rotated_at`` when."""
+
+    value: str = field(repr=False)
+    previous: str | None = field(default=None, repr=False)
+    rotated_at: datetime | None = None
+
+
 class SecretCache:
     """Decrypted secret values by name; names not in the table are simply absent."""
 
@@ -83,18 +98,22 @@ class SecretCache:
     ) -> None:
         self._db = db
         self._box = box
-        self._cache: TtlCache[str] = TtlCache(ttl, clock)
+        self._cache: TtlCache[CachedSecret] = TtlCache(ttl, clock)
 
     def get_many(self, names: Iterable[str]) -> Mapping[str, str]:
         """The values of ``names`` that exist (one query for all the missing ones)."""
-        found: dict[str, str] = {}
+        return {name: entry.value for name, entry in self.entries(names).items()}
+
+    def entries(self, names: Iterable[str]) -> Mapping[str, CachedSecret]:
+        """The secrets of ``names`` that exist (one query for all the missing ones)."""
+        found: dict[str, CachedSecret] = {}
         missing = []
         for name in set(names):
-            value = self._cache.get(name)
-            if value is None:
+            entry = self._cache.get(name)
+            if entry is None:
                 missing.append(name)
             else:
-                found[name] = value
+                found[name] = entry
         if missing:
             rows = self._db.transaction(
                 lambda tx: tx.run(queries["worker_secret_values"], names=missing),
@@ -102,7 +121,19 @@ class SecretCache:
             )
             box = self._box()
             for row in rows:
-                value = box.decrypt(row["name"], row["encrypted_value"])
-                self._cache.put(row["name"], value)
-                found[row["name"]] = value
+                entry = _decrypted(box, row)
+                self._cache.put(row["name"], entry)
+                found[row["name"]] = entry
         return found
+
+
+def _decrypted(box: SecretBox, row: Mapping[str, Any]) -> CachedSecret:
+    """The row decrypted. A previous value that no longer decrypts (its encryption key was
+    retired) is dropped: it only ever adds a second signature."""
+    name, previous = row["name"], row["previous_encrypted_value"]
+    value = box.decrypt(name, row["encrypted_value"])
+    try:
+        old = None if previous is None else box.decrypt(name, previous)
+    except SecretKeyError:
+        old = None
+    return CachedSecret(value=value, previous=old, rotated_at=row["rotated_at"])

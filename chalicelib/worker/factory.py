@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from chalicelib.crypto import SecretBox
 from chalicelib.db.connection import Database
@@ -57,6 +57,7 @@ def build_worker(
         secrets=SecretCache(db, box, settings.secret_cache_ttl_sec, monotonic),
         clock=clock,
         rand=rand,
+        rotation_window=timedelta(seconds=settings.signing_rotation_window_sec),
     )
     return Worker(
         db,

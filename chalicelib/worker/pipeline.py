@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.domain.backoff import Rand, decide_retry
@@ -24,10 +24,16 @@ from chalicelib.domain.delivery import (
     DeliveryRequest,
     failed,
 )
+from chalicelib.domain.signing import (
+    MalformedSigningSecret,
+    SigningKeys,
+    signing_keys,
+    signing_secret_of,
+)
 from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus, LogLevel
 from chalicelib.domain.templates import Template, TemplateContext
 from chalicelib.errors import SecretKeyError, TemplateResolutionFailed
-from chalicelib.worker.caches import ConfigCache, SecretCache
+from chalicelib.worker.caches import CachedSecret, ConfigCache, SecretCache
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 
 #: Parsed templates kept per process: endpoints remembered (the cache is emptied when
@@ -38,7 +44,8 @@ VERSIONS_PER_ENDPOINT = 4
 
 @dataclass(frozen=True)
 class Resolved:
-    """A request ready to send, the secret values it carries, and the config it used."""
+    """A request ready to send, the secret values it carries (with every spelling of its
+    signing keys: what redaction hides), and the config it used."""
 
     request: DeliveryRequest
     secrets: tuple[str, ...]
@@ -69,11 +76,15 @@ class Pipeline:
         secrets: SecretCache,
         clock: Callable[[], datetime],
         rand: Rand = random.random,
+        rotation_window: timedelta = timedelta(hours=24),
     ) -> None:
+        """``rotation_window``: how long after a signing secret's rotation its previous
+        key still signs too (``TE_SIGNING_ROTATION_WINDOW_SEC``)."""
         self._configs = configs
         self._secrets = secrets
         self._clock = clock
         self._rand = rand
+        self._rotation_window = rotation_window
         # Plain dict of tuples: single get/set operations are atomic, and two threads
         # parsing the same spec at once both get a correct template.
         self._templates: dict[str, tuple[Template, ...]] = {}
@@ -122,18 +133,38 @@ class Pipeline:
             fresh = self._configs.get(claimed.config_ref)
             config = fresh
         template = self._template(claimed)
-        secrets: Mapping[str, str] = {}
-        if template.secret_names:
-            try:
-                secrets = self._secrets.get_many(template.secret_names)
+        signer = signing_secret_of(claimed.spec)
+        entries: Mapping[str, CachedSecret] = {}
+        if template.secret_names or signer:
+            try:  # one cache read (at most one query) for template and signing secrets
+                entries = self._secrets.entries({*template.secret_names, *filter(None, [signer])})
             except SecretKeyError as exc:
                 raise TemplateResolutionFailed(f"A secret cannot be decrypted: {exc}") from exc
+        secrets = {n: e.value for n, e in entries.items() if n in template.secret_names}
         context = TemplateContext(input=claimed.input, config=config or {}, secret=secrets)
         spec = template.resolve(context)
+        keys = None if signer is None else self._signing_keys(signer, entries.get(signer))
         request = DeliveryRequest(
-            execution_id=claimed.execution_id, attempt=claimed.attempt, spec=spec
+            execution_id=claimed.execution_id, attempt=claimed.attempt, spec=spec, signing=keys
         )
-        return Resolved(request, tuple(secrets.values()), fresh)
+        hidden = (*secrets.values(), *(keys.redaction_forms() if keys else ()))
+        return Resolved(request, hidden, fresh)
+
+    def _signing_keys(self, name: str, entry: CachedSecret | None) -> SigningKeys:
+        """The keys a signed endpoint's delivery uses; a missing or malformed signing secret
+        fails the execution like an unresolvable template (the message never quotes it)."""
+        if entry is None:
+            raise TemplateResolutionFailed(f"Signing secret '{name}' does not exist.")
+        try:
+            return signing_keys(
+                entry.value,
+                entry.previous,
+                entry.rotated_at,
+                now=self._clock(),
+                window=self._rotation_window,
+            )
+        except MalformedSigningSecret as exc:
+            raise TemplateResolutionFailed(f"Signing secret '{name}' cannot sign: {exc}.") from None
 
     def _template(self, claimed: ClaimedExecution) -> Template:
         """The parsed spec, shared by every execution that carries the same snapshot.

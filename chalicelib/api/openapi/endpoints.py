@@ -21,7 +21,7 @@ _RETRY: dict[str, Any] = {
 }
 _TIMEOUT = {"type": "integer", "minimum": 1, "maximum": 300000}
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
-_SPECS = {
+_SPECS: dict[str, dict[str, Any]] = {
     "HttpSpec": {
         "type": "object",
         "additionalProperties": False,
@@ -92,6 +92,15 @@ _SPECS = {
         },
     },
 }
+_SIGNING_SECRET = {
+    "type": "string",
+    "maxLength": 100,
+    "description": "Name of a secret whose value is whsec_<base64 key>: deliveries carry "
+    "Standard Webhooks webhook-id, webhook-timestamp and webhook-signature (HTTP and Kafka "
+    "headers, Redis Stream fields).",
+}
+for _spec in _SPECS.values():
+    _spec["properties"]["signing_secret"] = _SIGNING_SECRET
 _SPEC_ONE_OF = {"oneOf": [schema_ref(n) for n in _SPECS]}
 _WRITABLE = {
     "type": {"enum": list(ENDPOINT_TYPES)},
@@ -106,7 +115,9 @@ _UNPROCESSABLE = (
     "INVALID_PAYLOAD_SPEC_REF or INVALID_CONFIG_REF: the named payload spec or config does "
     "not exist. TEMPLATE_RESOLUTION_FAILED: a placeholder whose namespace is unknown or not "
     "supported by its field, {{config.*}} without a config, or {{secret.*}} naming a secret "
-    "that does not exist. INVALID_CALLBACK: on_success / on_failure names no endpoint."
+    "that does not exist. INVALID_CALLBACK: on_success / on_failure names no endpoint. "
+    "INVALID_SIGNING_SECRET: spec.signing_secret names no secret, or one whose value is not "
+    "whsec_ + the base64 of a 24-64 byte key."
 )
 
 _LIVE_JOBS = (

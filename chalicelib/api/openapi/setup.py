@@ -214,7 +214,7 @@ _VALUE = {
 _INVALID_SCHEMA = "INVALID_SCHEMA: the schema breaks its meta-schema (reason given)."
 _PLACEHOLDER_USERS = (
     "live endpoints' specs or live jobs' endpoint snapshots reference "
-    "{{secret.<name>}} (they are named)."
+    "{{secret.<name>}} or sign with it (spec.signing_secret); they are named."
 )
 
 CONFIGS = crud_fragment(
@@ -243,3 +243,9 @@ _NO_KEY = response_ref(
 )
 SECRETS["paths"]["/secrets"]["post"]["responses"]["500"] = _NO_KEY
 SECRETS["paths"]["/secrets/{name}"]["put"]["responses"]["500"] = _NO_KEY
+SECRETS["paths"]["/secrets/{name}"]["put"]["responses"]["422"] = response_ref(
+    "Unprocessable",
+    "INVALID_SIGNING_SECRET: endpoints or live jobs sign with this secret and the new value "
+    "is not 'whsec_' + the base64 of a 24-64 byte key. A whsec_ value replacing another "
+    "keeps the previous key signing too for TE_SIGNING_ROTATION_WINDOW_SEC.",
+)

@@ -118,8 +118,16 @@ ORDER BY created_at DESC, name DESC
 LIMIT :limit_plus_one
 
 -- name: setup_secret_update
--- Rotation: a new ciphertext (fresh nonce, current key) replaces the old one.
-UPDATE secrets SET encrypted_value = :value, updated_at = now()
+-- Rotation: a new ciphertext (fresh nonce, current key) replaces the old one. When the new
+-- value is a signing key (:keep_previous), the replaced ciphertext is kept with the time
+-- of the rotation, for the signing rotation window (right-hand sides read the row as it
+-- was); any other value clears both, so an old value never outlives its replacement longer
+-- than it must.
+UPDATE secrets
+SET previous_encrypted_value = CASE WHEN :keep_previous THEN encrypted_value END,
+    rotated_at = CASE WHEN :keep_previous THEN now() END,
+    encrypted_value = :value,
+    updated_at = now()
 WHERE name = :name
 RETURNING name, created_at, updated_at
 
@@ -129,9 +137,11 @@ RETURNING name, created_at, updated_at
 -- parses the placeholders to drop false positives (a longer name that starts the same).
 -- Run in the same SERIALIZABLE transaction as the delete: an endpoint registered
 -- concurrently reads this secret's row, so one of the two transactions fails with 40001
--- and is retried against the other's result.
+-- and is retried against the other's result. An endpoint that signs with the secret
+-- (spec.signing_secret) depends on it too.
 SELECT name, spec FROM endpoints
-WHERE strpos(CAST(spec AS TEXT), :needle) > 0 AND deleted_at IS NULL
+WHERE (strpos(CAST(spec AS TEXT), :needle) > 0 OR spec ->> 'signing_secret' = :name)
+  AND deleted_at IS NULL
 ORDER BY name
 
 -- name: setup_secret_live_jobs
@@ -140,13 +150,32 @@ ORDER BY name
 -- "secret.<name>" not followed by a name character: every {{secret.<name>}} placeholder
 -- matches (whitespace or its JSON escapes included), so the check is exact or errs on the
 -- side of refusing, and it can be bounded by LIMIT. The pattern is built from a stored
--- name, never from request text.
-SELECT job_id FROM live_jobs WHERE CAST(endpoint_snapshot -> 'spec' AS TEXT) ~ :pattern
+-- name, never from request text. A snapshot that signs with the secret counts too.
+SELECT job_id FROM live_jobs
+WHERE CAST(endpoint_snapshot -> 'spec' AS TEXT) ~ :pattern
+   OR endpoint_snapshot -> 'spec' ->> 'signing_secret' = :name
 ORDER BY created_at DESC, job_id DESC LIMIT :limit
 
 -- name: setup_secret_delete
 -- A real delete: the ciphertext must not outlive the secret.
 DELETE FROM secrets WHERE name = :name
+
+-- name: setup_secret_ciphertext
+-- Registration checks that a signing secret's value has the whsec_ form: it reads the row
+-- in its transaction (a concurrent delete then conflicts, as with setup_secrets_existing)
+-- and decrypts it in the service; the value never leaves the service.
+SELECT encrypted_value FROM secrets WHERE name = :name
+
+-- name: setup_secret_signers
+-- Endpoints and live jobs that sign with the secret: a rotation to a value that is not a
+-- signing key would break their deliveries, so it is refused.
+(SELECT 'endpoint' AS kind, name AS ref FROM endpoints
+ WHERE spec ->> 'signing_secret' = :name AND deleted_at IS NULL
+ ORDER BY name LIMIT :limit)
+UNION ALL
+(SELECT 'job' AS kind, job_id AS ref FROM live_jobs
+ WHERE endpoint_snapshot -> 'spec' ->> 'signing_secret' = :name
+ ORDER BY created_at DESC, job_id DESC LIMIT :limit)
 
 -- name: setup_secrets_existing
 -- Registration reads the rows of every secret an endpoint references, inside its

@@ -198,8 +198,10 @@ FROM moved
 SELECT values_json FROM configs WHERE name = :name
 
 -- name: worker_secret_values
--- Secret cache misses, all in one read; decrypted in the worker, never logged.
-SELECT name, encrypted_value FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))
+-- Secret cache misses, all in one read; decrypted in the worker, never logged. The
+-- previous value and its rotation time come along, for signing during a rotation window.
+SELECT name, encrypted_value, previous_encrypted_value, rotated_at
+FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))
 
 -- name: worker_read_committed
 -- First statement of both claims (the poller's, and the one a finalize transaction makes

@@ -53,6 +53,7 @@ from chalicelib.domain.delivery import (
     failed,
     succeeded,
 )
+from chalicelib.domain.signing import webhook_headers
 from chalicelib.worker.dispatchers.proxy import ProxyConfig, proxies_from_environment
 from chalicelib.worker.dispatchers.wire import (
     HttpClient,
@@ -218,6 +219,9 @@ def _build(request: DeliveryRequest) -> Outgoing:
     headers[ATTEMPT_HEADER] = str(request.attempt)
     if "idempotency-key" not in present:
         headers["Idempotency-Key"] = request.execution_id
+    signed = webhook_headers(request.signing, request.execution_id, body or b"")
+    if signed:  # ours replace same-named spec headers (any case): receivers verify them
+        headers = {k: v for k, v in headers.items() if k.lower() not in signed} | signed
     return Outgoing(method, parsed, headers, body)
 
 

@@ -21,6 +21,7 @@ from chalicelib.domain.delivery import (
     failed,
     succeeded,
 )
+from chalicelib.domain.signing import webhook_headers
 from chalicelib.worker.dispatchers import kafka_guard
 from chalicelib.worker.ssrf import BlockedTarget, Resolver
 
@@ -178,8 +179,9 @@ def _record(request: DeliveryRequest) -> dict[str, Any]:
     headers = [(str(k), _as_bytes(v)) for k, v in (spec.get("headers") or {}).items()]
     headers.append((EXECUTION_HEADER, request.execution_id.encode()))
     headers.append((ATTEMPT_HEADER, str(request.attempt).encode()))
-    return {
-        "key": None if key is None else _as_bytes(key),
-        "value": _as_bytes(spec.get("value_template")),
-        "headers": headers,
-    }
+    value = _as_bytes(spec.get("value_template"))
+    signed = webhook_headers(request.signing, request.execution_id, value)
+    if signed:  # ours replace same-named spec headers: receivers verify them
+        headers = [(k, v) for k, v in headers if k.lower() not in signed]
+        headers += [(k, v.encode()) for k, v in signed.items()]
+    return {"key": None if key is None else _as_bytes(key), "value": value, "headers": headers}

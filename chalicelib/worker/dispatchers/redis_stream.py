@@ -21,6 +21,7 @@ from chalicelib.domain.delivery import (
     failed,
     succeeded,
 )
+from chalicelib.domain.signing import stream_payload, webhook_headers
 from chalicelib.worker.dispatchers.redis_guard import connection_pool
 from chalicelib.worker.ssrf import BlockedTarget, Resolver
 
@@ -145,6 +146,7 @@ def _script_args(request: DeliveryRequest) -> tuple[str, list[str]]:
     # Ours win over same-named template fields: receivers rely on them to deduplicate.
     fields["execution_id"] = request.execution_id
     fields["attempt"] = str(request.attempt)
+    fields.update(webhook_headers(request.signing, request.execution_id, stream_payload(fields)))
     approximate = spec.get("approximate_trimming", True) is not False
     args = ["" if max_len is None else str(max_len), "1" if approximate else "0"]
     args.append(str(DEDUP_TTL_SEC))
