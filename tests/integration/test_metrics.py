@@ -8,6 +8,7 @@ and the cron and reclaim counts against the real materializer and reclaimer.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -62,6 +63,27 @@ def test_health_is_503_in_the_envelope_when_the_database_is_unreachable(
     assert error["code"] == "DATABASE_UNAVAILABLE"
     assert error["request_id"].startswith("req_")
     assert "127.0.0.1" not in error["message"]  # the connection target is never shown
+
+
+def test_health_follows_the_database_going_away_and_coming_back(
+    api: ApiClient, db_url: str, pg_server: Any
+) -> None:
+    """The database refuses this service's connections (as a stopped one does) after the
+    pool already held one: 503 while it lasts, 200 again once it answers."""
+    assert api.get("/health", auth=False).status == 200
+    name = db_url.split("?", 1)[0].rsplit("/", 1)[1]
+    admin = pg_server.admin()
+    try:
+        admin.run(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        admin.run(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n", n=name
+        )
+        down = api.get("/health", auth=False)
+        assert (down.status, down.error_code) == (503, "DATABASE_UNAVAILABLE")
+    finally:
+        admin.run(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+        admin.close()
+    assert api.get("/health", auth=False).status == 200
 
 
 def test_metrics_needs_the_api_key(api: ApiClient) -> None:

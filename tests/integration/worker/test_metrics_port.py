@@ -76,3 +76,16 @@ def test_no_port_no_server_and_the_default_host_is_loopback(
 def test_a_bad_port_is_a_configuration_error(raw: str) -> None:
     with pytest.raises(ConfigurationError, match="TE_WORKER_METRICS_PORT"):
         load_settings({"TE_WORKER_METRICS_PORT": raw})
+
+
+def test_the_running_worker_serves_the_port_and_closes_it_on_stop(
+    make_worker: Callable[..., Worker],
+) -> None:
+    from chalicelib.worker.background import running_background
+
+    port = free_port()
+    worker = make_worker()
+    with running_background(worker, settings(worker_metrics_port=port)):
+        assert _get(f"http://127.0.0.1:{port}/metrics")[0] == 200
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
