@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from te.cli.output import Settings, fail, json_option
+from te.cli.output import Options, fail, json_option
 from te.client import TeError
 
 
@@ -33,8 +33,8 @@ class TeGroup(click.Group):
 @click.pass_context
 def main(ctx: click.Context, url: str | None, api_key: str | None) -> None:
     """Task Executor: setTimeout and setInterval as a service."""
-    settings = ctx.ensure_object(Settings)
-    settings.url, settings.api_key = url, api_key
+    options = ctx.ensure_object(Options)
+    options.url, options.api_key = url, api_key
 
 
 def _register() -> None:

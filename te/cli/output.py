@@ -4,6 +4,7 @@ stderr with the API's code, message and request id."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -11,28 +12,24 @@ from typing import Any
 
 import click
 
-from te.client import ApiError, TeError
+from te.client import ApiError, Client, TeError
 
 #: Cells longer than this are cut in tables (``--json`` shows everything).
 MAX_CELL = 48
 
 
-class Settings:
+class Options:
     """What the top-level options chose; commands read it from ``ctx.obj``."""
 
     def __init__(self) -> None:
         self.json = False
         self.url: str | None = None
         self.api_key: str | None = None
-        self._client: Any = None
+        self._client: Client | None = None
 
-    def client(self) -> Any:
+    def client(self) -> Client:
         """The SDK client, built on first use (so ``--help`` needs no configuration)."""
         if self._client is None:
-            import os
-
-            from te.client import Client
-
             env = dict(os.environ)
             if self.url:
                 env["TE_URL"] = self.url
@@ -42,13 +39,13 @@ class Settings:
         return self._client
 
 
-def settings() -> Settings:
-    return click.get_current_context().find_object(Settings) or Settings()
+def settings() -> Options:
+    return click.get_current_context().find_object(Options) or Options()
 
 
 def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value:
-        ctx.ensure_object(Settings).json = True
+        ctx.ensure_object(Options).json = True
 
 
 def json_option(command: Callable[..., Any]) -> Callable[..., Any]:
