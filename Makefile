@@ -20,9 +20,12 @@ $(PY):
 	@echo "==> creating $(VENV) with $$($(PYTHON) --version)"
 	@$(PYTHON) -m venv $(VENV)
 
-$(RUN_STAMP): requirements.txt requirements-run.txt | $(PY)
+$(RUN_STAMP): requirements.txt requirements-run.txt pyproject.toml | $(PY)
 	@echo "==> installing the runtime packages into $(VENV) (requirements-run.txt; once)"
 	$(PIP_INSTALL) -r requirements-run.txt
+	@echo "==> installing the te command line into $(VENV) (editable, no dependencies)"
+	@$(PY) -c 'import setuptools' 2>/dev/null || $(PIP_INSTALL) 'setuptools>=64'  # 3.12+ venvs lack it
+	$(PIP_INSTALL) --no-deps --no-build-isolation -e .
 	@touch $@
 
 $(TEST_STAMP): $(RUN_STAMP) requirements-dev.txt requirements-infra.txt

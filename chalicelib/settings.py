@@ -43,6 +43,10 @@ class Settings:
     # Added by this port: the share of a worker's slots one endpoint may hold by default
     # (an endpoint's spec.max_concurrent overrides it), so no endpoint starves the others.
     worker_endpoint_share: float = 0.5
+    # The worker's own counters in Prometheus text on http://<host>:<port>/metrics (local
+    # and Fargate runs); unset: no server. Loopback by default: exposing it is a choice.
+    worker_metrics_port: int | None = None
+    worker_metrics_host: str = "127.0.0.1"
     # One variable in the spec with two defaults (worker 10, API 20): unset means "by role".
     db_pool_size: int | None = None
     # Scheduler (spec: "Scheduler config").
@@ -151,6 +155,9 @@ def _validate(settings: Settings) -> None:
     ):
         if getattr(settings, attr) < 0:
             raise ConfigurationError(f"{_env_name(attr)} must be 0 or more")
+    port = settings.worker_metrics_port
+    if port is not None and not 0 <= port <= 65535:
+        raise ConfigurationError("TE_WORKER_METRICS_PORT must be a TCP port (0-65535)")
     if not 0 < settings.worker_endpoint_share <= 1:
         raise ConfigurationError("TE_WORKER_ENDPOINT_SHARE must be in (0, 1]")
     _validate_choices(settings)

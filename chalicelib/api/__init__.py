@@ -2,8 +2,9 @@
 
 The middleware gives every response a request id (``X-Request-Id`` header, and in every
 error body), enforces the body size limit (413), authenticates (401) and rate-limits (429)
-every route except ``GET /openapi.json``, and rewrites Chalice's own error responses (405,
-415, 500) into the specification's envelope.
+every route except ``GET /openapi.json`` and ``GET /health`` (load balancers call it
+without a key), and rewrites Chalice's own error responses (405, 415, 500) into the
+specification's envelope.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from chalicelib.errors import (
 
 log = logging.getLogger(__name__)
 
-PUBLIC_ROUTES = frozenset({("GET", "/openapi.json")})
+PUBLIC_ROUTES = frozenset({("GET", "/openapi.json"), ("GET", "/health")})
 
 _guards: dict[str, Any] = {}
 
@@ -127,10 +128,21 @@ def register_api(app: Chalice) -> None:
         executions,
         jobs,
         meta,
+        metrics,
         payload_specs,
         secrets,
     )
 
     app.register_middleware(envelope_middleware, "http")
-    for module in (payload_specs, configs, secrets, endpoints, jobs, batches, executions, meta):
+    for module in (
+        payload_specs,
+        configs,
+        secrets,
+        endpoints,
+        jobs,
+        batches,
+        executions,
+        meta,
+        metrics,
+    ):
         app.register_blueprint(module.resource.blueprint)

@@ -3,7 +3,8 @@
 Every ``HOUSEKEEPING_INTERVAL_SEC`` it
 
 * removes ``region_heartbeats`` rows of processes silent for more than a day (each process
-  writes its own row, ``<role>@<host>:<pid>``, and a dead one never returns under it);
+  writes its own row, ``<role>@<host>:<pid>``, and a dead one never returns under it), and
+  ``metric_events`` rows older than a day (GET /metrics reads the last minute);
 * when ``TE_EXECUTION_RETENTION_DAYS`` is positive (default 30; 0 keeps everything),
   deletes terminal executions created and finished longer ago than that, with their
   attempts and logs, and one-shot jobs left without executions (a one-shot job goes with
@@ -34,6 +35,8 @@ from chalicelib.runtime.loop import Progress
 HOUSEKEEPING_INTERVAL_SEC = 60.0
 #: A heartbeat row silent for this long belongs to a dead process.
 HEARTBEAT_TTL = timedelta(days=1)
+#: metric_events rows (GET /metrics reads the last minute) are kept this long.
+METRIC_EVENTS_TTL = timedelta(days=1)
 
 _PURGES = ("housekeeping_purge_one_shot", "housekeeping_purge_cron")
 _COUNTED = ("executions", "attempts", "logs", "jobs")
@@ -83,6 +86,9 @@ class Housekeeper:
         now = self._clock()
         heartbeats = self._db.execute(
             queries["housekeeping_prune_heartbeats"], cutoff=now - HEARTBEAT_TTL
+        )
+        self._db.execute(
+            queries["housekeeping_prune_metric_events"], cutoff=now - METRIC_EVENTS_TTL
         )
         counts = dict.fromkeys(_COUNTED, 0)
         full = False

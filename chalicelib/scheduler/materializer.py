@@ -223,11 +223,20 @@ class CronMaterializer:
         params = _statement_params(plans)
         # Decided outside the transaction: the first call may read the server version.
         notifying = notify.enabled(self._db, self._wakeup_notify)
+        recorded_at = self._clock()
 
         def work(tx: Transaction) -> dict[str, bool]:
             rows = tx.run(queries["scheduler_cron_apply_ticks"], **params)
             won = {row["job_id"]: row["execution_id"] is not None for row in rows}
-            if notifying and any(won.values()):
+            created = sum(won.values())
+            if created:  # GET /metrics counts materialized ticks from this row (metrics.sql)
+                tx.execute(
+                    queries["metrics_record_event"],
+                    event="cron_ticks_materialized",
+                    now=recorded_at,
+                    amount=created,
+                )
+            if notifying and created:
                 notify.publish(tx, self._db, self._wakeup_notify)
             return won
 

@@ -83,6 +83,10 @@ class StuckReclaimer:
                 from_statuses=RECLAIMABLE_STATUSES,
                 **params,
             )
+            if rows:  # GET /metrics counts reclaims from this row (metrics.sql)
+                tx.execute(
+                    queries["metrics_record_event"], event="reclaimed", now=now, amount=len(rows)
+                )
             ended = [r["execution_id"] for r in rows if r["callback"]]
             batches = [r["batch_id"] for r in rows if r["batch_id"]]
             if ended or batches:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from chalicelib.services.executions import ExecutionService
     from chalicelib.services.job_status import JobStatusService
     from chalicelib.services.jobs import JobService
+    from chalicelib.services.metrics import MetricsService
     from chalicelib.services.payload_specs import PayloadSpecService
     from chalicelib.services.secrets import SecretService
 
@@ -106,3 +107,10 @@ def api_key_service() -> ApiKeyService:
     from chalicelib.services.api_keys import ApiKeyService
 
     return ApiKeyService(wiring.database("api"))
+
+
+def metrics_service() -> MetricsService:
+    from chalicelib import wiring
+    from chalicelib.services.metrics import MetricsService
+
+    return MetricsService(wiring.database("api"), wiring.utcnow)

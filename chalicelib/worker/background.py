@@ -5,7 +5,9 @@
 * region status refresher (every 10 s, stub): reads ``region_status``, serves ``["default"]``;
 * metrics reporter (every 15 s): one ``worker_metrics`` log line with the worker's counters
   and the process's 40001 retries and reconnects; at INFO when they moved since the last
-  report, at DEBUG when idle (an idle process logs nothing at INFO).
+  report, at DEBUG when idle (an idle process logs nothing at INFO); with
+  ``TE_WORKER_METRICS_PORT`` set, the same counters in Prometheus text on that port
+  (:mod:`chalicelib.worker.metrics_http`).
 
 They run as a :class:`~chalicelib.runtime.group.LoopGroup` (the loop runtime the scheduler
 uses too; the worker does not import the scheduler), beside :meth:`Worker.run`.
@@ -21,17 +23,24 @@ from typing import Any
 
 from chalicelib import wiring
 from chalicelib.db.connection import Database
+from chalicelib.domain import prometheus as prom
 from chalicelib.health.heartbeat import DEAD, HeartbeatWriter, instance_name
 from chalicelib.health.region import RegionRefresher
 from chalicelib.logs import log_event
 from chalicelib.runtime.group import LoopGroup
 from chalicelib.runtime.loop import LoopSpec, Progress
 from chalicelib.settings import Settings
+from chalicelib.worker.metrics_http import MetricsServer, worker_families
 from chalicelib.worker.poller import Worker
 
 log = logging.getLogger("chalicelib.worker")
 
 METRICS_INTERVAL_SEC = 15.0
+
+
+def worker_counters(worker: Worker) -> dict[str, int]:
+    """What the ``worker_metrics`` log line and the metrics port show."""
+    return {"in_flight": worker.in_flight, **worker.counts(), **wiring.database_stats()}
 
 
 def report_metrics(worker: Worker, last: dict[str, Any] | None = None) -> Progress:
@@ -40,7 +49,7 @@ def report_metrics(worker: Worker, last: dict[str, Any] | None = None) -> Progre
     ``last`` holds the previous report between iterations: unchanged counters are logged
     at DEBUG only.
     """
-    counters = {"in_flight": worker.in_flight, **worker.counts(), **wiring.database_stats()}
+    counters = worker_counters(worker)
     idle = last is not None and last == counters
     if last is not None:
         last.clear()
@@ -78,6 +87,7 @@ def background_loops(
 def running_background(worker: Worker, settings: Settings) -> Iterator[None]:
     """Run the background loops while the block runs; a final DEAD heartbeat at the end."""
     stop = threading.Event()
+    server = metrics_server(worker, settings)
     group = background_loops(worker, settings, worker.db)
     thread = threading.Thread(target=group.run, args=(stop,), name="te-worker-background")
     thread.daemon = True  # never keeps a stopping process alive
@@ -87,3 +97,16 @@ def running_background(worker: Worker, settings: Settings) -> Iterator[None]:
     finally:
         stop.set()
         thread.join(timeout=10)
+        if server is not None:
+            server.stop()
+
+
+def metrics_server(worker: Worker, settings: Settings) -> MetricsServer | None:
+    """The worker's counters on ``TE_WORKER_METRICS_PORT``, if set (started)."""
+    if settings.worker_metrics_port is None:
+        return None
+
+    def render() -> str:
+        return prom.render(worker_families(worker_counters(worker), worker.worker_id))
+
+    return MetricsServer(settings.worker_metrics_host, settings.worker_metrics_port, render).start()

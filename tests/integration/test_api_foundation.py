@@ -17,7 +17,7 @@ from chalicelib.errors import Unauthorized
 from chalicelib.services.api_keys import ApiKeyService
 from tests.conftest import ApiClient, reset_process_state
 
-PUBLIC = {("GET", "/openapi.json")}
+PUBLIC = {("GET", "/openapi.json"), ("GET", "/health")}
 
 
 def all_routes() -> list[tuple[str, str]]:

@@ -83,3 +83,11 @@ WITH doomed AS (
 SELECT (SELECT count(*) FROM doomed) AS batch, (SELECT count(*) FROM execs) AS executions,
        (SELECT count(*) FROM tries) AS attempts, (SELECT count(*) FROM logs) AS logs,
        0 AS jobs
+
+-- name: housekeeping_prune_metric_events
+-- metric_events gets one row per scheduler iteration that materialized or reclaimed
+-- something; GET /metrics reads the last minute. Rows older than :cutoff (a day) go, on
+-- the primary key (event, recorded_at), so the table stays a day of rows.
+DELETE FROM metric_events
+WHERE event IN ('cron_ticks_materialized', 'reclaimed')
+  AND recorded_at < CAST(:cutoff AS TIMESTAMPTZ)

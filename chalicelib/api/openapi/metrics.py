@@ -1,0 +1,61 @@
+"""OpenAPI for the operator's probes: ``GET /health`` (no key) and ``GET /metrics``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.api.openapi.common import json_content, response_ref
+
+_HEALTH = (
+    "For load balancers, no API key: 200 when this process is up and the database answers; "
+    "503 DATABASE_UNAVAILABLE in the error envelope when it does not."
+)
+_METRICS = (
+    "Prometheus text exposition format 0.0.4, derived from the database (right whichever "
+    "container answers): te_queue_depth{status,endpoint}, te_oldest_due_lag_seconds, "
+    "te_executions_finished_last_minute{status}, te_attempt_duration_seconds{quantile} and "
+    "te_attempts_finished_last_minute (attempts finished in the last minute), "
+    "te_cron_ticks_materialized_last_minute, te_executions_reclaimed_last_minute."
+)
+
+METRICS: dict[str, Any] = {
+    "paths": {
+        "/health": {
+            "get": {
+                "operationId": "getHealth",
+                "summary": _HEALTH,
+                "security": [],
+                "responses": {
+                    "200": {"description": "Up.", "content": json_content("Health")},
+                    "503": {
+                        "description": "The database is unreachable.",
+                        "content": json_content("Error"),
+                    },
+                },
+            }
+        },
+        "/metrics": {
+            "get": {
+                "operationId": "getMetrics",
+                "summary": _METRICS,
+                "responses": {
+                    "200": {
+                        "description": "The exposition text.",
+                        "content": {"text/plain; version=0.0.4": {"schema": {"type": "string"}}},
+                    },
+                    "401": response_ref("Unauthorized"),
+                },
+            }
+        },
+    },
+    "schemas": {
+        "Health": {
+            "type": "object",
+            "required": ["status", "database"],
+            "properties": {
+                "status": {"type": "string", "const": "ok"},
+                "database": {"type": "string", "const": "ok"},
+            },
+        }
+    },
+}

@@ -1,0 +1,355 @@
+"""The Python SDK: a small client over Task Executor's REST API.
+
+::
+
+    from te.client import Client, ApiError
+
+    client = Client("http://127.0.0.1:8080", "te_...")      # or Client.from_env()
+    client.endpoints.create({"name": "hook", "type": "HTTP",
+                             "spec": {"url": "https://example.com/hook", "method": "POST"}})
+    job = client.jobs.create({"endpoint": "hook", "trigger": "IMMEDIATE", "input": {}})
+    done = client.executions.wait(job["execution"]["execution_id"])   # until terminal
+    try:
+        client.jobs.get("job_missing")
+    except ApiError as exc:
+        print(exc.status, exc.code, exc.message, exc.request_id)
+
+Every method returns the API's JSON as plain ``dict``/``list`` values (the shapes of the
+OpenAPI document, ``GET /openapi.json``). Any 4xx/5xx raises :class:`ApiError` (a subclass
+per status: :class:`NotFound`, :class:`Conflict`...) carrying the error envelope's
+``code``, ``message`` and ``request_id``; a server that cannot be reached raises
+:class:`TransportError`. ``list_all`` methods follow the ``cursor`` of paginated lists.
+
+Configuration (:meth:`Client.from_env`): ``TE_URL`` and ``TE_API_KEY``, else the TOML file
+``TE_CONFIG`` names (default ``~/.config/te/config.toml``) with ``url`` and ``api_key``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import tomllib
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+
+DEFAULT_CONFIG = Path("~/.config/te/config.toml")
+TERMINAL = frozenset({"SUCCESS", "FAILED", "CANCELLED"})
+#: POST /jobs/batch takes at most this many job requests.
+MAX_BATCH = 1000
+
+
+class TeError(Exception):
+    """Base of everything this module raises."""
+
+
+class ConfigError(TeError):
+    """No URL or API key configured, or an unreadable config file."""
+
+
+class TransportError(TeError):
+    """The server could not be reached, or answered something that is not the API."""
+
+
+class ApiError(TeError):
+    """The API answered with an error status and its envelope.
+
+    ``status`` is the HTTP status; ``code``, ``message`` and ``request_id`` come from the
+    ``{"error": {...}}`` envelope; ``body`` is the decoded body (extra fields, e.g. a
+    rejected batch's ``items``).
+    """
+
+    def __init__(self, status: int, code: str, message: str, request_id: str | None, body: Any):
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+        self.body = body
+
+
+class BadRequest(ApiError):
+    """400 or 422: the request was refused as invalid."""
+
+
+class Unauthorized(ApiError):
+    """401: missing or wrong API key."""
+
+
+class NotFound(ApiError):
+    """404: no such resource (or route)."""
+
+
+class Conflict(ApiError):
+    """409: the resource is in a state that refuses the operation."""
+
+
+class RateLimited(ApiError):
+    """429: too many requests for this key."""
+
+
+class ServerError(ApiError):
+    """5xx: the service failed or is unavailable (503: retry shortly)."""
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    404: NotFound,
+    409: Conflict,
+    422: BadRequest,
+    429: RateLimited,
+}
+
+
+def error_from(status: int, body: Any) -> ApiError:
+    """The typed error for an error answer (the envelope's fields when it has one)."""
+    envelope = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(envelope, dict):
+        envelope = {"code": "HTTP_ERROR", "message": str(body)[:500] or f"HTTP {status}"}
+    kind = _BY_STATUS.get(status, ServerError if status >= 500 else ApiError)
+    return kind(
+        status,
+        str(envelope.get("code", "HTTP_ERROR")),
+        str(envelope.get("message", "")),
+        envelope.get("request_id"),
+        body,
+    )
+
+
+def load_config(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(url, api_key) from ``TE_URL``/``TE_API_KEY``, else the config file."""
+    env = os.environ if env is None else env
+    url, key = env.get("TE_URL"), env.get("TE_API_KEY")
+    path = Path(env.get("TE_CONFIG") or DEFAULT_CONFIG).expanduser()
+    if (not url or not key) and path.is_file():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from exc
+        url = url or data.get("url")
+        key = key or data.get("api_key")
+    if not url or not key:
+        raise ConfigError(
+            f"set TE_URL and TE_API_KEY, or url and api_key in {path} (or a file named by "
+            "TE_CONFIG)"
+        )
+    return str(url), str(key)
+
+
+class Client:
+    """One API: its base URL and key, a pooled connection manager, a timeout."""
+
+    def __init__(self, url: str, api_key: str, *, timeout: float = 60.0) -> None:
+        self.url = url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
+        self._http = urllib3.PoolManager(
+            timeout=urllib3.Timeout(connect=10.0, read=timeout), retries=False
+        )
+        self.endpoints = Named(self, "/endpoints")
+        self.configs = Named(self, "/configs")
+        self.secrets = Named(self, "/secrets")
+        self.payload_specs = Named(self, "/payload-specs")
+        self.jobs = Jobs(self)
+        self.executions = Executions(self)
+        self.batches = Batches(self)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> Client:
+        """A client configured by :func:`load_config`."""
+        url, key = load_config(env)
+        return cls(url, key, **kwargs)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        """One call: the decoded JSON answer (None for 204), or a raised error."""
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        url = self.url + path + ("?" + urlencode(query) if query else "")
+        all_headers = {**self._headers, **(headers or {})}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            all_headers["Content-Type"] = "application/json"
+        try:
+            response = self._http.request(method, url, body=data, headers=all_headers)
+        except urllib3.exceptions.HTTPError as exc:
+            raise TransportError(f"cannot reach {self.url}: {exc}") from exc
+        return _decode(response.status, response.data)
+
+    def text(self, path: str) -> str:
+        """A GET whose answer is text (``/metrics``)."""
+        try:
+            response = self._http.request("GET", self.url + path, headers=self._headers)
+        except urllib3.exceptions.HTTPError as exc:
+            raise TransportError(f"cannot reach {self.url}: {exc}") from exc
+        if response.status >= 400:
+            _decode(response.status, response.data)
+        return str(response.data.decode("utf-8"))
+
+    def pages(self, path: str, params: Mapping[str, Any] | None = None) -> Iterator[Any]:
+        """Every item of a paginated list, following ``cursor`` to the end."""
+        query = dict(params or {})
+        while True:
+            page = self.request("GET", path, params=query)
+            yield from page.get("items", [])
+            cursor = page.get("cursor") or page.get("next_cursor")
+            if not cursor:
+                return
+            query["cursor"] = cursor
+
+    def health(self) -> Any:
+        return self.request("GET", "/health")
+
+    def metrics(self) -> str:
+        return self.text("/metrics")
+
+
+def _decode(status: int, raw: bytes) -> Any:
+    if status == 204 or not raw:
+        body: Any = None
+    else:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+    if status >= 400:
+        raise error_from(status, body)
+    if isinstance(body, str):
+        raise TransportError(f"expected JSON, got: {body[:200]}")
+    return body
+
+
+def _id(value: str) -> str:
+    return quote(value, safe="")
+
+
+class Named:
+    """A collection addressed by name: endpoints, configs, secrets, payload specs."""
+
+    def __init__(self, client: Client, path: str) -> None:
+        self._client = client
+        self.path = path
+
+    def create(self, body: Mapping[str, Any]) -> Any:
+        return self._client.request("POST", self.path, body)
+
+    def list(self, *, limit: int | None = None, cursor: str | None = None) -> Any:
+        """One page: ``{"items": [...], "cursor": str | None}``."""
+        return self._client.request("GET", self.path, params={"limit": limit, "cursor": cursor})
+
+    def list_all(self) -> Iterator[Any]:
+        return self._client.pages(self.path)
+
+    def get(self, name: str) -> Any:
+        return self._client.request("GET", f"{self.path}/{_id(name)}")
+
+    def replace(self, name: str, body: Mapping[str, Any]) -> Any:
+        return self._client.request("PUT", f"{self.path}/{_id(name)}", body)
+
+    def delete(self, name: str) -> None:
+        self._client.request("DELETE", f"{self.path}/{_id(name)}")
+
+
+class Jobs:
+    """``/jobs``: create, list (filters ``endpoint``, ``trigger``, ``status``), read, cancel."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def create(self, body: Mapping[str, Any]) -> Any:
+        return self._client.request("POST", "/jobs", body)
+
+    def list(self, *, limit: int | None = None, cursor: str | None = None, **filters: Any) -> Any:
+        return self._client.request(
+            "GET", "/jobs", params={"limit": limit, "cursor": cursor, **filters}
+        )
+
+    def list_all(self, **filters: Any) -> Iterator[Any]:
+        return self._client.pages("/jobs", filters)
+
+    def get(self, job_id: str) -> Any:
+        return self._client.request("GET", f"/jobs/{_id(job_id)}")
+
+    def update(self, job_id: str, body: Mapping[str, Any]) -> Any:
+        return self._client.request("PUT", f"/jobs/{_id(job_id)}", body)
+
+    def cancel(self, job_id: str) -> Any:
+        return self._client.request("POST", f"/jobs/{_id(job_id)}/cancel")
+
+    def status(self, job_id: str) -> Any:
+        return self._client.request("GET", f"/jobs/{_id(job_id)}/status")
+
+    def versions(self, job_id: str) -> Iterator[Any]:
+        return self._client.pages(f"/jobs/{_id(job_id)}/versions")
+
+    def executions(self, job_id: str, *, status: str | None = None) -> Iterator[Any]:
+        return self._client.pages(f"/jobs/{_id(job_id)}/executions", {"status": status})
+
+    def create_batch(self, jobs: Sequence[Mapping[str, Any]], **options: Any) -> Any:
+        """One ``POST /jobs/batch`` (at most :data:`MAX_BATCH` job requests)."""
+        if len(jobs) > MAX_BATCH:
+            raise ValueError(f"a batch holds at most {MAX_BATCH} jobs, got {len(jobs)}")
+        return self._client.request("POST", "/jobs/batch", {"jobs": list(jobs), **options})
+
+
+class Executions:
+    """``/executions/{id}``: read, wait, attempts, logs, cancel, retry."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def get(self, execution_id: str, *, wait: int | None = None) -> Any:
+        """The execution; with ``wait`` the server answers once terminal or after that many
+        seconds (``Prefer: wait=N``, at most 25)."""
+        headers = {"Prefer": f"wait={wait}"} if wait else None
+        return self._client.request("GET", f"/executions/{_id(execution_id)}", headers=headers)
+
+    def wait(self, execution_id: str, *, timeout: float | None = None, poll: int = 20) -> Any:
+        """Long-poll until the execution is terminal (or ``timeout`` seconds passed)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            execution = self.get(execution_id, wait=poll)
+            if execution["status"] in TERMINAL:
+                return execution
+            if deadline is not None and time.monotonic() >= deadline:
+                return execution
+
+    def attempts(self, execution_id: str) -> Iterator[Any]:
+        return self._client.pages(f"/executions/{_id(execution_id)}/attempts")
+
+    def logs(self, execution_id: str) -> Iterator[Any]:
+        return self._client.pages(f"/executions/{_id(execution_id)}/logs")
+
+    def cancel(self, execution_id: str) -> Any:
+        return self._client.request("POST", f"/executions/{_id(execution_id)}/cancel")
+
+    def retry(self, execution_id: str) -> Any:
+        """Queue a FAILED execution again (409 EXECUTION_NOT_RETRYABLE otherwise)."""
+        return self._client.request("POST", f"/executions/{_id(execution_id)}/retry")
+
+
+class Batches:
+    """``/batches/{id}``: progress, jobs, cancel."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def get(self, batch_id: str) -> Any:
+        return self._client.request("GET", f"/batches/{_id(batch_id)}")
+
+    def jobs(self, batch_id: str) -> Iterator[Any]:
+        return self._client.pages(f"/batches/{_id(batch_id)}/jobs")
+
+    def cancel(self, batch_id: str) -> Any:
+        return self._client.request("POST", f"/batches/{_id(batch_id)}/cancel")

@@ -1,0 +1,78 @@
+"""The real local stack for CLI tests: the app on Chalice's local HTTP server (as `make run`
+serves it) on a loopback port, a worker delivering in a thread, one test database; ``te``
+run through click's CliRunner with TE_URL and TE_API_KEY pointing at it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from tests.conftest import BOOTSTRAP_KEY
+from tests.fixtures.services import free_port
+
+
+@dataclass
+class Te:
+    """``te`` against one running stack."""
+
+    url: str
+    tmp: Path
+    key: str = BOOTSTRAP_KEY
+
+    def __call__(self, *args: str, key: str | None = None, **env: str) -> Result:
+        from te.cli import main
+
+        environment = {"TE_URL": self.url, "TE_API_KEY": key or self.key, "TE_CONFIG": ""}
+        environment.update(env)
+        return CliRunner().invoke(main, list(args), env=environment, catch_exceptions=False)
+
+    def ok(self, *args: str) -> Result:
+        result = self(*args)
+        assert result.exit_code == 0, (result.output, result.stderr)
+        return result
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.ok(*args, "--json").stdout)
+
+    def file(self, name: str, content: Any) -> str:
+        path = self.tmp / name
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+        return str(path)
+
+
+@pytest.fixture
+def stack(app_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Base URL of the app served over loopback HTTP, with a worker running beside it."""
+    monkeypatch.setenv("TE_WORKER_POLL_INTERVAL_MS", "50")
+    monkeypatch.setenv("TE_API_KEY_CACHE_TTL_SEC", "0")  # a revoked key stops at once
+    from chalicelib.local import make_api_server
+    from chalicelib.worker.runner import run_worker_until
+
+    port = free_port()
+    server = make_api_server("127.0.0.1", port)
+    serving = threading.Thread(target=server.server.serve_forever, daemon=True)
+    serving.start()
+    stop = threading.Event()
+    worker = threading.Thread(
+        target=run_worker_until, args=(stop,), kwargs={"nudge_from_api": True}, daemon=True
+    )
+    worker.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop.set()
+        worker.join(timeout=30)
+        server.server.shutdown()
+        server.server.server_close()
+
+
+@pytest.fixture
+def te(stack: str, tmp_path: Path) -> Te:
+    return Te(stack, tmp_path)

@@ -1,0 +1,223 @@
+"""GET /health and GET /metrics against the real database (issue 19, point 4).
+
+/metrics is read with prometheus_client's own text parser, so the exposition is what a
+real Prometheus server accepts; every figure is checked against rows the test wrote,
+and the cron and reclaim counts against the real materializer and reclaimer.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from chalicelib.db.connection import Database
+from chalicelib.scheduler.housekeeper import Housekeeper
+from chalicelib.scheduler.materializer import CronMaterializer
+from chalicelib.scheduler.reclaimer import StuckReclaimer
+from tests.conftest import ApiClient
+from tests.fixtures.services import free_port
+from tests.integration import jobs_factories as f
+from tests.integration.test_lifecycle_plans import indexes_used
+
+
+def scrape(api: ApiClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """``{(sample name, sorted labels): value}`` as Prometheus's parser reads /metrics."""
+    reply = api.get("/metrics")
+    assert reply.status == 200, reply.body
+    assert reply.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    found = {}
+    for family in text_string_to_metric_families(reply.body):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def job(api: ApiClient, endpoint: str, key: str) -> str:
+    body = {"endpoint": endpoint, "trigger": "IMMEDIATE", "idempotency_key": key, "input": {}}
+    reply = api.post("/jobs", body)
+    assert reply.status == 201, reply.body
+    return str(reply.body["execution"]["execution_id"])
+
+
+def test_health_needs_no_key_and_says_the_database_answers(api: ApiClient) -> None:
+    reply = api.get("/health", auth=False)
+    assert (reply.status, reply.body) == (200, {"status": "ok", "database": "ok"})
+
+
+def test_health_is_503_in_the_envelope_when_the_database_is_unreachable(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chalicelib import wiring
+    from chalicelib.settings import reset_settings_cache
+
+    # Nothing listens on this loopback port: the pool cannot connect.
+    monkeypatch.setenv("TE_DATABASE_URL", f"postgresql://te@127.0.0.1:{free_port()}/te")
+    reset_settings_cache()
+    wiring.reset()
+    reply = api.get("/health", auth=False)
+    assert reply.status == 503
+    error = reply.body["error"]
+    assert error["code"] == "DATABASE_UNAVAILABLE"
+    assert error["request_id"].startswith("req_")
+    assert "127.0.0.1" not in error["message"]  # the connection target is never shown
+
+
+def test_health_follows_the_database_going_away_and_coming_back(
+    api: ApiClient, db_url: str, pg_server: Any
+) -> None:
+    """The database refuses this service's connections (as a stopped one does) after the
+    pool already held one: 503 while it lasts, 200 again once it answers."""
+    assert api.get("/health", auth=False).status == 200
+    name = db_url.split("?", 1)[0].rsplit("/", 1)[1]
+    admin = pg_server.admin()
+    try:
+        admin.run(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        admin.run(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n", n=name
+        )
+        down = api.get("/health", auth=False)
+        assert (down.status, down.error_code) == (503, "DATABASE_UNAVAILABLE")
+    finally:
+        admin.run(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+        admin.close()
+    assert api.get("/health", auth=False).status == 200
+
+
+def test_metrics_needs_the_api_key(api: ApiClient) -> None:
+    reply = api.get("/metrics", auth=False)
+    assert (reply.status, reply.error_code) == (401, "UNAUTHORIZED")
+
+
+def test_an_empty_deployment_scrapes_with_zeros_and_nan_quantiles(api: ApiClient) -> None:
+    found = scrape(api)
+    assert found[("te_oldest_due_lag_seconds", ())] == 0
+    for status in ("SUCCESS", "FAILED", "CANCELLED"):
+        assert found[("te_executions_finished_last_minute", (("status", status),))] == 0
+    median = found[("te_attempt_duration_seconds", (("quantile", "0.5"),))]
+    assert median != median  # NaN: no attempt finished
+    assert found[("te_cron_ticks_materialized_last_minute", ())] == 0
+    assert found[("te_executions_reclaimed_last_minute", ())] == 0
+
+
+def test_queue_depth_lag_and_finished_executions_come_from_the_database(
+    api: ApiClient, database: Database
+) -> None:
+    f.endpoint(database, "a")
+    f.endpoint(database, 'b"\\odd\nname')  # label escaping must survive the real parser
+    now = datetime.now(UTC)
+    queued = [job(api, "a", f"q{n}") for n in range(3)]
+    f.set_execution(database, queued[0], run_at=now - timedelta(seconds=90))
+    running = job(api, 'b"\\odd\nname', "r")
+    f.set_execution(database, running, status="RUNNING", started_at=now)
+    done = [job(api, "a", f"d{n}") for n in range(3)]
+    for execution_id, status in zip(done, ("SUCCESS", "SUCCESS", "FAILED"), strict=True):
+        f.set_execution(database, execution_id, status=status, completed_at=now)
+    old = job(api, "a", "old")  # finished long ago: outside the window
+    f.set_execution(database, old, status="SUCCESS", completed_at=now - timedelta(hours=2))
+    for number, ms in enumerate((100, 200, 300, 400, 5000), start=1):
+        attempt = f.add_attempt(database, done[0], number, "SUCCESS")
+        database.execute(
+            "UPDATE attempts SET duration_ms = :ms WHERE attempt_id = :id", ms=ms, id=attempt
+        )
+
+    found = scrape(api)
+    assert found[("te_queue_depth", (("endpoint", "a"), ("status", "QUEUED")))] == 3
+    assert found[("te_queue_depth", (("endpoint", 'b"\\odd\nname'), ("status", "RUNNING")))] == 1
+    assert not any(k[0] == "te_queue_depth" and ("status", "SUCCESS") in k[1] for k in found)
+    assert found[("te_oldest_due_lag_seconds", ())] >= 90
+    finished = {
+        s: found[("te_executions_finished_last_minute", (("status", s),))]
+        for s in ("SUCCESS", "FAILED", "CANCELLED")
+    }
+    assert finished == {"SUCCESS": 2, "FAILED": 1, "CANCELLED": 0}
+    assert found[("te_attempts_finished_last_minute", ())] == 5
+    assert found[("te_attempt_duration_seconds", (("quantile", "0.5"),))] == pytest.approx(0.3)
+    assert found[("te_attempt_duration_seconds", (("quantile", "0.99"),))] > 4
+
+
+def test_cron_ticks_and_reclaims_are_counted_across_schedulers(
+    api: ApiClient, database: Database
+) -> None:
+    f.endpoint(database, "a")
+    cron = {"endpoint": "a", "trigger": "CRON", "cron": "* * * * *", "timezone": "UTC"}
+    assert api.post("/jobs", cron).status == 201
+    ahead = datetime.now(UTC) + timedelta(minutes=3)
+    # Two schedulers over the same due job: ticks are counted once each, by the winner.
+    first = CronMaterializer(database, clock=lambda: ahead).run_once()
+    second = CronMaterializer(database, clock=lambda: ahead).run_once()
+    assert first.count >= 1 and second.count == 0
+
+    stuck = [job(api, "a", f"s{n}") for n in range(2)]
+    long_ago = datetime.now(UTC) - timedelta(hours=1)
+    for execution_id in stuck:
+        f.set_execution(
+            database,
+            execution_id,
+            status="RUNNING",
+            worker_id="lost",
+            attempt_count=1,
+            started_at=long_ago,
+            lease_expires_at=long_ago,
+        )
+    assert len(StuckReclaimer(database, timeout_sec=60).reclaim()) == 2
+    assert StuckReclaimer(database, timeout_sec=60).reclaim() == []
+
+    # The materializer's rows are stamped with its (future) clock; the window is "now".
+    database.execute("UPDATE metric_events SET recorded_at = now()")
+    found = scrape(api)
+    assert found[("te_cron_ticks_materialized_last_minute", ())] == first.count
+    assert found[("te_executions_reclaimed_last_minute", ())] == 2
+
+
+def test_the_housekeeper_prunes_metric_events_older_than_a_day(database: Database) -> None:
+    now = datetime.now(UTC)
+    for age in (timedelta(days=2), timedelta(minutes=1)):
+        database.execute(
+            "INSERT INTO metric_events (event, recorded_at, amount) VALUES ('reclaimed', :t, 1)",
+            t=now - age,
+        )
+    Housekeeper(database, retention_days=0, clock=lambda: now).run_once()
+    left = database.run("SELECT recorded_at FROM metric_events")
+    assert [r["recorded_at"] for r in left] == [now - timedelta(minutes=1)]
+
+
+def test_metric_events_refuse_unknown_events_and_empty_counts(database: Database) -> None:
+    from chalicelib.errors import DatabaseError
+
+    for event, amount in (("other", 1), ("reclaimed", 0)):
+        with pytest.raises(DatabaseError):
+            database.execute(
+                "INSERT INTO metric_events (event, recorded_at, amount) VALUES (:e, now(), :n)",
+                e=event,
+                n=amount,
+            )
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "expected"),
+    [
+        ("metrics_finished_since", {"since": "2026-01-01T00:00:00Z"}, {"idx_executions_completed"}),
+        (
+            "metrics_attempt_durations",
+            {"since": "2026-01-01T00:00:00Z"},
+            {"idx_attempts_completed"},
+        ),
+        ("metrics_events_since", {"since": "2026-01-01T00:00:00Z"}, {"pk_metric_events"}),
+        ("metrics_oldest_due", {"now": "2026-01-01T00:00:00Z"}, {"idx_executions_pending"}),
+        (
+            "metrics_queue_depth",
+            {},
+            {"idx_executions_pending", "idx_executions_running"},
+        ),
+    ],
+)
+def test_each_metrics_query_reads_an_index_not_the_history(
+    database: Database, name: str, params: dict[str, str], expected: set[str]
+) -> None:
+    used = indexes_used(database, name, **params)
+    assert used >= expected, used
+    if name in ("metrics_queue_depth", "metrics_oldest_due"):  # either index of due rows
+        assert used & {"idx_executions_pickup", "idx_executions_due"}, used

@@ -1,0 +1,91 @@
+"""The worker's own counters on TE_WORKER_METRICS_PORT (issue 19, point 4): scraped over
+loopback HTTP from a real worker that delivered, read with prometheus_client's parser."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from chalicelib.db.connection import Database
+from chalicelib.errors import ConfigurationError
+from chalicelib.settings import load_settings
+from chalicelib.worker import Worker
+from chalicelib.worker.background import metrics_server
+from tests.fixtures.services import HttpTarget, Reply, free_port
+from tests.integration.worker.conftest import settings, settle
+from tests.integration.worker.factories import http_spec, retry_policy, seed
+
+
+def _get(url: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - loopback
+            return response.status, response.headers["Content-Type"], response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read().decode()
+
+
+def test_the_port_shows_what_this_worker_did(
+    database: Database, make_worker: Callable[..., Worker], http_target: HttpTarget
+) -> None:
+    http_target.script("/ok", Reply(200, body="{}"))
+    http_target.script("/bad", Reply(500, body="{}"))
+    ok = seed(database, spec=http_spec(http_target.url("/ok")), count=2).execution_ids
+    bad = seed(database, spec=http_spec(http_target.url("/bad")), policy=retry_policy(1))
+    worker = make_worker()
+    settle(worker, database, ok + bad.execution_ids)
+    server = metrics_server(worker, settings(worker_metrics_port=0))
+    assert server is not None
+    try:
+        status, content_type, text = _get(f"http://127.0.0.1:{server.port}/metrics")
+        missing, _, _ = _get(f"http://127.0.0.1:{server.port}/other")
+    finally:
+        server.stop()
+    assert (status, content_type, missing) == (200, "text/plain; version=0.0.4; charset=utf-8", 404)
+    samples: dict[tuple[str, tuple[Any, ...]], float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    assert samples[("te_worker_claimed_total", ())] == 3
+    assert samples[("te_worker_finalized_total", (("outcome", "succeeded"),))] == 2
+    assert samples[("te_worker_finalized_total", (("outcome", "failed"),))] == 1
+    assert samples[("te_worker_in_flight", ())] == 0
+    assert samples[("te_worker_info", (("worker_id", worker.worker_id),))] == 1
+
+
+def test_no_port_no_server_and_the_default_host_is_loopback(
+    make_worker: Callable[..., Worker],
+) -> None:
+    assert metrics_server(make_worker(), settings()) is None
+    assert load_settings({}).worker_metrics_host == "127.0.0.1"
+    port = free_port()
+    server = metrics_server(make_worker(), settings(worker_metrics_port=port))
+    assert server is not None
+    try:
+        assert server.port == port
+        assert _get(f"http://127.0.0.1:{port}/metrics")[0] == 200
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("raw", ["-1", "70000", "x"])
+def test_a_bad_port_is_a_configuration_error(raw: str) -> None:
+    with pytest.raises(ConfigurationError, match="TE_WORKER_METRICS_PORT"):
+        load_settings({"TE_WORKER_METRICS_PORT": raw})
+
+
+def test_the_running_worker_serves_the_port_and_closes_it_on_stop(
+    make_worker: Callable[..., Worker],
+) -> None:
+    from chalicelib.worker.background import running_background
+
+    port = free_port()
+    worker = make_worker()
+    with running_background(worker, settings(worker_metrics_port=port)):
+        assert _get(f"http://127.0.0.1:{port}/metrics")[0] == 200
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
