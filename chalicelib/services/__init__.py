@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from chalicelib.services.executions import ExecutionService
     from chalicelib.services.job_status import JobStatusService
     from chalicelib.services.jobs import JobService
+    from chalicelib.services.overview import OverviewService
     from chalicelib.services.payload_specs import PayloadSpecService
     from chalicelib.services.secrets import SecretService
 
@@ -97,3 +98,10 @@ def api_key_service() -> ApiKeyService:
     from chalicelib.services.api_keys import ApiKeyService
 
     return ApiKeyService(wiring.database("api"))
+
+
+def overview_service() -> OverviewService:
+    from chalicelib import wiring
+    from chalicelib.services.overview import OverviewService
+
+    return OverviewService(wiring.database("api"), wiring.utcnow)

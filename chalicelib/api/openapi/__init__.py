@@ -17,6 +17,7 @@ from chalicelib.api.openapi.common import COMMON_PARAMETERS, COMMON_RESPONSES, E
 from chalicelib.api.openapi.endpoints import ENDPOINTS
 from chalicelib.api.openapi.executions import EXECUTIONS
 from chalicelib.api.openapi.jobs import JOBS
+from chalicelib.api.openapi.overview import OVERVIEW
 from chalicelib.api.openapi.setup import CONFIGS, PAYLOAD_SPECS, SECRETS
 
 _META: dict[str, Any] = {
@@ -44,7 +45,8 @@ def openapi_document() -> dict[str, Any]:
     """The whole document: every fragment's paths and schemas, plus the shared parts."""
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
-    for fragment in (PAYLOAD_SPECS, CONFIGS, SECRETS, ENDPOINTS, JOBS, BATCHES, EXECUTIONS, _META):
+    resources = (PAYLOAD_SPECS, CONFIGS, SECRETS, ENDPOINTS, JOBS, BATCHES, EXECUTIONS)
+    for fragment in (*resources, OVERVIEW, _META):
         for path, operations in fragment.get("paths", {}).items():
             paths.setdefault(path, {}).update(operations)
         schemas.update(fragment.get("schemas", {}))
