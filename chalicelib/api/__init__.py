@@ -27,7 +27,9 @@ from chalicelib.errors import (
 
 log = logging.getLogger(__name__)
 
-PUBLIC_ROUTES = frozenset({("GET", "/openapi.json")})
+#: Served without a key: the OpenAPI document, and the dashboard's page and files (every
+#: data call the page makes sends the key).
+PUBLIC_ROUTES = frozenset({("GET", "/openapi.json"), ("GET", "/ui"), ("GET", "/ui/{name}")})
 
 _guards: dict[str, Any] = {}
 
@@ -127,10 +129,13 @@ def register_api(app: Chalice) -> None:
         executions,
         jobs,
         meta,
+        overview,
         payload_specs,
         secrets,
+        ui,
     )
 
     app.register_middleware(envelope_middleware, "http")
-    for module in (payload_specs, configs, secrets, endpoints, jobs, batches, executions, meta):
+    modules = (payload_specs, configs, secrets, endpoints, jobs, batches, executions, meta)
+    for module in (*modules, overview, ui):
         app.register_blueprint(module.resource.blueprint)
