@@ -77,6 +77,9 @@ def test_three_clicks_from_overview_to_why_an_execution_failed(
     assert "HEALTHY" in wait_text(browser, "tr", GOOD).text
     screenshot(browser, artifacts, "dashboard-overview")
     browser.set_window_size(1280, 900)
+    # It refreshes itself: a second failure shows up without a reload or a click.
+    stack.wait_status(stack.execution_of(_immediate(stack, FLAKY, "fails-too")), "FAILED")
+    wait_text(browser, ".card.s-failed", "2")
 
     # The key: typed once, kept in this tab's session storage, never in a URL or a cookie.
     assert browser.execute_script("return sessionStorage.getItem('te_api_key')") == stack.key
