@@ -2,13 +2,22 @@
 // Authorization header (never in a URL or a cookie), errors as the API's envelope says.
 
 const KEY = 'te_api_key';
+/** API Gateway's own key (AWS: a usage plan identifies each client by it). */
+const GATEWAY_KEY = 'te_gateway_key';
 /** Where the API is: the page is served at <base>/ui (a stage prefix in API Gateway). */
 const BASE = location.pathname.replace(/\/ui\/?$/, '');
 
 export const key = {
   get: () => sessionStorage.getItem(KEY),
-  set: (value) => sessionStorage.setItem(KEY, value),
-  forget: () => sessionStorage.removeItem(KEY),
+  set(value, gateway) {
+    sessionStorage.setItem(KEY, value);
+    if (gateway) sessionStorage.setItem(GATEWAY_KEY, gateway);
+    else sessionStorage.removeItem(GATEWAY_KEY);
+  },
+  forget() {
+    sessionStorage.removeItem(KEY);
+    sessionStorage.removeItem(GATEWAY_KEY);
+  },
 };
 
 export class ApiError extends Error {
@@ -35,6 +44,8 @@ export function withQuery(p, query) {
 
 export async function call(method, p, body) {
   const headers = { Authorization: `Bearer ${key.get() || ''}` };
+  const gateway = sessionStorage.getItem(GATEWAY_KEY);
+  if (gateway) headers['x-api-key'] = gateway;
   const init = { method, headers, cache: 'no-store', credentials: 'omit' };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';

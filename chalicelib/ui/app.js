@@ -115,8 +115,10 @@ function signIn(message) {
 document.getElementById('login').addEventListener('submit', (event) => {
   event.preventDefault();
   const input = document.getElementById('key');
-  key.set(input.value.trim());
+  const gateway = document.getElementById('gateway-key');
+  key.set(input.value.trim(), gateway.value.trim());
   input.value = '';
+  gateway.value = '';
   document.getElementById('login').hidden = true;
   render();
 });
