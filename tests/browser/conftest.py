@@ -40,8 +40,7 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 WAIT_SEC = 20.0
 
 
-def _database(pg_server: PgServer) -> str:
-    name = "te_ui_" + uuid.uuid4().hex[:10]
+def _database(pg_server: PgServer, name: str) -> str:
     admin = pg_server.admin()
     try:
         admin.run(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
@@ -155,9 +154,15 @@ def target() -> Iterator[HttpTarget]:
 
 @pytest.fixture(scope="module")
 def stack(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    running = Stack(_database(pg_server), tmp_path_factory.mktemp("ui-stack") / "data")
+    name = "te_ui_" + uuid.uuid4().hex[:10]
+    running = Stack(_database(pg_server, name), tmp_path_factory.mktemp("ui-stack") / "data")
     yield running
     running.stop()
+    admin = pg_server.admin()
+    try:
+        admin.run(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        admin.close()
 
 
 @pytest.fixture(scope="session")
