@@ -75,6 +75,7 @@ function facts(job, status) {
     ['Last 24 h', `${stats.total ?? 0} runs, ${stats.succeeded ?? 0} succeeded, ${stats.failed ?? 0} failed, avg ${ms(stats.avg_duration_ms)}, p99 ${ms(stats.p99_duration_ms)}`],
   ];
   if (job.cron) rows.splice(2, 0, ['Schedule', `${job.cron} (${job.timezone})`]);
+  if (job.idempotency_key) rows.push(['Idempotency key', job.idempotency_key]);
   if (job.paused_at) rows.push(['Paused since', when(job.paused_at)]);
   if (job.batch_id) rows.push(['Batch', link(job.batch_id, ['batch', job.batch_id])]);
   return h('dl', { class: 'facts' }, rows.map(([k, v]) => [h('dt', null, k), h('dd', null, v)]));

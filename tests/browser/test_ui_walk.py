@@ -45,6 +45,10 @@ def _immediate(stack: Stack, endpoint: str, key: str, data: Any = None) -> dict[
     return dict(stack.ok("POST", "/jobs", {**body, "input": data or {"n": key}}))
 
 
+def _at(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
 def _arrange_failure(stack: Stack, target: HttpTarget) -> str:
     """Five deliveries that succeed, and one execution that fails all three attempts."""
     target.script("/good", Reply(200, '{"delivered": true}', delay=0.05))
@@ -97,7 +101,13 @@ def test_three_clicks_from_overview_to_why_an_execution_failed(
     widths = [float(bar.get_attribute("width")) for bar in bars]
     xs = [float(bar.get_attribute("x")) for bar in bars]
     assert xs == sorted(xs) and xs[0] < xs[1] < xs[2]  # later attempts start further right
-    assert all(w >= 2 for w in widths)
+    # To scale: each bar's width is its attempt's share of the whole span (plot 956 px wide).
+    attempts = stack.ok("GET", f"/executions/{failed}/attempts")["items"]
+    starts = [_at(a["started_at"]) for a in attempts]
+    ends = [_at(a["completed_at"]) for a in attempts]
+    span = max(ends) - min(starts)
+    for width, start, end in zip(widths, starts, ends, strict=True):
+        assert abs(width - max(2.0, 956 * (end - start) / span)) < 1.5
     wait_text(browser, "td", "upstream down")  # the target's own words, in the attempts
     assert browser.current_url.endswith(f"#/execution/{failed}")
     screenshot(browser, artifacts, "dashboard-execution")
@@ -181,6 +191,7 @@ def test_hostile_text_is_shown_as_text_and_never_runs(
     wait_text(browser, "pre", "<img src=x onerror=")  # the input (JSON-quoted), as text
     go(browser, f"#/job/{job['job_id']}")
     wait_text(browser, "pre", HOSTILE[0])
+    wait_text(browser, ".facts", HOSTILE[1])  # the idempotency key
     go(browser, "#/jobs")
     field = wait_visible(browser, "input[name=endpoint]")
     field.send_keys(HOSTILE[1])
