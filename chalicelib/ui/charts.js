@@ -38,9 +38,10 @@ function span(attempts, now) {
 }
 
 /** One row per attempt, placed and sized by its real start and duration. */
-export function timeline(attempts, now = Date.now()) {
+export function timeline(attempts, boxWidth, now = Date.now()) {
   if (!attempts.length) return h('p', { class: 'empty' }, 'No attempt yet.');
-  const width = 1000;
+  // Drawn at the box's own width, so text keeps its size on a phone as on a desktop.
+  const width = Math.max(300, Math.round(boxWidth || 1000));
   const row = 38;
   const left = 40;
   const { from, to } = span(attempts, now);
@@ -50,6 +51,7 @@ export function timeline(attempts, now = Date.now()) {
     const end = Date.parse(a.completed_at || '') || now;
     const y = 8 + i * row;
     const error = a.error ? `${a.error.type || 'ERROR'}: ${a.error.message || ''}` : '';
+    const kind = a.error ? `${a.error.type || 'ERROR'}${a.error.status_code ? ' ' + a.error.status_code : ''}` : '';
     return s('g', { class: `attempt a-${String(a.status).toLowerCase()}` },
       s('title', null, `Attempt ${a.attempt_number}: ${a.status}, ${ms(a.duration_ms)} ${error}`),
       s('text', { x: 0, y: y + 14, class: 'tick' }, `#${a.attempt_number}`),
@@ -58,7 +60,7 @@ export function timeline(attempts, now = Date.now()) {
       s('text', x(start) < width / 2
         ? { x: x(start), y: y + 31, class: 'label' }
         : { x: x(end), y: y + 31, class: 'label', 'text-anchor': 'end' },
-      `${ms(a.duration_ms)} ${a.status}${error ? ' — ' + error.slice(0, 70) : ''}`));
+      `${ms(a.duration_ms)} ${a.status}${kind ? ' — ' + kind : ''}`));
   });
   const height = 20 + attempts.length * row;
   return s('svg', { class: 'timeline', viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': 'Attempt timeline' },

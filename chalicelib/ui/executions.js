@@ -53,7 +53,7 @@ export async function executionView(root, ctx) {
       get(path('/executions/', id, '/attempts?limit=200')), get(path('/executions/', id, '/logs?limit=200'))]);
     const tries = items(attempts);
     fill(head, summary(ctx, e, tries));
-    fill(chart, timeline(tries));
+    fill(chart, timeline(tries, chart.clientWidth));
     fill(attemptList, table(['#', 'Status', 'Started', 'Duration', 'Error', 'Output'],
       tries.map((a) => [String(a.attempt_number), badge(a.status), when(a.started_at), ms(a.duration_ms),
         h('span', { class: 'error' }, errorText(a.error)), pre(a.output)]), 'No attempt yet.'));

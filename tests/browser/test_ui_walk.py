@@ -101,13 +101,16 @@ def test_three_clicks_from_overview_to_why_an_execution_failed(
     widths = [float(bar.get_attribute("width")) for bar in bars]
     xs = [float(bar.get_attribute("x")) for bar in bars]
     assert xs == sorted(xs) and xs[0] < xs[1] < xs[2]  # later attempts start further right
-    # To scale: each bar's width is its attempt's share of the whole span (plot 956 px wide).
+    # To scale: each bar's width is its attempt's share of the whole span (the drawing's
+    # width less the 40 px of labels on the left and a 4 px margin on the right).
+    drawing = browser.find_element(By.CSS_SELECTOR, ".timeline")
+    plot = float(drawing.get_dom_attribute("viewBox").split()[2]) - 44
     attempts = stack.ok("GET", f"/executions/{failed}/attempts")["items"]
     starts = [_at(a["started_at"]) for a in attempts]
     ends = [_at(a["completed_at"]) for a in attempts]
     span = max(ends) - min(starts)
     for width, start, end in zip(widths, starts, ends, strict=True):
-        assert abs(width - max(2.0, 956 * (end - start) / span)) < 1.5
+        assert abs(width - max(2.0, plot * (end - start) / span)) < 1.5
     wait_text(browser, "td", "upstream down")  # the target's own words, in the attempts
     assert browser.current_url.endswith(f"#/execution/{failed}")
     screenshot(browser, artifacts, "dashboard-execution")
@@ -207,14 +210,21 @@ def test_hostile_text_is_shown_as_text_and_never_runs(
     assert not browser.find_elements(By.CSS_SELECTOR, "main img, main script")
 
 
-def test_usable_at_390_px(stack: Stack, browser: Any, artifacts: Path) -> None:
+def test_usable_at_390_px(stack: Stack, target: HttpTarget, browser: Any, artifacts: Path) -> None:
+    target.script("/phone", Reply(502, "bad gateway " * 20))
+    _endpoint(stack, "ui-phone", target.url("/phone"), attempts=2)
+    job = _immediate(stack, "ui-phone", "on-a-phone")
+    execution_id = stack.execution_of(job)
+    stack.wait_status(execution_id, "FAILED")
     sign_in(browser, stack.base, stack.key)
     browser.set_window_size(390, 844)
     try:
         for view, shown in (
             ("#/overview", ".chart"),
-            ("#/endpoints", "table"),
-            ("#/jobs", "table"),
+            ("#/endpoints", "main .scroll"),
+            ("#/jobs?endpoint=ui-phone", "main .scroll"),
+            (f"#/job/{job['job_id']}", ".facts"),
+            (f"#/execution/{execution_id}", ".timeline"),
         ):
             go(browser, view)
             wait_visible(browser, shown)
@@ -222,6 +232,6 @@ def test_usable_at_390_px(stack: Stack, browser: Any, artifacts: Path) -> None:
                 "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
             )
             assert overflow <= 1, f"{view} is wider than the 390 px screen by {overflow} px"
-        screenshot(browser, artifacts, "dashboard-phone-jobs")
+        screenshot(browser, artifacts, "dashboard-phone-execution")
     finally:
         browser.set_window_size(1280, 900)
