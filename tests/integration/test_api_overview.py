@@ -124,7 +124,7 @@ def test_dashboard_page_is_public_with_a_strict_policy(api: ApiClient) -> None:
 
 
 def test_only_dashboard_files_are_served(api: ApiClient) -> None:
-    for name in ("nope.js", "..%2Fapi%2Fui.py", "ui.py", "APP.JS", ".hidden.js"):
+    for name in ("nope.js", "..%2Fapi%2Fui.py", "ui.py", "APP.JS", ".hidden.js", "a.b.js", "1a.js"):
         reply = api.get(f"/ui/{name}", auth=False)
         assert reply.status == 404 and reply.error_code == "ROUTE_NOT_FOUND", name
 
