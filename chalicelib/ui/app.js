@@ -100,7 +100,12 @@ async function render() {
   fill(view);
   document.getElementById('nav').hidden = false;
   await fn(view, ctx);
-  timer = setInterval(() => ctx.refresh(), REFRESH_MS);
+  timer = setInterval(() => {
+    // Not while the tab is hidden, and never two refreshes at once on a slow API.
+    if (document.hidden || ctx.busy) return;
+    ctx.busy = true;
+    ctx.refresh().finally(() => { ctx.busy = false; });
+  }, REFRESH_MS);
 }
 
 function signIn(message) {

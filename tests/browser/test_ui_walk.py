@@ -235,3 +235,15 @@ def test_usable_at_390_px(stack: Stack, target: HttpTarget, browser: Any, artifa
         screenshot(browser, artifacts, "dashboard-phone-execution")
     finally:
         browser.set_window_size(1280, 900)
+
+
+def test_a_refused_key_asks_again_and_forget_key_forgets_it(stack: Stack, browser: Any) -> None:
+    sign_in(browser, stack.base, "not-the-key", expect_nav=False)
+    wait_text(browser, "#notice", "The API key was refused.")
+    wait_visible(browser, "#login")
+    assert browser.execute_script("return sessionStorage.getItem('te_api_key')") is None
+
+    sign_in(browser, stack.base, stack.key)
+    click_button(browser, "Forget key")
+    wait_visible(browser, "#login")
+    assert browser.execute_script("return sessionStorage.length") == 0
