@@ -3,10 +3,10 @@
 One stack per module: ``python -m chalicelib.local`` (API + worker + scheduler, as `make run`
 starts them) on a database of the test PostgreSQL server, delivering to a real HTTP target
 on loopback. Headless Chromium from Debian's packages (``make browser`` installs
-``chromium`` and ``chromium-driver``) is driven by Selenium through ``/usr/bin/chromedriver``
-with Selenium Manager offline, so nothing is downloaded. Chromium is kept on loopback: every
-host name but 127.0.0.1 fails to resolve and anything else would go to a dead loopback
-proxy.
+``chromium`` and ``chromium-driver``; the nix shell has its own on PATH) is driven by
+Selenium through ``chromedriver`` with Selenium Manager offline, so nothing is downloaded.
+Chromium is kept on loopback: every host name but 127.0.0.1 fails to resolve and anything
+else would go to a dead loopback proxy.
 
 Screenshots go to a temporary directory (printed in the test's output), or to
 ``TE_UI_SCREENSHOT_DIR`` when `make screenshots` regenerates the README's.
@@ -35,8 +35,9 @@ from tests.fixtures.pg import TEMPLATE, PgServer
 from tests.fixtures.services import HttpTarget, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+#: Debian's packages (`make browser`), or the ones on PATH (the nix shell's).
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 WAIT_SEC = 20.0
 
 
@@ -208,7 +209,7 @@ def chromium_options(width: int, height: int) -> Any:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Headless Chromium at 1280 px wide; tests that resize put it back."""
-    assert shutil.which("chromium") and Path(CHROMEDRIVER).exists(), (
+    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), (
         "chromium and chromium-driver are missing: run `make browser`"
     )
     os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must never download anything
