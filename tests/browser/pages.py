@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
@@ -53,10 +53,14 @@ def wait_text(driver: Any, css: str, text: str) -> WebElement:
                 continue
         return False
 
-    element: WebElement = WebDriverWait(driver, WAIT_SEC, poll_frequency=0.1).until(
-        found,
-        f"no {css} containing {text!r}; page: {driver.find_element(By.TAG_NAME, 'main').text}",
-    )
+    try:
+        element: WebElement = WebDriverWait(driver, WAIT_SEC, poll_frequency=0.1).until(found)
+    except TimeoutException:
+        page = driver.find_element(By.TAG_NAME, "main").text
+        raise AssertionError(
+            f"no {css} containing {text!r} within {WAIT_SEC} s; notice: {notice(driver)!r};"
+            f" page:\n{page}"
+        ) from None
     return element
 
 
