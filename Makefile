@@ -13,7 +13,8 @@ STAMP := $(TEST_STAMP)
 # Visible progress: pip says what it collects and installs (no -q).
 PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --progress-bar on
 
-.PHONY: run test test-cockroach lint typecheck unit migrate clean venv test-hidden-tools
+.PHONY: run test test-cockroach lint typecheck unit migrate clean venv test-hidden-tools \
+	browser screenshots
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -43,7 +44,7 @@ run: $(RUN_STAMP)
 ## test: lint (ruff, the import-linter layer contracts), type check, then the whole test
 ## suite (unit + integration), then the worker and scheduler integration tests again in
 ## CockroachDB's configuration (test-cockroach).
-test: $(TEST_STAMP) lint typecheck
+test: $(TEST_STAMP) lint typecheck browser
 	$(PY) -m pytest -m "not chaos"
 	$(MAKE) --no-print-directory test-cockroach
 
@@ -61,6 +62,24 @@ test-cockroach: $(TEST_STAMP)
 ## /usr/bin minus node, redis-server and nginx (proves the project installs what it needs).
 test-hidden-tools:
 	tests/infra/hidden_tools.sh
+
+## browser: headless Chromium and its WebDriver from Debian's packages, for the dashboard's
+## browser tests (tests/browser); installed once, non-interactively, when missing (as root,
+## as CI runs; otherwise through sudo). Selenium drives /usr/bin/chromedriver and never
+## downloads a browser or driver (SE_OFFLINE, set by the tests).
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; else \
+	  echo "==> installing chromium and chromium-driver (Debian packages; once)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+	    chromium chromium-driver; fi
+
+## screenshots: regenerate the README's dashboard screenshots (docs/*.png) against the real
+## stack; the browser tests themselves write theirs to a temporary directory only.
+screenshots: $(TEST_STAMP) browser
+	TE_UI_SCREENSHOT_DIR=$(CURDIR)/docs $(PY) -m pytest -q -p no:cacheprovider \
+	  tests/browser/test_ui_walk.py -k three_clicks
 
 lint: $(TEST_STAMP)
 	$(PY) -m ruff check .

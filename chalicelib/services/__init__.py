@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from chalicelib.services.job_status import JobStatusService
     from chalicelib.services.jobs import JobService
     from chalicelib.services.metrics import MetricsService
+    from chalicelib.services.overview import OverviewService
     from chalicelib.services.payload_specs import PayloadSpecService
     from chalicelib.services.secrets import SecretService
 
@@ -114,3 +115,10 @@ def metrics_service() -> MetricsService:
     from chalicelib.services.metrics import MetricsService
 
     return MetricsService(wiring.database("api"), wiring.utcnow)
+
+
+def overview_service() -> OverviewService:
+    from chalicelib import wiring
+    from chalicelib.services.overview import OverviewService
+
+    return OverviewService(wiring.database("api"), wiring.utcnow)

@@ -19,7 +19,12 @@ from stacks.api_errors import gateway_responses
 from stacks.config import DeploymentConfig
 from stacks.observability import FAILED_EVENT, RECLAIMED_EVENT, EventMetric, Observability
 from stacks.secrets import AppSecrets
-from stacks.usage_plans import API_LOGICAL_ID, ClientKeys, require_api_keys
+from stacks.usage_plans import (
+    API_LOGICAL_ID,
+    ClientKeys,
+    exempt_from_api_keys,
+    require_api_keys,
+)
 from stacks.worker_service import WorkerService, set_retention
 
 # The app's Lambda entry points (chalice function name -> CloudFormation logical id).
@@ -67,6 +72,7 @@ class TaskExecutorStack(Stack):
             rate_per_sec=config.rate_limit_per_sec,
             description=f"task-executor-{config.stage}: per-client throttle",
         )
+        exempt_from_api_keys(rest_api)  # the dashboard's page: a browser sends no x-api-key
         self.client_keys = ClientKeys(
             self, "ApiClients", clients=config.api_clients, prefix=self.stack_name
         )

@@ -26,6 +26,15 @@ API_LOGICAL_ID = "RestAPI"
 SAM_USAGE_PLAN = f"{API_LOGICAL_ID}UsagePlan"
 
 
+#: Methods that cannot carry an ``x-api-key`` header: the dashboard's page and its files,
+#: which a browser loads by navigation (the app serves them without its own key too; every
+#: data call the page makes sends both keys), and ``GET /health``, which load balancers and
+#: uptime checks call without any key (it says only "up, database reachable"). SAM leaves a method whose security names
+#: ``api_key_false`` out of the API-wide ``ApiKeyRequired`` default (the marker is what
+#: SAM writes itself for an event with ``ApiKeyRequired: false``, and it removes it).
+KEYLESS_METHODS = (("/health", "get"), ("/ui", "get"), ("/ui/{name}", "get"))
+
+
 def burst_for(rate_per_sec: float) -> int:
     """Burst of the bucket: two seconds' worth, as the in-process limiter."""
     return max(1, int(2 * rate_per_sec))
@@ -42,6 +51,16 @@ def require_api_keys(rest_api: CfnResource, *, rate_per_sec: float, description:
             "Throttle": {"RateLimit": rate_per_sec, "BurstLimit": burst_for(rate_per_sec)},
         },
     )
+
+
+def exempt_from_api_keys(
+    rest_api: CfnResource, methods: tuple[tuple[str, str], ...] = KEYLESS_METHODS
+) -> None:
+    """``methods`` need no API Gateway key (the app still decides what they serve)."""
+    for path, method in methods:
+        rest_api.add_property_override(
+            f"DefinitionBody.paths.{path}.{method}.security", [{"api_key_false": []}]
+        )
 
 
 class ClientKeys(Construct):

@@ -113,6 +113,27 @@ def test_gateway_responses_keep_the_error_envelope(
     assert error["code"] == expected_code
 
 
+def test_the_dashboard_page_and_health_need_no_gateway_key_and_everything_else_does(
+    synthesis: Synthesis,
+) -> None:
+    """A browser cannot add x-api-key to a page load, nor a load balancer to its health
+    check: GET /ui, its files and GET /health are exempt (SAM's api_key_false marker); every
+    other method keeps the API-wide default."""
+    paths = synthesis.resources("AWS::Serverless::Api")["RestAPI"]["Properties"]["DefinitionBody"][
+        "paths"
+    ]
+    for path in ("/health", "/ui", "/ui/{name}"):
+        assert paths[path]["get"]["security"] == [{"api_key_false": []}]
+        assert "x-amazon-apigateway-integration" in paths[path]["get"]
+    marked = sorted(
+        f"{method.upper()} {path}"
+        for path, methods in paths.items()
+        for method, operation in methods.items()
+        if isinstance(operation, dict) and "security" in operation
+    )
+    assert marked == ["GET /health", "GET /ui", "GET /ui/{name}"]
+
+
 def test_unknown_route_is_a_404_envelope(synthesis: Synthesis) -> None:
     api = synthesis.resources("AWS::Serverless::Api")["RestAPI"]
     responses = api["Properties"]["DefinitionBody"]["x-amazon-apigateway-gateway-responses"]

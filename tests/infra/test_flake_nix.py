@@ -59,7 +59,16 @@ def test_flake_has_inputs_dev_shell_and_checks(tree: tree_sitter.Tree) -> None:
 
 def test_dev_shell_has_the_services_and_linters() -> None:
     text = FLAKE.read_text()
-    for package in ("python311", "cockroachdb", "redis", "apacheKafka", "ruff", "mypy"):
+    for package in (
+        "python311",
+        "cockroachdb",
+        "redis",
+        "apacheKafka",
+        "ruff",
+        "mypy",
+        "chromium",
+        "chromedriver",
+    ):
         assert f"pkgs.{package}" in text, package
     assert "requirements-dev.txt" in text
     assert "requirements-infra.txt" in text

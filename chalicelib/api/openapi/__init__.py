@@ -18,6 +18,7 @@ from chalicelib.api.openapi.endpoints import ENDPOINTS
 from chalicelib.api.openapi.executions import EXECUTIONS
 from chalicelib.api.openapi.jobs import JOBS
 from chalicelib.api.openapi.metrics import METRICS
+from chalicelib.api.openapi.overview import OVERVIEW
 from chalicelib.api.openapi.setup import CONFIGS, PAYLOAD_SPECS, SECRETS
 
 _META: dict[str, Any] = {
@@ -45,8 +46,8 @@ def openapi_document() -> dict[str, Any]:
     """The whole document: every fragment's paths and schemas, plus the shared parts."""
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
-    fragments = (PAYLOAD_SPECS, CONFIGS, SECRETS, ENDPOINTS, JOBS, BATCHES, EXECUTIONS, METRICS)
-    for fragment in (*fragments, _META):
+    resources = (PAYLOAD_SPECS, CONFIGS, SECRETS, ENDPOINTS, JOBS, BATCHES, EXECUTIONS)
+    for fragment in (*resources, METRICS, OVERVIEW, _META):
         for path, operations in fragment.get("paths", {}).items():
             paths.setdefault(path, {}).update(operations)
         schemas.update(fragment.get("schemas", {}))

@@ -1,0 +1,97 @@
+"""OpenAPI for the operator's surface: ``GET /overview`` and the dashboard (``/ui``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.api.openapi.common import TIMESTAMP, operation, paths
+
+_COUNT = {"type": "integer", "minimum": 0}
+_OUTCOMES = {"succeeded": _COUNT, "failed": _COUNT}
+
+_OVERVIEW = (
+    "Executions by status (every status, 0 included), attempts finished per minute over "
+    "the last hour (60 entries, oldest first, the current minute last), the lag of the "
+    "oldest due QUEUED/RETRYING execution (null when none is due), the worker processes "
+    "whose heartbeats were seen in the last hour (DEAD when stopped or silent for 30 s), "
+    "and per endpoint the outcomes of the last hour's attempts."
+)
+
+
+def _page(op_id: str, summary: str, content_type: str) -> dict[str, Any]:
+    return {
+        "operationId": op_id,
+        "summary": summary,
+        "security": [],
+        "responses": {
+            "200": {
+                "description": summary,
+                "content": {content_type: {"schema": {"type": "string"}}},
+            },
+            "404": {"$ref": "#/components/responses/NotFound"},
+        },
+    }
+
+
+_FILE = _page(
+    "getDashboardFile",
+    "A script, style sheet or image of the dashboard (no authentication).",
+    "text/javascript",
+)
+_FILE["parameters"] = [
+    {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+]
+_INDEX = _page(
+    "getDashboard",
+    "The dashboard: a page over this API; the key is typed in the page (no authentication).",
+    "text/html",
+)
+del _INDEX["responses"]["404"]
+
+OVERVIEW: dict[str, Any] = {
+    "paths": {
+        **paths(operation("GET", "/overview", "getOverview", "Overview", _OVERVIEW)),
+        "/ui": {"get": _INDEX},
+        "/ui/{name}": {"get": _FILE},
+    },
+    "schemas": {
+        "Overview": {
+            "type": "object",
+            "required": ["executions_by_status", "last_hour", "oldest_due_lag_ms", "workers"],
+            "properties": {
+                "executions_by_status": {"type": "object", "additionalProperties": _COUNT},
+                "last_hour": {
+                    "type": "array",
+                    "minItems": 60,
+                    "maxItems": 60,
+                    "items": {
+                        "type": "object",
+                        "required": ["minute", "succeeded", "failed"],
+                        "properties": {"minute": TIMESTAMP, **_OUTCOMES},
+                    },
+                },
+                "oldest_due_lag_ms": {"type": ["integer", "null"], "minimum": 0},
+                "workers": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["component", "status", "last_beat_at"],
+                        "properties": {
+                            "component": {"type": "string"},
+                            "status": {"type": "string", "enum": ["ALIVE", "DEAD"]},
+                            "last_beat_at": TIMESTAMP,
+                        },
+                    },
+                },
+                "endpoints": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["endpoint", "succeeded", "failed"],
+                        "properties": {"endpoint": {"type": "string"}, **_OUTCOMES},
+                    },
+                },
+            },
+        }
+    },
+}

@@ -1,0 +1,131 @@
+"""The operator's overview (``GET /overview``): the dashboard's first screen in one read.
+
+Executions by status, attempts per minute over the last hour, the lag of the oldest due
+execution, the worker processes whose heartbeats were seen, and per endpoint the outcomes
+of the last hour's attempts. Read in one transaction, at the service clock's ``now``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from chalicelib.db.connection import Database, Row, Transaction
+from chalicelib.db.queries import queries
+from chalicelib.domain.statuses import ExecutionStatus
+
+WINDOW = timedelta(hours=1)
+WINDOW_MINUTES = 60
+#: A worker beats every 5 s: one silent for longer than this is shown DEAD.
+WORKER_SILENCE = timedelta(seconds=30)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MinuteCounts:
+    """Attempts that finished within one minute (``minute`` is its start, UTC)."""
+
+    minute: datetime
+    succeeded: int
+    failed: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerSeen:
+    """One worker process's latest heartbeat; ``status`` is ALIVE or DEAD."""
+
+    component: str
+    status: str
+    last_beat_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndpointOutcomes:
+    """An endpoint's attempts finished in the last hour, by outcome."""
+
+    endpoint: str
+    succeeded: int
+    failed: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Overview:
+    """Everything ``GET /overview`` shows."""
+
+    executions_by_status: dict[str, int]
+    last_hour: list[MinuteCounts]
+    oldest_due_lag_ms: int | None
+    workers: list[WorkerSeen]
+    endpoints: list[EndpointOutcomes]
+
+
+def minute_series(rows: list[Row], now: datetime) -> list[MinuteCounts]:
+    """Sixty minutes ending with the current one, oldest first, zeros where nothing ran."""
+    by_minute = {row["minute"]: row for row in rows}
+    current = now.replace(second=0, microsecond=0)
+    series = []
+    for back in range(WINDOW_MINUTES - 1, -1, -1):
+        minute = current - timedelta(minutes=back)
+        row = by_minute.get(minute, {})
+        series.append(
+            MinuteCounts(
+                minute=minute,
+                succeeded=int(row.get("succeeded") or 0),
+                failed=int(row.get("failed") or 0),
+            )
+        )
+    return series
+
+
+def worker_status(stored: str, last_beat_at: datetime, now: datetime) -> str:
+    """DEAD when the worker said so (graceful stop) or has been silent too long."""
+    if stored == "DEAD" or now - last_beat_at > WORKER_SILENCE:
+        return "DEAD"
+    return "ALIVE"
+
+
+@dataclass(frozen=True)
+class OverviewService:
+    """Reads the overview at ``clock()``."""
+
+    db: Database
+    clock: Callable[[], datetime]
+
+    def overview(self) -> Overview:
+        now = self.clock()
+        return self.db.transaction(lambda tx: self._read(tx, now), name="overview")
+
+    def _read(self, tx: Transaction, now: datetime) -> Overview:
+        since = now - WINDOW
+        # The series starts at the first of its 60 minutes, not an hour before now.
+        series_start = now.replace(second=0, microsecond=0) - timedelta(minutes=WINDOW_MINUTES - 1)
+        counts = {status.value: 0 for status in ExecutionStatus}
+        for row in tx.run(queries["overview_executions_by_status"]):
+            counts[row["status"]] = int(row["n"])
+        oldest = tx.one(queries["overview_oldest_due"], now=now)
+        lag = None if oldest is None else max(0, _ms(now - oldest["run_at"]))
+        return Overview(
+            executions_by_status=counts,
+            last_hour=minute_series(tx.run(queries["overview_last_hour"], since=series_start), now),
+            oldest_due_lag_ms=lag,
+            workers=[
+                WorkerSeen(
+                    component=row["component"],
+                    status=worker_status(row["status"], row["last_beat_at"], now),
+                    last_beat_at=row["last_beat_at"],
+                )
+                for row in tx.run(queries["overview_workers"], since=since)
+            ],
+            endpoints=[
+                EndpointOutcomes(
+                    endpoint=row["endpoint"],
+                    succeeded=int(row["succeeded"] or 0),
+                    failed=int(row["failed"] or 0),
+                )
+                for row in tx.run(queries["overview_endpoint_outcomes"], since=since)
+            ],
+        )
+
+
+def _ms(delta: timedelta) -> int:
+    return int(delta.total_seconds() * 1000)

@@ -1,0 +1,224 @@
+"""The dashboard in a real browser against the real stack.
+
+One stack per module: ``python -m chalicelib.local`` (API + worker + scheduler, as `make run`
+starts them) on a database of the test PostgreSQL server, delivering to a real HTTP target
+on loopback. Headless Chromium from Debian's packages (``make browser`` installs
+``chromium`` and ``chromium-driver``; the nix shell has its own on PATH) is driven by
+Selenium through ``chromedriver`` with Selenium Manager offline, so nothing is downloaded.
+Chromium is kept on loopback: every host name but 127.0.0.1 fails to resolve and anything
+else would go to a dead loopback proxy.
+
+Screenshots go to a temporary directory (printed in the test's output), or to
+``TE_UI_SCREENSHOT_DIR`` when `make screenshots` regenerates the README's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import BOOTSTRAP_KEY, ENCRYPTION_KEY, PROFILE
+from tests.fixtures.pg import TEMPLATE, PgServer
+from tests.fixtures.services import HttpTarget, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Debian's packages (`make browser`), or the ones on PATH (the nix shell's).
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+WAIT_SEC = 20.0
+
+
+def _database(pg_server: PgServer, name: str) -> str:
+    admin = pg_server.admin()
+    try:
+        admin.run(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+        admin.run(f"ALTER DATABASE {name} SET default_transaction_isolation = 'serializable'")
+    finally:
+        admin.close()
+    return pg_server.url(name)
+
+
+class Stack:
+    """The local stack's process, its URL and a small JSON client for arranging data."""
+
+    def __init__(self, db_url: str, data_dir: Path) -> None:
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TE_")}
+        env.update(
+            TE_DATABASE_URL=db_url,
+            TE_BOOTSTRAP_API_KEY=BOOTSTRAP_KEY,
+            TE_SECRET_ENCRYPTION_KEY=ENCRYPTION_KEY,
+            TE_ALLOW_PRIVATE_TARGETS="true",
+            TE_DATA_DIR=str(data_dir),
+            TE_LISTEN_ADDR=f"127.0.0.1:{port}",
+            TE_WORKER_POLL_INTERVAL_MS="100",
+            PYTHONUNBUFFERED="1",
+            **PROFILE,
+        )
+        self.base = f"http://127.0.0.1:{port}"
+        self.key = BOOTSTRAP_KEY
+        self.output: list[str] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "chalicelib.local"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self._wait_for_banner()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _wait_for_banner(self) -> None:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError("stack exited early:\n" + "".join(self.output))
+            self.output.append(line)
+            if line.startswith("API key: "):
+                return
+        raise AssertionError("no banner within 90 s:\n" + "".join(self.output))
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(  # noqa: S310 - the loopback stack
+            self.base + path,
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+    def ok(self, method: str, path: str, body: Any = None) -> Any:
+        status, reply = self.call(method, path, body)
+        assert status in (200, 201), (method, path, status, reply)
+        return reply
+
+    def wait_for(self, predicate: Callable[[], Any], what: str) -> Any:
+        deadline = time.monotonic() + WAIT_SEC
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.1)
+        raise AssertionError(f"not within {WAIT_SEC} s: {what}")
+
+    def execution_of(self, job: dict[str, Any]) -> str:
+        return str(job["execution"]["execution_id"])
+
+    def wait_status(self, execution_id: str, *statuses: str) -> dict[str, Any]:
+        def done() -> dict[str, Any] | None:
+            body = self.ok("GET", f"/executions/{execution_id}")
+            return body if body["status"] in statuses else None
+
+        return dict(self.wait_for(done, f"{execution_id} in {statuses}"))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[HttpTarget]:
+    server = HttpTarget()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def stack(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    name = "te_ui_" + uuid.uuid4().hex[:10]
+    running = Stack(_database(pg_server, name), tmp_path_factory.mktemp("ui-stack") / "data")
+    yield running
+    running.stop()
+    admin = pg_server.admin()
+    try:
+        admin.run(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        admin.close()
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where screenshots go: a temp dir, or the README's docs/ under `make screenshots`."""
+    chosen = os.environ.get("TE_UI_SCREENSHOT_DIR")
+    path = Path(chosen) if chosen else tmp_path_factory.mktemp("ui-artifacts")
+    print(f"\nbrowser screenshots: {path}")
+    return path
+
+
+def chromium_options(width: int, height: int) -> Any:
+    from selenium.webdriver.chrome.options import Options
+
+    options = Options()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",  # root in CI
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        f"--window-size={width},{height}",
+        "--hide-scrollbars",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-default-apps",
+        "--disable-extensions",
+        "--disable-domain-reliability",
+        "--disable-client-side-phishing-detection",
+        "--no-pings",
+        "--metrics-recording-only",
+        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+        "--proxy-server=http://127.0.0.1:9",
+        "--force-device-scale-factor=1",
+    ):
+        options.add_argument(flag)
+    return options
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium at 1280 px wide; tests that resize put it back."""
+    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), (
+        "chromium and chromium-driver are missing: run `make browser`"
+    )
+    os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must never download anything
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    driver = webdriver.Chrome(
+        service=Service(executable_path=CHROMEDRIVER), options=chromium_options(1280, 900)
+    )
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()

@@ -1,0 +1,52 @@
+"""Retry from the dashboard: a failed execution, one click, and it succeeds.
+
+Needs ``POST /executions/{id}/retry`` (issue 18, point 3, built on another branch): on a
+branch without it the click shows the API's 404 and this test fails, as it should.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.browser.conftest import Stack
+from tests.browser.pages import click_button, go, sign_in, wait_text
+from tests.fixtures.services import HttpTarget, Reply
+
+
+def test_retry_of_a_failed_execution_succeeds(
+    stack: Stack, target: HttpTarget, browser: Any
+) -> None:
+    # The target fails the first delivery (the only attempt), then answers 200.
+    target.script("/recovers", Reply(500, "not yet"), Reply(200, '{"ok": true}'))
+    policy = {"max_attempts": 1, "backoff": "fixed", "initial_delay_ms": 100, "max_delay_ms": 100}
+    stack.ok(
+        "POST",
+        "/endpoints",
+        {
+            "name": "ui-recovers",
+            "type": "HTTP",
+            "spec": {"url": target.url("/recovers"), "method": "POST"},
+            "retry_policy": policy,
+        },
+    )
+    job = stack.ok(
+        "POST",
+        "/jobs",
+        {"endpoint": "ui-recovers", "trigger": "IMMEDIATE", "idempotency_key": "retry-me"},
+    )
+    execution_id = stack.execution_of(job)
+    stack.wait_status(execution_id, "FAILED")
+    sign_in(browser, stack.base, stack.key)
+
+    # From the dead-letter view: the failed execution is listed with its error and a button.
+    go(browser, "#/executions?status=FAILED&endpoint=ui-recovers")
+    wait_text(browser, "tr", execution_id)
+    go(browser, f"#/execution/{execution_id}")
+    wait_text(browser, ".why", "HTTP_ERROR")
+    click_button(browser, "Retry")
+
+    wait_text(browser, ".facts", "SUCCESS")  # the page refreshes to the new outcome
+    assert stack.ok("GET", f"/executions/{execution_id}")["status"] == "SUCCESS"
+    attempts = stack.ok("GET", f"/executions/{execution_id}/attempts")["items"]
+    assert [a["status"] for a in attempts] == ["FAILED", "SUCCESS"]  # numbering continues
+    assert len(target.received("/recovers")) == 2

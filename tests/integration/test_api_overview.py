@@ -1,0 +1,141 @@
+"""``GET /overview`` over real rows, and ``/ui`` served with its security headers."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+
+from chalicelib.api.ui import UI_DIR
+from chalicelib.db.connection import Database
+from chalicelib.domain.statuses import ExecutionStatus
+from tests.conftest import ApiClient
+from tests.integration.jobs_factories import set_execution
+
+ENDPOINT = {
+    "name": "hook",
+    "type": "HTTP",
+    "spec": {"url": "http://127.0.0.1:9/x", "method": "POST"},
+}
+
+
+def _executions(api: ApiClient, count: int) -> list[str]:
+    assert api.post("/endpoints", ENDPOINT).status == 201
+    ids = []
+    for i in range(count):
+        body = {"endpoint": "hook", "trigger": "IMMEDIATE", "idempotency_key": f"k{i}"}
+        reply = api.post("/jobs", body)
+        assert reply.status == 201, reply.body
+        ids.append(reply.body["execution"]["execution_id"])
+    return ids
+
+
+def _attempt(db: Database, execution_id: str, number: int, status: str, at: datetime) -> None:
+    db.execute(
+        "INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,"
+        " duration_ms, error) VALUES (:id, :n, :status, :at, :at, 5, CAST(:error AS JSONB))",
+        id=execution_id,
+        n=number,
+        status=status,
+        at=at,
+        error=None if status == "SUCCESS" else json.dumps({"type": "TIMEOUT", "message": "t"}),
+    )
+
+
+def _beat(db: Database, component: str, status: str, at: datetime) -> None:
+    db.execute(
+        "INSERT INTO region_heartbeats (region, component, last_beat_at, status)"
+        " VALUES ('default', :c, :at, :s)",
+        c=component,
+        at=at,
+        s=status,
+    )
+
+
+def test_overview_counts_series_lag_workers_and_endpoint_outcomes(
+    api: ApiClient, database: Database
+) -> None:
+    now = datetime.now(UTC)
+    ok, failed, waiting = _executions(api, 3)
+    set_execution(database, ok, status="SUCCESS")
+    _attempt(database, ok, 1, "SUCCESS", now - timedelta(minutes=5))
+    set_execution(database, failed, status="FAILED")
+    _attempt(database, failed, 1, "FAILED", now - timedelta(minutes=2))
+    _attempt(database, failed, 2, "FAILED", now)
+    _attempt(database, waiting, 1, "FAILED", now - timedelta(minutes=90))  # out of the hour
+    set_execution(database, waiting, run_at=now - timedelta(seconds=7))
+    _beat(database, "worker@a:1", "ALIVE", now)
+    _beat(database, "worker@b:2", "DEAD", now)
+    _beat(database, "worker@c:3", "ALIVE", now - timedelta(minutes=2))  # silent: DEAD
+    _beat(database, "worker@gone:4", "ALIVE", now - timedelta(hours=2))  # history
+    _beat(database, "scheduler@a:1", "ALIVE", now)  # not a worker
+
+    reply = api.get("/overview")
+
+    assert reply.status == 200, reply.body
+    body = reply.body
+    expected = {s.value: 0 for s in ExecutionStatus} | {"SUCCESS": 1, "FAILED": 1, "QUEUED": 1}
+    assert body["executions_by_status"] == expected
+    minutes = body["last_hour"]
+    assert len(minutes) == 60
+    assert [m["minute"] for m in minutes] == sorted(m["minute"] for m in minutes)
+    assert sum(m["succeeded"] for m in minutes) == 1
+    assert sum(m["failed"] for m in minutes) == 2
+    assert minutes[-1]["failed"] >= 1  # the attempt finished now is in the current minute
+    assert 7000 <= body["oldest_due_lag_ms"] < 120_000
+    workers = {w["component"]: w["status"] for w in body["workers"]}
+    assert workers == {"worker@a:1": "ALIVE", "worker@b:2": "DEAD", "worker@c:3": "DEAD"}
+    assert body["endpoints"] == [{"endpoint": "hook", "succeeded": 1, "failed": 2}]
+
+
+def test_overview_of_an_empty_service_and_without_a_key(api: ApiClient) -> None:
+    body = api.get("/overview").body
+    assert set(body["executions_by_status"].values()) == {0}
+    assert body["oldest_due_lag_ms"] is None
+    assert body["workers"] == [] and body["endpoints"] == []
+    assert {m["succeeded"] + m["failed"] for m in body["last_hour"]} == {0}
+    refused = api.get("/overview", auth=False)
+    assert refused.status == 401 and refused.error_code == "UNAUTHORIZED"
+
+
+def test_future_due_executions_are_not_lag(api: ApiClient, database: Database) -> None:
+    (later,) = _executions(api, 1)
+    set_execution(database, later, run_at=datetime.now(UTC) + timedelta(minutes=5))
+    assert api.get("/overview").body["oldest_due_lag_ms"] is None
+
+
+def test_dashboard_page_is_public_with_a_strict_policy(api: ApiClient) -> None:
+    page = api.get("/ui", auth=False)
+    assert page.status == 200
+    assert page.headers["content-type"].startswith("text/html")
+    policy = page.headers["content-security-policy"]
+    for directive in ("script-src 'self'", "frame-ancestors 'none'", "default-src 'none'"):
+        assert directive in policy
+    assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+    assert page.headers["x-content-type-options"] == "nosniff"
+    # No inline script: every <script> loads a file of this origin.
+    scripts = re.findall(r"<script[^>]*>(.*?)</script>", page.body, re.S)
+    assert scripts == [""] and 'src="ui/app.js"' in page.body
+    script = api.get("/ui/app.js", auth=False)
+    assert script.status == 200
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert script.headers["content-security-policy"] == policy
+    assert api.get("/ui/app.css", auth=False).headers["content-type"].startswith("text/css")
+
+
+def test_only_dashboard_files_are_served(api: ApiClient) -> None:
+    for name in ("nope.js", "..%2Fapi%2Fui.py", "ui.py", "APP.JS", ".hidden.js", "a.b.js", "1a.js"):
+        reply = api.get(f"/ui/{name}", auth=False)
+        assert reply.status == 404 and reply.error_code == "ROUTE_NOT_FOUND", name
+
+
+def test_dashboard_code_never_parses_data_as_html() -> None:
+    """The escaping rule, kept by construction: no API for turning a string into markup."""
+    sinks = re.compile(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|Function\(")
+    for path in UI_DIR.glob("*.js"):
+        assert not sinks.search(path.read_text()), path.name
+    imports = set()
+    for path in UI_DIR.glob("*.js"):
+        imports |= set(re.findall(r"from '\./([a-z]+\.js)'", path.read_text()))
+    assert imports <= {p.name for p in UI_DIR.glob("*.js")}
+    assert sum(p.stat().st_size for p in UI_DIR.iterdir()) < 64 * 1024  # the Lambda zip's budget
