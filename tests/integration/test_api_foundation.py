@@ -10,14 +10,16 @@ from typing import Any
 import pytest
 
 import app as app_module
-from chalicelib.api import reset_guards
+from chalicelib.api import PUBLIC_ROUTES, reset_guards
 from chalicelib.api.keys import main
 from chalicelib.db.connection import Database
 from chalicelib.errors import Unauthorized
 from chalicelib.services.api_keys import ApiKeyService
 from tests.conftest import ApiClient, reset_process_state
 
-PUBLIC = {("GET", "/openapi.json"), ("GET", "/health")}
+#: Served without a key: the OpenAPI document, the load balancers' health check, and the
+#: dashboard's page and files (whose data calls carry the key).
+PUBLIC = {("GET", "/openapi.json"), ("GET", "/health"), ("GET", "/ui"), ("GET", "/ui/dummy-1")}
 
 
 def all_routes() -> list[tuple[str, str]]:
@@ -53,6 +55,7 @@ def test_route_list_is_not_empty_and_public_routes_are_known() -> None:
     routes = set(all_routes())
     assert ("POST", "/configs") in routes
     assert routes >= PUBLIC
+    assert {(m, re.sub(r"dummy-1", "{name}", p)) for m, p in PUBLIC} == PUBLIC_ROUTES
 
 
 def test_every_response_carries_a_request_id(api: ApiClient) -> None:
