@@ -10,7 +10,9 @@ redelivers at most its capacity. Per endpoint, the
 claim takes no more than the endpoint's share (``spec.max_concurrent``, else
 ``TE_WORKER_ENDPOINT_SHARE`` of the capacity), so one hung endpoint cannot take every slot.
 Leases are renewed while held (:class:`~chalicelib.worker.holds.LeaseKeeper`), and a
-delivery is not sent once its lease may have expired.
+delivery is not sent once its lease may have expired. Paused, held and flow-controlled
+endpoints are left out of that claim; flow-controlled ones get a metered claim of their
+own (:mod:`chalicelib.worker.flow`).
 
 The poller claims up to the free room in one statement and sleeps
 ``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due. Two

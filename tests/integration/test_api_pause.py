@@ -313,3 +313,16 @@ def test_endpoint_pause_does_not_stop_its_cron_ticks(
     CronMaterializer(database).run_once()
 
     assert _ticks(database, job_id) == 1  # materialized; it waits QUEUED for the resume
+
+
+def test_executions_of_a_paused_endpoint_can_still_be_cancelled(
+    api: ApiClient, endpoint: str
+) -> None:
+    job = one_shot(api)
+    assert job["execution"]["status"] == "QUEUED"
+    api.post(f"/endpoints/{EP}/pause")
+
+    cancelled = api.post(f"/jobs/{job['job_id']}/cancel")
+
+    assert cancelled.status == 200, cancelled.body
+    assert cancelled.body["execution"]["status"] == "CANCELLED"

@@ -132,8 +132,9 @@ WITH fair AS (
 --   * this worker's share (spec.max_concurrent or :default_cap, minus :busy), as the
 --     fast path does.
 -- Paused and held endpoints get nothing. The due rows come from
--- idx_executions_due_by_endpoint (one range per endpoint, oldest first), the batch is cut
--- to :batch by run_at, and the take is the fast path's compare-and-set, without SKIP
+-- idx_executions_due_by_endpoint (one range per endpoint, oldest first, at most :batch: a
+-- constant LIMIT, which CockroachDB accepts in a LATERAL subquery where a correlated one
+-- is doubtful), cut to the allowance by rank, then to :batch by run_at, and the take is the fast path's compare-and-set, without SKIP
 -- LOCKED: only this (serialized) claim takes these endpoints' executions.
 WITH flow AS (
     SELECT en.name,
@@ -153,7 +154,8 @@ WITH flow AS (
       AND en.paused_at IS NULL
       AND (en.held_until IS NULL OR en.held_until <= now())
 ), due AS (
-    SELECT d.execution_id, d.run_at
+    SELECT d.execution_id, d.run_at, f.allowance,
+           row_number() OVER (PARTITION BY f.name ORDER BY d.run_at ASC) AS rank
     FROM flow AS f
     CROSS JOIN LATERAL (
         SELECT x.execution_id, x.run_at
@@ -162,10 +164,11 @@ WITH flow AS (
           AND x.status IN ('QUEUED', 'RETRYING')
           AND x.run_at <= now()
         ORDER BY x.run_at ASC
-        LIMIT GREATEST(f.allowance, 0)
+        LIMIT :batch
     ) AS d
+    WHERE f.allowance > 0
 ), fair AS (
-    SELECT execution_id FROM due ORDER BY run_at ASC LIMIT :batch
+    SELECT execution_id FROM due WHERE rank <= allowance ORDER BY run_at ASC LIMIT :batch
 ),
 -- include: worker_claim_take
 

@@ -265,3 +265,34 @@ def test_a_later_shorter_retry_after_does_not_shorten_the_hold(database: Databas
     database.run(queries["worker_hold_endpoints"], holds=json.dumps({seeded.endpoint: 5000}))
     [row] = database.run("SELECT held_until - now() AS left FROM endpoints")
     assert timedelta(seconds=4) < row["left"] <= timedelta(seconds=5)
+
+
+@pytest.mark.parametrize(
+    ("name", "index", "params"),
+    [
+        (
+            "worker_claim_metered",
+            "idx_executions_due_by_endpoint",
+            {
+                "names": ["ep-a"],
+                "allow": "{}",
+                "batch": 10,
+                "worker_id": "w",
+                "lease_ms": 1000,
+                "default_cap": 10,
+                "busy": "{}",
+            },
+        ),
+        ("worker_controlled_endpoints", "idx_endpoints_controlled", {}),
+    ],
+)
+def test_the_flow_statements_read_their_partial_indexes(
+    database: Database, name: str, index: str, params: dict[str, object]
+) -> None:
+    def explain(tx: Any) -> str:
+        # Sequential scans off: on tiny test tables the planner would rightly prefer them.
+        tx.run("SET LOCAL enable_seqscan = off")
+        rows = tx.run("EXPLAIN " + queries[name].sql, **params)
+        return "\n".join(str(next(iter(r.values()))) for r in rows)
+
+    assert index in database.transaction(explain)
