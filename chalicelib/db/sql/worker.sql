@@ -131,7 +131,8 @@ WITH fair AS (
 --     covers claimed-not-yet-sent, so the target never sees more sends at once);
 --   * this worker's share (spec.max_concurrent or :default_cap, minus :busy), as the
 --     fast path does.
--- Paused and held endpoints get nothing. The due rows come from
+-- Paused and held endpoints get nothing, nor does one without its endpoint_flow row (no
+-- lock, no limit: never claimed unlimited). The due rows come from
 -- idx_executions_due_by_endpoint (one range per endpoint, oldest first, at most :batch: a
 -- constant LIMIT, which CockroachDB accepts in a LATERAL subquery where a correlated one
 -- is doubtful), cut to the allowance by rank, then to :batch by run_at, and the take is the fast path's compare-and-set, without SKIP
@@ -149,6 +150,7 @@ WITH flow AS (
                - COALESCE(CAST(CAST(:busy AS JSONB) ->> en.name AS BIGINT), 0)
            ) AS allowance
     FROM endpoints AS en
+    JOIN endpoint_flow AS locked ON locked.endpoint = en.name
     WHERE en.name = ANY(CAST(:names AS TEXT[]))
       AND en.flow_control IS NOT NULL
       AND en.paused_at IS NULL

@@ -296,3 +296,15 @@ def test_the_flow_statements_read_their_partial_indexes(
         return "\n".join(str(next(iter(r.values()))) for r in rows)
 
     assert index in database.transaction(explain)
+
+
+def test_a_flow_controlled_endpoint_without_its_flow_row_is_never_claimed(
+    database: Database,
+) -> None:
+    seeded = seed(database, spec=http_spec("http://127.0.0.1:9/x"), count=2)
+    database.run(
+        "UPDATE endpoints SET flow_control = CAST(:flow AS JSONB)",
+        flow=json.dumps({"rate_limit": {"limit": 10, "period_ms": 1000}}),
+    )
+    assert _metered(database, "w1", seeded.endpoint) == []
+    assert _claim("skip_locked", database, 10) == []
