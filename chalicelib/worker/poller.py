@@ -207,22 +207,23 @@ class Worker:
             started = time.monotonic()
             batch = self._claims.claim(self.db, self.worker_id, free, limits)
             self._hold(batch, started)
-            batch += self._claim_metered()
-        self._start(batch)
-        return len(batch)
+        self._start(batch)  # before the metered claim: its failure must not strand these
+        return len(batch) + self._claim_metered()
 
-    def _claim_metered(self) -> list[ClaimedExecution]:
-        """The flow-controlled endpoints' claim, when one is due (call with the claim lock)."""
+    def _claim_metered(self) -> int:
+        """The flow-controlled endpoints' claim, when one is due; returns how many it took."""
         names = self.controls.metered_due()
         if not names:
-            return []
-        free, limits = self._room()
-        if free <= 0:
-            return []
-        started = time.monotonic()
-        batch = self._metered.claim(self.db, self.worker_id, free, limits, names)
-        self._hold(batch, started)
-        return batch
+            return 0
+        with self._claim_lock:
+            free, limits = self._room()
+            if free <= 0:
+                return 0
+            started = time.monotonic()
+            batch = self._metered.claim(self.db, self.worker_id, free, limits, names)
+            self._hold(batch, started)
+        self._start(batch)
+        return len(batch)
 
     # -- refill: claims inside the finalizer's transaction (finalizer.Refill) -----------
 
