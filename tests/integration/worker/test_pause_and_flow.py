@@ -147,6 +147,31 @@ def _finish(db: Database, ids: list[str]) -> None:
     )
 
 
+def test_two_workers_at_once_never_exceed_max_concurrency(database: Database) -> None:
+    seeded = seed(database, spec=http_spec("http://127.0.0.1:9/x"), count=60)
+    _flow(database, seeded.endpoint, {"max_concurrency": 7})
+    taken: list[str] = []
+    workers = ("w1", "w2", "w3", "w4")
+    go = threading.Barrier(len(workers))
+
+    def worker(worker_id: str) -> None:
+        go.wait()  # the first claims race: each would take 5 if it saw the others' none
+        for _ in range(5):
+            taken.extend(_metered(database, worker_id, seeded.endpoint, batch=5))
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    running = database.run(
+        "SELECT count(*) AS n FROM executions WHERE status = 'RUNNING' AND endpoint = :e",
+        e=seeded.endpoint,
+    )[0]["n"]
+    assert len(taken) == len(set(taken)) == running == 7
+
+
 def test_max_concurrency_counts_running_executions_of_every_worker(database: Database) -> None:
     seeded = seed(database, spec=http_spec("http://127.0.0.1:9/x"), count=10)
     _flow(database, seeded.endpoint, {"max_concurrency": 3})
@@ -172,16 +197,30 @@ def test_the_rate_limit_grants_what_its_bucket_holds_and_debits_it(database: Dat
     assert len(_metered(database, "w1", seeded.endpoint, batch=50)) == 5
 
 
-def test_two_workers_claiming_at_once_never_overspend_the_bucket(database: Database) -> None:
+def _metered_serializable(db: Database, worker: str, name: str, batch: int) -> list[str]:
+    """The metered claim at SERIALIZABLE (CockroachDB without READ COMMITTED): conflicts
+    are 40001, which the transaction helper retries."""
+    claimed = db.transaction(
+        lambda tx: MeteredClaim().claim_in(tx, worker, batch, ClaimLimits(), (name,)),
+        name="metered_serializable",
+    )
+    return [c.execution_id for c in claimed]
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "serializable"])
+def test_two_workers_claiming_at_once_never_overspend_the_bucket(
+    database: Database, isolation: str
+) -> None:
     seeded = seed(database, spec=http_spec("http://127.0.0.1:9/x"), count=60)
     _flow(database, seeded.endpoint, {"rate_limit": {"limit": 25, "period_ms": 86_400_000}}, 25)
     taken: list[str] = []
     go = threading.Barrier(2)
+    claim = _metered if isolation == "read_committed" else _metered_serializable
 
     def worker(worker_id: str) -> None:
         go.wait()
         for _ in range(15):
-            taken.extend(_metered(database, worker_id, seeded.endpoint, batch=3))
+            taken.extend(claim(database, worker_id, seeded.endpoint, batch=3))
 
     threads = [threading.Thread(target=worker, args=(w,)) for w in ("w1", "w2")]
     for thread in threads:
