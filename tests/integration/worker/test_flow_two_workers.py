@@ -28,7 +28,7 @@ from typing import Any
 
 from chalicelib.db.connection import Database
 from chalicelib.services.endpoints import EndpointService
-from tests.conftest import ENCRYPTION_KEY
+from tests.conftest import ENCRYPTION_KEY, PROFILE
 from tests.integration.worker.factories import http_spec, retry_policy, seed, statuses
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -98,7 +98,8 @@ class Meter:
 
 @contextmanager
 def two_workers(db_url: str) -> Iterator[list[subprocess.Popen[str]]]:
-    """Two ``python -m chalicelib.worker`` processes on the test database."""
+    """Two ``python -m chalicelib.worker`` processes on the test database, in the run's
+    database configuration."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TE_")}
     env.update(
         TE_DATABASE_URL=db_url,
@@ -106,6 +107,7 @@ def two_workers(db_url: str) -> Iterator[list[subprocess.Popen[str]]]:
         TE_ALLOW_PRIVATE_TARGETS="true",
         TE_WORKER_POLL_INTERVAL_MS="50",
         TE_WORKER_SHUTDOWN_TIMEOUT_SEC="3",
+        **PROFILE,  # make test-cockroach: the conditional claim, no LISTEN/NOTIFY
     )
     procs = [
         subprocess.Popen(
