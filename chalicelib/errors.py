@@ -129,6 +129,13 @@ class JobNotTriggerable(TaskExecutorError):
     code = "JOB_NOT_TRIGGERABLE"
 
 
+class JobNotPausable(TaskExecutorError):
+    """POST /jobs/{id}/pause or resume on a job that is not an ACTIVE cron job."""
+
+    status = 409
+    code = "JOB_NOT_PAUSABLE"
+
+
 class ExecutionNotCancellable(TaskExecutorError):
     status = 409
     code = "EXECUTION_NOT_CANCELLABLE"

@@ -29,6 +29,7 @@ from chalicelib.api import crud
 from chalicelib.api.http import Resource, shown
 from chalicelib.api.pagination import page_response, parse_page
 from chalicelib.domain.endpoints import parse_endpoint
+from chalicelib.domain.timefmt import iso
 from chalicelib.services.endpoints import EndpointView
 
 resource = Resource(__name__)
@@ -52,7 +53,18 @@ def render(endpoint: EndpointView) -> dict[str, Any]:
     for name in ("on_success", "on_failure"):
         if (value := getattr(endpoint, name)) is not None:
             body[name] = value
+    body.update(_controls(endpoint))
     return body
+
+
+def _controls(endpoint: EndpointView) -> dict[str, Any]:
+    """Flow control (only when set) and the operator state every endpoint shows."""
+    shown_flow = {} if endpoint.flow_control is None else {"flow_control": endpoint.flow_control}
+    return {
+        **shown_flow,
+        "paused_at": iso(endpoint.paused_at),
+        "held_until": iso(endpoint.held_until),
+    }
 
 
 @resource.route("/endpoints", methods=["POST"], status=201)
@@ -88,3 +100,15 @@ def delete_endpoint(name: str) -> Any:
     """Soft-delete an endpoint unless live jobs use it."""
     services.endpoint_service().delete(name)
     return crud.no_content()
+
+
+@resource.route("/endpoints/{name}/pause", methods=["POST"])
+def pause_endpoint(name: str) -> dict[str, Any]:
+    """Pause: no execution of the endpoint is claimed until resumed (idempotent)."""
+    return render(services.endpoint_service().pause(name))
+
+
+@resource.route("/endpoints/{name}/resume", methods=["POST"])
+def resume_endpoint(name: str) -> dict[str, Any]:
+    """Resume a paused endpoint (idempotent)."""
+    return render(services.endpoint_service().resume(name))

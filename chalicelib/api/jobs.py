@@ -20,7 +20,7 @@ from chalicelib.api.executions import (
     requested_wait,
     waited,
 )
-from chalicelib.api.http import ApiResponse, Resource, shown
+from chalicelib.api.http import ApiResponse, Resource, check_fields, expect_type, shown
 from chalicelib.api.pagination import page_response, parse_page
 from chalicelib.domain.cron import render_local
 from chalicelib.domain.jobs import parse_job_filters
@@ -94,6 +94,8 @@ def render_job(view: JobView, *, with_latest: bool = False) -> dict[str, Any]:
         body["retired_at"] = iso(job.retired_at)
         body["replaced_by_id"] = job.replaced_by_id
     body.update(shown_if_set(job, CALLBACK_FIELDS))
+    # Only an ACTIVE cron job can be paused; a retired one is not (whatever it was).
+    body["paused_at"] = iso(job.paused_at) if job.status == JobStatus.ACTIVE else None
     body["created_at"] = iso(job.created_at)
     return body
 
@@ -204,6 +206,33 @@ def trigger_job(job_id: str) -> dict[str, Any]:
     for a one-shot or RETIRED job."""
     execution_id = services.job_service().trigger(job_id)
     return render_execution_detail(services.execution_service().get(execution_id))
+
+
+@resource.route("/jobs/{job_id}/pause", methods=["POST"])
+def pause_job(job_id: str) -> dict[str, Any]:
+    """Pause an ACTIVE cron job: no ticks until resumed (idempotent); 409 JOB_NOT_PAUSABLE
+    otherwise."""
+    return render_job(services.job_service().pause(job_id), with_latest=True)
+
+
+@resource.route("/jobs/{job_id}/resume", methods=["POST"])
+def resume_job(job_id: str) -> dict[str, Any]:
+    """Resume a paused cron job; ``{"catch_up": true}`` fires the ticks missed meanwhile
+    (default: skipped)."""
+    return render_job(
+        services.job_service().resume(job_id, catch_up=_catch_up()),
+        with_latest=True,
+    )
+
+
+def _catch_up() -> bool:
+    """The resume body's ``catch_up`` (the body is optional; false when absent)."""
+    raw = resource.request.raw_body
+    if not raw or not raw.strip():
+        return False
+    body = resource.json_body()
+    check_fields(body, optional=("catch_up",))
+    return bool(expect_type(body, "catch_up", bool))
 
 
 @resource.route("/jobs/{job_id}/status", methods=["GET"])

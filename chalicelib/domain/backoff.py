@@ -24,6 +24,16 @@ DEFAULT_MAX_DELAY_MS = 60000
 
 #: The HTTP statuses whose ``Retry-After`` header overrides the computed backoff.
 RETRY_AFTER_STATUSES = frozenset({429, 503})
+#: Longest hold a target's ``Retry-After`` puts on its whole endpoint (one hour), so that a
+#: target cannot stop an endpoint for ever; an operator's pause has no such bound.
+MAX_ENDPOINT_HOLD_MS = 3_600_000
+
+
+def endpoint_hold_ms(retry_after_ms: int | None) -> int | None:
+    """How long a ``Retry-After`` holds the endpoint back (None: no hold)."""
+    if retry_after_ms is None or retry_after_ms <= 0:
+        return None
+    return min(retry_after_ms, MAX_ENDPOINT_HOLD_MS)
 
 
 class BackoffKind(StrEnum):

@@ -182,6 +182,8 @@ class EndpointDefinition:
     spec: dict[str, Any]
     retry_policy: dict[str, Any]
     secrets: frozenset[str] = field(default_factory=frozenset)
+    #: Cluster-wide limits (:func:`validate_flow_control`); None when the endpoint sets none.
+    flow_control: dict[str, Any] | None = None
     #: Default callbacks of the endpoint's jobs (endpoint names; a job may name its own).
     on_success: str | None = None
     on_failure: str | None = None
@@ -275,6 +277,42 @@ def validate_retry_policy(policy: Any) -> dict[str, Any]:
     return result
 
 
+#: Bounds of ``flow_control``: a rate of up to 100,000 per period, periods from 1 ms to a
+#: day, and as many concurrent deliveries as one worker may hold of an endpoint.
+MAX_RATE_LIMIT = 100_000
+MAX_RATE_PERIOD_MS = 86_400_000
+
+
+def validate_flow_control(flow: Any) -> dict[str, Any] | None:
+    """``flow_control``: ``{"rate_limit": {"limit", "period_ms"}, "max_concurrency"}``, all
+    parts optional (400 otherwise). None (or ``{}``) means no flow control: such an endpoint
+    stays on the claim's fast path. Enforced cluster-wide by the worker's metered claim."""
+    if flow is None:
+        return None
+    if not isinstance(flow, dict):
+        raise ValidationFailed("Field 'flow_control' must be an object.")
+    _check_unknown_and_missing("flow_control", flow, ("rate_limit", "max_concurrency"))
+    result: dict[str, Any] = {}
+    if flow.get("rate_limit") is not None:
+        result["rate_limit"] = _rate_limit(flow["rate_limit"])
+    concurrency = flow.get("max_concurrency")
+    if concurrency is not None:
+        _max_concurrent("flow_control.max_concurrency", concurrency)
+        result["max_concurrency"] = concurrency
+    return result or None
+
+
+def _rate_limit(rate: Any) -> dict[str, Any]:
+    if not isinstance(rate, dict):
+        raise ValidationFailed("Field 'flow_control.rate_limit' must be an object.")
+    fields = ("limit", "period_ms")
+    _check_unknown_and_missing("flow_control.rate_limit", rate, fields, fields)
+    for name, top in (("limit", MAX_RATE_LIMIT), ("period_ms", MAX_RATE_PERIOD_MS)):
+        if not _is_int(rate[name]) or not 1 <= rate[name] <= top:
+            _fail(f"flow_control.rate_limit.{name}", f"an integer between 1 and {top}")
+    return {"limit": rate["limit"], "period_ms": rate["period_ms"]}
+
+
 def _optional_ref(body: Mapping[str, Any], name: str) -> str | None:
     value = body.get(name)
     if value is not None and (not isinstance(value, str) or not value):
@@ -289,6 +327,7 @@ ENDPOINT_FIELDS = (
     "config",
     "spec",
     "retry_policy",
+    "flow_control",
     "on_success",
     "on_failure",
 )
@@ -315,6 +354,7 @@ def parse_endpoint(body: Mapping[str, Any], *, path_name: str | None = None) -> 
         config=config,
         spec=spec,
         retry_policy=validate_retry_policy(body.get("retry_policy")),
+        flow_control=validate_flow_control(body.get("flow_control")),
         secrets=check_template_namespaces(endpoint_type, spec, has_config=config is not None),
         on_success=_optional_ref(body, "on_success"),
         on_failure=_optional_ref(body, "on_failure"),

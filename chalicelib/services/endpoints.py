@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar
 
 from chalicelib.crypto import SecretBox
 from chalicelib.db.connection import Row, Transaction
+from chalicelib.db.queries import queries
 from chalicelib.domain.endpoints import EndpointDefinition, endpoint_snapshot
 from chalicelib.domain.signing import signing_secret_of
 from chalicelib.domain.statuses import EndpointType
@@ -53,6 +55,9 @@ class EndpointView(Stamped):
     retry_policy: dict[str, Any]
     on_success: str | None  #: default callbacks of its jobs
     on_failure: str | None
+    flow_control: dict[str, Any] | None  #: cluster-wide limits, None when it sets none
+    paused_at: datetime | None  #: set while paused (POST /endpoints/{name}/pause)
+    held_until: datetime | None  #: a 429/503 Retry-After holds it back until then
 
     @classmethod
     def from_row(cls, row: Row) -> EndpointView:
@@ -66,6 +71,9 @@ class EndpointView(Stamped):
             retry_policy=snapshot["retry_policy"],
             on_success=row["on_success"],
             on_failure=row["on_failure"],
+            flow_control=row["flow_control"],
+            paused_at=row["paused_at"],
+            held_until=row["held_until"],
         )
 
 
@@ -108,6 +116,7 @@ def register(tx: Transaction, definition: EndpointDefinition, box: Box | None = 
     row = setup.insert_endpoint(tx, definition)
     if row is None:
         raise Conflict(f"Endpoint '{definition.name}' already exists.")
+    _ensure_flow_row(tx, definition)
     return row
 
 
@@ -119,7 +128,14 @@ def replace_in(tx: Transaction, definition: EndpointDefinition, box: Box | None 
     row = setup.update_endpoint(tx, definition)
     if row is None:
         raise _not_found(definition.name)
+    _ensure_flow_row(tx, definition)
     return row
+
+
+def _ensure_flow_row(tx: Transaction, definition: EndpointDefinition) -> None:
+    """The row the worker's metered claim locks and debits, in the definition's transaction."""
+    if definition.flow_control is not None:
+        tx.execute(queries["setup_endpoint_flow_ensure"], name=definition.name)
 
 
 @dataclass(frozen=True)
@@ -151,6 +167,20 @@ class EndpointService(SetupService[EndpointView]):
     def replace(self, definition: EndpointDefinition) -> EndpointView:
         """Replace a definition, type included (future jobs only)."""
         return self._write(lambda tx: replace_in(tx, definition, self.box), "update")
+
+    def pause(self, name: str) -> EndpointView:
+        """Stop claims of the endpoint's executions (idempotent: the first paused_at stays)."""
+        return self._set_paused(name, "pause")
+
+    def resume(self, name: str) -> EndpointView:
+        """Let claims take the endpoint's executions again (idempotent)."""
+        return self._set_paused(name, "resume")
+
+    def _set_paused(self, name: str, verb: str) -> EndpointView:
+        row = self._run(lambda tx: tx.one(queries[f"setup_endpoint_{verb}"], name=name), verb)
+        if row is None:
+            raise _not_found(name)
+        return self.view(row)
 
     def _write(self, work: Callable[[Transaction], Row], verb: str) -> EndpointView:
         """Run a write; a reference deleted concurrently (foreign key) is the matching 422."""

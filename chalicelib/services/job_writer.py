@@ -217,6 +217,7 @@ def _created_view(job: dict[str, Any], execution: dict[str, Any] | None, now: da
         "cron_last_tick_at": None,
         "created_at": now,
         "retired_at": None,
+        "paused_at": None,
     }
     summary = None
     if execution is not None:

@@ -28,7 +28,13 @@ from chalicelib.domain.jobs import (
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.payload_specs import validate_input
 from chalicelib.domain.statuses import JobStatus, TriggerType
-from chalicelib.errors import EndpointNotFound, JobNotFound, JobNotTriggerable, JobNotUpdatable
+from chalicelib.errors import (
+    EndpointNotFound,
+    JobNotFound,
+    JobNotPausable,
+    JobNotTriggerable,
+    JobNotUpdatable,
+)
 from chalicelib.services.executions import cancel_in, is_final, read_committed
 from chalicelib.services.job_writer import JobView, NewJob, create_jobs
 from chalicelib.services.longpoll import Poller
@@ -220,6 +226,32 @@ class JobService:
         wakeup.notify()  # after COMMIT, as POST /jobs does
         return execution_id
 
+    def pause(self, job_id: str) -> JobView:
+        """Stop an ACTIVE cron job's ticks until resumed (idempotent); 409 JOB_NOT_PAUSABLE
+        for a one-shot or RETIRED job."""
+
+        def work(tx: Transaction) -> JobView:
+            job = get_job_in(tx, job_id)
+            _require_pausable(job)
+            tx.one(queries["jobs_pause"], job_id=job_id)
+            return _view_in(tx, get_job_in(tx, job_id))
+
+        return self.db.transaction(work, name="job_pause")
+
+    def resume(self, job_id: str, *, catch_up: bool = False) -> JobView:
+        """Let a paused cron job tick again (idempotent). The ticks missed while paused are
+        skipped (the next tick is the first one after now) unless ``catch_up``: then the
+        materializer catches them up one by one from where the pause stopped it."""
+
+        def work(tx: Transaction) -> JobView:
+            job = get_job_in(tx, job_id)
+            _require_pausable(job)
+            following = None if catch_up else _schedule_of(job).first_run(self.clock())
+            tx.one(queries["jobs_resume"], job_id=job_id, next_run_at=following)
+            return _view_in(tx, get_job_in(tx, job_id))
+
+        return self.db.transaction(work, name="job_resume")
+
     def _cancel_in(self, tx: Transaction, job_id: str) -> JobView:
         read_committed(tx)
         job = get_job_in(tx, job_id)
@@ -258,6 +290,16 @@ def _retired_message(job: Row) -> str:
     replaced = job.get("replaced_by_id")
     suffix = f" (replaced by version '{replaced}')" if replaced else ""
     return f"Job '{job['job_id']}' is already RETIRED{suffix}."
+
+
+def _require_pausable(job: Row) -> None:
+    if job["trigger_type"] != TriggerType.CRON:
+        raise JobNotPausable(
+            f"Job '{job['job_id']}' is a {job['trigger_type']} job: only CRON jobs can be "
+            "paused (cancel a one-shot job instead)."
+        )
+    if job["status"] != JobStatus.ACTIVE:
+        raise JobNotPausable(_retired_message(job) + " Pause the current version instead.")
 
 
 def _require_updatable(job: Row) -> None:

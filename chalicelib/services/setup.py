@@ -105,6 +105,9 @@ def _endpoint_params(definition: EndpointDefinition) -> dict[str, Any]:
         "retry_policy": json.dumps(definition.retry_policy),
         "on_success": definition.on_success,
         "on_failure": definition.on_failure,
+        "flow_control": None
+        if definition.flow_control is None
+        else json.dumps(definition.flow_control),
     }
 
 

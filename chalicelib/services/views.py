@@ -87,6 +87,7 @@ class Job(RowView):
     on_success: str | None  #: callback endpoints (the job's own or its endpoint's default)
     on_failure: str | None
     parent_execution_id: str | None  #: set on a callback job: the execution it reports
+    paused_at: datetime | None  #: a paused cron job: no ticks until resumed
 
 
 @dataclass(frozen=True, kw_only=True)

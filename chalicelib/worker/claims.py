@@ -35,12 +35,15 @@ class ClaimLimits:
     default_cap: int = 10_000  #: per-endpoint cap when the endpoint sets no max_concurrent
     full: tuple[str, ...] = ()  #: endpoints at their cap in this worker: not claimed
     busy: Mapping[str, int] = field(default_factory=dict)  #: endpoint -> deliveries held
+    #: Endpoints paused, held or flow-controlled as this worker last read them
+    #: (:mod:`chalicelib.worker.flow`): kept out of the fast claim's LIMIT like ``full``.
+    excluded: tuple[str, ...] = ()
 
     def params(self) -> dict[str, Any]:
         return {
             "lease_ms": self.lease_ms,
             "default_cap": self.default_cap,
-            "full": list(self.full),
+            "full": [*self.full, *self.excluded],
             "busy": json.dumps(self.busy, separators=(",", ":")),
         }
 

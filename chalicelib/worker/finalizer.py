@@ -136,10 +136,13 @@ class Finalizer:
         self, batch: list[FinishedExecution]
     ) -> tuple[set[str], Any | None, list[ClaimedExecution]]:
         payload = json.dumps([f.to_json() for f in batch], separators=(",", ":"))
+        holds = _holds(batch)
         delay = 0.05
         while True:
             plan = self._refill.plan_claim(len(batch)) if self._refill is not None else None
-            work = functools.partial(self._finalize_and_claim, payload=payload, plan=plan)
+            work = functools.partial(
+                self._finalize_and_claim, payload=payload, plan=plan, holds=holds
+            )
             try:
                 rows, claimed = self._db.transaction(work, name="worker_finalize_batch")
                 self._failures.succeeded()
@@ -160,15 +163,26 @@ class Finalizer:
                 delay = min(delay * 2, 2.0)
 
     def _finalize_and_claim(
-        self, tx: Transaction, payload: str, plan: Any | None
+        self, tx: Transaction, payload: str, plan: Any | None, holds: dict[str, int]
     ) -> tuple[list[Row], list[ClaimedExecution]]:
         rows = _finalize(tx, payload, self._worker_id)
+        if holds:  # before the refill claim, which then passes over the held endpoints
+            tx.execute(queries["worker_hold_endpoints"], holds=json.dumps(holds))
         if plan is None or self._refill is None:
             return rows, []
         return rows, self._refill.claim_in(tx, plan)
 
     def is_alive(self) -> bool:
         return any(thread.is_alive() for thread in self._threads)
+
+
+def _holds(batch: list[FinishedExecution]) -> dict[str, int]:
+    """endpoint -> the longest Retry-After hold its results in ``batch`` ask for."""
+    holds: dict[str, int] = {}
+    for finished in batch:
+        if finished.hold_ms is not None:
+            holds[finished.endpoint] = max(holds.get(finished.endpoint, 0), finished.hold_ms)
+    return holds
 
 
 def _without_stop(

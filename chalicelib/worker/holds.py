@@ -7,7 +7,8 @@ recorded (:meth:`Holds.claimable`), so it holds RUNNING at most one claim batch 
 waits for those commits. Per endpoint,
 the executions claimed and not yet delivered are capped (``spec.max_concurrent``, else a
 share of the capacity), so a hung endpoint ties up its share and no more; the claim
-passes over endpoints at their cap.
+passes over endpoints at their cap. (That cap is one worker's share; an endpoint's
+``flow_control.max_concurrency`` bounds all workers together: :mod:`chalicelib.worker.flow`.)
 
 Every held execution has a lease in the database (``executions.lease_expires_at``) that
 :class:`LeaseKeeper` renews in one statement per round. Locally each hold keeps a

@@ -101,6 +101,8 @@ class FinishedExecution:
     config_snapshot: Mapping[str, Any] | None = None
     log_level: LogLevel = LogLevel.INFO
     log_message: str = ""
+    #: A 429/503 Retry-After (ms, capped): the whole endpoint is held back this long.
+    hold_ms: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The element of worker_finalize_batch's JSONB array (absent keys read as NULL)."""

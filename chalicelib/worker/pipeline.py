@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from chalicelib.domain.backoff import Rand, decide_retry
+from chalicelib.domain.backoff import Rand, decide_retry, endpoint_hold_ms
 from chalicelib.domain.delivery import (
     DeliveryErrorType,
     DeliveryOutcome,
@@ -220,6 +220,8 @@ class Pipeline:
             rand=self._rand,
         )
         failure = f"Attempt {attempt} failed ({_describe(outcome.error)})"
+        # A Retry-After holds the whole endpoint back, whatever becomes of this execution.
+        common["hold_ms"] = endpoint_hold_ms(outcome.retry_after_ms)
         if decision.retry:
             return FinishedExecution(
                 **common,

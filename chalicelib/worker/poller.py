@@ -10,7 +10,9 @@ redelivers at most its capacity. Per endpoint, the
 claim takes no more than the endpoint's share (``spec.max_concurrent``, else
 ``TE_WORKER_ENDPOINT_SHARE`` of the capacity), so one hung endpoint cannot take every slot.
 Leases are renewed while held (:class:`~chalicelib.worker.holds.LeaseKeeper`), and a
-delivery is not sent once its lease may have expired.
+delivery is not sent once its lease may have expired. Paused, held and flow-controlled
+endpoints are left out of that claim; flow-controlled ones get a metered claim of their
+own (:mod:`chalicelib.worker.flow`).
 
 The poller claims up to the free room in one statement and sleeps
 ``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due. Two
@@ -21,6 +23,7 @@ PostgreSQL LISTEN connection (:class:`chalicelib.db.notify.Listener`, on unless
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -41,6 +44,7 @@ from chalicelib.worker.claims import ClaimLimits, ClaimPlan, ClaimStrategy
 from chalicelib.worker.deliveries import DeliveryLoop, LeaseLost
 from chalicelib.worker.dispatchers import Dispatcher
 from chalicelib.worker.finalizer import Finalizer
+from chalicelib.worker.flow import Controls, MeteredClaim
 from chalicelib.worker.holds import Holds, LeaseKeeper
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 from chalicelib.worker.pipeline import Pipeline, Prepared
@@ -118,6 +122,10 @@ class Worker:
         )
         self.leases = LeaseKeeper(db, self.worker_id, self.holds, self._cond)
         self._full: frozenset[str] = frozenset()  # endpoints at their share at the last claim
+        #: Paused, held and flow-controlled endpoints (re-read once per poll interval), and
+        #: the claim that serves the flow-controlled ones (chalicelib.worker.flow).
+        self.controls = Controls(db, self._poll_interval)
+        self._metered = MeteredClaim()
         #: One claim at a time (the poller's, or a finalize batch's refill), so the room and
         #: the per-endpoint shares a claim is sized by are never claimed twice.
         self._claim_lock = threading.Lock()
@@ -191,12 +199,28 @@ class Worker:
         """Claim up to the free capacity once and start the deliveries; returns how many."""
         self._finalizer.start()
         self.leases.start()
+        self.controls.refresh()
         with self._claim_lock:
             free, limits = self._room()
             if free <= 0:
                 return 0
             started = time.monotonic()
             batch = self._claims.claim(self.db, self.worker_id, free, limits)
+            self._hold(batch, started)
+        self._start(batch)  # before the metered claim: its failure must not strand these
+        return len(batch) + self._claim_metered()
+
+    def _claim_metered(self) -> int:
+        """The flow-controlled endpoints' claim, when one is due; returns how many it took."""
+        names = self.controls.metered_due()
+        if not names:
+            return 0
+        with self._claim_lock:
+            free, limits = self._room()
+            if free <= 0:
+                return 0
+            started = time.monotonic()
+            batch = self._metered.claim(self.db, self.worker_id, free, limits, names)
             self._hold(batch, started)
         self._start(batch)
         return len(batch)
@@ -270,7 +294,7 @@ class Worker:
     def _room(self) -> tuple[int, ClaimLimits]:
         """How many to claim, and the claim's limits (call with the claim lock held)."""
         with self._cond:
-            limits = self.holds.limits()
+            limits = dataclasses.replace(self.holds.limits(), excluded=self.controls.excluded)
             # If endpoints are at their share, a delivery of theirs ending is worth a claim
             # (their backlog may be all that is due): _delivered ends the idle sleep then.
             self._full = frozenset(limits.full)
@@ -298,7 +322,7 @@ class Worker:
     def _sleep(self) -> None:
         """Idle: wait the poll interval unless a nudge or a notification comes first."""
         self.sleeps.started += 1
-        if self._wake.wait(self._poll_interval):
+        if self._wake.wait(self.controls.idle_sleep(self._poll_interval)):
             self.sleeps.woken += 1
         else:
             self.sleeps.timed_out += 1

@@ -110,6 +110,8 @@ def test_spec_examples_register_with_defaults_applied(setup_done: ApiClient) -> 
         "retry_policy",
         "created_at",
         "updated_at",
+        "paused_at",
+        "held_until",
     }
     assert http.body["spec"] == HTTP_EXAMPLE["spec"]
     assert http.body["retry_policy"] == HTTP_EXAMPLE["retry_policy"]

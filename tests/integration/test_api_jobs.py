@@ -47,6 +47,7 @@ def test_immediate_creates_job_and_queued_execution(
         "idempotency_key",
         "input",
         "execution",
+        "paused_at",
         "created_at",
     ]
     assert body["job_id"].startswith("job_")
@@ -162,6 +163,7 @@ def test_cron_creates_job_without_execution(
         "ends_at",
         "next_run_at",
         "input",
+        "paused_at",
         "created_at",
     ]
     assert body["starts_at"] == "2030-03-16T00:00:00Z"

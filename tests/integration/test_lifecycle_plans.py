@@ -34,8 +34,8 @@ def indexes_used(database: Database, query: str, **params: Any) -> set[str]:
 
 
 LIVE = {"idx_jobs_cron_due", "idx_executions_pending"}
-#: Either partial index of due executions serves it (both cover only QUEUED/RETRYING rows).
-DUE = {"idx_executions_pickup", "idx_executions_due"}
+#: Any partial index of due executions serves it (all cover only QUEUED/RETRYING rows).
+DUE = {"idx_executions_pickup", "idx_executions_due", "idx_executions_due_by_endpoint"}
 
 
 @pytest.mark.parametrize(

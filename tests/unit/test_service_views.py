@@ -61,6 +61,7 @@ JOB_ROW: dict[str, Any] = {
     "on_success": None,
     "on_failure": None,
     "parent_execution_id": None,
+    "paused_at": None,
 }
 SUMMARY_ROW: dict[str, Any] = {
     "execution_id": "exec_1",
@@ -116,6 +117,9 @@ ENDPOINT_ROW: dict[str, Any] = {
     "retry_policy": {"max_attempts": 3},
     "on_success": None,
     "on_failure": None,
+    "flow_control": None,
+    "paused_at": None,
+    "held_until": None,
 }
 
 

@@ -170,7 +170,7 @@ COMMON_RESPONSES = {
         "BadRequest": "INVALID_REQUEST: malformed body or parameters.",
         "Unauthorized": "UNAUTHORIZED: missing or invalid API key.",
         "NotFound": "A *_NOT_FOUND code for the resource.",
-        "Conflict": "CONFLICT, JOB_NOT_UPDATABLE, JOB_NOT_TRIGGERABLE or "
+        "Conflict": "CONFLICT, JOB_NOT_UPDATABLE, JOB_NOT_TRIGGERABLE, JOB_NOT_PAUSABLE or "
         "EXECUTION_NOT_CANCELLABLE.",
         "PayloadTooLarge": "PAYLOAD_TOO_LARGE: body over the size limit.",
         "Unprocessable": "A 422 validation code (INVALID_SCHEMA, INVALID_CRON, ...).",

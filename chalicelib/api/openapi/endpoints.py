@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.api.openapi.common import schema_ref
+from chalicelib.api.openapi.common import TIMESTAMP, operation, paths, schema_ref
 from chalicelib.api.openapi.setup import crud_fragment
 from chalicelib.domain.endpoints import ENDPOINT_TYPES
 
@@ -108,6 +108,25 @@ _WRITABLE = {
     "config": _REF,
     "spec": {**_SPEC_ONE_OF, "description": "Validated by type; see HttpSpec, KafkaSpec, ..."},
     "retry_policy": _RETRY,
+    "flow_control": {
+        "type": "object",
+        "additionalProperties": False,
+        "description": "Limits enforced across all workers (shown only when set). "
+        "rate_limit: at most `limit` deliveries per `period_ms` (a token bucket holding up "
+        "to `limit`); max_concurrency: at most this many executions RUNNING at once.",
+        "properties": {
+            "rate_limit": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["limit", "period_ms"],
+                "properties": {
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 100000},
+                    "period_ms": {"type": "integer", "minimum": 1, "maximum": 86400000},
+                },
+            },
+            "max_concurrency": {"type": "integer", "minimum": 1, "maximum": 10000},
+        },
+    },
     "on_success": {**_REF, "description": "Default on_success callback endpoint of its jobs."},
     "on_failure": {**_REF, "description": "Default on_failure callback endpoint of its jobs."},
 }
@@ -124,7 +143,22 @@ _LIVE_JOBS = (
     "live jobs use this endpoint (ACTIVE cron jobs, jobs with an execution not yet "
     "terminal); they are named. Finished and retired jobs do not block."
 )
-_SHOWN = {**_WRITABLE, "retry_policy": {**_RETRY, "required": list(_RETRY["properties"])}}
+_SHOWN = {
+    **_WRITABLE,
+    "retry_policy": {**_RETRY, "required": list(_RETRY["properties"])},
+    "paused_at": {**TIMESTAMP, "description": "Set while paused (POST .../pause); else null."},
+    "held_until": {
+        **TIMESTAMP,
+        "description": "Set while a 429/503 Retry-After (capped at one hour) holds the "
+        "endpoint back; else null.",
+    },
+}
+_PAUSE = (
+    "Pause: no execution of the endpoint is claimed (they wait QUEUED/RETRYING and stay "
+    "cancellable) until resumed; cron ticks keep materializing. Idempotent: the first "
+    "paused_at stays."
+)
+_RESUME = "Resume a paused endpoint (idempotent). A Retry-After hold is not lifted."
 
 ENDPOINTS = crud_fragment(
     "endpoint",
@@ -135,3 +169,9 @@ ENDPOINTS = crud_fragment(
     unprocessable=_UNPROCESSABLE,
 )
 ENDPOINTS["schemas"].update(_SPECS)
+ENDPOINTS["paths"].update(
+    paths(
+        operation("POST", "/endpoints/{name}/pause", "pauseEndpoint", "Endpoint", _PAUSE),
+        operation("POST", "/endpoints/{name}/resume", "resumeEndpoint", "Endpoint", _RESUME),
+    )
+)

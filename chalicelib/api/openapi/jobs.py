@@ -80,6 +80,17 @@ _RUN_NOW[2]["responses"]["201"] = {
     "content": _RUN_NOW[2]["responses"].pop("200")["content"],
 }
 
+_PAUSE = (
+    "Pause an ACTIVE cron job: no ticks until resumed (a tick materialized ahead of time is "
+    "cancelled). Idempotent: the first paused_at stays. POST .../trigger still runs it "
+    "once. 409 JOB_NOT_PAUSABLE for a one-shot or RETIRED job."
+)
+_RESUME = (
+    "Resume a paused cron job (idempotent). The ticks missed while paused are skipped "
+    '(the next tick is the first after now) unless the body says {"catch_up": true}. '
+    "409 JOB_NOT_PAUSABLE for a one-shot or RETIRED job."
+)
+
 JOBS: dict[str, Any] = {
     "paths": paths(
         _CREATE,
@@ -104,6 +115,16 @@ JOBS: dict[str, Any] = {
         ),
         operation("POST", f"{_ONE}/cancel", "cancelJob", "Job", _CANCEL, errors=("Conflict",)),
         _RUN_NOW,
+        operation("POST", f"{_ONE}/pause", "pauseJob", "Job", _PAUSE, errors=("Conflict",)),
+        operation(
+            "POST",
+            f"{_ONE}/resume",
+            "resumeJob",
+            "Job",
+            _RESUME,
+            errors=("Conflict",),
+            body="JobResume",
+        ),
         operation(
             "GET", f"{_ONE}/status", "getJobStatus", "JobStatus", "Health and 24-hour statistics."
         ),
@@ -152,6 +173,12 @@ JOBS: dict[str, Any] = {
                 "ends_at": {"type": ["string", "null"], "format": "date-time"},
             },
         },
+        "JobResume": {
+            "type": "object",
+            "additionalProperties": False,
+            "description": "Optional body.",
+            "properties": {"catch_up": {"type": "boolean", "default": False}},
+        },
         "Job": {
             "type": "object",
             "required": ["job_id", "endpoint", "endpoint_type", "trigger", "status", "version"],
@@ -184,6 +211,10 @@ JOBS: dict[str, Any] = {
                 "parent_execution_id": {
                     "type": "string",
                     "description": "Set on a callback job: the execution it reports on.",
+                },
+                "paused_at": {
+                    **TIMESTAMP,
+                    "description": "Set while an ACTIVE cron job is paused; else null.",
                 },
                 "created_at": TIMESTAMP,
             },

@@ -17,7 +17,7 @@ WHERE e.name = :name AND e.deleted_at IS NULL
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
-       batch_id, on_success, on_failure, parent_execution_id
+       batch_id, on_success, on_failure, parent_execution_id, paused_at
 FROM job_states
 WHERE endpoint = :endpoint AND idempotency_key = :idempotency_key
 
@@ -40,7 +40,7 @@ ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOT
 RETURNING job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
           replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
           cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at,
-          retired_at, batch_id, on_success, on_failure, parent_execution_id
+          retired_at, batch_id, on_success, on_failure, parent_execution_id, paused_at
 
 -- name: jobs_insert_execution
 -- A one-shot job's only execution and its "created" log line in one statement, so no
@@ -68,7 +68,7 @@ FROM created
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
-       batch_id, on_success, on_failure, parent_execution_id
+       batch_id, on_success, on_failure, parent_execution_id, paused_at
 FROM job_states
 WHERE job_id = :job_id
 
@@ -101,7 +101,7 @@ WHERE job_id = ANY(CAST(:job_ids AS TEXT[]))
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
-       batch_id, on_success, on_failure, parent_execution_id
+       batch_id, on_success, on_failure, parent_execution_id, paused_at
 FROM job_states
 WHERE (CAST(:endpoint AS TEXT) IS NULL OR endpoint = :endpoint)
   AND (CAST(:trigger_type AS TEXT) IS NULL OR trigger_type = :trigger_type)
@@ -118,7 +118,7 @@ LIMIT :limit_plus_one
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
-       batch_id, on_success, on_failure, parent_execution_id
+       batch_id, on_success, on_failure, parent_execution_id, paused_at
 FROM job_states
 WHERE job_id IN (SELECT job_id FROM live_jobs)
   AND status = 'ACTIVE'
@@ -186,7 +186,7 @@ SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.versio
        j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
        j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
-       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id
+       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at
 FROM chain JOIN job_states j ON j.job_id = chain.job_id
 WHERE CAST(:after_id AS TEXT) IS NULL
    OR chain.version > (SELECT version FROM jobs WHERE job_id = :after_id)
@@ -248,7 +248,7 @@ SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.versio
        j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
        j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
-       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id
+       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at
 FROM jsonb_array_elements(CAST(:pairs AS JSONB)) AS r
 CROSS JOIN LATERAL (
     SELECT * FROM job_states AS s
@@ -344,3 +344,42 @@ WITH job AS (
     RETURNING execution_id
 )
 SELECT execution_id FROM logged
+
+-- name: jobs_pause
+-- POST /jobs/{id}/pause: an ACTIVE cron job stops ticking. COALESCE keeps the first
+-- paused_at (idempotent). The materializer's due scan and its compare-and-set both require
+-- paused_at IS NULL, so a pause racing a tick either commits first (no tick) or finds the
+-- tick materialized. cancelled/logged: a tick the scheduler materialized ahead of time
+-- (look-ahead: QUEUED, run_at still in the future) must not fire while paused, so it is
+-- CANCELLED as jobs_retire does; it counts as skipped even for a catch-up resume (its
+-- idempotency key is taken). Due and running executions are in flight and continue.
+WITH paused AS (
+    UPDATE jobs SET paused_at = COALESCE(paused_at, now())
+    WHERE job_id = :job_id AND trigger_type = 'CRON' AND status = 'ACTIVE'
+    RETURNING job_id
+), cancelled AS (
+    UPDATE executions AS e
+    SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
+    FROM paused AS p
+    WHERE e.job_id = p.job_id AND e.status = 'QUEUED' AND e.run_at > now()
+    RETURNING e.execution_id, e.attempt_count
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, attempt_count, 'INFO', 'Job paused before this tick; execution CANCELLED.'
+    FROM cancelled
+    RETURNING log_id
+)
+SELECT job_id, (SELECT count(*) FROM logged) AS cancelled FROM paused
+
+-- name: jobs_resume
+-- POST /jobs/{id}/resume of an ACTIVE cron job. Only a paused job moves (idempotent: a
+-- running job keeps its schedule). :next_run_at is the job's next tick after now, computed
+-- by the service: the ticks missed while paused are skipped. With catch_up it is NULL and
+-- cron_next_run_at stays where the pause left it, so the materializer catches the missed
+-- ticks up one by one, as after any scheduler outage.
+UPDATE jobs
+SET paused_at = NULL,
+    cron_next_run_at = COALESCE(CAST(:next_run_at AS TIMESTAMPTZ), cron_next_run_at)
+WHERE job_id = :job_id AND trigger_type = 'CRON' AND status = 'ACTIVE'
+  AND paused_at IS NOT NULL
+RETURNING job_id

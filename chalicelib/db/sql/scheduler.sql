@@ -13,12 +13,15 @@
 -- cron_ends_at is deliberately not filtered here: ticks before ends_at that were missed
 -- while no scheduler ran are still materialized, and a job whose schedule ended has
 -- cron_next_run_at = ends_at (its retirement tick) and must be seen once to be retired.
+-- A paused job (POST /jobs/{id}/pause) is passed over: no tick while paused (the index keeps
+-- it: pauses are few, and a pause or resume must not move the row in and out of it).
 SELECT job_id, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
        cron_next_run_at
 FROM jobs
 WHERE trigger_type = 'CRON'
   AND status = 'ACTIVE'
   AND cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
+  AND paused_at IS NULL
   AND /*region_filter*/ TRUE
 ORDER BY cron_next_run_at ASC
 LIMIT :batch
@@ -40,7 +43,8 @@ LIMIT :batch
 --    that read the same tick updates nothing (after a 40001 retry at SERIALIZABLE it
 --    reads the new value); a job retired after the due scan updates nothing. A NULL next
 --    tick retires the job (RETIRED, retired_at = ends_at) by the same CAS, so of several
---    schedulers exactly one retires it and reports it.
+--    schedulers exactly one retires it and reports it. A job paused after the due scan
+--    updates nothing either (paused_at IS NULL), so a committed pause stops every tick.
 -- 3. created: the executions are inserted FROM advanced, so a tick's execution exists only
 --    if this statement won that job's CAS: a retired job never ticks again, even when it
 --    was retired between the due scan and this statement. ON CONFLICT on the
@@ -76,6 +80,7 @@ WITH plan AS (
     WHERE j.job_id = p.job_id
       AND j.job_id IN (SELECT job_id FROM locked)
       AND j.status = 'ACTIVE'
+      AND j.paused_at IS NULL
       AND j.cron_next_run_at = p.tick
     RETURNING j.job_id, j.endpoint, j.endpoint_type, j.input, j.endpoint_snapshot, p.tick,
               p.materialize, p.idempotency_key, p.message, j.on_success, j.on_failure

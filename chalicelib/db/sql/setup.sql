@@ -185,29 +185,34 @@ SELECT name FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))
 -- name: setup_endpoint_insert
 -- ON CONFLICT on the name: a live endpoint is left alone and no row comes back (409); a
 -- soft-deleted one is registered again with the new definition, as if created now (its
--- old jobs keep their own snapshots).
+-- old jobs keep their own snapshots), running (not paused, not held).
 INSERT INTO endpoints (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
-                       on_success, on_failure)
+                       on_success, on_failure, flow_control)
 VALUES (:name, :endpoint_type, :payload_spec_ref, :config_ref, CAST(:spec AS JSONB),
-        CAST(:retry_policy AS JSONB), CAST(:on_success AS TEXT), CAST(:on_failure AS TEXT))
+        CAST(:retry_policy AS JSONB), CAST(:on_success AS TEXT), CAST(:on_failure AS TEXT),
+        CAST(:flow_control AS JSONB))
 ON CONFLICT (name) DO UPDATE
 SET endpoint_type = excluded.endpoint_type, payload_spec_ref = excluded.payload_spec_ref,
     config_ref = excluded.config_ref, spec = excluded.spec,
     retry_policy = excluded.retry_policy, on_success = excluded.on_success,
-    on_failure = excluded.on_failure, created_at = now(), updated_at = now(),
+    on_failure = excluded.on_failure, flow_control = excluded.flow_control,
+    paused_at = NULL, held_until = NULL, created_at = now(), updated_at = now(),
     deleted_at = NULL
 WHERE endpoints.deleted_at IS NOT NULL
 RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-          on_failure, created_at, updated_at
+          on_failure, created_at, updated_at, flow_control, paused_at,
+          CASE WHEN held_until > now() THEN held_until END AS held_until
 
 -- name: setup_endpoint_get
 SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-       on_failure, created_at, updated_at
+       on_failure, created_at, updated_at, flow_control, paused_at,
+       CASE WHEN held_until > now() THEN held_until END AS held_until
 FROM endpoints WHERE name = :name AND deleted_at IS NULL
 
 -- name: setup_endpoint_list
 SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-       on_failure, created_at, updated_at
+       on_failure, created_at, updated_at, flow_control, paused_at,
+       CASE WHEN held_until > now() THEN held_until END AS held_until
 FROM endpoints
 WHERE deleted_at IS NULL
   AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
@@ -217,15 +222,19 @@ LIMIT :limit_plus_one
 
 -- name: setup_endpoint_update
 -- PUT replaces the whole definition. Jobs keep the endpoint_snapshot taken at their
--- creation, so this changes future jobs only.
+-- creation, so this changes future jobs only. flow_control is read live by the claim, so
+-- it applies at once to every job of the endpoint. A pause or hold is not part of the
+-- definition and stays as it is.
 UPDATE endpoints
 SET endpoint_type = :endpoint_type, payload_spec_ref = :payload_spec_ref,
     config_ref = :config_ref, spec = CAST(:spec AS JSONB),
     retry_policy = CAST(:retry_policy AS JSONB), on_success = CAST(:on_success AS TEXT),
-    on_failure = CAST(:on_failure AS TEXT), updated_at = now()
+    on_failure = CAST(:on_failure AS TEXT), flow_control = CAST(:flow_control AS JSONB),
+    updated_at = now()
 WHERE name = :name AND deleted_at IS NULL
 RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-          on_failure, created_at, updated_at
+          on_failure, created_at, updated_at, flow_control, paused_at,
+          CASE WHEN held_until > now() THEN held_until END AS held_until
 
 -- name: setup_endpoint_live_jobs
 -- Live jobs of the endpoint: they keep it from being deleted (the specification: delete
@@ -239,3 +248,30 @@ ORDER BY created_at DESC, job_id DESC LIMIT :limit
 -- Soft delete: the endpoint's jobs, executions, attempts and logs stay readable, and
 -- fk_jobs_endpoint keeps pointing at this row.
 UPDATE endpoints SET deleted_at = now() WHERE name = :name AND deleted_at IS NULL
+
+-- name: setup_endpoint_flow_ensure
+-- The endpoint's flow-control row (migrations/006), written with a definition that has
+-- flow_control: the worker's metered claim locks it, so it must exist before a claim can
+-- see the definition (same transaction). An existing row keeps its tokens (a new limit
+-- bounds them at the next claim).
+INSERT INTO endpoint_flow (endpoint) VALUES (:name)
+ON CONFLICT (endpoint) DO NOTHING
+
+-- name: setup_endpoint_pause
+-- POST /endpoints/{name}/pause. COALESCE keeps the first paused_at (idempotent). From the
+-- commit on, no claim takes the endpoint's executions (the claim reads paused_at on the
+-- endpoints row it joins); they wait QUEUED/RETRYING and stay cancellable.
+UPDATE endpoints SET paused_at = COALESCE(paused_at, now())
+WHERE name = :name AND deleted_at IS NULL
+RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
+          on_failure, created_at, updated_at, flow_control, paused_at,
+          CASE WHEN held_until > now() THEN held_until END AS held_until
+
+-- name: setup_endpoint_resume
+-- POST /endpoints/{name}/resume (idempotent). A hold from a Retry-After is not lifted: it
+-- is the target's own word on when it can take more.
+UPDATE endpoints SET paused_at = NULL
+WHERE name = :name AND deleted_at IS NULL
+RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
+          on_failure, created_at, updated_at, flow_control, paused_at,
+          CASE WHEN held_until > now() THEN held_until END AS held_until

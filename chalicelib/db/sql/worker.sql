@@ -22,6 +22,11 @@ LIMIT :batch
 -- keeps, per endpoint, only as many candidates as its cap (spec.max_concurrent of the live
 -- endpoint, else :default_cap) minus what this worker is delivering for it (:busy, a JSONB
 -- object endpoint -> count), so a hung endpoint's backlog cannot hide what is behind it.
+-- The same join passes over endpoints that are paused, held by a Retry-After, or
+-- flow-controlled (those are claimed by worker_claim_metered only). The worker passes the
+-- ones it knows of in :full too (worker_controlled_endpoints, once per poll), so they do
+-- not fill the LIMIT; this check is what makes a pause or hold committed before the claim
+-- started binding on every worker at once, however old the worker's list.
 ranked AS (
     SELECT execution_id, endpoint,
            row_number() OVER (PARTITION BY endpoint ORDER BY run_at ASC) AS rank
@@ -33,6 +38,9 @@ ranked AS (
     WHERE r.rank <= COALESCE(CAST(en.spec ->> 'max_concurrent' AS BIGINT),
                              CAST(:default_cap AS BIGINT))
                     - COALESCE(CAST(CAST(:busy AS JSONB) ->> r.endpoint AS BIGINT), 0)
+      AND en.paused_at IS NULL
+      AND (en.held_until IS NULL OR en.held_until <= now())
+      AND en.flow_control IS NULL
 )
 
 -- part: worker_claim_take
@@ -109,6 +117,121 @@ WITH fair AS (
     SELECT unnest(CAST(:ids AS TEXT[])) AS execution_id
 ),
 -- include: worker_claim_take
+
+-- name: worker_claim_metered
+-- The claim of flow-controlled endpoints (:names, sorted), both strategies, run after
+-- worker_flow_refill in the same transaction: that statement holds the endpoints'
+-- endpoint_flow rows locked, so the metered claims of one endpoint run one at a time across
+-- all workers, and this statement (a new snapshot at READ COMMITTED, taken after the lock
+-- was granted) sees every execution an earlier holder moved to RUNNING. Per endpoint it
+-- takes at most (allowance):
+--   * what the rate limit granted (:allow, endpoint -> whole tokens; absent: no rate
+--     limit), debited after this statement by worker_flow_debit;
+--   * flow_control.max_concurrency minus its RUNNING executions on every worker (RUNNING
+--     covers claimed-not-yet-sent, so the target never sees more sends at once);
+--   * this worker's share (spec.max_concurrent or :default_cap, minus :busy), as the
+--     fast path does.
+-- Paused and held endpoints get nothing, nor does one without its endpoint_flow row (no
+-- lock, no limit: never claimed unlimited). The due rows come from
+-- idx_executions_due_by_endpoint (one range per endpoint, oldest first, at most :batch: a
+-- constant LIMIT, which CockroachDB accepts in a LATERAL subquery where a correlated one
+-- is doubtful), cut to the allowance by rank, then to :batch by run_at, and the take is the fast path's compare-and-set, without SKIP
+-- LOCKED: only this (serialized) claim takes these endpoints' executions.
+WITH flow AS (
+    SELECT en.name,
+           LEAST(
+               COALESCE(CAST(CAST(:allow AS JSONB) ->> en.name AS BIGINT), CAST(:batch AS BIGINT)),
+               COALESCE(CAST(en.flow_control ->> 'max_concurrency' AS BIGINT)
+                        - (SELECT count(*) FROM executions AS x
+                           WHERE x.status = 'RUNNING' AND x.endpoint = en.name),
+                        CAST(:batch AS BIGINT)),
+               COALESCE(CAST(en.spec ->> 'max_concurrent' AS BIGINT),
+                        CAST(:default_cap AS BIGINT))
+               - COALESCE(CAST(CAST(:busy AS JSONB) ->> en.name AS BIGINT), 0)
+           ) AS allowance
+    FROM endpoints AS en
+    JOIN endpoint_flow AS locked ON locked.endpoint = en.name
+    WHERE en.name = ANY(CAST(:names AS TEXT[]))
+      AND en.flow_control IS NOT NULL
+      AND en.paused_at IS NULL
+      AND (en.held_until IS NULL OR en.held_until <= now())
+), due AS (
+    SELECT d.execution_id, d.run_at, f.allowance,
+           row_number() OVER (PARTITION BY f.name ORDER BY d.run_at ASC) AS rank
+    FROM flow AS f
+    CROSS JOIN LATERAL (
+        SELECT x.execution_id, x.run_at
+        FROM executions AS x
+        WHERE x.endpoint = f.name
+          AND x.status IN ('QUEUED', 'RETRYING')
+          AND x.run_at <= now()
+        ORDER BY x.run_at ASC
+        LIMIT :batch
+    ) AS d
+    WHERE f.allowance > 0
+), fair AS (
+    SELECT execution_id FROM due WHERE rank <= allowance ORDER BY run_at ASC LIMIT :batch
+),
+-- include: worker_claim_take
+
+-- name: worker_flow_refill
+-- First statement of a metered claim: locks the endpoint_flow rows of the flow-controlled
+-- endpoints (:names, sorted, so two workers lock them in the same order; a deadlock would
+-- still only be retried) until the claim commits, and refills each rate limit's token
+-- bucket for the time since its last refill: limit/period_ms per millisecond, never more
+-- than limit held. clock_timestamp(), evaluated once the lock is held, rather than now()
+-- (the transaction's start, possibly before a wait for the lock); GREATEST keeps time from
+-- running backwards between holders. Returns the tokens now available.
+UPDATE endpoint_flow AS f
+SET tokens = CASE
+        WHEN en.flow_control -> 'rate_limit' IS NULL THEN 0
+        ELSE LEAST(
+            CAST(en.flow_control -> 'rate_limit' ->> 'limit' AS FLOAT8),
+            f.tokens + GREATEST(CAST(0 AS FLOAT8), CAST(EXTRACT(EPOCH FROM (
+                clock_timestamp() - f.refilled_at)) AS FLOAT8) * 1000)
+                * CAST(en.flow_control -> 'rate_limit' ->> 'limit' AS FLOAT8)
+                / CAST(en.flow_control -> 'rate_limit' ->> 'period_ms' AS FLOAT8))
+    END,
+    refilled_at = GREATEST(f.refilled_at, clock_timestamp())
+FROM endpoints AS en
+WHERE f.endpoint = ANY(CAST(:names AS TEXT[]))
+  AND en.name = f.endpoint
+RETURNING f.endpoint, f.tokens, en.flow_control -> 'rate_limit' IS NOT NULL AS rate_limited
+
+-- name: worker_flow_debit
+-- Last statement of a metered claim: the rate-limited endpoints' buckets lose what the claim
+-- took (:taken, endpoint -> count; never more than worker_flow_refill granted), under the
+-- lock that statement took. Debited per claim, not per delivery.
+UPDATE endpoint_flow AS f
+SET tokens = f.tokens - CAST(t.value AS FLOAT8)
+FROM jsonb_each_text(CAST(:taken AS JSONB)) AS t
+WHERE f.endpoint = t.key
+
+-- name: worker_controlled_endpoints
+-- Read by each worker once per poll interval (not per claim or delivery): the endpoints it
+-- must keep out of the fast claim's LIMIT (:full), paused or held ("blocked"), and the
+-- flow-controlled ones its metered claim serves ("metered"). On idx_endpoints_controlled:
+-- only such endpoints are in it.
+SELECT name,
+       (paused_at IS NOT NULL OR held_until > now()) AS blocked,
+       (flow_control IS NOT NULL) AS metered
+FROM endpoints
+WHERE (paused_at IS NOT NULL OR held_until IS NOT NULL OR flow_control IS NOT NULL)
+  AND (paused_at IS NOT NULL OR held_until > now() OR flow_control IS NOT NULL)
+  AND deleted_at IS NULL
+ORDER BY name
+
+-- name: worker_hold_endpoints
+-- A 429 or 503 with Retry-After holds the whole endpoint back, not only the execution that
+-- got it: held_until moves to now + the delay (:holds, endpoint -> ms, capped by the
+-- worker), never backwards (GREATEST: a shorter answer does not shorten a longer hold).
+-- Claims pass over a held endpoint until then. Run by the finalize transaction only when a
+-- batch carries such an answer.
+UPDATE endpoints AS en
+SET held_until = GREATEST(COALESCE(en.held_until, now()),
+                          now() + CAST(h.value AS BIGINT) * INTERVAL '1 millisecond')
+FROM jsonb_each_text(CAST(:holds AS JSONB)) AS h
+WHERE en.name = h.key
 
 -- name: worker_renew_leases
 -- Lease renewal, in batches: one statement per renewal round extends the leases of every
