@@ -29,9 +29,10 @@ SAM_USAGE_PLAN = f"{API_LOGICAL_ID}UsagePlan"
 #: Methods that cannot carry an ``x-api-key`` header: the dashboard's page and its files,
 #: which a browser loads by navigation (the app serves them without its own key too; every
 #: data call the page makes sends both keys), and ``GET /health``, which load balancers and
-#: uptime checks call without any key (it says only "up, database reachable"). SAM leaves a method whose security names
-#: ``api_key_false`` out of the API-wide ``ApiKeyRequired`` default (the marker is what
-#: SAM writes itself for an event with ``ApiKeyRequired: false``, and it removes it).
+#: uptime checks call without any key (it says only "up, database reachable"). SAM leaves
+#: a method whose security names ``api_key_false`` out of the API-wide ``ApiKeyRequired``
+#: default (the marker is what SAM writes itself for an event with ``ApiKeyRequired:
+#: false``, and it removes it).
 KEYLESS_METHODS = (("/health", "get"), ("/ui", "get"), ("/ui/{name}", "get"))
 
 
