@@ -123,6 +123,7 @@ def register_api(app: Chalice) -> None:
     from chalicelib.api import (
         batches,
         configs,
+        dead_letters,
         endpoints,
         executions,
         jobs,
@@ -134,3 +135,4 @@ def register_api(app: Chalice) -> None:
     app.register_middleware(envelope_middleware, "http")
     for module in (payload_specs, configs, secrets, endpoints, jobs, batches, executions, meta):
         app.register_blueprint(module.resource.blueprint)
+    app.register_blueprint(dead_letters.resource.blueprint)
