@@ -14,6 +14,7 @@ from typing import Any
 
 from chalicelib.api.openapi.batches import BATCHES
 from chalicelib.api.openapi.common import COMMON_PARAMETERS, COMMON_RESPONSES, ERROR_SCHEMA
+from chalicelib.api.openapi.dead_letters import DEAD_LETTERS
 from chalicelib.api.openapi.endpoints import ENDPOINTS
 from chalicelib.api.openapi.executions import EXECUTIONS
 from chalicelib.api.openapi.jobs import JOBS
@@ -44,7 +45,8 @@ def openapi_document() -> dict[str, Any]:
     """The whole document: every fragment's paths and schemas, plus the shared parts."""
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
-    for fragment in (PAYLOAD_SPECS, CONFIGS, SECRETS, ENDPOINTS, JOBS, BATCHES, EXECUTIONS, _META):
+    fragments = (PAYLOAD_SPECS, CONFIGS, SECRETS, ENDPOINTS, JOBS, BATCHES, EXECUTIONS, _META)
+    for fragment in (*fragments, DEAD_LETTERS):
         for path, operations in fragment.get("paths", {}).items():
             paths.setdefault(path, {}).update(operations)
         schemas.update(fragment.get("schemas", {}))
