@@ -9,6 +9,7 @@ grows by its job's retry policy. What follows a requeued execution:
 * its batch's progress counts it as QUEUED, then as its new end (counted from statuses,
   nothing to correct). A batch's ``on_complete`` fires once, at its first completion
   (key ``batch:<id>``), and is not repeated when a retried member ends again;
+* its config is resolved afresh at its next attempt (a new budget is a new run);
 * its callbacks report its new end: a callback job's key is
   ``callback:<execution_id>:<attempt_count>``, one per end, so a retried execution that
   succeeds calls ``on_success`` even though ``on_failure`` already ran for its first end.

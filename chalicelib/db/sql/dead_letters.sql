@@ -43,7 +43,10 @@ LIMIT :limit_plus_one
 -- made: attempt_count is kept, so attempt numbers continue and the history stays, and
 -- max_attempts grows by the job's retry policy (its endpoint snapshot, as when the
 -- execution was created). What belonged to the failed end (completed_at, duration, the
--- last worker and lease) is cleared; output stays (a FAILED execution has none).
+-- last worker and lease) is cleared; output stays (a FAILED execution has none). The config
+-- snapshot is cleared too: it keeps one budget's retries consistent, and a new budget is a
+-- new run, which resolves the config as it is now (an operator who fixed a config and
+-- redrives gets the fix). The endpoint stays the job's snapshot, as for every run of it.
 UPDATE executions AS e
 SET status = 'QUEUED',
     run_at = now(),
@@ -54,7 +57,8 @@ SET status = 'QUEUED',
     completed_at = NULL,
     duration_ms = NULL,
     worker_id = NULL,
-    lease_expires_at = NULL
+    lease_expires_at = NULL,
+    config_snapshot = NULL
 
 -- part: dead_letters_requeue_log
 -- One INFO line per requeued execution (in the same statement, for exactly the rows that

@@ -23,6 +23,7 @@ from tests.integration.dead_letter_factories import fail
 from tests.integration.worker.conftest import settle
 from tests.integration.worker.factories import (
     attempts,
+    create_config,
     create_secret,
     http_spec,
     retry_policy,
@@ -106,6 +107,25 @@ def test_a_retried_dead_letter_is_delivered_with_attempts_kept_and_its_new_end_c
     assert len(http_target.received("/cb-ok")) == len(http_target.received("/cb-fail")) == 1
     api_job = api.get(f"/jobs/{api.get(f'/executions/{execution_id}').body['job_id']}").body
     assert api_job["status"] == "RETIRED"
+
+
+def test_a_retry_resolves_the_config_as_it_is_now(
+    database: Database, make_worker: Any, http_target: HttpTarget, api: ApiClient
+) -> None:
+    """A new attempt budget is a new run: an operator who fixed a config and retries gets
+    the fix (the config snapshot only keeps one budget's retries consistent)."""
+    create_config(database, "target-cfg", {"v": "old"})
+    http_target.script("/c", Reply(500, body="no"))
+    spec = http_spec(http_target.url("/c"), body_template={"v": "{{config.v}}"})
+    seeded = seed(database, spec=spec, config_ref="target-cfg")
+    assert settle(make_worker(), database, seeded.execution_ids) == {"FAILED": 1}
+    create_config(database, "target-cfg", {"v": "new"})
+    http_target.script("/c", Reply(200, body="{}"))
+
+    assert api.post(f"/executions/{seeded.execution_id}/retry").status == 200
+    assert settle(make_worker(), database, seeded.execution_ids) == {"SUCCESS": 1}
+
+    assert [r.json() for r in http_target.received("/c")] == [{"v": "old"}, {"v": "new"}]
 
 
 def test_the_dead_letter_view_shows_the_error_as_recorded_never_a_secret(
