@@ -78,7 +78,12 @@ class DeadLetterService:
 
     def list(self, filters: ExecutionFilter, page: PageRequest) -> list[ListedExecution]:
         """GET /executions: newest first (created_at, execution_id), up to limit + 1."""
-        rows = self.db.run(queries["dead_letters_list"], **filters.params(), **page.params())
+        params = {**filters.params(), **page.params()}
+        if filters.is_dead_letters_of_endpoint:
+            del params["statuses"]  # one range of idx_executions_failed_by_endpoint
+            rows = self.db.run(queries["dead_letters_list_failed_of_endpoint"], **params)
+        else:
+            rows = self.db.run(queries["dead_letters_list"], **params)
         return [ListedExecution.from_row(row) for row in rows]
 
     def retry(self, execution_id: str) -> ExecutionDetail:

@@ -107,20 +107,28 @@ def test_without_a_status_every_status_is_listed_and_a_status_narrows_it(
     ]
 
 
+@pytest.mark.parametrize("of_endpoint", [False, True])
 def test_pages_walk_every_dead_letter_once_even_when_created_at_ties(
-    api: ApiClient, database: Database
+    api: ApiClient, database: Database, of_endpoint: bool
 ) -> None:
-    seeded = endpoint_with(database, 7)
+    seeded, other = endpoint_with(database, 7), endpoint_with(database, 2)
     fail(database, seeded.execution_ids[:4], created_at=T0)  # four share one created_at
     fail(database, seeded.execution_ids[4:], created_at=T0 + timedelta(seconds=1))
+    fail(database, other.execution_ids, created_at=T0)
+    query = (
+        f"status=FAILED&limit=3&endpoint={seeded.endpoint}"
+        if of_endpoint
+        else "status=FAILED&limit=3"
+    )
+    expected = seeded.execution_ids + ([] if of_endpoint else other.execution_ids)
     seen: list[str] = []
-    path = "/executions?status=FAILED&limit=3"
+    path = f"/executions?{query}"
     while path:
         page = api.get(path)
         seen += ids(page)
         cursor = page.body["cursor"]
-        path = f"/executions?status=FAILED&limit=3&cursor={cursor}" if cursor else ""
-    assert sorted(seen) == sorted(seeded.execution_ids) and len(seen) == 7
+        path = f"/executions?{query}&cursor={cursor}" if cursor else ""
+    assert sorted(seen) == sorted(expected) and len(seen) == len(expected)
     assert seen[:3] == sorted(seeded.execution_ids[4:], reverse=True)
 
 
@@ -453,6 +461,22 @@ def test_the_dead_letter_view_reads_the_status_index(
         database, "dead_letters_list", **{**params, "statuses": ["SUCCESS", "FAILED", "QUEUED"]}
     )
     assert "idx_executions_by_status" in every_status, every_status
+
+
+def test_the_dead_letters_of_one_endpoint_read_its_partial_index(
+    database: Database, history: Seeded
+) -> None:
+    params = {
+        "endpoint": history.endpoint,
+        "since": None,
+        "until": None,
+        "error_type": "HTTP_ERROR",
+        "after_ts": None,
+        "after_id": None,
+        "limit_plus_one": 51,
+    }
+    used = no_history_scan(database, "dead_letters_list_failed_of_endpoint", **params)
+    assert "idx_executions_failed_by_endpoint" in used, used
 
 
 def test_redrive_walks_the_partial_index_of_an_endpoints_dead_letters(

@@ -4,18 +4,10 @@
 -- source of QUEUED, passed as :sources) with a new attempt budget. Times are created_at
 -- (migrations/007_dead_letters.sql says why), so redrive moves what the view shows.
 
--- name: dead_letters_list
--- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
--- LATERAL range per asked status (:statuses: the one filtered on, else all seven) on
--- idx_executions_by_status, each cut at the page size, then merged and cut again: a page
--- reads at most seven short index ranges, never the history. The other filters are
--- checked on the rows of that range. The last attempt's error (recorded redacted by the
--- worker) is read per row shown, on idx_attempts_by_execution.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM unnest(CAST(:statuses AS TEXT[])) AS s(status)
-CROSS JOIN LATERAL (
+-- part: dead_letters_list_rows
+-- The rows of the listing: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on idx_attempts_by_execution. The including statement writes
+-- the WHERE clause that picks the index range, then dead_letters_list_filters.
     SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
            e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
            e.completed_at, e.duration_ms, e.created_at, last.error
@@ -24,8 +16,10 @@ CROSS JOIN LATERAL (
         SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
         ORDER BY a.attempt_number DESC LIMIT 1
     ) AS last ON true
-    WHERE e.status = s.status
-      AND (CAST(:endpoint AS TEXT) IS NULL OR e.endpoint = :endpoint)
+
+-- part: dead_letters_list_filters
+-- The listing's optional filters, checked on the rows of the range being read, and its
+-- keyset order (created_at, execution_id) descending, cut at the page size.
       AND (CAST(:since AS TIMESTAMPTZ) IS NULL OR e.created_at >= :since)
       AND (CAST(:until AS TIMESTAMPTZ) IS NULL OR e.created_at < :until)
       AND (CAST(:error_type AS TEXT) IS NULL OR last.error ->> 'type' = :error_type)
@@ -33,9 +27,34 @@ CROSS JOIN LATERAL (
            OR (e.created_at, e.execution_id) < (:after_ts, :after_id))
     ORDER BY e.created_at DESC, e.execution_id DESC
     LIMIT :limit_plus_one
+
+-- name: dead_letters_list
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- LATERAL range per asked status (:statuses: the one filtered on, else all seven) on
+-- idx_executions_by_status, each cut at the page size, then merged and cut again: a page
+-- reads at most seven index ranges in order, never the history of other statuses.
+SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+       p.duration_ms, p.created_at, p.error
+FROM unnest(CAST(:statuses AS TEXT[])) AS s(status)
+CROSS JOIN LATERAL (
+-- include: dead_letters_list_rows
+    WHERE e.status = s.status
+      AND (CAST(:endpoint AS TEXT) IS NULL OR e.endpoint = :endpoint)
+-- include: dead_letters_list_filters
 ) AS p
 ORDER BY p.created_at DESC, p.execution_id DESC
 LIMIT :limit_plus_one
+
+-- name: dead_letters_list_failed_of_endpoint
+-- GET /executions?status=FAILED&endpoint=NAME, the dead letters of one endpoint: the same
+-- rows and filters as dead_letters_list, on the range of idx_executions_failed_by_endpoint
+-- (the literal status matches its partial predicate), so the endpoint's dead letters are
+-- read in order without passing over other endpoints' ones.
+-- include: dead_letters_list_rows
+    WHERE e.status = 'FAILED'
+      AND e.endpoint = :endpoint
+-- include: dead_letters_list_filters
 
 -- part: dead_letters_requeue
 -- The requeue shared by retry and redrive: QUEUED and due now (a worker claims it on its
