@@ -5,6 +5,7 @@ plans of the new statements (they read migration 007's indexes, not the history)
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,6 +13,8 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.db.queries import queries
+from chalicelib.domain.dead_letters import RedriveRequest
+from chalicelib.errors import ExecutionNotRetryable
 from chalicelib.services import dead_letters as service
 from tests.conftest import ApiClient
 from tests.integration.dead_letter_factories import fail
@@ -499,3 +502,49 @@ def test_redrive_walks_the_partial_index_of_an_endpoints_dead_letters(
     assert "idx_executions_failed_by_endpoint" in batch, batch
     more = no_history_scan(database, "dead_letters_redrive_more", **params)
     assert "idx_executions_failed_by_endpoint" in more, more
+
+
+# -- concurrency ---------------------------------------------------------------------------
+
+
+def test_concurrent_redrives_and_retries_requeue_each_dead_letter_once(
+    database: Database,
+) -> None:
+    """Four redrives of one range and retries of its rows at once: every dead letter is
+    requeued exactly once (the CAS on FAILED; 40001 retried by the transaction helper)."""
+    seeded = endpoint_with(database, 600)
+    fail(database, seeded.execution_ids, created_at=T0 + timedelta(minutes=1))
+    dead_letters = service.DeadLetterService(database, lambda: datetime.now(UTC), "off")
+    request = RedriveRequest(since=T0, until=T0 + timedelta(hours=1))
+    results: list[int] = []
+    errors: list[BaseException] = []
+
+    def redrive_once() -> None:
+        try:
+            results.append(dead_letters.redrive(seeded.endpoint, request).requeued)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    def retry_some() -> None:
+        for execution_id in seeded.execution_ids[:20]:
+            try:
+                dead_letters.retry(execution_id)
+                results.append(1)
+            except ExecutionNotRetryable:
+                pass
+
+    threads = [threading.Thread(target=redrive_once) for _ in range(4)]
+    threads.append(threading.Thread(target=retry_some))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert errors == []
+    assert sum(results) == 600
+    assert statuses(database, seeded.execution_ids) == {"QUEUED": 600}
+    logged = database.run(
+        "SELECT count(*) AS n FROM execution_logs WHERE execution_id = ANY(CAST(:ids AS TEXT[]))",
+        ids=seeded.execution_ids,
+    )
+    assert logged[0]["n"] == 600  # one requeue line each
