@@ -60,9 +60,7 @@ def dead_letter_service() -> DeadLetterService:
     from chalicelib import wiring
     from chalicelib.services.dead_letters import DeadLetterService
 
-    return DeadLetterService(
-        wiring.database("api"), wiring.utcnow, wakeup_notify=wiring.settings().wakeup_notify
-    )
+    return DeadLetterService(wiring.database("api"), wakeup_notify=wiring.settings().wakeup_notify)
 
 
 def endpoint_service() -> EndpointService:

@@ -21,9 +21,7 @@ in-process wake-up), as creating an IMMEDIATE job does.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from chalicelib import wakeup
@@ -73,7 +71,6 @@ class DeadLetterService:
     """Lists, retries and redrives; ``wakeup_notify`` is ``TE_WAKEUP_NOTIFY``."""
 
     db: Database
-    clock: Callable[[], datetime]
     wakeup_notify: str = notify.AUTO
 
     def list(self, filters: ExecutionFilter, page: PageRequest) -> list[ListedExecution]:

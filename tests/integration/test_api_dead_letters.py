@@ -514,7 +514,7 @@ def test_concurrent_redrives_and_retries_requeue_each_dead_letter_once(
     requeued exactly once (the CAS on FAILED; 40001 retried by the transaction helper)."""
     seeded = endpoint_with(database, 600)
     fail(database, seeded.execution_ids, created_at=T0 + timedelta(minutes=1))
-    dead_letters = service.DeadLetterService(database, lambda: datetime.now(UTC), "off")
+    dead_letters = service.DeadLetterService(database, wakeup_notify="off")
     request = RedriveRequest(since=T0, until=T0 + timedelta(hours=1))
     results: list[int] = []
     errors: list[BaseException] = []
