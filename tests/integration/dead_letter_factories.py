@@ -4,9 +4,43 @@ as the worker leaves them (issue 18, point 3)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from chalicelib.db.connection import Database
+from tests.conftest import ApiClient
+from tests.integration.worker.factories import Seeded, http_spec, retry_policy, seed
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+URL = "http://127.0.0.1:9/unused"  # nothing is delivered where these are used
+
+
+def endpoint_with(db: Database, count: int, *, max_attempts: int = 3) -> Seeded:
+    """An endpoint, its job and ``count`` QUEUED executions (see :func:`fail`)."""
+    return seed(db, spec=http_spec(URL), policy=retry_policy(max_attempts), count=count)
+
+
+def iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+#: A redrive range around T0's first hour.
+RANGE = {"since": iso(T0), "until": iso(T0 + timedelta(hours=1))}
+
+
+def ids(reply: Any) -> list[str]:
+    assert reply.status == 200, reply.body
+    return [item["execution_id"] for item in reply.body["items"]]
+
+
+def assert_invalid(reply: Any, fragment: str) -> None:
+    assert (reply.status, reply.error_code) == (400, "INVALID_REQUEST"), reply.body
+    assert fragment in reply.body["error"]["message"], reply.body
+    assert reply.body["error"]["request_id"]
+
+
+def redrive(api: ApiClient, endpoint: str, **body: Any) -> Any:
+    return api.post(f"/endpoints/{endpoint}/redrive", body)
 
 
 def fail(

@@ -1,0 +1,108 @@
+"""The dead-letter statements read migration 007's indexes, never the history: plans read
+as data (EXPLAIN (FORMAT JSON)) over 20,000 executions of history (issue 18, point 3)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from chalicelib.db.connection import Database
+from chalicelib.db.queries import queries
+from tests.integration.dead_letter_factories import T0, endpoint_with, fail
+from tests.integration.test_lifecycle_plans import indexes_used, nodes
+from tests.integration.worker.factories import Seeded
+
+
+@pytest.fixture
+def history(database: Database) -> Seeded:
+    """20,000 executions of history (SUCCESS) around 50 dead letters."""
+    seeded = endpoint_with(database, 50)
+    fail(database, seeded.execution_ids, created_at=T0)
+    database.run(
+        "INSERT INTO executions (job_id, endpoint, endpoint_type, status, created_at)"
+        " SELECT :job, :endpoint, 'HTTP', 'SUCCESS',"
+        " CAST(:t0 AS TIMESTAMPTZ) - g * INTERVAL '1 second'"
+        " FROM generate_series(1, 20000) AS g",
+        job=seeded.job_id,
+        endpoint=seeded.endpoint,
+        t0=T0,
+    )
+    database.run("ANALYZE executions")
+    return seeded
+
+
+def no_history_scan(database: Database, query: str, **params: Any) -> set[str]:
+    """The indexes ``query`` reads, after checking that, planned freely (sequential scans
+    allowed), it reads no table of executions or attempts sequentially."""
+
+    def explain(tx: Any) -> Any:
+        return tx.run("EXPLAIN (FORMAT JSON) " + queries[query].sql, **params)[0]
+
+    document = next(iter(database.transaction(explain).values()))
+    plan = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
+    scanned = {n.get("Relation Name") for n in nodes(plan) if n["Node Type"] == "Seq Scan"}
+    assert not scanned & {"executions", "attempts"}, plan
+    return indexes_used(database, query, **params)
+
+
+@pytest.mark.parametrize("endpoint", [True, False])
+def test_the_dead_letter_view_reads_the_status_index(
+    database: Database, history: Seeded, endpoint: bool
+) -> None:
+    params = {
+        "statuses": ["FAILED"],
+        "endpoint": history.endpoint if endpoint else None,
+        "since": None,
+        "until": None,
+        "error_type": None,
+        "after_ts": None,
+        "after_id": None,
+        "limit_plus_one": 51,
+    }
+    used = no_history_scan(database, "dead_letters_list", **params)
+    assert "idx_executions_by_status" in used, used
+    every_status = no_history_scan(
+        database, "dead_letters_list", **{**params, "statuses": ["SUCCESS", "FAILED", "QUEUED"]}
+    )
+    assert "idx_executions_by_status" in every_status, every_status
+
+
+def test_the_dead_letters_of_one_endpoint_read_its_partial_index(
+    database: Database, history: Seeded
+) -> None:
+    params = {
+        "endpoint": history.endpoint,
+        "since": None,
+        "until": None,
+        "error_type": "HTTP_ERROR",
+        "after_ts": None,
+        "after_id": None,
+        "limit_plus_one": 51,
+    }
+    used = no_history_scan(database, "dead_letters_list_failed_of_endpoint", **params)
+    assert "idx_executions_failed_by_endpoint" in used, used
+
+
+def test_redrive_walks_the_partial_index_of_an_endpoints_dead_letters(
+    database: Database, history: Seeded
+) -> None:
+    params = {
+        "endpoint": history.endpoint,
+        "since": T0 - timedelta(hours=1),
+        "until": T0 + timedelta(hours=1),
+        "error_type": "HTTP_ERROR",
+    }
+    batch = no_history_scan(
+        database,
+        "dead_letters_redrive_batch",
+        **params,
+        batch=500,
+        sources=["FAILED"],
+        message="m",
+    )
+    assert "idx_executions_failed_by_endpoint" in batch, batch
+    more = no_history_scan(database, "dead_letters_redrive_more", **params)
+    assert "idx_executions_failed_by_endpoint" in more, more
