@@ -11,6 +11,7 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.db.queries import queries
+from chalicelib.domain.statuses import ExecutionStatus
 from tests.integration.dead_letter_factories import T0, endpoint_with, fail
 from tests.integration.test_lifecycle_plans import indexes_used, nodes
 from tests.integration.worker.factories import Seeded
@@ -48,13 +49,10 @@ def no_history_scan(database: Database, query: str, **params: Any) -> set[str]:
     return indexes_used(database, query, **params)
 
 
-@pytest.mark.parametrize("endpoint", [True, False])
-def test_the_dead_letter_view_reads_the_status_index(
-    database: Database, history: Seeded, endpoint: bool
-) -> None:
-    params = {
+def list_params(**overrides: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {
         "statuses": ["FAILED"],
-        "endpoint": history.endpoint if endpoint else None,
+        "endpoint": None,
         "since": None,
         "until": None,
         "error_type": None,
@@ -62,12 +60,37 @@ def test_the_dead_letter_view_reads_the_status_index(
         "after_id": None,
         "limit_plus_one": 51,
     }
-    used = no_history_scan(database, "dead_letters_list", **params)
-    assert "idx_executions_by_status" in used, used
-    every_status = no_history_scan(
-        database, "dead_letters_list", **{**params, "statuses": ["SUCCESS", "FAILED", "QUEUED"]}
+    return {**params, **overrides}
+
+
+@pytest.mark.parametrize("status", ["FAILED", "SUCCESS", "CANCELLED"])
+def test_an_ended_status_is_read_in_order_on_its_partial_index(
+    database: Database, history: Seeded, status: str
+) -> None:
+    used = no_history_scan(database, "dead_letters_list", **list_params(statuses=[status]))
+    assert "idx_executions_ended" in used, used
+
+
+def test_live_statuses_are_read_on_the_indexes_of_live_work(
+    database: Database, history: Seeded
+) -> None:
+    live = {"PENDING": "idx_executions_pending", "RUNNING": "idx_executions_running"}
+    for status, index in live.items():
+        used = no_history_scan(database, "dead_letters_list", **list_params(statuses=[status]))
+        assert index in used, (status, used)
+    for status in ("QUEUED", "RETRYING"):
+        used = no_history_scan(database, "dead_letters_list", **list_params(statuses=[status]))
+        assert used & {"idx_executions_pickup", "idx_executions_due"}, (status, used)
+
+
+def test_every_status_at_once_reads_no_history_sequentially(
+    database: Database, history: Seeded
+) -> None:
+    every = [s.value for s in ExecutionStatus]
+    used = no_history_scan(
+        database, "dead_letters_list", **list_params(statuses=every, endpoint=history.endpoint)
     )
-    assert "idx_executions_by_status" in every_status, every_status
+    assert "idx_executions_ended" in used, used
 
 
 def test_the_dead_letters_of_one_endpoint_read_its_partial_index(

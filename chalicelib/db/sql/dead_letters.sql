@@ -20,6 +20,7 @@
 -- part: dead_letters_list_filters
 -- The listing's optional filters, checked on the rows of the range being read, and its
 -- keyset order (created_at, execution_id) descending, cut at the page size.
+      AND (CAST(:endpoint AS TEXT) IS NULL OR e.endpoint = :endpoint)
       AND (CAST(:since AS TIMESTAMPTZ) IS NULL OR e.created_at >= :since)
       AND (CAST(:until AS TIMESTAMPTZ) IS NULL OR e.created_at < :until)
       AND (CAST(:error_type AS TEXT) IS NULL OR last.error ->> 'type' = :error_type)
@@ -30,18 +31,57 @@
 
 -- name: dead_letters_list
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
--- LATERAL range per asked status (:statuses: the one filtered on, else all seven) on
--- idx_executions_by_status, each cut at the page size, then merged and cut again: a page
--- reads at most seven index ranges in order, never the history of other statuses.
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index: the ended ones
+-- idx_executions_ended in order (the first page and stop, whatever the history), the live
+-- ones the indexes of live work (their cost is what is live). A status not asked for
+-- (:statuses) has a branch that is false at once (a constant once the parameters are
+-- bound). The endpoint, time range and error type are checked on the rows read.
 SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
        p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
        p.duration_ms, p.created_at, p.error
-FROM unnest(CAST(:statuses AS TEXT[])) AS s(status)
-CROSS JOIN LATERAL (
+FROM (
+(
 -- include: dead_letters_list_rows
-    WHERE e.status = s.status
-      AND (CAST(:endpoint AS TEXT) IS NULL OR e.endpoint = :endpoint)
+    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
 -- include: dead_letters_list_filters
+)
+UNION ALL
+(
+-- include: dead_letters_list_rows
+    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+)
+UNION ALL
+(
+-- include: dead_letters_list_rows
+    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+)
+UNION ALL
+(
+-- include: dead_letters_list_rows
+    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+)
+UNION ALL
+(
+-- include: dead_letters_list_rows
+    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+)
+UNION ALL
+(
+-- include: dead_letters_list_rows
+    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+)
+UNION ALL
+(
+-- include: dead_letters_list_rows
+    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+)
 ) AS p
 ORDER BY p.created_at DESC, p.execution_id DESC
 LIMIT :limit_plus_one
