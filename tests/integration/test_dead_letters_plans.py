@@ -19,9 +19,12 @@ from tests.integration.worker.factories import Seeded
 
 @pytest.fixture
 def history(database: Database) -> Seeded:
-    """20,000 executions of history (SUCCESS) around 50 dead letters."""
+    """20,000 executions of history (SUCCESS) around 50 dead letters, and 5,000 dead
+    letters of another endpoint."""
     seeded = endpoint_with(database, 50)
     fail(database, seeded.execution_ids, created_at=T0)
+    other = endpoint_with(database, 5000)
+    fail(database, other.execution_ids, created_at=T0, attempts=1)
     database.run(
         "INSERT INTO executions (job_id, endpoint, endpoint_type, status, created_at)"
         " SELECT :job, :endpoint, 'HTTP', 'SUCCESS',"
@@ -129,3 +132,18 @@ def test_redrive_walks_the_partial_index_of_an_endpoints_dead_letters(
     assert "idx_executions_failed_by_endpoint" in batch, batch
     more = no_history_scan(database, "dead_letters_redrive_more", **params)
     assert "idx_executions_failed_by_endpoint" in more, more
+
+
+def test_an_error_type_never_reads_the_successes(database: Database, history: Seeded) -> None:
+    """A SUCCESS execution has no last error: with an error type the 20,000 successes are
+    not read for a match that cannot come (the branch is false once parameters are bound)."""
+
+    def analyze(tx: Any) -> Any:
+        params = list_params(statuses=["SUCCESS"], error_type="TIMEOUT")
+        sql = "EXPLAIN (ANALYZE, FORMAT JSON) " + queries["dead_letters_list"].sql
+        return tx.run(sql, **params)[0]
+
+    document = next(iter(database.transaction(analyze).values()))
+    plan = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
+    read = sum(n.get("Actual Rows", 0) for n in nodes(plan) if "Index Name" in n)
+    assert read == 0, plan

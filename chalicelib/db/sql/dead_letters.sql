@@ -19,11 +19,15 @@
 
 -- part: dead_letters_list_filters
 -- The listing's optional filters, checked on the rows of the range being read, and its
--- keyset order (created_at, execution_id) descending, cut at the page size.
+-- keyset order (created_at, execution_id) descending, cut at the page size. since/until
+-- bound the range itself (created_at is the index's second column). A SUCCESS execution's
+-- last attempt succeeded, so with an error type its branch is false at once instead of
+-- reading every success for a match that cannot come.
       AND (CAST(:endpoint AS TEXT) IS NULL OR e.endpoint = :endpoint)
       AND (CAST(:since AS TIMESTAMPTZ) IS NULL OR e.created_at >= :since)
       AND (CAST(:until AS TIMESTAMPTZ) IS NULL OR e.created_at < :until)
-      AND (CAST(:error_type AS TEXT) IS NULL OR last.error ->> 'type' = :error_type)
+      AND (CAST(:error_type AS TEXT) IS NULL
+           OR (e.status <> 'SUCCESS' AND last.error ->> 'type' = :error_type))
       AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
            OR (e.created_at, e.execution_id) < (:after_ts, :after_id))
     ORDER BY e.created_at DESC, e.execution_id DESC
