@@ -141,6 +141,13 @@ class ExecutionNotCancellable(TaskExecutorError):
     code = "EXECUTION_NOT_CANCELLABLE"
 
 
+class ExecutionNotRetryable(TaskExecutorError):
+    """POST /executions/{id}/retry on an execution that is not FAILED."""
+
+    status = 409
+    code = "EXECUTION_NOT_RETRYABLE"
+
+
 class InvalidTransition(TaskExecutorError):
     """An execution status change the transition table does not allow."""
 

@@ -128,6 +128,7 @@ def register_api(app: Chalice) -> None:
     from chalicelib.api import (
         batches,
         configs,
+        dead_letters,
         endpoints,
         executions,
         jobs,
@@ -143,3 +144,4 @@ def register_api(app: Chalice) -> None:
     modules = (payload_specs, configs, secrets, endpoints, jobs, batches, executions, meta)
     for module in (*modules, metrics, overview, ui):
         app.register_blueprint(module.resource.blueprint)
+    app.register_blueprint(dead_letters.resource.blueprint)

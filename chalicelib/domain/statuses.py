@@ -72,14 +72,15 @@ CANCELLABLE_STATUSES = frozenset({S.PENDING, S.QUEUED, S.RETRYING})
 
 #: The only allowed status changes. RUNNING -> RETRYING/FAILED is also how the stuck
 #: reclaimer returns an expired lease; RUNNING -> RUNNING does not exist (a re-claim goes
-#: through RETRYING).
+#: through RETRYING). FAILED -> QUEUED is an operator's retry or redrive (a dead letter
+#: given a new attempt budget); SUCCESS and CANCELLED are final for good.
 EXECUTION_TRANSITIONS: dict[ExecutionStatus, frozenset[ExecutionStatus]] = {
     S.PENDING: frozenset({S.QUEUED, S.CANCELLED}),
     S.QUEUED: frozenset({S.RUNNING, S.CANCELLED}),
     S.RUNNING: frozenset({S.SUCCESS, S.FAILED, S.RETRYING}),
     S.RETRYING: frozenset({S.RUNNING, S.CANCELLED}),
     S.SUCCESS: frozenset(),
-    S.FAILED: frozenset(),
+    S.FAILED: frozenset({S.QUEUED}),
     S.CANCELLED: frozenset(),
 }
 
@@ -94,6 +95,18 @@ def check_transition(current: ExecutionStatus | str, target: ExecutionStatus | s
         raise InvalidTransition(
             f"Execution cannot go from {ExecutionStatus(current)} to {ExecutionStatus(target)}."
         )
+
+
+def requeue_sources() -> list[str]:
+    """The terminal statuses an operator may requeue (retry, redrive): the guard of those
+    UPDATEs, read from the table (FAILED today)."""
+    return [s for s in sources_of(S.QUEUED) if ExecutionStatus(s).is_terminal]
+
+
+def promotion_sources() -> list[str]:
+    """The live statuses the scheduler moves to QUEUED (PENDING): the promoter's guard.
+    A dead letter is requeued by an operator only, never by a loop."""
+    return [s for s in sources_of(S.QUEUED) if not ExecutionStatus(s).is_terminal]
 
 
 def sources_of(target: ExecutionStatus) -> list[str]:

@@ -26,7 +26,7 @@ from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries, regional
 from chalicelib.domain.clock import utcnow
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
-from chalicelib.domain.statuses import ExecutionStatus, sources_of
+from chalicelib.domain.statuses import promotion_sources
 from chalicelib.runtime.loop import Progress
 
 #: Executions promoted per statement: small enough to keep the transaction short.
@@ -70,7 +70,7 @@ class DelayedPromoter:
                     sql,
                     horizon=horizon,
                     batch=self._batch_size,
-                    from_statuses=sources_of(ExecutionStatus.QUEUED),
+                    from_statuses=promotion_sources(),
                     message=PROMOTED_MESSAGE,
                     **params,
                 )

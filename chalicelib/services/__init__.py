@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from chalicelib.services.api_keys import ApiKeyService
     from chalicelib.services.batches import BatchService
     from chalicelib.services.configs import ConfigService
+    from chalicelib.services.dead_letters import DeadLetterService
     from chalicelib.services.endpoints import EndpointService
     from chalicelib.services.executions import ExecutionService
     from chalicelib.services.job_status import JobStatusService
@@ -55,6 +56,13 @@ def execution_service() -> ExecutionService:
     from chalicelib.services.executions import ExecutionService
 
     return ExecutionService(wiring.database("api"))
+
+
+def dead_letter_service() -> DeadLetterService:
+    from chalicelib import wiring
+    from chalicelib.services.dead_letters import DeadLetterService
+
+    return DeadLetterService(wiring.database("api"), wakeup_notify=wiring.settings().wakeup_notify)
 
 
 def endpoint_service() -> EndpointService:

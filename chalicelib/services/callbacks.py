@@ -6,13 +6,19 @@ endpoint gets a new IMMEDIATE job whose input reports the execution::
     {"execution_id", "job_id", "endpoint", "status", "attempt_count",
      "output" (SUCCESS) or "error" (FAILED: the last attempt's), "batch_id"}
 
-Its idempotency key is ``callback:<execution_id>``: the unique index on (endpoint, key)
-lets exactly one callback exist per execution, even if a reclaimed execution were
-finalized twice. When the last child execution of a batch with ``on_complete`` ends, that
-endpoint gets one IMMEDIATE job keyed ``batch:<batch_id>`` whose input is the batch's
-summary (``batch_id``, ``status``, ``total``, ``counts``, ``completed_at``). Callback jobs
-are ordinary jobs (retries, attempts, logs) created by the shared path
-(:func:`chalicelib.services.job_writer.create_jobs`).
+Its idempotency key is ``callback:<execution_id>:<attempt_count>``: the unique index on
+(endpoint, key) lets exactly one callback exist per end of an execution, even if a
+reclaimed execution were finalized twice. An execution ends more than once only when an
+operator retries or redrives it (FAILED -> QUEUED, :mod:`chalicelib.services.dead_letters`):
+attempt numbering continues, so its new end has a new attempt_count and its callback
+(``on_success``, or ``on_failure`` again) reports that end.
+
+When the last child execution of a batch with ``on_complete`` ends, that endpoint gets
+one IMMEDIATE job keyed ``batch:<batch_id>`` whose input is the batch's summary
+(``batch_id``, ``status``, ``total``, ``counts``, ``completed_at``): once per batch, at
+its first completion (a batch reopened by a retried member does not fire it again; the
+member's own callbacks report its new end). Callback jobs are ordinary jobs (retries,
+attempts, logs) created by the shared path (:func:`chalicelib.services.job_writer.create_jobs`).
 """
 
 from __future__ import annotations
@@ -76,7 +82,7 @@ def _execution_callbacks(tx: Transaction, ids: list[str], now: datetime) -> None
             JobRequest(
                 endpoint=row["target"],
                 trigger=TriggerType.IMMEDIATE,
-                idempotency_key=f"callback:{row['execution_id']}",
+                idempotency_key=f"callback:{row['execution_id']}:{row['attempt_count']}",
                 input=callback_input(row),
             ),
             parent_execution_id=row["execution_id"],

@@ -88,6 +88,22 @@ def cancel_in(tx: Transaction, execution_id: str) -> None:
     raise ExecutionNotCancellable(f"Execution '{execution_id}' changed while cancelling.")
 
 
+def detail_in(tx: Transaction, execution_id: str) -> ExecutionDetail:
+    """One execution with its queue position while QUEUED, read in ``tx`` (404 if unknown)."""
+    row = tx.one(queries["executions_get"], execution_id=execution_id)
+    if row is None:
+        raise ExecutionNotFound(f"Execution with ID '{execution_id}' does not exist.")
+    execution = Execution.from_row(row)
+    position = None
+    if execution.status == ExecutionStatus.QUEUED:
+        position = tx.scalar(
+            queries["executions_queue_position"],
+            run_at=execution.run_at,
+            execution_id=execution_id,
+        )
+    return ExecutionDetail(execution, position)
+
+
 @dataclass(frozen=True)
 class ExecutionService:
     """Reads and cancels executions; ``poller`` waits for final statuses."""
@@ -96,18 +112,7 @@ class ExecutionService:
     poller: Poller = field(default_factory=Poller)
 
     def _get_in(self, tx: Transaction, execution_id: str) -> ExecutionDetail:
-        row = tx.one(queries["executions_get"], execution_id=execution_id)
-        if row is None:
-            raise ExecutionNotFound(f"Execution with ID '{execution_id}' does not exist.")
-        execution = Execution.from_row(row)
-        position = None
-        if execution.status == ExecutionStatus.QUEUED:
-            position = tx.scalar(
-                queries["executions_queue_position"],
-                run_at=execution.run_at,
-                execution_id=execution_id,
-            )
-        return ExecutionDetail(execution, position)
+        return detail_in(tx, execution_id)
 
     def get(self, execution_id: str, *, wait: int | None = None) -> ExecutionDetail:
         """One execution with its queue position; with ``wait``, long-poll for a final one."""

@@ -60,4 +60,9 @@ def test_purges_walk_their_indexes(database: Database) -> None:
     one_shot = indexes_used(database, "housekeeping_purge_one_shot", cutoff=cutoff, batch=500)
     assert {"idx_jobs_created", "idx_executions_by_job"} <= one_shot, one_shot
     cron = indexes_used(database, "housekeeping_purge_cron", cutoff=cutoff, batch=500)
-    assert {"idx_jobs_cron", "idx_executions_by_job"} <= cron, cron
+    assert "idx_jobs_cron" in cron, cron
+    # Each cron job's old executions on idx_executions_by_job, or the old ended executions
+    # on idx_executions_ended (migration 007, partial on the terminal statuses the purge
+    # deletes) probed against the cron jobs: either way the rows read are rows the purges
+    # delete, never live work.
+    assert cron & {"idx_executions_by_job", "idx_executions_ended"}, cron

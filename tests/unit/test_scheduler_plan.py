@@ -10,7 +10,7 @@ import pytest
 from chalicelib.db.queries import REGION_MARKER as MARKER
 from chalicelib.db.queries import load_queries, regional
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
-from chalicelib.domain.statuses import ExecutionStatus, sources_of
+from chalicelib.domain.statuses import promotion_sources
 from chalicelib.scheduler.lambdas import deadline_margin, time_left_of
 from chalicelib.scheduler.materializer import (
     DueJob,
@@ -72,7 +72,7 @@ def test_idempotency_key_is_cron_job_id_epoch_ms() -> None:
 
 
 def test_statuses_in_the_sql_match_the_transition_table() -> None:
-    assert sources_of(ExecutionStatus.QUEUED) == ["PENDING"]
+    assert promotion_sources() == ["PENDING"]  # FAILED -> QUEUED is an operator's, never a loop's
     assert RECLAIMABLE_STATUSES == ["RUNNING"]
     queries = load_queries()
     assert "WHERE status = 'PENDING'" in queries["scheduler_promote_due"].sql

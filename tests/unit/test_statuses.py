@@ -11,6 +11,8 @@ from chalicelib.domain.statuses import (
     ExecutionStatus,
     can_transition,
     check_transition,
+    promotion_sources,
+    requeue_sources,
     sources_of,
 )
 from chalicelib.errors import InvalidTransition
@@ -27,6 +29,7 @@ ALLOWED = {
     (S.RUNNING, S.RETRYING),
     (S.RETRYING, S.RUNNING),
     (S.RETRYING, S.CANCELLED),
+    (S.FAILED, S.QUEUED),  # retry / redrive of a dead letter (issue 18, point 3)
 }
 
 
@@ -51,16 +54,19 @@ def test_every_other_transition_is_refused(current: S, target: S) -> None:
     assert info.value.status == 409
 
 
-def test_terminal_statuses_have_no_way_out() -> None:
+def test_terminal_statuses_have_no_way_out_but_an_operators_requeue() -> None:
     for status in (S.SUCCESS, S.FAILED, S.CANCELLED):
         assert status.is_terminal
-        assert EXECUTION_TRANSITIONS[status] == frozenset()
+    assert EXECUTION_TRANSITIONS[S.SUCCESS] == EXECUTION_TRANSITIONS[S.CANCELLED] == frozenset()
+    assert EXECUTION_TRANSITIONS[S.FAILED] == frozenset({S.QUEUED})
+    assert requeue_sources() == ["FAILED"]
+    assert promotion_sources() == ["PENDING"]  # the promoter never requeues a dead letter
     assert not any(s.is_terminal for s in (S.PENDING, S.QUEUED, S.RUNNING, S.RETRYING))
 
 
 def test_sources_are_the_update_guards() -> None:
     assert sources_of(S.CANCELLED) == ["PENDING", "QUEUED", "RETRYING"]
     assert sources_of(S.RUNNING) == ["QUEUED", "RETRYING"]
-    assert sources_of(S.QUEUED) == ["PENDING"]
+    assert sources_of(S.QUEUED) == ["FAILED", "PENDING"]
     assert sources_of(S.SUCCESS) == ["RUNNING"]
     assert sources_of(S.PENDING) == []

@@ -14,6 +14,7 @@ from typing import Any
 
 from chalicelib.api.openapi.batches import BATCHES
 from chalicelib.api.openapi.common import COMMON_PARAMETERS, COMMON_RESPONSES, ERROR_SCHEMA
+from chalicelib.api.openapi.dead_letters import DEAD_LETTERS
 from chalicelib.api.openapi.endpoints import ENDPOINTS
 from chalicelib.api.openapi.executions import EXECUTIONS
 from chalicelib.api.openapi.jobs import JOBS
@@ -47,7 +48,7 @@ def openapi_document() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
     resources = (PAYLOAD_SPECS, CONFIGS, SECRETS, ENDPOINTS, JOBS, BATCHES, EXECUTIONS)
-    for fragment in (*resources, METRICS, OVERVIEW, _META):
+    for fragment in (*resources, DEAD_LETTERS, METRICS, OVERVIEW, _META):
         for path, operations in fragment.get("paths", {}).items():
             paths.setdefault(path, {}).update(operations)
         schemas.update(fragment.get("schemas", {}))

@@ -66,7 +66,7 @@ def test_success_calls_back_on_success_with_the_documented_input(
     settle(worker, database, [execution_id])
     [callback] = callbacks_of(database, execution_id)
     assert (callback["endpoint"], callback["trigger_type"]) == ("cb-ok", "IMMEDIATE")
-    assert callback["idempotency_key"] == f"callback:{execution_id}"
+    assert callback["idempotency_key"] == f"callback:{execution_id}:1"
     assert callback["callback_depth"] == 1
     report = callback["input"]
     assert report["status"] == "SUCCESS" and "error" not in report

@@ -1,0 +1,115 @@
+"""OpenAPI for dead letters: ``GET /executions``, ``POST /executions/{id}/retry`` and
+``POST /endpoints/{name}/redrive`` (issue 18, point 3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.api.openapi.common import (
+    TIMESTAMP,
+    Operation,
+    operation,
+    page_of,
+    paths,
+    query_param,
+    response_ref,
+    schema_ref,
+)
+from chalicelib.api.openapi.executions import EXECUTION_STATUS
+
+_ERROR_TYPE = {"type": "string", "pattern": "^[A-Z][A-Z0-9_]{0,63}$"}
+_INSTANT = {"type": "string", "format": "date-time"}
+_LIST = (
+    "List executions across jobs, newest first (created_at). status=FAILED is the "
+    "dead-letter view. since/until filter created_at ([since, until), ISO 8601 with an "
+    "offset); error_type is the last attempt's error type."
+)
+_RETRY = (
+    "Requeue a FAILED execution now with a new attempt budget (its retry policy's "
+    "max_attempts more); its attempts are kept and numbering continues. 409 "
+    "EXECUTION_NOT_RETRYABLE unless FAILED (or once its endpoint is deleted)."
+)
+_REDRIVE = (
+    "Requeue the endpoint's FAILED executions created in [since, until), optionally of "
+    "one last error type, in batches. Idempotent: a repeat requeues none of them again. "
+    "At most 5,000 per request: while `more` is true, call again."
+)
+
+
+def _with_conflict(built: Operation, description: str) -> Operation:
+    path, method, op = built
+    op["responses"]["409"] = response_ref("Conflict", description)
+    return path, method, op
+
+
+DEAD_LETTERS: dict[str, Any] = {
+    "paths": paths(
+        operation(
+            "GET",
+            "/executions",
+            "listExecutions",
+            "ListedExecutionPage",
+            _LIST,
+            paged=True,
+            query=(
+                query_param("status", EXECUTION_STATUS),
+                query_param("endpoint", {"type": "string"}),
+                query_param("since", _INSTANT),
+                query_param("until", _INSTANT),
+                query_param("error_type", _ERROR_TYPE),
+            ),
+        ),
+        _with_conflict(
+            operation(
+                "POST", "/executions/{execution_id}/retry", "retryExecution", "Execution", _RETRY
+            ),
+            "EXECUTION_NOT_RETRYABLE: the execution is not FAILED, or its endpoint is deleted.",
+        ),
+        operation(
+            "POST",
+            "/endpoints/{name}/redrive",
+            "redriveEndpoint",
+            "RedriveResult",
+            _REDRIVE,
+            body="RedriveRequest",
+        ),
+    ),
+    "schemas": {
+        "ListedExecution": {
+            "allOf": [
+                schema_ref("Execution"),
+                {
+                    "type": "object",
+                    "properties": {
+                        "error_type": {"type": ["string", "null"]},
+                        "error": {
+                            "type": ["string", "null"],
+                            "description": "The last attempt's error message, as recorded "
+                            "(secret values redacted).",
+                        },
+                        "completed_at": TIMESTAMP,
+                    },
+                },
+            ]
+        },
+        "ListedExecutionPage": page_of("ListedExecution"),
+        "RedriveRequest": {
+            "type": "object",
+            "required": ["since", "until"],
+            "additionalProperties": False,
+            "properties": {
+                "since": _INSTANT,
+                "until": _INSTANT,
+                "error_type": _ERROR_TYPE,
+            },
+        },
+        "RedriveResult": {
+            "type": "object",
+            "required": ["requeued", "more"],
+            "properties": {
+                "requeued": {"type": "integer", "minimum": 0},
+                "more": {"type": "boolean"},
+            },
+        },
+    },
+}

@@ -1,0 +1,201 @@
+-- Dead letters (issue 18, point 3): the listing GET /executions, POST
+-- /executions/{id}/retry and POST /endpoints/{name}/redrive. A dead letter is a FAILED
+-- execution; retry and redrive move it FAILED -> QUEUED (the transition table's terminal
+-- source of QUEUED, passed as :sources) with a new attempt budget. Times are created_at
+-- (migrations/007_dead_letters.sql says why), so redrive moves what the view shows.
+
+-- part: dead_letters_list_rows
+-- The rows of the listing: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on idx_attempts_by_execution. The including statement writes
+-- the WHERE clause that picks the index range, then dead_letters_list_filters.
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+
+-- part: dead_letters_list_filters
+-- The listing's optional filters, checked on the rows of the range being read, and its
+-- keyset order (created_at, execution_id) descending, cut at the page size. since/until
+-- bound the range itself (created_at is the index's second column). A SUCCESS execution's
+-- last attempt succeeded, so with an error type its branch is false at once instead of
+-- reading every success for a match that cannot come.
+      AND (CAST(:endpoint AS TEXT) IS NULL OR e.endpoint = :endpoint)
+      AND (CAST(:since AS TIMESTAMPTZ) IS NULL OR e.created_at >= :since)
+      AND (CAST(:until AS TIMESTAMPTZ) IS NULL OR e.created_at < :until)
+      AND (CAST(:error_type AS TEXT) IS NULL
+           OR (e.status <> 'SUCCESS' AND last.error ->> 'type' = :error_type))
+      AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
+           OR (e.created_at, e.execution_id) < (:after_ts, :after_id))
+    ORDER BY e.created_at DESC, e.execution_id DESC
+    LIMIT :limit_plus_one
+
+-- name: dead_letters_list
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index: the ended ones
+-- idx_executions_ended in order (the first page and stop, whatever the history), the live
+-- ones the indexes of live work (their cost is what is live). A status not asked for
+-- (:statuses) has a branch that is false at once (a constant once the parameters are
+-- bound). The endpoint, time range and error type are checked on the rows read.
+SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+       p.duration_ms, p.created_at, p.error
+FROM (
+(
+-- include: dead_letters_list_rows
+    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+)
+UNION ALL
+(
+-- include: dead_letters_list_rows
+    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+)
+UNION ALL
+(
+-- include: dead_letters_list_rows
+    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+)
+UNION ALL
+(
+-- include: dead_letters_list_rows
+    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+)
+UNION ALL
+(
+-- include: dead_letters_list_rows
+    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+)
+UNION ALL
+(
+-- include: dead_letters_list_rows
+    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+)
+UNION ALL
+(
+-- include: dead_letters_list_rows
+    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+)
+) AS p
+ORDER BY p.created_at DESC, p.execution_id DESC
+LIMIT :limit_plus_one
+
+-- name: dead_letters_list_failed_of_endpoint
+-- GET /executions?status=FAILED&endpoint=NAME, the dead letters of one endpoint: the same
+-- rows and filters as dead_letters_list, on the range of idx_executions_failed_by_endpoint
+-- (the literal status matches its partial predicate), so the endpoint's dead letters are
+-- read in order without passing over other endpoints' ones.
+-- include: dead_letters_list_rows
+    WHERE e.status = 'FAILED'
+      AND e.endpoint = :endpoint
+-- include: dead_letters_list_filters
+
+-- part: dead_letters_requeue
+-- The requeue shared by retry and redrive: QUEUED and due now (a worker claims it on its
+-- next poll, or at once when woken), with a new attempt budget on top of the attempts
+-- made: attempt_count is kept, so attempt numbers continue and the history stays, and
+-- max_attempts grows by the job's retry policy (its endpoint snapshot, as when the
+-- execution was created). What belonged to the failed end (completed_at, duration, the
+-- last worker and lease) is cleared; output stays (a FAILED execution has none). The config
+-- snapshot is cleared too: it keeps one budget's retries consistent, and a new budget is a
+-- new run, which resolves the config as it is now (an operator who fixed a config and
+-- redrives gets the fix). The endpoint stays the job's snapshot, as for every run of it.
+UPDATE executions AS e
+SET status = 'QUEUED',
+    run_at = now(),
+    max_attempts = e.attempt_count + COALESCE((
+        SELECT CAST(j.endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT)
+        FROM jobs AS j WHERE j.job_id = e.job_id), 1),
+    started_at = NULL,
+    completed_at = NULL,
+    duration_ms = NULL,
+    worker_id = NULL,
+    lease_expires_at = NULL,
+    config_snapshot = NULL
+
+-- part: dead_letters_requeue_log
+-- One INFO line per requeued execution (in the same statement, for exactly the rows that
+-- moved), numbered with the last attempt made, saying which attempts the new budget allows.
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, attempt_count, 'INFO',
+           :message || ' Attempts ' || CAST(attempt_count + 1 AS TEXT) || ' to '
+               || CAST(max_attempts AS TEXT) || ' allowed.'
+    FROM moved
+    RETURNING log_id
+
+-- name: dead_letters_retry
+-- POST /executions/{id}/retry: one compare-and-set. The guard is the transition table's
+-- terminal sources of QUEUED (:sources, FAILED) and a live endpoint (a deleted endpoint
+-- takes no new work); when it changes nothing, the service reads the status to explain why
+-- (404, 409). A batch child's batch needs nothing: its progress is counted from statuses.
+WITH moved AS (
+-- include: dead_letters_requeue
+    WHERE e.execution_id = :execution_id
+      AND e.status = ANY(CAST(:sources AS TEXT[]))
+      AND EXISTS (SELECT 1 FROM endpoints AS en
+                  WHERE en.name = e.endpoint AND en.deleted_at IS NULL)
+    RETURNING e.execution_id, e.attempt_count, e.max_attempts
+), logged AS (
+-- include: dead_letters_requeue_log
+)
+SELECT execution_id FROM moved
+
+-- name: dead_letters_endpoint_live
+-- Redrive's 404: the endpoint exists and is not deleted.
+SELECT name FROM endpoints WHERE name = :name AND deleted_at IS NULL
+
+-- part: dead_letters_redrive_match
+-- The dead letters a redrive moves: the endpoint's FAILED executions created in
+-- [since, until) whose last attempt failed with :error_type (any type when NULL). The
+-- literal status matches idx_executions_failed_by_endpoint's predicate, so the range is
+-- read on that partial index.
+    FROM executions AS x
+    WHERE x.endpoint = :endpoint
+      AND x.status = 'FAILED'
+      AND x.created_at >= :since
+      AND x.created_at < :until
+      AND (CAST(:error_type AS TEXT) IS NULL
+           OR (SELECT a.error ->> 'type' FROM attempts AS a
+               WHERE a.execution_id = x.execution_id
+               ORDER BY a.attempt_number DESC LIMIT 1) = :error_type)
+
+-- name: dead_letters_redrive_batch
+-- POST /endpoints/{name}/redrive, one batch (one transaction): the endpoint's next :batch
+-- dead letters of dead_letters_redrive_match, requeued. picked walks
+-- idx_executions_failed_by_endpoint newest first and stops at :batch; the UPDATE re-checks
+-- the source statuses, so a row another redrive or retry moved meanwhile is left alone. Idempotent by construction:
+-- it only moves FAILED rows, so a second call over the same range finds none (unless some
+-- failed again since). No cursor is needed between batches: moved rows leave the index.
+WITH picked AS (
+    SELECT x.execution_id
+-- include: dead_letters_redrive_match
+    ORDER BY x.created_at DESC, x.execution_id DESC
+    LIMIT :batch
+), moved AS (
+-- include: dead_letters_requeue
+    WHERE e.execution_id IN (SELECT execution_id FROM picked)
+      AND e.status = ANY(CAST(:sources AS TEXT[]))
+    RETURNING e.execution_id, e.attempt_count, e.max_attempts
+), logged AS (
+-- include: dead_letters_requeue_log
+)
+SELECT count(*) AS requeued FROM moved
+
+-- name: dead_letters_redrive_more
+-- After the request's last batch: does a matching dead letter remain (a redrive stops after
+-- a bounded number of rows per request; the client calls again)? One probe of the same
+-- index range, stopping at the first row.
+SELECT EXISTS (
+    SELECT 1
+-- include: dead_letters_redrive_match
+) AS more

@@ -1,0 +1,147 @@
+"""The dead-letter statements read migration 007's indexes, never the history: plans read
+as data (EXPLAIN (FORMAT JSON)) over 20,000 executions of history (issue 18, point 3)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from chalicelib.db.connection import Database
+from chalicelib.db.queries import queries
+from chalicelib.domain.statuses import ExecutionStatus
+from tests.integration.dead_letter_factories import T0, endpoint_with, fail
+from tests.integration.test_lifecycle_plans import indexes_used, nodes
+from tests.integration.worker.factories import Seeded
+
+
+@pytest.fixture
+def history(database: Database) -> Seeded:
+    """50 dead letters of one endpoint among 5,000 of another and 20,000 executions of
+    history (SUCCESS) spread over 40 more endpoints: the shape of a real table, where one
+    endpoint is a small part of the dead letters and the dead letters of the history."""
+    seeded = endpoint_with(database, 50)
+    fail(database, seeded.execution_ids, created_at=T0)
+    other = endpoint_with(database, 5000)
+    fail(database, other.execution_ids, created_at=T0 + timedelta(minutes=1), attempts=1)
+    database.run(
+        "INSERT INTO executions (job_id, endpoint, endpoint_type, status, created_at)"
+        " SELECT :job, 'history-' || CAST(g % 40 AS TEXT), 'HTTP', 'SUCCESS',"
+        " CAST(:t0 AS TIMESTAMPTZ) - g * INTERVAL '1 second'"
+        " FROM generate_series(1, 20000) AS g",
+        job=seeded.job_id,
+        t0=T0,
+    )
+    database.run("ANALYZE executions")
+    return seeded
+
+
+def no_history_scan(database: Database, query: str, **params: Any) -> set[str]:
+    """The indexes ``query`` reads, after checking that, planned freely (sequential scans
+    allowed), it reads no table of executions or attempts sequentially."""
+
+    def explain(tx: Any) -> Any:
+        return tx.run("EXPLAIN (FORMAT JSON) " + queries[query].sql, **params)[0]
+
+    document = next(iter(database.transaction(explain).values()))
+    plan = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
+    scanned = {n.get("Relation Name") for n in nodes(plan) if n["Node Type"] == "Seq Scan"}
+    assert not scanned & {"executions", "attempts"}, plan
+    return indexes_used(database, query, **params)
+
+
+def list_params(**overrides: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "statuses": ["FAILED"],
+        "endpoint": None,
+        "since": None,
+        "until": None,
+        "error_type": None,
+        "after_ts": None,
+        "after_id": None,
+        "limit_plus_one": 51,
+    }
+    return {**params, **overrides}
+
+
+@pytest.mark.parametrize("status", ["FAILED", "SUCCESS", "CANCELLED"])
+def test_an_ended_status_is_read_in_order_on_its_partial_index(
+    database: Database, history: Seeded, status: str
+) -> None:
+    used = no_history_scan(database, "dead_letters_list", **list_params(statuses=[status]))
+    assert "idx_executions_ended" in used, used
+
+
+def test_live_statuses_are_read_on_the_indexes_of_live_work(
+    database: Database, history: Seeded
+) -> None:
+    live = {"PENDING": "idx_executions_pending", "RUNNING": "idx_executions_running"}
+    for status, index in live.items():
+        used = no_history_scan(database, "dead_letters_list", **list_params(statuses=[status]))
+        assert index in used, (status, used)
+    for status in ("QUEUED", "RETRYING"):
+        used = no_history_scan(database, "dead_letters_list", **list_params(statuses=[status]))
+        assert used & {"idx_executions_pickup", "idx_executions_due"}, (status, used)
+
+
+def test_every_status_at_once_reads_no_history_sequentially(
+    database: Database, history: Seeded
+) -> None:
+    every = [s.value for s in ExecutionStatus]
+    used = no_history_scan(database, "dead_letters_list", **list_params(statuses=every))
+    assert "idx_executions_ended" in used, used
+
+
+def test_the_dead_letters_of_one_endpoint_read_its_partial_index(
+    database: Database, history: Seeded
+) -> None:
+    params = {
+        "endpoint": history.endpoint,
+        "since": None,
+        "until": None,
+        "error_type": "HTTP_ERROR",
+        "after_ts": None,
+        "after_id": None,
+        "limit_plus_one": 51,
+    }
+    used = no_history_scan(database, "dead_letters_list_failed_of_endpoint", **params)
+    assert "idx_executions_failed_by_endpoint" in used, used
+
+
+def test_redrive_walks_the_partial_index_of_an_endpoints_dead_letters(
+    database: Database, history: Seeded
+) -> None:
+    params = {
+        "endpoint": history.endpoint,
+        "since": T0 - timedelta(hours=1),
+        "until": T0 + timedelta(hours=1),
+        "error_type": "HTTP_ERROR",
+    }
+    batch = no_history_scan(
+        database,
+        "dead_letters_redrive_batch",
+        **params,
+        batch=500,
+        sources=["FAILED"],
+        message="m",
+    )
+    assert "idx_executions_failed_by_endpoint" in batch, batch
+    more = no_history_scan(database, "dead_letters_redrive_more", **params)
+    assert "idx_executions_failed_by_endpoint" in more, more
+
+
+def test_an_error_type_never_reads_the_successes(database: Database, history: Seeded) -> None:
+    """A SUCCESS execution has no last error: with an error type the 20,000 successes are
+    not read for a match that cannot come (the branch is false once parameters are bound)."""
+
+    def analyze(tx: Any) -> Any:
+        params = list_params(statuses=["SUCCESS"], error_type="TIMEOUT")
+        sql = "EXPLAIN (ANALYZE, FORMAT JSON) " + queries["dead_letters_list"].sql
+        return tx.run(sql, **params)[0]
+
+    document = next(iter(database.transaction(analyze).values()))
+    plan = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
+    read = sum(n.get("Actual Rows", 0) for n in nodes(plan) if "Index Name" in n)
+    assert read == 0, plan
