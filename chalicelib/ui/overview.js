@@ -35,7 +35,7 @@ export async function overviewView(root, ctx) {
   const endpoints = h('div');
   root.append(
     h('h1', null, 'Overview'),
-    section('Executions by status', counts),
+    section('Executions: live now, ended in the last 24 h', counts),
     section('Deliveries and failures, last hour', chart,
       h('p', { class: 'legend' }, h('span', { class: 'key ok' }), 'delivered ', h('span', { class: 'key bad' }), 'failed')),
     section('Oldest due execution', lag),

@@ -56,10 +56,12 @@ def test_overview_counts_series_lag_workers_and_endpoint_outcomes(
     api: ApiClient, database: Database
 ) -> None:
     now = datetime.now(UTC)
-    ok, failed, waiting = _executions(api, 3)
-    set_execution(database, ok, status="SUCCESS")
+    ok, failed, waiting, ended_long_ago = _executions(api, 4)
+    set_execution(database, ok, status="SUCCESS", completed_at=now - timedelta(minutes=5))
     _attempt(database, ok, 1, "SUCCESS", now - timedelta(minutes=5))
-    set_execution(database, failed, status="FAILED")
+    set_execution(database, failed, status="FAILED", completed_at=now)
+    # Ended two days ago: out of the counts' day (ended executions count over 24 h).
+    set_execution(database, ended_long_ago, status="SUCCESS", completed_at=now - timedelta(days=2))
     _attempt(database, failed, 1, "FAILED", now - timedelta(minutes=2))
     _attempt(database, failed, 2, "FAILED", now)
     _attempt(database, waiting, 1, "FAILED", now - timedelta(minutes=90))  # out of the hour

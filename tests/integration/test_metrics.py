@@ -212,6 +212,13 @@ def test_metric_events_refuse_unknown_events_and_empty_counts(database: Database
             {},
             {"idx_executions_pending", "idx_executions_running"},
         ),
+        # GET /overview (the dashboard, polled every few seconds) reads these too.
+        ("overview_last_hour", {"since": "2026-01-01T00:00:00Z"}, {"idx_attempts_completed"}),
+        (
+            "overview_endpoint_outcomes",
+            {"since": "2026-01-01T00:00:00Z"},
+            {"idx_attempts_completed"},
+        ),
     ],
 )
 def test_each_metrics_query_reads_an_index_not_the_history(

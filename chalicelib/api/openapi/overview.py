@@ -59,7 +59,13 @@ OVERVIEW: dict[str, Any] = {
             "type": "object",
             "required": ["executions_by_status", "last_hour", "oldest_due_lag_ms", "workers"],
             "properties": {
-                "executions_by_status": {"type": "object", "additionalProperties": _COUNT},
+                "executions_by_status": {
+                    "type": "object",
+                    "description": "Every status: live ones (PENDING, QUEUED, RUNNING,"
+                    " RETRYING) count all such executions; ended ones (SUCCESS, FAILED,"
+                    " CANCELLED) those that ended in the last 24 hours.",
+                    "additionalProperties": _COUNT,
+                },
                 "last_hour": {
                     "type": "array",
                     "minItems": 60,

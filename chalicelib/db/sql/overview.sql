@@ -1,37 +1,18 @@
 -- The operator's overview (GET /overview, the dashboard's first view): read-only
--- aggregates, each one statement, all read in one transaction so the numbers agree.
-
--- name: overview_executions_by_status
--- Counts per status over the whole table: the overview shows the backlog and the history
--- side by side. No index can answer a GROUP BY over every status, so this reads the
--- executions (a sequential scan on both databases); the dashboard polls it every few
--- seconds, one request per open page, not per delivery.
-SELECT status, count(*) AS n
-FROM executions
-GROUP BY status
+-- aggregates, each one statement, all read in one transaction so the numbers agree. The
+-- counts by status and the oldest due execution are metrics.sql's statements.
 
 -- name: overview_last_hour
 -- Attempts finished in the last hour, by minute and outcome (a delivery is one attempt).
 -- date_trunc('minute', ...) is the same on PostgreSQL and CockroachDB; counting with
--- sum(CASE ...) instead of FILTER keeps it in the subset both accept. attempts has no
--- index on completed_at (the window reads the table): the API gets 60 rows, never a row
--- per attempt.
+-- sum(CASE ...) instead of FILTER keeps it in the subset both accept. One range of
+-- idx_attempts_completed (migration 009); the API gets 60 rows, never a row per attempt.
 SELECT date_trunc('minute', completed_at) AS minute,
        sum(CASE WHEN status = 'SUCCESS' THEN 1 ELSE 0 END) AS succeeded,
        sum(CASE WHEN status = 'FAILED' THEN 1 ELSE 0 END) AS failed
 FROM attempts
-WHERE completed_at >= CAST(:since AS TIMESTAMPTZ)
+WHERE completed_at IS NOT NULL AND completed_at >= CAST(:since AS TIMESTAMPTZ)
 GROUP BY date_trunc('minute', completed_at)
-
--- name: overview_oldest_due
--- The run_at of the oldest claimable execution that is due: how far the workers lag.
--- Ordered by run_at under the claim index's own predicate, so idx_executions_due answers
--- it by reading its first entry.
-SELECT run_at
-FROM executions
-WHERE status IN ('QUEUED', 'RETRYING') AND run_at <= CAST(:now AS TIMESTAMPTZ)
-ORDER BY run_at ASC
-LIMIT 1
 
 -- name: overview_workers
 -- Worker processes seen lately: each writes its row of region_heartbeats every 5 s
@@ -51,6 +32,6 @@ SELECT e.endpoint,
        sum(CASE WHEN a.status = 'FAILED' THEN 1 ELSE 0 END) AS failed
 FROM attempts AS a
 JOIN executions AS e ON e.execution_id = a.execution_id
-WHERE a.completed_at >= CAST(:since AS TIMESTAMPTZ)
+WHERE a.completed_at IS NOT NULL AND a.completed_at >= CAST(:since AS TIMESTAMPTZ)
 GROUP BY e.endpoint
 ORDER BY e.endpoint ASC
