@@ -14,7 +14,7 @@ STAMP := $(TEST_STAMP)
 PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --progress-bar on
 
 .PHONY: run test test-cockroach lint typecheck unit migrate clean venv test-hidden-tools \
-	browser screenshots
+	browser binutils screenshots
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -44,7 +44,7 @@ run: $(RUN_STAMP)
 ## test: lint (ruff, the import-linter layer contracts), type check, then the whole test
 ## suite (unit + integration), then the worker and scheduler integration tests again in
 ## CockroachDB's configuration (test-cockroach).
-test: $(TEST_STAMP) lint typecheck browser
+test: $(TEST_STAMP) lint typecheck browser binutils
 	$(PY) -m pytest -m "not chaos"
 	$(MAKE) --no-print-directory test-cockroach
 
@@ -74,6 +74,17 @@ browser:
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
 	    chromium chromium-driver; fi
+
+## binutils: `strip`, which slims the Lambda package's shared objects
+## (infra/stacks/packaging.py; tests/infra/test_packaging.py runs it); Debian's binutils,
+## installed once, non-interactively, when missing (as root, as CI runs; otherwise sudo).
+binutils:
+	@if command -v strip >/dev/null; then :; else \
+	  echo "==> installing binutils (Debian package, for strip; once)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+	    binutils; fi
 
 ## screenshots: regenerate the README's dashboard screenshots (docs/*.png) against the real
 ## stack; the browser tests themselves write theirs to a temporary directory only.
