@@ -137,6 +137,32 @@ def test_watch_exits_3_when_the_execution_fails(te: Te, http_target: HttpTarget)
     assert any(e["event"] == "attempt" and e["status"] == "FAILED" for e in events)
 
 
+def test_retry_a_failed_execution_then_watch_it_succeed(te: Te, http_target: HttpTarget) -> None:
+    """The real POST /executions/{id}/retry: refused while not FAILED, then a new attempt
+    that the fixed target accepts; the attempts keep their numbers."""
+    http_target.script("/flaky", Reply(500, body="down"))
+    endpoint(te, http_target, "/flaky", name="flaky")
+    body = {"endpoint": "flaky", "trigger": "IMMEDIATE", "input": {}, "idempotency_key": "r1"}
+    execution_id = te.json("jobs", "create", "-f", te.file("r.json", body))["execution"][
+        "execution_id"
+    ]
+    assert te("watch", execution_id, "--interval", "1").exit_code == 3
+    http_target.script("/flaky", Reply(200, body="up"))
+
+    retried = te.json("executions", "retry", execution_id)
+
+    assert retried["status"] == "QUEUED" and retried["attempt_count"] == 1
+    assert te("watch", execution_id, "--interval", "1").exit_code == 0
+    attempts = te.json("executions", "attempts", execution_id)
+    items = attempts["items"] if isinstance(attempts, dict) else attempts
+    assert [(a["attempt_number"], a["status"]) for a in items] == [(1, "FAILED"), (2, "SUCCESS")]
+    again = te("executions", "retry", execution_id)
+    assert again.exit_code == 1
+    assert "EXECUTION_NOT_RETRYABLE" in again.stderr and "HTTP 409" in again.stderr
+    missing = te("executions", "retry", "exec_nope")
+    assert missing.exit_code == 1 and "EXECUTION_NOT_FOUND" in missing.stderr
+
+
 def test_batch_create_chunks_a_json_lines_file_and_lists_refused_lines(
     te: Te, http_target: HttpTarget
 ) -> None:
