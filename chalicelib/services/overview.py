@@ -110,7 +110,8 @@ class OverviewService:
             counts[row["status"]] += int(row["n"])
         for row in tx.run(queries["metrics_finished_since"], since=now - ENDED_WINDOW):
             counts[row["status"]] = int(row["n"])
-        oldest = tx.one(queries["metrics_oldest_due"], now=now)["oldest_run_at"]
+        due = tx.one(queries["metrics_oldest_due"], now=now)  # min() over no rows: NULL
+        oldest = None if due is None else due["oldest_run_at"]
         lag = None if oldest is None else max(0, _ms(now - oldest))
         return Overview(
             executions_by_status=counts,
