@@ -15,10 +15,8 @@ endpoints are left out of that claim; flow-controlled ones get a metered claim o
 own (:mod:`chalicelib.worker.flow`).
 
 The poller claims up to the free room in one statement and sleeps
-``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due. Two
-accelerators end that sleep early: :meth:`Worker.nudge` (in-process, the local stack) and a
-PostgreSQL LISTEN connection (:class:`chalicelib.db.notify.Listener`, on unless
-``TE_WAKEUP_NOTIFY`` or CockroachDB says otherwise). Polling stays the correct fallback.
+``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due; :mod:`chalicelib.worker.idle` says
+what ends that sleep early (:meth:`Worker.nudge`, PostgreSQL LISTEN).
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Transaction
@@ -46,6 +43,7 @@ from chalicelib.worker.dispatchers import Dispatcher
 from chalicelib.worker.finalizer import Finalizer
 from chalicelib.worker.flow import Controls, MeteredClaim
 from chalicelib.worker.holds import Holds, LeaseKeeper
+from chalicelib.worker.idle import IdleWait, SleepStats
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 from chalicelib.worker.pipeline import Pipeline, Prepared
 
@@ -66,15 +64,6 @@ _COUNTERS = {
     ExecutionStatus.RETRYING: "retrying",
     ExecutionStatus.FAILED: "failed",
 }
-
-
-@dataclass
-class SleepStats:
-    """How idle sleeps ended (diagnostics; tests tell a wake-up from a timed-out poll)."""
-
-    started: int = 0
-    woken: int = 0  #: ended early by a nudge or a notification
-    timed_out: int = 0  #: ran the whole poll interval
 
 
 def new_worker_id() -> str:
@@ -99,7 +88,6 @@ class Worker:
         self.worker_id = worker_id or new_worker_id()
         self.capacity = settings.worker_max_concurrent
         self._poll_interval = settings.worker_poll_interval_ms / 1000
-        self._wakeup_notify = settings.wakeup_notify
         self._claims = claims
         self._pipeline = pipeline
         self._dispatchers = dispatchers
@@ -132,10 +120,7 @@ class Worker:
         self._stopping: Callable[[], bool] | None = None  # set while run() runs
         #: Claims made inside finalize transactions (diagnostics; tests read it).
         self.refills = 0
-        self._wake = threading.Event()
-        self.sleeps = SleepStats()
-        #: The running LISTEN connection's thread, if any (tests inspect it).
-        self.listener: notify.Listener | None = None
+        self._idle = IdleWait(db, settings.wakeup_notify)
         self._stop = threading.Event()
 
     # -- control -----------------------------------------------------------------------
@@ -150,14 +135,24 @@ class Worker:
         with self._cond:
             return dict(self._counts)
 
+    @property
+    def sleeps(self) -> SleepStats:
+        """How this worker's idle sleeps ended (tests tell a wake-up from a timed-out poll)."""
+        return self._idle.stats
+
+    @property
+    def listener(self) -> notify.Listener | None:
+        """The running LISTEN connection's thread, if any (tests inspect it)."""
+        return self._idle.listener
+
     def nudge(self) -> None:
         """Claim now instead of at the end of the current poll sleep."""
-        self._wake.set()
+        self._idle.wake()
 
     def stop(self) -> None:
         """Stop claiming (signal-handler safe); :meth:`run` returns soon after."""
         self._stop.set()
-        self._wake.set()
+        self._idle.wake()
 
     def run(
         self,
@@ -176,7 +171,7 @@ class Worker:
 
         self._finalizer.start()
         self.leases.start()
-        listener = self._start_listener()
+        listener = self._idle.listen()
         self._stopping = stopping
         try:
             while not stopping():
@@ -189,7 +184,7 @@ class Worker:
                     self._claim_failures.failed(exc)  # one traceback, then a line per 30 s
                     claimed = 0
                 if claimed == 0:
-                    self._sleep()
+                    self._idle.sleep(self.controls.idle_sleep(self._poll_interval))
         finally:
             self._stopping = None
             if listener is not None:
@@ -319,31 +314,6 @@ class Worker:
         if batch:
             self._deliveries.submit(self._prepare(batch))
 
-    def _sleep(self) -> None:
-        """Idle: wait the poll interval unless a nudge or a notification comes first."""
-        self.sleeps.started += 1
-        if self._wake.wait(self.controls.idle_sleep(self._poll_interval)):
-            self.sleeps.woken += 1
-        else:
-            self.sleeps.timed_out += 1
-        self._wake.clear()
-
-    def _start_listener(self) -> notify.Listener | None:
-        """LISTEN for queued executions (PostgreSQL) so an idle sleep ends at once.
-
-        An accelerator: if the database cannot tell its flavor now, the worker polls only.
-        """
-        try:
-            if not notify.enabled(self.db, self._wakeup_notify):
-                return None
-        except DatabaseError as exc:
-            log.warning("cannot decide on LISTEN/NOTIFY; polling only", exc_info=exc)
-            return None
-        listener = notify.Listener(self.db.params, self.nudge)
-        listener.start()
-        self.listener = listener
-        return listener
-
     def _prepare(self, batch: list[ClaimedExecution]) -> list[Prepared]:
         """Resolve each request on this thread; template failures finish here and then."""
         ready = []
@@ -383,7 +353,7 @@ class Worker:
                 1, self.holds.cap(finished.endpoint) // MIN_BATCH_SHARE
             ):
                 self._full = frozenset()
-                self._wake.set()
+                self._idle.wake()
             self._cond.notify_all()
 
     def _lost(self, claimed: ClaimedExecution, exc: BaseException) -> None:
