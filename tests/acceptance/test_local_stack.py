@@ -8,39 +8,21 @@ with SIGINT (Ctrl-C), checks nothing is left running, and starts it again on the
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from tests.fixtures.services import HttpTarget, free_port
+from tests.fixtures.services import HttpTarget, call_api, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _call(base: str, key: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(  # noqa: S310 - loopback URL built by the test
-        base + path,
-        data=data,
-        method=method,
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
 
 
 class Stack:
@@ -134,7 +116,7 @@ def test_local_stack_delivers_a_curl_created_job_and_restarts_on_its_data(
     port = free_port()
     stack = Stack(data_dir, port)
     try:
-        status, _ = _call(
+        status, _ = call_api(
             stack.base,
             stack.key,
             "POST",
@@ -150,7 +132,7 @@ def test_local_stack_delivers_a_curl_created_job_and_restarts_on_its_data(
             },
         )
         assert status == 201
-        status, job = _call(
+        status, job = call_api(
             stack.base,
             stack.key,
             "POST",
@@ -168,11 +150,11 @@ def test_local_stack_delivers_a_curl_created_job_and_restarts_on_its_data(
         execution_id = job["execution"]["execution_id"]
         _wait_until(
             lambda: (
-                _call(stack.base, stack.key, "GET", f"/executions/{execution_id}")[1]["status"]
+                call_api(stack.base, stack.key, "GET", f"/executions/{execution_id}")[1]["status"]
                 == "SUCCESS"
             )
         )
-        status, body = _call(stack.base, stack.key, "GET", "/no/such/route")
+        status, body = call_api(stack.base, stack.key, "GET", "/no/such/route")
         assert status == 404 and body["error"]["code"] == "ROUTE_NOT_FOUND"
     finally:
         assert stack.stop() == 0
@@ -181,7 +163,7 @@ def test_local_stack_delivers_a_curl_created_job_and_restarts_on_its_data(
     again = Stack(data_dir, port)
     try:
         assert again.key == stack.key  # generated once, reused
-        status, job_again = _call(again.base, again.key, "GET", f"/jobs/{job['job_id']}")
+        status, job_again = call_api(again.base, again.key, "GET", f"/jobs/{job['job_id']}")
         assert status == 200 and job_again["execution"]["status"] == "SUCCESS"
     finally:
         assert again.stop() == 0

@@ -14,15 +14,12 @@ Screenshots go to a temporary directory (printed in the test's output), or to
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,7 +29,7 @@ import pytest
 
 from tests.conftest import BOOTSTRAP_KEY, ENCRYPTION_KEY, PROFILE
 from tests.fixtures.pg import TEMPLATE, PgServer
-from tests.fixtures.services import HttpTarget, free_port
+from tests.fixtures.services import HttpTarget, call_api, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Debian's packages (`make browser`), or the ones on PATH (the nix shell's).
@@ -100,18 +97,7 @@ class Stack:
             self.output.append(line)
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(  # noqa: S310 - the loopback stack
-            self.base + path,
-            data=data,
-            method=method,
-            headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
-                return response.status, json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"null")
+        return call_api(self.base, self.key, method, path, body)
 
     def ok(self, method: str, path: str, body: Any = None) -> Any:
         status, reply = self.call(method, path, body)
