@@ -11,6 +11,7 @@ from openapi_spec_validator import validate
 from openapi_spec_validator.versions.shortcuts import get_spec_version
 
 import app as app_module
+from chalicelib.domain.endpoints import SPEC_RULES
 from tests.conftest import ApiClient
 
 METHODS = {"get", "put", "post", "delete", "patch", "options", "head", "trace"}
@@ -90,3 +91,15 @@ def test_served_document_equals_the_snapshot_taken_before_the_openapi_module(
     assert sorted(served["paths"]) == sorted(expected["paths"])
     assert sorted(served["components"]["schemas"]) == sorted(expected["components"]["schemas"])
     assert served == expected
+
+
+def test_each_endpoint_spec_schema_lists_every_field_the_api_accepts(api: ApiClient) -> None:
+    """The spec schemas forbid other properties, so a field the validation accepts but the
+    document leaves out (max_concurrent was one) makes the document refuse valid bodies."""
+    schemas = api.get("/openapi.json").body["components"]["schemas"]
+    by_type = {"HTTP": "HttpSpec", "KAFKA": "KafkaSpec", "REDIS_STREAM": "RedisStreamSpec"}
+    assert set(by_type) == set(SPEC_RULES)
+    for endpoint_type, rules in SPEC_RULES.items():
+        schema = schemas[by_type[endpoint_type]]
+        assert schema["additionalProperties"] is False
+        assert set(schema["properties"]) == set(rules), endpoint_type

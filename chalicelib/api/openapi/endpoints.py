@@ -6,7 +6,7 @@ from typing import Any
 
 from chalicelib.api.openapi.common import TIMESTAMP, operation, paths, schema_ref
 from chalicelib.api.openapi.setup import crud_fragment
-from chalicelib.domain.endpoints import ENDPOINT_TYPES
+from chalicelib.domain.endpoints import ENDPOINT_TYPES, MAX_CONCURRENT
 
 _REF = {"type": ["string", "null"], "maxLength": 100}
 _RETRY: dict[str, Any] = {
@@ -99,8 +99,17 @@ _SIGNING_SECRET = {
     "Standard Webhooks webhook-id, webhook-timestamp and webhook-signature (HTTP and Kafka "
     "headers, Redis Stream fields).",
 }
+_MAX_CONCURRENT = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": MAX_CONCURRENT,
+    "description": "How many of this endpoint's deliveries one worker runs at once (default: "
+    "TE_WORKER_ENDPOINT_SHARE of TE_WORKER_MAX_CONCURRENT); flow_control.max_concurrency "
+    "limits all workers together.",
+}
 for _spec in _SPECS.values():
     _spec["properties"]["signing_secret"] = _SIGNING_SECRET
+    _spec["properties"]["max_concurrent"] = _MAX_CONCURRENT
 _SPEC_ONE_OF = {"oneOf": [schema_ref(n) for n in _SPECS]}
 _WRITABLE = {
     "type": {"enum": list(ENDPOINT_TYPES)},
