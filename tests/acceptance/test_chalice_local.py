@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.test_local_stack import _call, _postgres_processes, _wait_until
-from tests.fixtures.services import free_port, wait_for_port
+from tests.acceptance.test_local_stack import _postgres_processes, _wait_until
+from tests.fixtures.services import call_api, free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,7 +60,7 @@ def test_chalice_local_serves_the_api_with_the_local_key_and_never_reloads(
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_port(port, proc, timeout=60)
-        status, body = _call(base, "not-a-key", "GET", "/endpoints")
+        status, body = call_api(base, "not-a-key", "GET", "/endpoints")
         assert status == 401, body
         data_dir = project / ".te-data"
         assert data_dir.is_symlink() and not data_dir.resolve().is_relative_to(project)
@@ -68,11 +68,11 @@ def test_chalice_local_serves_the_api_with_the_local_key_and_never_reloads(
         # Several requests over a few seconds: the database writes beside them must not
         # make the reloader restart the server (it polls the project's files every second).
         for _ in range(8):
-            status, body = _call(base, key, "GET", "/endpoints")
+            status, body = call_api(base, key, "GET", "/endpoints")
             assert status == 200, body
             time.sleep(0.5)
         for auth in (key, ""):
-            status, body = _call(base, auth, "GET", "/no/such/route")
+            status, body = call_api(base, auth, "GET", "/no/such/route")
             assert status == 404 and body["error"]["code"] == "ROUTE_NOT_FOUND", body
     finally:
         os.killpg(proc.pid, signal.SIGINT)
