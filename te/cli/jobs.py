@@ -162,7 +162,8 @@ def _report(results: list[dict[str, Any]]) -> None:
         if r["status"] >= 400
     ]
     summary: dict[str, Any] = {
-        "batches": sorted({r["batch_id"] for r in results if r.get("batch_id")}),
+        # In the file's order (one batch per chunk), so batches[i] is the i-th chunk's.
+        "batches": list(dict.fromkeys(r["batch_id"] for r in results if r.get("batch_id"))),
         "created": sum(1 for r in results if r["status"] == 201),
         "existing": sum(1 for r in results if r["status"] == 200),
         "refused": refused,
