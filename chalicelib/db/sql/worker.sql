@@ -209,11 +209,11 @@ WHERE f.endpoint = t.key
 
 -- name: worker_controlled_endpoints
 -- Read by each worker once per poll interval (not per claim or delivery): the endpoints it
--- must keep out of the fast claim's LIMIT (:full), paused or held ("blocked"), and the
--- flow-controlled ones its metered claim serves ("metered"). On idx_endpoints_controlled:
--- only such endpoints are in it.
+-- must keep out of the fast claim's LIMIT (:full): paused, held, or flow-controlled, the
+-- last ones served by its metered claim ("metered"). The first condition is
+-- idx_endpoints_controlled's predicate (only such endpoints are in it); the second drops
+-- holds that have expired.
 SELECT name,
-       (paused_at IS NOT NULL OR held_until > now()) AS blocked,
        (flow_control IS NOT NULL) AS metered
 FROM endpoints
 WHERE (paused_at IS NOT NULL OR held_until IS NOT NULL OR flow_control IS NOT NULL)
