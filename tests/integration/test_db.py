@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import pg8000.native
 import pytest
 
 from chalicelib.db.connection import Database, Transaction
@@ -221,12 +222,14 @@ def read_committed_url(pg_server, db_url: str) -> str:
 
 def test_transactions_are_serializable_on_a_read_committed_server(read_committed_url: str) -> None:
     db = Database.from_url(read_committed_url, pool_size=4)
+    plain = pg8000.native.Connection(**_plain_kwargs(db))  # as any other client connects
     try:
-        assert db.run("SHOW default_transaction_isolation")[0] == {
-            "default_transaction_isolation": "read committed"
-        }
+        assert plain.run("SHOW default_transaction_isolation") == [["read committed"]]
         level = db.transaction(lambda tx: tx.scalar("SHOW transaction_isolation"))
         assert level == "serializable"
+        # One statement without BEGIN (Database.statement) runs SERIALIZABLE too.
+        single = db.transaction(lambda tx: tx.scalar("SHOW transaction_isolation"), single=True)
+        assert single == "serializable"
 
         def lowered(tx: Transaction) -> object:
             tx.execute(queries["worker_read_committed"])  # the worker's documented exception
@@ -234,7 +237,14 @@ def test_transactions_are_serializable_on_a_read_committed_server(read_committed
 
         assert db.transaction(lowered) == "read committed"
     finally:
+        plain.close()
         db.close()
+
+
+def _plain_kwargs(db: Database) -> dict[str, object]:
+    p = db.params
+    where = {"unix_sock": p.unix_sock} if p.unix_sock else {"host": p.host, "port": p.port}
+    return {"user": p.user, "password": p.password, "database": p.database, **where}
 
 
 def test_lost_updates_are_prevented_on_a_read_committed_server(read_committed_url: str) -> None:
@@ -244,3 +254,37 @@ def test_lost_updates_are_prevented_on_a_read_committed_server(read_committed_ur
         assert concurrent_bumps(db, race_window=True) == 40
     finally:
         db.close()
+
+
+def test_a_prepared_statement_outlived_by_a_schema_change_is_prepared_again(
+    database: Database,
+) -> None:
+    """Statements with parameters are prepared once per connection; a migration that
+    changes a table under one makes PostgreSQL refuse it ("cached plan must not change
+    result type"): the transaction runs again on a freshly prepared statement."""
+    solo = Database(database.params, pool_size=1)  # one connection: reused
+    try:
+        solo.execute("CREATE TABLE shapes (id INT PRIMARY KEY, a TEXT)")
+        solo.execute("INSERT INTO shapes VALUES (1, 'x')")
+        read = "SELECT * FROM shapes WHERE id = :id"
+        assert solo.run(read, id=1) == [{"id": 1, "a": "x"}]
+        solo.execute("ALTER TABLE shapes ADD COLUMN b TEXT DEFAULT 'y'")
+        assert solo.run(read, id=1) == [{"id": 1, "a": "x", "b": "y"}]
+    finally:
+        solo.close()
+
+
+def test_prepared_statements_per_connection_are_bounded(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chalicelib.db import connection
+
+    monkeypatch.setattr(connection, "MAX_PREPARED", 3)
+    solo = Database(database.params, pool_size=1)
+    try:
+        for n in range(8):  # eight different statements on the one connection
+            assert solo.run(f"SELECT CAST(:v AS INT) + {n} AS s", v=1) == [{"s": 1 + n}]
+        held = solo.run("SELECT count(*) AS n FROM pg_prepared_statements")[0]["n"]
+        assert held == 3  # the least recently used were closed on the server too
+    finally:
+        solo.close()
