@@ -12,7 +12,8 @@ Names are unique across all files; a duplicate is an error at load time.
 Two markers keep one source of truth per contract:
 
 * ``-- part: <part_name>`` starts a piece of SQL that is not a statement but is shared by
-  several (the claim's take-and-return tail). A statement pulls it in with a line
+  several (the claim's take-and-return tail); a part may include other parts. A statement
+  pulls it in with a line
   ``-- include: <part_name>``, expanded at load time, so ``queries[name].sql`` is always the
   whole statement. An unknown or unused part is an error at load time.
 * ``/*region_filter*/ TRUE`` (:data:`REGION_MARKER`) is where a statement filters by
@@ -73,16 +74,22 @@ def parse_sql_file(text: str, source: str) -> SqlFile:
     return SqlFile(queries=queries, parts=parts)
 
 
+#: A part may include parts; deeper than this is a cycle.
+MAX_INCLUDE_DEPTH = 4
+
+
 def expand_includes(items: list[Query], parts: dict[str, str]) -> list[Query]:
     """Replace every ``-- include: <part>`` line by the part's SQL."""
     used: set[str] = set()
 
-    def include(match: re.Match[str]) -> str:
+    def include(match: re.Match[str], depth: int = 0) -> str:
         name = match.group(1)
         if name not in parts:
             raise ValueError(f"no SQL part named {name!r} to include")
+        if depth > MAX_INCLUDE_DEPTH:
+            raise ValueError(f"SQL part {name!r} includes itself (or nests too deep)")
         used.add(name)
-        return parts[name]
+        return _INCLUDE.sub(lambda inner: include(inner, depth + 1), parts[name])
 
     expanded = [
         Query(name=q.name, sql=_INCLUDE.sub(include, q.sql), source=q.source) for q in items

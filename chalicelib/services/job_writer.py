@@ -7,14 +7,16 @@ item would have raised on its own. The order of the checks is ``POST /jobs``'s: 
 endpoint exists (404), a known ``(endpoint, idempotency_key)`` returns the existing job
 whatever the body, then callbacks (422) and the input against the payload spec (422).
 Whatever the number of items, the database sees a fixed number of statements: one read of
-the endpoints, one idempotency lookup, one INSERT of jobs, one of executions.
+the endpoints, one idempotency lookup, one statement writing the jobs and their executions
+(``jobs_create``). ``POST /jobs`` usually skips all of this: see
+:mod:`chalicelib.services.job_fastpath`.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -89,8 +91,9 @@ def new_id(prefix: str) -> str:
 class Endpoints:
     """The endpoints one transaction has read, by name (a missing one maps to None)."""
 
-    def __init__(self, tx: Transaction) -> None:
+    def __init__(self, tx: Transaction, seen: Callable[[list[Row]], None] | None = None) -> None:
         self._tx = tx
+        self._seen = seen  #: told of every endpoint row read (POST /jobs remembers them)
         self._rows: dict[str, Row | None] = {}
         self._snapshots: dict[str, dict[str, Any]] = {}
 
@@ -98,8 +101,11 @@ class Endpoints:
         missing = sorted({n for n in names if n is not None and n not in self._rows})
         if missing:
             self._rows.update(dict.fromkeys(missing))
-            for row in self._tx.run(queries["jobs_get_endpoints"], names=missing):
+            rows = self._tx.run(queries["jobs_get_endpoints"], names=missing)
+            for row in rows:
                 self._rows[row["name"]] = row
+            if self._seen is not None:
+                self._seen(rows)
 
     def get(self, name: str) -> Row | None:
         self.load([name])
@@ -158,7 +164,7 @@ def _callbacks(item: NewJob, endpoint: Row, endpoints: Endpoints) -> tuple[str |
     return names
 
 
-def _job_row(
+def job_row(
     item: NewJob, endpoint: Row, callbacks: tuple[str | None, ...], now: datetime
 ) -> dict[str, Any]:
     request = item.request
@@ -196,7 +202,7 @@ def _job_row(
     return row
 
 
-def _json(rows: list[dict[str, Any]]) -> str:
+def json_rows(rows: list[dict[str, Any]]) -> str:
     """Rows as the JSONB array the multi-row statements read (timestamps as ISO 8601)."""
     return json.dumps(rows, separators=(",", ":"), default=_iso)
 
@@ -207,7 +213,7 @@ def _iso(value: Any) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _created_view(job: dict[str, Any], execution: dict[str, Any] | None, now: datetime) -> JobView:
+def created_view(job: dict[str, Any], execution: dict[str, Any] | None, now: datetime) -> JobView:
     """The view of a job this transaction inserted, from what it inserted: the columns the
     database filled in are its defaults (created_at is the transaction's now())."""
     stored = {
@@ -234,7 +240,7 @@ def _created_view(job: dict[str, Any], execution: dict[str, Any] | None, now: da
     return JobView.from_rows(stored, summary)
 
 
-def _execution_row(job: dict[str, Any]) -> dict[str, Any]:
+def execution_row(job: dict[str, Any]) -> dict[str, Any]:
     # IMMEDIATE is due now (QUEUED); DELAYED waits for the promoter (PENDING), even when
     # run_at is already past: the promoter queues it on its next pass.
     delayed = job["trigger_type"] == TriggerType.DELAYED
@@ -316,24 +322,29 @@ def _check(item: NewJob, endpoint: Row, endpoints: Endpoints, now: datetime) -> 
     callbacks = _callbacks(item, endpoint, endpoints)
     if not item.system:
         validate_input(endpoint["payload_schema"], item.request.input)
-    row = _job_row(item, endpoint, callbacks, now)
+    row = job_row(item, endpoint, callbacks, now)
     row["endpoint_snapshot"] = endpoints.snapshot(endpoint)
     return row
 
 
 def create_jobs(
-    tx: Transaction, items: Sequence[NewJob | TaskExecutorError], *, now: datetime
+    tx: Transaction,
+    items: Sequence[NewJob | TaskExecutorError],
+    *,
+    now: datetime,
+    seen: Callable[[list[Row]], None] | None = None,
 ) -> list[Outcome]:
     """Create every valid item in ``tx``; one :class:`Outcome` per item, in order.
 
     An item given as an error (it failed parsing) is answered with it. Nothing is raised
-    for an item: the caller decides whether one error fails the whole request.
+    for an item: the caller decides whether one error fails the whole request. ``seen`` is
+    told of the endpoint rows read.
     """
     outcomes: list[Outcome | None] = [
         Outcome(error=item) if isinstance(item, TaskExecutorError) else None for item in items
     ]
     todo = {i: item for i, item in enumerate(items) if isinstance(item, NewJob)}
-    endpoints = Endpoints(tx)
+    endpoints = Endpoints(tx, seen)
     endpoints.load(item.request.endpoint for item in todo.values())
     existing = find_existing(tx, (_key(item.request) for item in todo.values()))
     plan = _Plan()
@@ -359,23 +370,21 @@ def create_jobs(
 
 
 def _insert(tx: Transaction, plan: _Plan, outcomes: list[Outcome | None]) -> None:
-    """One INSERT of jobs, one of executions; a twin committed meanwhile is a 200."""
+    """One statement writes the jobs and their executions; a twin committed meanwhile is
+    a 200."""
     if not plan.rows:
         return
-    rows = tx.run(queries["jobs_insert_many"], rows=_json(list(plan.rows.values())))
-    inserted = {row["job_id"] for row in rows}
-    created = [r for r in plan.rows.values() if r["job_id"] in inserted]
-    one_shot = [_execution_row(r) for r in created if r["trigger_type"] != TriggerType.CRON]
-    if one_shot:
-        now = tx.run(queries["jobs_insert_executions_many"], rows=_json(one_shot))[0]["now"]
-    else:
-        now = tx.scalar(queries["jobs_now"])
-    executions = {e["job_id"]: e for e in one_shot}
-    lost = [r for r in plan.rows.values() if r["job_id"] not in inserted]
+    jobs = list(plan.rows.values())
+    planned = [execution_row(r) for r in jobs if r["trigger_type"] != TriggerType.CRON]
+    rows = tx.run(queries["jobs_create"], jobs=json_rows(jobs), executions=json_rows(planned))
+    inserted = {row["job_id"]: row["now"] for row in rows}
+    executions = {e["job_id"]: e for e in planned}
+    lost = [r for r in jobs if r["job_id"] not in inserted]
     twins = find_existing(tx, ((r["endpoint"], r["idempotency_key"]) for r in lost))
     for index, row in plan.rows.items():
         if row["job_id"] in inserted:
-            view = _created_view(row, executions.get(row["job_id"]), now)
+            now = inserted[row["job_id"]]
+            view = created_view(row, executions.get(row["job_id"]), now)
             outcomes[index] = Outcome(view=view, created=True)
         else:
             twin = twins[(row["endpoint"], row["idempotency_key"])]

@@ -35,6 +35,7 @@ from chalicelib.errors import (
     JobNotTriggerable,
     JobNotUpdatable,
 )
+from chalicelib.services import job_fastpath
 from chalicelib.services.executions import cancel_in, is_final, read_committed
 from chalicelib.services.job_writer import JobView, NewJob, create_jobs
 from chalicelib.services.longpoll import Poller
@@ -117,10 +118,19 @@ class JobService:
         """POST /jobs: one transaction; 201 for a new job, 200 for an idempotency-key hit.
 
         The same checks and insert as every item of ``POST /jobs/batch``
-        (:func:`chalicelib.services.job_writer.create_jobs`), with one item.
+        (:func:`chalicelib.services.job_writer.create_jobs`), with one item, usually in one
+        statement (:mod:`chalicelib.services.job_fastpath`).
         """
-        request = parse_job_request(body, now=self.clock())
-        result = self.db.transaction(lambda tx: self._create_in(tx, request), name="job_create")
+        now = self.clock()
+        request = parse_job_request(body, now=now)
+        wake = request.trigger is TriggerType.IMMEDIATE and notify.enabled(
+            self.db, self.wakeup_notify
+        )
+        quick = job_fastpath.create_one(self.db, request, now=now, wake=wake)
+        if quick is not None:
+            result = CreateResult(quick, created=True)
+        else:
+            result = self.db.transaction(lambda tx: self._create_in(tx, request), name="job_create")
         if result.created and request.trigger == TriggerType.IMMEDIATE:
             # After COMMIT: wake a worker running in this process (the local stack). A no-op
             # elsewhere; the worker's poll loop is the path correctness relies on.
@@ -128,7 +138,8 @@ class JobService:
         return result
 
     def _create_in(self, tx: Transaction, request: JobRequest) -> CreateResult:
-        [outcome] = create_jobs(tx, [NewJob(request)], now=self.clock())
+        seen = job_fastpath.known_endpoints(self.db).remember
+        [outcome] = create_jobs(tx, [NewJob(request)], now=self.clock(), seen=seen)
         view = outcome.raise_error()
         if outcome.created and request.trigger is TriggerType.IMMEDIATE:
             # Delivered at COMMIT: wakes LISTENing workers.

@@ -39,8 +39,15 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("jobs_insert", "on_conflict_where"): (
         "predicate repeats idx_jobs_idempotency's (idempotency_key IS NOT NULL)"
     ),
-    ("jobs_insert_many", "on_conflict_where"): (
+    ("jobs_create", "on_conflict_where"): (
         "predicate repeats idx_jobs_idempotency's (idempotency_key IS NOT NULL)"
+    ),
+    ("jobs_create_and_wake", "on_conflict_where"): (
+        "predicate repeats idx_jobs_idempotency's (idempotency_key IS NOT NULL)"
+    ),
+    ("jobs_create_and_wake", "listen_notify"): (
+        "jobs_create with the optional wake-up accelerator; used only where notify.enabled() "
+        "(never on CockroachDB), and workers poll regardless"
     ),
     ("scheduler_cron_apply_ticks", "on_conflict_where"): (
         "predicate repeats idx_executions_cron_dedup's (idempotency_key IS NOT NULL)"

@@ -228,9 +228,12 @@ WHERE job_id = :job_id AND status IN ('PENDING', 'QUEUED', 'RETRYING', 'RUNNING'
 -- callback endpoints) in one round trip: a batch of 1,000 jobs reads its handful of
 -- endpoints once, not once per item. The same snapshot argument holds: read in the
 -- creating transaction, so the snapshots the jobs record are the versions read here.
--- on_success / on_failure are the endpoint's default callbacks for its jobs.
+-- on_success / on_failure are the endpoint's default callbacks for its jobs; fingerprint is
+-- what jobs_create checks a remembered endpoint against.
 SELECT e.name, e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec, e.retry_policy,
-       e.on_success, e.on_failure, p.schema_json AS payload_schema
+       e.on_success, e.on_failure, p.schema_json AS payload_schema,
+-- include: endpoint_fingerprint
+       AS fingerprint
 FROM endpoints e
 LEFT JOIN payload_specs p ON p.name = e.payload_spec_ref
 WHERE e.name = ANY(CAST(:names AS TEXT[])) AND e.deleted_at IS NULL
@@ -256,68 +259,105 @@ CROSS JOIN LATERAL (
     LIMIT 1
 ) AS j
 
--- name: jobs_insert_many
--- Every job of one creation request in ONE statement (one row for POST /jobs, up to 1,000
--- for POST /jobs/batch, the callbacks of a finalize batch): a multi-row INSERT from a JSONB
--- array costs one round trip and one plan however many jobs it writes. job_id is chosen
--- by the caller (same 'job_' form as the column default) so each returned row maps back to
--- its item without relying on RETURNING order, and only the ids come back: the caller
--- knows every other column (created_at is the transaction's now(), jobs_now), and decoding
--- 1,000 rows of timestamps back cost a third of a batch's time. ON CONFLICT DO NOTHING on the partial
--- unique index, as in jobs_insert: a twin that committed first is missing from the result
--- and read back; at SERIALIZABLE a concurrent twin makes this transaction retry (40001).
-INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input,
-                  run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
-                  cron_next_run_at, endpoint_snapshot, version, previous_version_id,
-                  batch_id, on_success, on_failure, parent_execution_id, callback_depth)
-SELECT r ->> 'job_id', r ->> 'endpoint', r ->> 'endpoint_type', r ->> 'trigger_type',
-       r ->> 'idempotency_key', r -> 'input', CAST(r ->> 'run_at' AS TIMESTAMPTZ),
-       r ->> 'cron_expression', r ->> 'cron_timezone',
-       CAST(r ->> 'cron_starts_at' AS TIMESTAMPTZ), CAST(r ->> 'cron_ends_at' AS TIMESTAMPTZ),
-       CAST(r ->> 'cron_next_run_at' AS TIMESTAMPTZ), r -> 'endpoint_snapshot',
-       CAST(r ->> 'version' AS BIGINT), r ->> 'previous_version_id', r ->> 'batch_id',
-       r ->> 'on_success', r ->> 'on_failure', r ->> 'parent_execution_id',
-       CAST(r ->> 'callback_depth' AS BIGINT)
-FROM jsonb_array_elements(CAST(:rows AS JSONB)) AS r
-ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING job_id
+-- part: endpoint_fingerprint
+-- What a job created from this endpoint row depends on (everything jobs_get_endpoints
+-- reads), hashed by the server: jobs_create's fast path checks that the endpoint a process
+-- remembers still hashes the same, in the creating statement itself. A JSONB array keeps
+-- each field in its place (NULLs included), so two different rows never hash alike by
+-- shifting a value from one field to the next.
+md5(CAST(jsonb_build_array(e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec,
+                           e.retry_policy, e.on_success, e.on_failure, p.schema_json)
+         AS TEXT))
 
--- name: jobs_insert_executions_many
--- The executions of the one-shot jobs jobs_insert_many wrote, and their "created" log
--- lines, in one statement (one INSERT per table, however many jobs): no execution exists
--- without the log of how it began. IMMEDIATE rows carry no run_at: the database clock
--- decides "now", the clock the claim compares against. A one-shot job's execution is
--- QUEUED if IMMEDIATE, PENDING if DELAYED, which the log line names. batch_id and the resolved
--- callbacks are copied from the job so the finalize learns them from the row it updates.
--- It answers one row: how many, and the transaction's now() (see jobs_now).
-WITH created AS (
+-- part: jobs_create_ctes
+-- Every job of one creation request, its one-shot executions and their "created" log lines
+-- in ONE statement (one row for POST /jobs, up to 1,000 for POST /jobs/batch, the callbacks
+-- of a finalize batch): multi-row INSERTs from JSONB arrays cost one round trip and one
+-- plan however many jobs they write.
+--
+-- job_id and execution_id are chosen by the caller (the columns' 'job_' / 'exec_' form),
+-- so each returned row maps back to its item without relying on RETURNING order, and only
+-- the ids come back: the caller knows every other column (created_at is the statement's
+-- now()), and decoding 1,000 rows of timestamps back cost a third of a batch's time.
+--
+-- A job row carrying a "fingerprint" is written only if its endpoint is live and still
+-- hashes to it (endpoint_fingerprint): POST /jobs's fast path built the row from an
+-- endpoint it remembered, and a changed or deleted endpoint makes it write nothing and fall
+-- back to the full transaction. Rows without one come from a transaction that read the
+-- endpoints itself.
+--
+-- ON CONFLICT DO NOTHING on idx_jobs_idempotency: a twin that committed first is missing
+-- from the result and read back; at SERIALIZABLE a concurrent twin makes this transaction
+-- retry (40001). The same key also makes the fast path's statement, sent again after a
+-- lost connection, write nothing twice (it only sends jobs that carry a key). An execution row is written only for a job
+-- written here. IMMEDIATE rows carry no run_at: the database clock decides "now", the
+-- clock the claim compares against. batch_id and the resolved callbacks are copied from
+-- the job so the finalize learns them from the row it updates.
+WITH job AS (
+    INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input,
+                      run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
+                      cron_next_run_at, endpoint_snapshot, version, previous_version_id,
+                      batch_id, on_success, on_failure, parent_execution_id, callback_depth)
+    SELECT r ->> 'job_id', r ->> 'endpoint', r ->> 'endpoint_type', r ->> 'trigger_type',
+           r ->> 'idempotency_key', r -> 'input', CAST(r ->> 'run_at' AS TIMESTAMPTZ),
+           r ->> 'cron_expression', r ->> 'cron_timezone',
+           CAST(r ->> 'cron_starts_at' AS TIMESTAMPTZ),
+           CAST(r ->> 'cron_ends_at' AS TIMESTAMPTZ),
+           CAST(r ->> 'cron_next_run_at' AS TIMESTAMPTZ), r -> 'endpoint_snapshot',
+           CAST(r ->> 'version' AS BIGINT), r ->> 'previous_version_id', r ->> 'batch_id',
+           r ->> 'on_success', r ->> 'on_failure', r ->> 'parent_execution_id',
+           CAST(r ->> 'callback_depth' AS BIGINT)
+    FROM jsonb_array_elements(CAST(:jobs AS JSONB)) AS r
+    WHERE r ->> 'fingerprint' IS NULL OR EXISTS (
+        SELECT 1
+        FROM endpoints e
+        LEFT JOIN payload_specs p ON p.name = e.payload_spec_ref
+        WHERE e.name = r ->> 'endpoint' AND e.deleted_at IS NULL
+          AND r ->> 'fingerprint' =
+-- include: endpoint_fingerprint
+    )
+    ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING job_id
+), execution AS (
     INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key,
                             status, run_at, input, max_attempts, batch_id, on_success,
                             on_failure)
-    SELECT r ->> 'execution_id', r ->> 'job_id', r ->> 'endpoint', r ->> 'endpoint_type',
+    SELECT r ->> 'execution_id', job.job_id, r ->> 'endpoint', r ->> 'endpoint_type',
            r ->> 'idempotency_key', r ->> 'status',
            COALESCE(CAST(r ->> 'run_at' AS TIMESTAMPTZ), now()), r -> 'input',
            CAST(r ->> 'max_attempts' AS BIGINT), r ->> 'batch_id', r ->> 'on_success',
            r ->> 'on_failure'
-    FROM jsonb_array_elements(CAST(:rows AS JSONB)) AS r
+    FROM jsonb_array_elements(CAST(:executions AS JSONB)) AS r
+    JOIN job ON job.job_id = r ->> 'job_id'
     RETURNING execution_id, status, attempt_count
 ), logged AS (
+    -- No execution exists without the log of how it began. A one-shot job's execution is
+    -- QUEUED if IMMEDIATE, PENDING if DELAYED, which the line names.
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO',
            'Execution created ' || status || ' ('
            || CASE WHEN status = 'QUEUED' THEN 'IMMEDIATE' ELSE 'DELAYED' END || ' job).'
-    FROM created
+    FROM execution
     RETURNING log_id
 )
-SELECT count(*) AS created, now() AS now FROM created
 
--- name: jobs_now
--- The transaction's timestamp: the created_at (and an IMMEDIATE execution's run_at) that
--- every row this transaction inserts gets from its column default, read once rather than
--- returned with each of up to 1,000 rows (now() is constant within a transaction on both
--- PostgreSQL and CockroachDB). jobs_insert_executions_many answers it too, saving this round
--- trip when a request creates one-shot jobs.
-SELECT now() AS now
+-- name: jobs_create
+-- jobs_create_ctes; one row per job written, with the statement's now(): the created_at
+-- (and an IMMEDIATE execution's run_at) every row it wrote got from its column default.
+-- include: jobs_create_ctes
+SELECT job_id, now() AS now FROM job
+
+-- name: jobs_create_and_wake
+-- jobs_create, plus the wake-up (wakeup_publish) when it queued an execution: PostgreSQL
+-- delivers it at COMMIT, so POST /jobs's fast path (one statement, no transaction block)
+-- wakes LISTENing workers without a round trip of its own. Never used where
+-- notify.enabled() is false (CockroachDB).
+-- include: jobs_create_ctes
+, woke AS (
+    SELECT pg_notify('te_executions_queued', '') AS sent
+    FROM execution WHERE status = 'QUEUED' LIMIT 1
+)
+SELECT job_id, now() AS now, (SELECT count(*) FROM woke) AS woke FROM job
 
 -- name: jobs_trigger_execution
 -- Run now (POST /jobs/{id}/trigger): one extra QUEUED execution of an ACTIVE cron job, due
