@@ -3,8 +3,10 @@
 Ours: ``POST /jobs/batch`` over HTTP, 1,000-item batches, 2 concurrent clients, against the
 API process on the durable PostgreSQL at SERIALIZABLE (the same API process as workload 8).
 Next to it, in the same run and on the same server: PgQueuer's batch enqueue
-(``Queries.enqueue`` with lists of 1,000, two concurrent connections), the peer figure the
-issue compares with. Both report jobs/s over the whole run.
+(``Queries.enqueue`` with lists of 1,000, two concurrent connections) and Procrastinate's
+(``batch_defer_async`` of 1,000, two concurrent callers), the peer figures the issue
+compares with; all report jobs/s over the whole run. The peers' runs also time one job per
+enqueue call (p50), next to POST /jobs's sequential p50 (workload 8).
 """
 
 from __future__ import annotations
@@ -80,18 +82,40 @@ def pgqueuer_batch_rate(server: PgServer, batches: int) -> dict[str, Any]:
     )
 
 
+def procrastinate_batch_rate(server: PgServer, batches: int) -> dict[str, Any]:
+    """Procrastinate's ``batch_defer_async`` of 1,000 from 2 concurrent callers."""
+    url = server.recreate("bench_proc_batch")
+    return run_json(
+        [str(BENCH_PY), str(BENCH / "peer_procrastinate.py"), "enqueue", url, str(batches * BATCH)],
+        timeout=600,
+    )
+
+
+def _peer(measure: Any, server: PgServer, batches: int) -> dict[str, Any]:
+    try:
+        return dict(measure(server, batches))
+    except Exception as exc:  # a missing peer is recorded, never fatal
+        return {"error": str(exc)}
+
+
 def batch_rates(server: PgServer, sink: Sink, batches: int) -> dict[str, Any]:
     ours_rate = ours_batch_rate(server, sink, batches)
-    try:
-        peer = pgqueuer_batch_rate(server, batches)
-    except Exception as exc:  # a missing peer is recorded, never fatal
-        peer = {"error": str(exc)}
+    pgq = _peer(pgqueuer_batch_rate, server, batches)
+    proc = _peer(procrastinate_batch_rate, server, batches)
     progress(
         f"batch creation: ours POST /jobs/batch {ours_rate['per_s']:.0f} jobs/s "
         f"(1,000 per request, {CLIENTS} clients, request p50 {ours_rate['request_p50_ms']:.0f} "
-        f"ms); PgQueuer enqueue {peer.get('per_s', 0):.0f} jobs/s"
+        f"ms); PgQueuer enqueue {pgq.get('per_s', 0):.0f}, Procrastinate batch_defer "
+        f"{proc.get('per_s', 0):.0f} jobs/s; single enqueue p50: PgQueuer "
+        f"{pgq.get('single_p50_ms', 0):.2f} ms, Procrastinate {proc.get('single_p50_ms', 0):.2f} ms"
     )
-    return {"batch": BATCH, "clients": CLIENTS, "ours": ours_rate, "pgqueuer": peer}
+    return {
+        "batch": BATCH,
+        "clients": CLIENTS,
+        "ours": ours_rate,
+        "pgqueuer": pgq,
+        "procrastinate": proc,
+    }
 
 
 if __name__ == "__main__":  # python bench/batches.py [BATCHES]: this workload alone

@@ -1,8 +1,10 @@
 """Peer: PgQueuer (asyncio + asyncpg) delivering N POSTs to the sink, one worker process.
 
 Usage: peer_pgqueuer.py URL N SINK_URL [BATCH_SIZE] [MAX_CONCURRENT]. Prints one JSON line.
-       peer_pgqueuer.py enqueue URL N: only the batch enqueue rate (lists of 1,000 from two
-       concurrent connections), next to our POST /jobs/batch (bench/batches.py).
+       peer_pgqueuer.py enqueue URL N: only enqueueing: the batch rate (lists of 1,000 from
+       two concurrent connections), next to our POST /jobs/batch, and single-job enqueue
+       calls (p50 sequentially, jobs/s from 8 connections), next to our POST /jobs
+       (bench/batches.py).
 
 Settings follow PgQueuer's docs for throughput: batched dequeue (``batch_size``), batched
 status acknowledgements (its JobStatusLogBuffer), LISTEN/NOTIFY, uvloop, one asyncpg
@@ -154,7 +156,44 @@ async def enqueue_rate(url: str, n: int, clients: int = 2) -> None:
         elapsed = time.perf_counter() - started
         for conn in conns:
             await conn.close()
-    print(json.dumps({"system": "pgqueuer", "jobs": n, "clients": clients, "per_s": n / elapsed}))
+    single = await single_enqueues(url, min(n, 2000))
+    print(
+        json.dumps(
+            {
+                "system": "pgqueuer",
+                "jobs": n,
+                "clients": clients,
+                "per_s": n / elapsed,
+                **single,
+            }
+        )
+    )
+
+
+async def single_enqueues(url: str, n: int) -> dict[str, float]:
+    """One job per ``enqueue`` call: sequential on one connection (p50 of the call), then
+    from 8 connections at once (jobs/s): what POST /jobs is compared with."""
+    conns = [await asyncpg.connect(url) for _ in range(8)]
+    try:
+        queries = [Queries(AsyncpgDriver(c)) for c in conns]
+        times = []
+        for i in range(n):
+            start = time.perf_counter()
+            await queries[0].enqueue("deliver", f"one_{i}".encode(), 0)
+            times.append(time.perf_counter() - start)
+        times.sort()
+
+        async def client(c: int) -> None:
+            for i in range(c, n, 8):
+                await queries[c].enqueue("deliver", f"eight_{i}".encode(), 0)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(client(c) for c in range(8)))
+        eight = n / (time.perf_counter() - start)
+    finally:
+        for conn in conns:
+            await conn.close()
+    return {"single_p50_ms": 1000 * times[len(times) // 2], "single_8_clients_per_s": eight}
 
 
 if __name__ == "__main__":

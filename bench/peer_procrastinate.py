@@ -1,6 +1,8 @@
 """Peer: Procrastinate (psycopg 3) delivering N POSTs to the sink, one worker process.
 
 Usage: peer_procrastinate.py URL N SINK_URL [CONCURRENCY]. Prints one JSON line.
+       peer_procrastinate.py enqueue URL N: only enqueueing (batches of 1,000 from two
+       concurrent callers, then single defers), next to ours (bench/batches.py).
 
 Settings follow Procrastinate's docs: an async task on the PsycopgConnector (psycopg_pool),
 ``concurrency`` for I/O-bound async tasks (its howto on concurrency), LISTEN/NOTIFY on,
@@ -10,6 +12,7 @@ from procrastinate_events: first 'started' to last 'succeeded'.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -96,5 +99,41 @@ async def main() -> None:
     )
 
 
+async def enqueue_rate(url: str, n: int, clients: int = 2) -> None:
+    """Only enqueueing: ``batch_defer_async`` of 1,000 jobs from ``clients`` concurrent
+    callers (jobs/s), then one job per ``defer_async`` call sequentially (p50)."""
+    app = build_app(url, pool_size=clients + 2)
+    async with app.open_async():
+        await app.schema_manager.apply_schema_async()
+        task = app.tasks["deliver"]
+
+        async def client(c: int) -> None:
+            for start in range(c * 1000, n, clients * 1000):
+                await task.batch_defer_async(
+                    *({"ident": f"proc_{i}"} for i in range(start, min(n, start + 1000)))
+                )
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client(c) for c in range(clients)))
+        per_s = n / (time.perf_counter() - started)
+        times = []
+        for i in range(min(n, 2000)):
+            start = time.perf_counter()
+            await task.defer_async(ident=f"one_{i}")
+            times.append(time.perf_counter() - start)
+    times.sort()
+    result = {
+        "system": "procrastinate",
+        "jobs": n,
+        "clients": clients,
+        "per_s": per_s,
+        "single_p50_ms": 1000 * times[len(times) // 2],
+    }
+    print(json.dumps(result))
+
+
 if __name__ == "__main__":
-    uvloop.run(main())
+    if sys.argv[1] == "enqueue":
+        uvloop.run(enqueue_rate(sys.argv[2], int(sys.argv[3])))
+    else:
+        uvloop.run(main())
