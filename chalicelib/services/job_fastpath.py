@@ -41,10 +41,10 @@ from chalicelib.errors import TaskExecutorError
 from chalicelib.services.job_writer import (
     JobView,
     NewJob,
+    create_params,
     created_view,
     execution_row,
     job_row,
-    json_rows,
 )
 
 #: Endpoints remembered per process and database (least recently used forgotten first).
@@ -130,9 +130,9 @@ def create_one(db: Database, request: JobRequest, *, now: datetime, wake: bool) 
     job["fingerprint"] = known.row["fingerprint"]
     execution = execution_row(job)
     query = queries["jobs_create_and_wake" if wake else "jobs_create"]
-    rows = db.statement(query, jobs=json_rows([job]), executions=json_rows([execution]))
-    if rows:
-        return created_view(job, execution, rows[0]["now"])
+    [written] = db.statement(query, **create_params([job], [execution]))
+    if written["job_ids"]:
+        return created_view(job, execution, written["now"])
     # Nothing written: the endpoint changed, or the key is taken, or (after a lost
     # connection) the first send committed it. Only the last is this request's own job.
     mine = db.run(queries["jobs_get"], job_id=job["job_id"])

@@ -207,6 +207,22 @@ def json_rows(rows: list[dict[str, Any]]) -> str:
     return json.dumps(rows, separators=(",", ":"), default=_iso)
 
 
+def create_params(jobs: list[dict[str, Any]], executions: list[dict[str, Any]]) -> dict[str, str]:
+    """``jobs_create``'s parameters: the job rows without their endpoint snapshots, which
+    go once per endpoint (``:snapshots``), nor their NULL columns (``->>`` of a missing key
+    is NULL), and the execution rows."""
+    snapshots = {job["endpoint"]: job["endpoint_snapshot"] for job in jobs}
+    bare = [
+        {k: v for k, v in job.items() if v is not None and k != "endpoint_snapshot"}
+        for job in jobs
+    ]
+    return {
+        "jobs": json_rows(bare),
+        "snapshots": json.dumps(snapshots, separators=(",", ":")),
+        "executions": json_rows(executions),
+    }
+
+
 def _iso(value: Any) -> str:
     if isinstance(value, datetime):
         return value.isoformat()
@@ -376,15 +392,14 @@ def _insert(tx: Transaction, plan: _Plan, outcomes: list[Outcome | None]) -> Non
         return
     jobs = list(plan.rows.values())
     planned = [execution_row(r) for r in jobs if r["trigger_type"] != TriggerType.CRON]
-    rows = tx.run(queries["jobs_create"], jobs=json_rows(jobs), executions=json_rows(planned))
-    inserted = {row["job_id"]: row["now"] for row in rows}
+    [written] = tx.run(queries["jobs_create"], **create_params(jobs, planned))
+    inserted = set(written["job_ids"])
     executions = {e["job_id"]: e for e in planned}
     lost = [r for r in jobs if r["job_id"] not in inserted]
     twins = find_existing(tx, ((r["endpoint"], r["idempotency_key"]) for r in lost))
     for index, row in plan.rows.items():
         if row["job_id"] in inserted:
-            now = inserted[row["job_id"]]
-            view = created_view(row, executions.get(row["job_id"]), now)
+            view = created_view(row, executions.get(row["job_id"]), written["now"])
             outcomes[index] = Outcome(view=view, created=True)
         else:
             twin = twins[(row["endpoint"], row["idempotency_key"])]
