@@ -3,13 +3,16 @@
 
 :func:`create_jobs` takes parsed requests and, inside the caller's transaction, answers
 each with an :class:`Outcome`: created (201), an idempotency hit (200) or the error that
-item would have raised on its own. The order of the checks is ``POST /jobs``'s: the
-endpoint exists (404), a known ``(endpoint, idempotency_key)`` returns the existing job
-whatever the body, then callbacks (422) and the input against the payload spec (422).
+item would have raised on its own. The answers are ``POST /jobs``'s: the endpoint exists
+(404), a known ``(endpoint, idempotency_key)`` returns the existing job whatever the body
+(200), then callbacks (422) and the input against the payload spec (422). Keys are looked
+up only where the answer depends on it: for items refused with a 422, and for items the
+insert skipped because their key was taken.
+
 Whatever the number of items, the database sees a fixed number of statements: one read of
-the endpoints, one idempotency lookup, one statement writing the jobs and their executions
-(``jobs_create``). ``POST /jobs`` usually skips all of this: see
-:mod:`chalicelib.services.job_fastpath`.
+the endpoints, one statement writing the jobs and their executions (``jobs_create``), and
+an idempotency lookup before it (if an item was refused) and after it (if a key was
+taken). ``POST /jobs`` usually skips all of this: see :mod:`chalicelib.services.job_fastpath`.
 """
 
 from __future__ import annotations
@@ -213,8 +216,7 @@ def create_params(jobs: list[dict[str, Any]], executions: list[dict[str, Any]]) 
     is NULL), and the execution rows."""
     snapshots = {job["endpoint"]: job["endpoint_snapshot"] for job in jobs}
     bare = [
-        {k: v for k, v in job.items() if v is not None and k != "endpoint_snapshot"}
-        for job in jobs
+        {k: v for k, v in job.items() if v is not None and k != "endpoint_snapshot"} for job in jobs
     ]
     return {
         "jobs": json_rows(bare),
@@ -362,27 +364,41 @@ def create_jobs(
     todo = {i: item for i, item in enumerate(items) if isinstance(item, NewJob)}
     endpoints = Endpoints(tx, seen)
     endpoints.load(item.request.endpoint for item in todo.values())
-    existing = find_existing(tx, (_key(item.request) for item in todo.values()))
     plan = _Plan()
+    refused: dict[int, TaskExecutorError] = {}  #: 422s, unless their key is known (200)
     for index, item in todo.items():
-        try:
-            endpoint = endpoints.get(item.request.endpoint)
-            if endpoint is None:
-                raise EndpointNotFound(f"Endpoint '{item.request.endpoint}' does not exist.")
-            found = existing.get(_key(item.request))
-            if found is not None:
-                outcomes[index] = Outcome(view=found, created=False)
-                continue
-            if plan.twin(index, item.request):
-                continue
-            plan.add(index, item.request, _check(item, endpoint, endpoints, now))
-        except TaskExecutorError as exc:
-            outcomes[index] = Outcome(error=exc)
+        endpoint = endpoints.get(item.request.endpoint)
+        if endpoint is None:
+            error = EndpointNotFound(f"Endpoint '{item.request.endpoint}' does not exist.")
+            outcomes[index] = Outcome(error=error)
+        elif not plan.twin(index, item.request):
+            try:
+                plan.add(index, item.request, _check(item, endpoint, endpoints, now))
+            except TaskExecutorError as exc:
+                refused[index] = exc
+    _answer_refused(tx, todo, refused, outcomes)
     _insert(tx, plan, outcomes)
     for index, first in plan.twins.items():
         outcomes[index] = Outcome(view=outcomes[first].view, created=False)  # type: ignore[union-attr]
     assert all(o is not None for o in outcomes)
     return [o for o in outcomes if o is not None]
+
+
+def _answer_refused(
+    tx: Transaction,
+    todo: dict[int, NewJob],
+    refused: dict[int, TaskExecutorError],
+    outcomes: list[Outcome | None],
+) -> None:
+    """A known key wins over the item's 422 (200 with the job holding it), as for a valid
+    item. Only refused items are looked up before the insert: a valid item with a known
+    key finds its twin when the insert skips it (jobs_create's ON CONFLICT)."""
+    if not refused:
+        return
+    existing = find_existing(tx, (_key(todo[i].request) for i in refused))
+    for index, error in refused.items():
+        found = existing.get(_key(todo[index].request))
+        outcomes[index] = Outcome(error=error) if found is None else Outcome(view=found)
 
 
 def _insert(tx: Transaction, plan: _Plan, outcomes: list[Outcome | None]) -> None:

@@ -167,6 +167,30 @@ def test_idempotency_inside_a_batch_and_across_batches(
     assert api.get(f"/batches/{second.body['batch_id']}").body["total"] == 1
 
 
+def test_a_known_key_wins_over_a_refused_item(
+    api: ApiClient, database: Database, endpoint: str
+) -> None:
+    """Keys are looked up before the insert only for refused items: a known one is still a
+    200 with its job, whatever made the item invalid, and an unknown one stays a 422."""
+    first = api.post("/jobs/batch", {"jobs": [immediate("known")]})
+    job_id = first.body["items"][0]["job"]["job_id"]
+    reply = api.post(
+        "/jobs/batch",
+        {
+            "jobs": [
+                immediate("known", input={"count": 3}),  # fails the payload spec
+                immediate("fresh", input={"count": 3}),
+                immediate("known", on_success="nope"),  # an unknown callback endpoint
+            ]
+        },
+    )
+    items = reply.body["items"]
+    assert [i["status"] for i in items] == [200, 422, 200]
+    assert items[0]["job"]["job_id"] == items[2]["job"]["job_id"] == job_id
+    assert items[1]["error"]["code"] == "INPUT_VALIDATION_FAILED"
+    assert count(database, "SELECT count(*) AS n FROM jobs") == 1
+
+
 def test_batch_jobs_are_paged_and_filtered_by_execution_status(
     api: ApiClient, database: Database, endpoint: str
 ) -> None:
