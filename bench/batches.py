@@ -5,7 +5,8 @@ API process on the durable PostgreSQL at SERIALIZABLE (the same API process as w
 Next to it, in the same run and on the same server: PgQueuer's batch enqueue
 (``Queries.enqueue`` with lists of 1,000, two concurrent connections) and Procrastinate's
 (``batch_defer_async`` of 1,000, two concurrent callers), the peer figures the issue
-compares with; all report jobs/s over the whole run. The peers' runs also time one job per
+compares with; all report jobs/s over the whole run, the median of ``rounds`` runs (3 in a
+full run), the systems taking turns. The peers' runs also time one job per
 enqueue call (p50), next to POST /jobs's sequential p50 (workload 8).
 """
 
@@ -98,10 +99,22 @@ def _peer(measure: Any, server: PgServer, batches: int) -> dict[str, Any]:
         return {"error": str(exc)}
 
 
-def batch_rates(server: PgServer, sink: Sink, batches: int) -> dict[str, Any]:
-    ours_rate = ours_batch_rate(server, sink, batches)
-    pgq = _peer(pgqueuer_batch_rate, server, batches)
-    proc = _peer(procrastinate_batch_rate, server, batches)
+def _median_round(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median rate (the others' rates kept beside it)."""
+    rated = sorted((r for r in runs if r.get("per_s")), key=lambda r: r["per_s"])
+    if not rated:
+        return runs[0]
+    return {**rated[len(rated) // 2], "rounds_per_s": [r.get("per_s") for r in runs]}
+
+
+def batch_rates(server: PgServer, sink: Sink, batches: int, rounds: int = 1) -> dict[str, Any]:
+    """Each system ``rounds`` times, in turn; each figure is the median round's."""
+    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "pgqueuer": [], "procrastinate": []}
+    for _ in range(rounds):
+        runs["ours"].append(ours_batch_rate(server, sink, batches))
+        runs["pgqueuer"].append(_peer(pgqueuer_batch_rate, server, batches))
+        runs["procrastinate"].append(_peer(procrastinate_batch_rate, server, batches))
+    ours_rate, pgq, proc = (_median_round(runs[k]) for k in ("ours", "pgqueuer", "procrastinate"))
     progress(
         f"batch creation: ours POST /jobs/batch {ours_rate['per_s']:.0f} jobs/s "
         f"(1,000 per request, {CLIENTS} clients, request p50 {ours_rate['request_p50_ms']:.0f} "
@@ -112,6 +125,7 @@ def batch_rates(server: PgServer, sink: Sink, batches: int) -> dict[str, Any]:
     return {
         "batch": BATCH,
         "clients": CLIENTS,
+        "rounds": rounds,
         "ours": ours_rate,
         "pgqueuer": pgq,
         "procrastinate": proc,

@@ -200,7 +200,7 @@ def main() -> None:
             "cron": lambda: workloads.cron(server, sink, *cfg["cron"]),
             "scale": lambda: workloads.scale(server, cfg["scale"]),
             "api": lambda: workloads.api_rates(server, sink, cfg["api_n"]),
-            "batch": lambda: batches.batch_rates(server, sink, cfg["batches"]),
+            "batch": lambda: batches.batch_rates(server, sink, cfg["batches"], cfg["rounds"]),
             "coldstart": workloads.cold_import,
             "package": workloads.package_size,
             "memory": lambda: workloads.memory(server, cfg["memory_n"]),
