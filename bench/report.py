@@ -185,8 +185,12 @@ def _other_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
     if p is not None:
         rows.append(
             (
-                "Lambda deployment.zip",
-                _status(p) or f"{_f(p.get('zip_mib'), '{:.1f}')} MiB",
+                "Lambda deployment.zip as deployed (slimmed; before slimming)",
+                _status(p)
+                or (
+                    f"{_f(p.get('zip_mib'), '{:.2f}')} MiB "
+                    f"({_f(p.get('zip_mib_before_slim'), '{:.2f}')} MiB)"
+                ),
                 "<= 8 MiB",
             )
         )

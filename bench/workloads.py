@@ -379,16 +379,22 @@ def cold_import(repeat: int = 10) -> dict[str, Any]:
 
 
 def package_size() -> dict[str, Any]:
-    """Workload 9b: `chalice package` into bench/.work; size of deployment.zip.
+    """Workload 9b: `chalice package` into bench/.work; size of deployment.zip as deployed
+    (slimmed as the CDK stack slims it), and before slimming.
 
-    The same measurement as ``make bench-package`` (bench/lambda_package.py).
+    The same package as ``make bench-package`` (bench/lambda_package.py) builds.
     """
     import lambda_package
+    from stacks.packaging import slim_deployment_zip
 
-    figures = lambda_package.zip_figures(lambda_package.package(WORK / "package"))
+    zip_path = lambda_package.package(WORK / "package")
+    slim = slim_deployment_zip(zip_path)
+    figures = lambda_package.zip_figures(zip_path)
+    figures["zip_mib_before_slim"] = round(slim.bytes_before / 2**20, 2)
     progress(
-        f"Lambda package: deployment.zip {figures['zip_mib']:.1f} MiB "
-        f"({figures['unzipped_mib']:.1f} MiB unzipped)"
+        f"Lambda package: deployment.zip {figures['zip_mib']:.2f} MiB as deployed "
+        f"({figures['zip_mib_before_slim']:.2f} before slimming; "
+        f"{figures['unzipped_mib']:.1f} MiB unzipped)"
     )
     return figures
 
