@@ -16,6 +16,7 @@ import bisect
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -133,6 +134,28 @@ def two_workers(db_url: str) -> Iterator[list[subprocess.Popen[str]]]:
                 proc.wait()
 
 
+def _started_together(db: Database, procs: list[subprocess.Popen[str]], endpoint: str) -> None:
+    """Release ``endpoint`` (seeded paused) once both workers are up: each writes its
+    heartbeat row before it polls. Released earlier, the first worker to start could take
+    every slot of a short run before the second had imported (seen on a loaded machine),
+    and "both workers took part" would fail for a reason the test is not about."""
+    names = [f"worker@{socket.gethostname()}:{proc.pid}" for proc in procs]
+
+    def both_up() -> bool:
+        rows = db.run(
+            "SELECT count(*) AS n FROM region_heartbeats WHERE component = ANY(CAST(:c AS TEXT[]))",
+            c=names,
+        )
+        return int(rows[0]["n"]) == len(names)
+
+    _wait_for(both_up, 60, "both workers' first heartbeat")
+    db.run("UPDATE endpoints SET paused_at = NULL WHERE name = :name", name=endpoint)
+
+
+def _paused(db: Database, endpoint: str) -> None:
+    db.run("UPDATE endpoints SET paused_at = now() WHERE name = :name", name=endpoint)
+
+
 def _wait_for(condition: Any, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -162,8 +185,10 @@ def test_rate_limit_of_100_per_second_holds_at_the_target(database: Database, db
     meter = Meter()
     seeded = seed(database, spec=http_spec(meter.url()), count=1600)
     _flow(database, seeded.endpoint, {"rate_limit": {"limit": 100, "period_ms": 1000}})
+    _paused(database, seeded.endpoint)
     try:
-        with two_workers(db_url):
+        with two_workers(db_url) as procs:
+            _started_together(database, procs, seeded.endpoint)
             _wait_for(lambda: len(meter.arrivals) >= 1450, 120, "1,450 deliveries")
     finally:
         meter.close()
@@ -190,8 +215,10 @@ def test_max_concurrency_5_is_never_exceeded_at_the_target(database: Database, d
     meter = Meter(delay=0.15)
     seeded = seed(database, spec=http_spec(meter.url()), count=80)
     _flow(database, seeded.endpoint, {"max_concurrency": 5})
+    _paused(database, seeded.endpoint)
     try:
-        with two_workers(db_url):
+        with two_workers(db_url) as procs:
+            _started_together(database, procs, seeded.endpoint)
             _wait_for(
                 lambda: statuses(database, seeded.execution_ids) == {"SUCCESS": 80},
                 90,
