@@ -12,32 +12,38 @@ Rules this module enforces for every caller:
   on a fresh connection; one that failed during COMMIT is not (its outcome is unknown) and
   raises :class:`~chalicelib.errors.DatabaseUnavailable`.
 * pg8000 exceptions never leave this module: they become errors from ``chalicelib.errors``.
+
+How each statement is sent (prepared once per connection) is :mod:`chalicelib.db.statements`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import queue
 import random
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlparse
 
 import pg8000.native
-from pg8000.converters import make_params
-from pg8000.converters import timestamptz_in as pg8000_timestamptz_in
 from pg8000.exceptions import DatabaseError as PgDatabaseError
 from pg8000.exceptions import InterfaceError as PgInterfaceError
 
 from chalicelib.db.queries import Query
+from chalicelib.db.statements import (
+    TIMESTAMPTZ_OID,
+    execute,
+    forget_prepared,
+    is_stale_statement,
+    server_message,
+    sqlstate,
+    timestamptz_in,
+)
 from chalicelib.errors import (
     ConfigurationError,
     DatabaseError,
@@ -127,35 +133,6 @@ class ConnectionParams:
         return conn
 
 
-#: PostgreSQL's type oid for TIMESTAMPTZ (the only timestamp type the schema uses).
-TIMESTAMPTZ_OID = 1184
-
-
-def timestamptz_in(text: str) -> Any:
-    """A TIMESTAMPTZ as PostgreSQL sends it (``2026-11-25 01:29:12.5+00``): 57x faster than
-    pg8000's strptime (0.14 against 8 µs a value; a batch of 1,000 jobs or a claim of 50
-    executions decodes one or more per row). Anything ``fromisoformat`` refuses (infinity,
-    BC dates, years past 9999) goes to pg8000's own parser, which answers as before."""
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return pg8000_timestamptz_in(text)
-
-
-def sqlstate(exc: BaseException) -> str | None:
-    """The SQLSTATE of a pg8000 server error, or None."""
-    if isinstance(exc, PgDatabaseError) and exc.args and isinstance(exc.args[0], dict):
-        code = exc.args[0].get("C")
-        return str(code) if code is not None else None
-    return None
-
-
-def _server_message(exc: BaseException) -> str:
-    if exc.args and isinstance(exc.args[0], dict):
-        return str(exc.args[0].get("M", exc))
-    return str(exc)
-
-
 def _is_disconnect(exc: BaseException) -> bool:
     if isinstance(exc, PgInterfaceError | OSError | ConnectionError | EOFError):
         return True
@@ -172,7 +149,7 @@ class Transaction:
         self._conn = conn
 
     def run(self, query: Query | str, **params: Any) -> list[Row]:
-        context = _execute(self._conn, query.sql if isinstance(query, Query) else query, params)
+        context = execute(self._conn, query.sql if isinstance(query, Query) else query, params)
         rows, columns = context.rows, context.columns
         if not columns or rows is None:
             return []
@@ -190,87 +167,8 @@ class Transaction:
 
     def execute(self, query: Query | str, **params: Any) -> int:
         """Run a statement and return how many rows it affected."""
-        context = _execute(self._conn, query.sql if isinstance(query, Query) else query, params)
+        context = execute(self._conn, query.sql if isinstance(query, Query) else query, params)
         return int(context.row_count or 0)
-
-
-# pg8000.native re-parses the SQL text (":name" -> "$1") on every call; our statements are a
-# fixed set of named queries, so the parse is memoized per text. Measured by bench/: ~2 ms
-# per POST /jobs and 1.2x worker throughput.
-_to_statement = functools.lru_cache(maxsize=1024)(pg8000.native.to_statement)
-
-#: Prepared statements kept per connection (least recently used closed beyond it). The
-#: statements are the fixed set of named queries, so in practice every one stays prepared.
-MAX_PREPARED = 256
-
-#: SQLSTATEs saying a connection's prepared statement no longer fits the schema (a
-#: migration changed a table under it: "cached plan must not change result type") or is
-#: gone (26000): the connection forgets its statements and the transaction runs again.
-STALE_STATEMENT_SQLSTATES = frozenset({"0A000", "26000"})
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    name_bin: bytes
-    columns: Any
-    input_funcs: Any
-    make_vals: Callable[[dict[str, Any]], tuple[Any, ...]]
-    statement: str
-
-
-def _prepared(conn: pg8000.native.Connection) -> OrderedDict[str, _Prepared]:
-    cache = getattr(conn, "_te_prepared", None)
-    if cache is None:
-        cache = OrderedDict()
-        conn._te_prepared = cache
-    return cache
-
-
-def _prepare(conn: pg8000.native.Connection, sql: str) -> _Prepared:
-    """The connection's prepared statement for ``sql``, parsed and described once.
-
-    pg8000's ``execute_unnamed`` costs three round trips per statement (parse, describe,
-    then bind and execute, each followed by a Sync); a prepared statement costs one (bind
-    and execute). Measured by bench/: POST /jobs went from 17 round trips to 7.
-    """
-    cache = _prepared(conn)
-    entry = cache.get(sql)
-    if entry is not None:
-        cache.move_to_end(sql)
-        return entry
-    statement, make_vals = _to_statement(sql)
-    name_bin, columns, input_funcs = conn.prepare_statement(statement, ())
-    entry = _Prepared(name_bin, columns, input_funcs, make_vals, statement)
-    cache[sql] = entry
-    if len(cache) > MAX_PREPARED:
-        _, oldest = cache.popitem(last=False)
-        conn.close_prepared_statement(oldest.name_bin)
-    return entry
-
-
-def forget_prepared(conn: pg8000.native.Connection) -> None:
-    """Drop the connection's prepared statements from its cache (the server's copies are
-    closed with the connection or were already invalid)."""
-    _prepared(conn).clear()
-
-
-def _execute(conn: pg8000.native.Connection, sql: str, params: dict[str, Any]) -> Any:
-    """Run one statement: the simple protocol without parameters, else the connection's
-    prepared statement for it."""
-    if not params:
-        return conn.execute_simple(sql)
-    entry = _prepare(conn, sql)
-    values = make_params(conn.py_types, entry.make_vals(params))
-    return conn.execute_named(
-        entry.name_bin, values, entry.columns, entry.input_funcs, entry.statement
-    )
-
-
-def _is_stale_statement(exc: BaseException) -> bool:
-    state = sqlstate(exc)
-    if state == "0A000":
-        return "cached plan" in _server_message(exc)
-    return state in STALE_STATEMENT_SQLSTATES
 
 
 @dataclass
@@ -391,8 +289,8 @@ class Database:
                 return self._run_once(work, step, single)
             except PgDatabaseError as exc:
                 state = sqlstate(exc)
-                if _is_stale_statement(exc) and not refreshed:
-                    refreshed = True  # prepared again on the next run (see _prepare)
+                if is_stale_statement(exc) and not refreshed:
+                    refreshed = True  # prepared again on the next run (db/statements.py)
                     continue
                 if state in RETRYABLE_SQLSTATES:
                     if attempt > self.max_retries:
@@ -418,7 +316,7 @@ class Database:
                 try:
                     return work(Transaction(conn))
                 except BaseException as exc:
-                    if _is_stale_statement(exc):
+                    if is_stale_statement(exc):
                         forget_prepared(conn)
                     raise
             conn.run(BEGIN)
@@ -430,7 +328,7 @@ class Database:
             except BaseException as exc:
                 if not step.committing:
                     _rollback_quietly(conn)
-                if _is_stale_statement(exc):
+                if is_stale_statement(exc):
                     forget_prepared(conn)
                 raise
 
@@ -467,7 +365,7 @@ def _rollback_quietly(conn: pg8000.native.Connection) -> None:
 def translate_error(exc: BaseException, name: str) -> DatabaseError:
     """Map a pg8000 error that is not retried to the service's error tree."""
     state = sqlstate(exc)
-    message = _server_message(exc)
+    message = server_message(exc)
     if state == "23505":
         return UniqueViolation(f"{name}: {message}")
     if state == "23503":

@@ -29,6 +29,7 @@ from chalicelib.errors import (
 )
 from chalicelib.services.callbacks import complete_batches, progress_in
 from chalicelib.services.executions import read_committed
+from chalicelib.services.job_rows import new_id
 from chalicelib.services.job_writer import (
     Endpoints,
     JobView,
@@ -36,7 +37,6 @@ from chalicelib.services.job_writer import (
     Outcome,
     check_callbacks,
     create_jobs,
-    new_id,
     views_of,
 )
 

@@ -38,7 +38,7 @@ from chalicelib.domain.jobs import JobRequest
 from chalicelib.domain.payload_specs import validate_input
 from chalicelib.domain.statuses import TriggerType
 from chalicelib.errors import TaskExecutorError
-from chalicelib.services.job_writer import (
+from chalicelib.services.job_rows import (
     JobView,
     NewJob,
     create_params,

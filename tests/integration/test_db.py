@@ -277,9 +277,9 @@ def test_a_prepared_statement_outlived_by_a_schema_change_is_prepared_again(
 def test_prepared_statements_per_connection_are_bounded(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from chalicelib.db import connection
+    from chalicelib.db import statements
 
-    monkeypatch.setattr(connection, "MAX_PREPARED", 3)
+    monkeypatch.setattr(statements, "MAX_PREPARED", 3)
     solo = Database(database.params, pool_size=1)
     try:
         for n in range(8):  # eight different statements on the one connection
