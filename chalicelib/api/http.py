@@ -148,12 +148,11 @@ def _inspect(value: Any, limit: int, text: str) -> tuple[int, bool]:
 
     Iterative (no recursion on hostile input). JSON may spell NUL (``\\u0000``) and lone
     UTF-16 surrogates, which the database refuses: they must be a 400, not a database error.
-    Strings are looked at only when ``text`` (the body as sent) spells one of those; only
-    containers are walked for the depth (a batch of 1,000 jobs: ~2,000 of them, not every
-    value).
+    Strings are looked at only when ``text`` (the body as sent) spells one of those;
+    otherwise only containers are walked (a batch of 1,000 jobs: ~2,000 of them, not every
+    value; 24 ms of such a body before).
     """
-    if _RISKY_ESCAPE.search(text) is not None:
-        return _inspect_all(value, limit)
+    strings = _RISKY_ESCAPE.search(text) is not None
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -161,29 +160,15 @@ def _inspect(value: Any, limit: int, text: str) -> tuple[int, bool]:
         deepest = max(deepest, depth)
         if deepest > limit:
             break
+        if not isinstance(node, dict | list):  # a scalar: only strings were pushed to look at
+            if isinstance(node, str) and not _storable(node):
+                return deepest, False
+            continue
+        if strings and isinstance(node, dict) and not all(_storable(k) for k in node):
+            return deepest, False
         children = node.values() if isinstance(node, dict) else node
-        stack.extend((v, depth + 1) for v in children if isinstance(v, dict | list))
+        stack.extend((v, depth + 1) for v in children if strings or isinstance(v, dict | list))
     return deepest, True
-
-
-def _inspect_all(value: Any, limit: int) -> tuple[int, bool]:
-    """:func:`_inspect`, every key and string included."""
-    deepest = 0
-    storable = True
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack and storable:
-        node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if deepest > limit:
-            break
-        if isinstance(node, str):
-            storable = _storable(node)
-        elif isinstance(node, dict):
-            storable = all(_storable(key) for key in node)
-            stack.extend((v, depth + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node)
-    return deepest, storable
 
 
 def contains_nul(values: Iterable[str]) -> bool:

@@ -312,22 +312,11 @@ class Database:
 
     def _run_once(self, work: Callable[[Transaction], T], step: _Step, single: bool) -> T:
         with self.connection() as conn:
-            if single:
-                try:
-                    return work(Transaction(conn))
-                except BaseException as exc:
-                    if is_stale_statement(exc):
-                        forget_prepared(conn)
-                    raise
-            conn.run(BEGIN)
             try:
-                result = work(Transaction(conn))
-                step.committing = True
-                conn.run("COMMIT")
-                return result
+                if single:
+                    return work(Transaction(conn))
+                return _in_block(conn, work, step)
             except BaseException as exc:
-                if not step.committing:
-                    _rollback_quietly(conn)
                 if is_stale_statement(exc):
                     forget_prepared(conn)
                 raise
@@ -336,8 +325,8 @@ class Database:
         """One statement as its own transaction, in one round trip (``single`` above).
 
         Only for a statement that is safe to apply twice: after a lost connection it is
-        sent again without knowing whether the first one committed (``jobs_create`` is: it
-        writes rows under ids its caller chose, ON CONFLICT DO NOTHING).
+        sent again without knowing whether the first one committed (``jobs_create`` is, for
+        jobs that carry an idempotency key: ON CONFLICT DO NOTHING on it).
         """
         return self.transaction(lambda tx: tx.run(query, **params), name=query.name, single=True)
 
@@ -355,6 +344,20 @@ class Database:
 
 def _query_name(query: Query | str) -> str:
     return query.name if isinstance(query, Query) else "sql"
+
+
+def _in_block(conn: pg8000.native.Connection, work: Callable[[Transaction], T], step: _Step) -> T:
+    """``work`` between BEGIN and COMMIT (rolled back if it fails before COMMIT is sent)."""
+    conn.run(BEGIN)
+    try:
+        result = work(Transaction(conn))
+        step.committing = True
+        conn.run("COMMIT")
+        return result
+    except BaseException:
+        if not step.committing:
+            _rollback_quietly(conn)
+        raise
 
 
 def _rollback_quietly(conn: pg8000.native.Connection) -> None:

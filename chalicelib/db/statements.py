@@ -56,11 +56,6 @@ _to_statement = functools.lru_cache(maxsize=1024)(pg8000.native.to_statement)
 #: statements are the fixed set of named queries, so in practice every one stays prepared.
 MAX_PREPARED = 256
 
-#: SQLSTATEs saying a connection's prepared statement no longer fits the schema (a
-#: migration changed a table under it: "cached plan must not change result type") or is
-#: gone (26000): the connection forgets its statements and the transaction runs again.
-STALE_STATEMENT_SQLSTATES = frozenset({"0A000", "26000"})
-
 
 @dataclass(frozen=True)
 class _Prepared:
@@ -120,7 +115,10 @@ def execute(conn: pg8000.native.Connection, sql: str, params: dict[str, Any]) ->
 
 
 def is_stale_statement(exc: BaseException) -> bool:
+    """Whether a connection's prepared statement no longer fits the schema (a migration
+    changed a table under it: 0A000 "cached plan must not change result type") or is gone
+    (26000): the connection then forgets its statements and the transaction runs again."""
     state = sqlstate(exc)
-    if state == "0A000":
+    if state == "0A000":  # feature_not_supported: only this message is about our cache
         return "cached plan" in server_message(exc)
-    return state in STALE_STATEMENT_SQLSTATES
+    return state == "26000"

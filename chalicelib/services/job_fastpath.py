@@ -1,8 +1,8 @@
 """``POST /jobs`` in one round trip, when nothing needs the full transaction.
 
 The full path (:func:`chalicelib.services.job_writer.create_jobs`) is one SERIALIZABLE
-transaction of five statements: read the endpoint, look up the idempotency key, write the
-job and its execution, wake the workers, COMMIT. Most requests name an endpoint this
+transaction: BEGIN, read the endpoint, write the job and its execution (and read back a
+job already holding the key), wake the workers, COMMIT. Most requests name an endpoint this
 process has already read and a key nobody used, so they can be one statement instead:
 
 * The process remembers the endpoint rows the full path read (:class:`KnownEndpoints`),
@@ -125,8 +125,7 @@ def create_one(db: Database, request: JobRequest, *, now: datetime, wake: bool) 
         validate_input(known.row["payload_schema"], request.input)
     except TaskExecutorError:
         return None  # a job already holding the key is answered 200 whatever the body
-    job = job_row(NewJob(request), known.row, (None, None), now)
-    job["endpoint_snapshot"] = known.snapshot
+    job = job_row(NewJob(request), known.row, known.snapshot, (None, None), now)
     job["fingerprint"] = known.row["fingerprint"]
     execution = execution_row(job)
     query = queries["jobs_create_and_wake" if wake else "jobs_create"]
@@ -135,6 +134,7 @@ def create_one(db: Database, request: JobRequest, *, now: datetime, wake: bool) 
         return created_view(job, execution, written["now"])
     # Nothing written: the endpoint changed, or the key is taken, or (after a lost
     # connection) the first send committed it. Only the last is this request's own job.
+    # One read by id on this rare path, rather than one on every statement's.
     mine = db.run(queries["jobs_get"], job_id=job["job_id"])
     if mine:
         return created_view(job, execution, mine[0]["created_at"])

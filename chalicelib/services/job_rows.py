@@ -58,8 +58,14 @@ def new_id(prefix: str) -> str:
 
 
 def job_row(
-    item: NewJob, endpoint: Row, callbacks: tuple[str | None, ...], now: datetime
+    item: NewJob,
+    endpoint: Row,
+    snapshot: dict[str, Any],
+    callbacks: tuple[str | None, ...],
+    now: datetime,
 ) -> dict[str, Any]:
+    """The jobs row for ``item``; ``snapshot`` is ``endpoint_snapshot(endpoint)``, built once
+    per endpoint by the caller and shared by its jobs."""
     request = item.request
     row: dict[str, Any] = {
         "job_id": new_id("job_"),
@@ -74,7 +80,7 @@ def job_row(
         "cron_starts_at": None,
         "cron_ends_at": None,
         "cron_next_run_at": None,
-        "endpoint_snapshot": None,  # filled by the caller (shared per endpoint)
+        "endpoint_snapshot": snapshot,
         "version": 1,
         "previous_version_id": None,
         "batch_id": item.batch_id,

@@ -196,9 +196,7 @@ def _check(item: NewJob, endpoint: Row, endpoints: Endpoints, now: datetime) -> 
     callbacks = _callbacks(item, endpoint, endpoints)
     if not item.system:
         validate_input(endpoint["payload_schema"], item.request.input)
-    row = job_row(item, endpoint, callbacks, now)
-    row["endpoint_snapshot"] = endpoints.snapshot(endpoint)
-    return row
+    return job_row(item, endpoint, endpoints.snapshot(endpoint), callbacks, now)
 
 
 def create_jobs(

@@ -37,6 +37,8 @@ def test_unstorable_strings_are_a_400(text: str) -> None:
         (r'{"a": "\\u0000"}', {"a": "\\u0000"}),  # an escaped backslash, then text
         (r'{"a": "\u00e9"}', {"a": "é"}),
         ('{"a": "é"}', {"a": "é"}),
+        # numbers, null and booleans beside a pair: the string walk passes over them
+        (r'{"a": [1, null, true, 2.5, "\ud83d\ude00"]}', {"a": [1, None, True, 2.5, "\U0001f600"]}),
     ],
 )
 def test_storable_strings_pass(text: str, expected: dict[str, object]) -> None:

@@ -292,10 +292,10 @@ md5(CAST(jsonb_build_array(e.endpoint_type, e.payload_spec_ref, e.config_ref, e.
 -- ON CONFLICT DO NOTHING on idx_jobs_idempotency: a twin that committed first is missing
 -- from the result and read back; at SERIALIZABLE a concurrent twin makes this transaction
 -- retry (40001). The same key also makes the fast path's statement, sent again after a
--- lost connection, write nothing twice (it only sends jobs that carry a key). An execution row is written only for a job
--- written here. IMMEDIATE rows carry no run_at: the database clock decides "now", the
--- clock the claim compares against. batch_id and the resolved callbacks are copied from
--- the job so the finalize learns them from the row it updates.
+-- lost connection, write nothing twice (it only sends jobs that carry a key). An execution
+-- row is written only for a job written here. IMMEDIATE rows carry no run_at: the database
+-- clock decides "now", the clock the claim compares against. batch_id and the resolved
+-- callbacks are copied from the job so the finalize learns them from the row it updates.
 WITH job AS (
     INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input,
                       run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
