@@ -3,7 +3,8 @@
 The cursor is opaque to clients: base64url of ``{"v": 1, "t": <sort timestamp>, "k": <id>}``,
 the last item's sort key. Lists are keyset-paginated on ``(timestamp, id)``, which stays
 stable while rows are inserted concurrently: a page never repeats or skips an older row.
-A cursor that does not decode to that shape is a 400 INVALID_REQUEST, never a 500.
+A cursor that does not decode to that shape, or whose time lies outside the range of
+instants the service accepts (a forged cursor), is a 400 INVALID_REQUEST, never a 500.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 from chalicelib.domain.pagination import DEFAULT_LIMIT, MAX_LIMIT, PageRequest
+from chalicelib.domain.timefmt import in_range
 from chalicelib.errors import ValidationFailed
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "PageRequest", "page_response", "parse_page"]
@@ -28,16 +31,26 @@ def encode_cursor(ts: datetime, key: str) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
+#: Ids the service generates (``job_…``, ``exec_…``, ``batch_…``): what a cursor's key may be.
+_CURSOR_KEY = re.compile(r"[A-Za-z0-9_-]{1,128}")
+#: Longer than any cursor this module writes.
+_MAX_CURSOR = 512
+
+
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
+        if len(cursor) > _MAX_CURSOR:
+            raise ValueError("cursor too long")
         padded = cursor + "=" * (-len(cursor) % 4)
         data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
         if not isinstance(data, dict) or data.get("v") != 1:
             raise ValueError("unknown cursor version")
         ts = datetime.fromisoformat(data["t"])
         key = data["k"]
-        if ts.tzinfo is None or not isinstance(key, str) or not key:
-            raise ValueError("bad cursor fields")
+        if ts.tzinfo is None or not in_range(ts):
+            raise ValueError("bad cursor time")
+        if not isinstance(key, str) or not _CURSOR_KEY.fullmatch(key):
+            raise ValueError("bad cursor key")
         return ts, key
     except (ValueError, KeyError, TypeError, UnicodeError, binascii.Error) as exc:
         raise ValidationFailed(

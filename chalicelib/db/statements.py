@@ -18,19 +18,53 @@ from pg8000.converters import make_params
 from pg8000.converters import timestamptz_in as pg8000_timestamptz_in
 from pg8000.exceptions import DatabaseError as PgDatabaseError
 
+from chalicelib.domain.timefmt import EARLIEST_INSTANT, LATEST_INSTANT
+
 #: PostgreSQL's type oid for TIMESTAMPTZ (the only timestamp type the schema uses).
 TIMESTAMPTZ_OID = 1184
 
 
-def timestamptz_in(text: str) -> Any:
+def timestamptz_in(text: str) -> datetime:
     """A TIMESTAMPTZ as PostgreSQL sends it (``2026-11-25 01:29:12.5+00``): 57x faster than
     pg8000's strptime (0.14 against 8 µs a value; a batch of 1,000 jobs or a claim of 50
-    executions decodes one or more per row). Anything ``fromisoformat`` refuses (infinity,
-    BC dates, years past 9999) goes to pg8000's own parser, which answers as before."""
+    executions decodes one or more per row).
+
+    Always a datetime, whatever the row holds: the schema keeps client-given instants inside
+    :data:`~chalicelib.domain.timefmt.LATEST_INSTANT` (migration 010), but a value outside
+    what ``datetime`` carries (``infinity``, a BC date, a year past 9999, written by hand or
+    before that migration) would come back from pg8000 as a ``str`` and break every reader
+    of the row, and one near those limits breaks whatever renders it in a time zone. Such a
+    value reads as the nearest bound of the accepted range instead.
+    """
     try:
-        return datetime.fromisoformat(text)
+        moment = datetime.fromisoformat(text)
     except ValueError:
-        return pg8000_timestamptz_in(text)
+        return _outside_datetime(text)
+    if EARLIEST_INSTANT <= moment < LATEST_INSTANT:
+        return moment
+    return _nearest_bound(moment)
+
+
+def _outside_datetime(text: str) -> datetime:
+    """What ``fromisoformat`` refused: pg8000's parser, else the nearest bound."""
+    try:
+        parsed = pg8000_timestamptz_in(text)
+    except (ValueError, OverflowError):
+        parsed = None
+    if not isinstance(parsed, datetime):
+        return EARLIEST_INSTANT if _is_before_range(text) else LATEST_INSTANT
+    if EARLIEST_INSTANT <= parsed < LATEST_INSTANT:
+        return parsed
+    return _nearest_bound(parsed)
+
+
+def _nearest_bound(moment: datetime) -> datetime:
+    return EARLIEST_INSTANT if moment < EARLIEST_INSTANT else LATEST_INSTANT
+
+
+def _is_before_range(text: str) -> bool:
+    """``-infinity`` and BC dates lie before the range; anything else unreadable after it."""
+    return text.startswith("-") or text.endswith(" BC")
 
 
 def sqlstate(exc: BaseException) -> str | None:

@@ -27,6 +27,7 @@ from zoneinfo import ZoneInfo
 
 from chalicelib.domain import cron
 from chalicelib.domain.statuses import JobStatus, TriggerType
+from chalicelib.domain.timefmt import EARLIEST_INSTANT, LATEST_INSTANT, in_range
 from chalicelib.errors import ValidationFailed
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
@@ -80,8 +81,9 @@ class JobRequest:
 
 
 def parse_instant(value: object, name: str) -> datetime:
-    """An ISO 8601 timestamp with an explicit offset (``Z`` or ``+05:30``), else 400."""
-    if not isinstance(value, str):
+    """An ISO 8601 timestamp with an explicit offset (``Z`` or ``+05:30``) inside the range
+    the service carries (:mod:`chalicelib.domain.timefmt`), else 400 naming the field."""
+    if not isinstance(value, str) or len(value) > _MAX_INSTANT_TEXT:
         raise ValidationFailed(f"Field '{name}' must be an ISO 8601 timestamp string.")
     try:
         moment = datetime.fromisoformat(value)
@@ -91,7 +93,30 @@ def parse_instant(value: object, name: str) -> datetime:
         raise ValidationFailed(
             f"Field '{name}' must include a UTC offset (e.g. 'Z' or '+05:30'): {value!r}."
         )
+    check_instant(moment, name)
     return moment
+
+
+#: Longer than any ISO 8601 timestamp ``fromisoformat`` reads (the value is echoed in errors).
+_MAX_INSTANT_TEXT = 64
+
+
+def check_instant(moment: datetime, name: str) -> None:
+    """400 naming ``name`` unless the aware ``moment`` lies in the accepted range.
+
+    The comparison is on the instant, so an offset that moves a local date across a bound
+    (``9999-12-31T23:59:59-14:00`` is 10000-01-01 in UTC) is caught; comparing aware
+    datetimes never builds the shifted value, so it cannot overflow.
+    """
+    if not in_range(moment):
+        raise ValidationFailed(
+            f"Field '{name}' must lie between {_bound(EARLIEST_INSTANT)} (inclusive) and "
+            f"{_bound(LATEST_INSTANT)} (exclusive), in UTC."
+        )
+
+
+def _bound(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _reject_unknown(body: Mapping[str, Any], allowed: frozenset[str], context: str) -> None:

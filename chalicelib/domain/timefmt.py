@@ -1,9 +1,30 @@
-"""The one timestamp format of API responses: ISO 8601 in UTC with a ``Z`` suffix."""
+"""The one timestamp format of API responses (ISO 8601 in UTC with a ``Z`` suffix) and the
+range of instants the service accepts.
+
+Every instant a client can give (a body field, a query parameter, a cursor) must lie in
+``[EARLIEST_INSTANT, LATEST_INSTANT)``; migration 010 holds the stored columns to the same
+range with CHECK constraints. Python's ``datetime`` ends at 9999-12-31 in *local* time,
+pg8000 cannot read a later year back as a datetime, and PostgreSQL and CockroachDB differ at
+the far ends, so a value near those limits stops whatever renders it in a time zone ahead
+of UTC or adds a delay to it. The upper bound leaves a year of room for that arithmetic
+(cron ticks in any zone, backoff, leases); the lower one is the Unix epoch, before which
+this service has no history and cron tick keys (epoch milliseconds) would go negative.
+"""
 
 from __future__ import annotations
 
 import functools
 from datetime import UTC, datetime
+
+#: The first instant the service accepts (inclusive).
+EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+#: The first instant past the range the service accepts (exclusive).
+LATEST_INSTANT = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def in_range(moment: datetime) -> bool:
+    """True when an aware ``moment`` lies in ``[EARLIEST_INSTANT, LATEST_INSTANT)``."""
+    return EARLIEST_INSTANT <= moment < LATEST_INSTANT
 
 
 @functools.lru_cache(maxsize=1024)
