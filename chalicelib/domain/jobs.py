@@ -154,11 +154,44 @@ def _trigger(body: Mapping[str, Any]) -> TriggerType:
         raise ValidationFailed(f"Field 'trigger' must be one of {allowed}, got {raw!r}.") from exc
 
 
+# -- system idempotency keys -------------------------------------------------------------
+#
+# The service creates jobs of its own (callbacks, a batch's on_complete) under idempotency
+# keys that make each one exist once; a client key with the same text on the same endpoint
+# would make the real one "already exist", so it would never be created. Those prefixes are
+# the system's: a client key starting with one is refused with 400. A cron tick's key
+# (``cron_<job_id>_<epoch_ms>``) lives on the job's own executions, which no client writes,
+# so it needs no reservation.
+
+CALLBACK_KEY_PREFIX = "callback:"
+BATCH_COMPLETION_KEY_PREFIX = "batch:"
+RESERVED_KEY_PREFIXES = (CALLBACK_KEY_PREFIX, BATCH_COMPLETION_KEY_PREFIX)
+
+
+def callback_key(execution_id: str, attempt_count: int) -> str:
+    """The key of the callback fired when an execution ends after ``attempt_count`` attempts
+    (a retried execution that ends again fires again, under a new key)."""
+    return f"{CALLBACK_KEY_PREFIX}{execution_id}:{attempt_count}"
+
+
+def batch_completion_key(batch_id: str) -> str:
+    """The key of a batch's ``on_complete`` job: one per batch."""
+    return f"{BATCH_COMPLETION_KEY_PREFIX}{batch_id}"
+
+
 def _idempotency_key(body: Mapping[str, Any], trigger: TriggerType) -> str | None:
     key = _string(body, "idempotency_key", required=trigger is not TriggerType.CRON)
-    if key is not None and len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+    if key is None:
+        return None
+    if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
         raise ValidationFailed(
             f"Field 'idempotency_key' is longer than {MAX_IDEMPOTENCY_KEY_LENGTH} characters."
+        )
+    if key.startswith(RESERVED_KEY_PREFIXES):
+        reserved = ", ".join(repr(p) for p in RESERVED_KEY_PREFIXES)
+        raise ValidationFailed(
+            f"Field 'idempotency_key' must not start with {reserved}: those keys are the "
+            "service's own (callbacks and batch completions)."
         )
     return key
 

@@ -32,7 +32,7 @@ from typing import Any
 from chalicelib.db.connection import Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain.batches import BatchProgress, BatchStatus, progress
-from chalicelib.domain.jobs import JobRequest
+from chalicelib.domain.jobs import JobRequest, batch_completion_key, callback_key
 from chalicelib.domain.statuses import ExecutionStatus, TriggerType
 from chalicelib.domain.timefmt import iso
 from chalicelib.services.job_writer import NewJob, Outcome, create_jobs
@@ -82,7 +82,7 @@ def _execution_callbacks(tx: Transaction, ids: list[str], now: datetime) -> None
             JobRequest(
                 endpoint=row["target"],
                 trigger=TriggerType.IMMEDIATE,
-                idempotency_key=f"callback:{row['execution_id']}:{row['attempt_count']}",
+                idempotency_key=callback_key(row["execution_id"], int(row["attempt_count"])),
                 input=callback_input(row),
             ),
             parent_execution_id=row["execution_id"],
@@ -151,7 +151,7 @@ def complete_batches(tx: Transaction, batch_ids: Sequence[str], now: datetime) -
         request = JobRequest(
             endpoint=batch["on_complete"],
             trigger=TriggerType.IMMEDIATE,
-            idempotency_key=f"batch:{batch['batch_id']}",
+            idempotency_key=batch_completion_key(batch["batch_id"]),
             input=batch_summary(batch, state),
         )
         items.append(NewJob(request, depth=1, system=True))
