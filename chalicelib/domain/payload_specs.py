@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 from chalicelib.domain import schema_regex
@@ -38,8 +39,16 @@ _REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
 #: Keywords that apply a subschema to the same instance: a cycle through them never ends.
 _IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
 _IN_PLACE_ONE = ("not", "if", "then", "else")
-#: How long validating one job's input may take before it is refused (422).
+#: How long validating the inputs of one request may take, all its items together (a batch
+#: of 1,000 shares it), before what is left is refused (422). See :func:`request_budget`.
 VALIDATION_BUDGET_SEC = 0.5
+
+
+def request_budget() -> AbstractContextManager[None]:
+    """One validation budget for a whole request: every :func:`validate_input` on this thread
+    inside it shares the same deadline. Services open it around a request's validations,
+    which run before its transaction opens, so no budget is spent holding a connection."""
+    return schema_regex.time_budget(VALIDATION_BUDGET_SEC)
 
 
 def check_schema(schema: Any) -> dict[str, Any]:
@@ -79,14 +88,20 @@ def validate_input(schema: Mapping[str, Any] | None, value: Any) -> None:
         return
     from referencing.exceptions import Unresolvable  # ~100 ms: imported on use
 
+    if schema_regex.budget_spent():
+        raise InputValidationFailed(
+            f"Input not validated: the request's validation budget ({VALIDATION_BUDGET_SEC:g} s"
+            " for all its items) was spent on the items before it; send fewer or cheaper items."
+        )
     validator = _compiled(_cache_key(schema))
     try:
         with schema_regex.time_budget(VALIDATION_BUDGET_SEC):
             problems = sorted((e.json_path, e.message) for e in validator.iter_errors(value))
     except schema_regex.BudgetExceeded as exc:
         raise InputValidationFailed(
-            f"Input could not be validated within {VALIDATION_BUDGET_SEC:g} s: the input is "
-            "too large for this payload spec (or the spec too costly); send less."
+            f"Input could not be validated within the request's {VALIDATION_BUDGET_SEC:g} s "
+            "validation budget: the input is too large for this payload spec (or the spec too "
+            "costly); send less."
         ) from exc
     except RecursionError as exc:  # a ref cycle stored before cycles were refused
         raise InvalidSchema(
@@ -169,8 +184,15 @@ def _check_refs(path: tuple[Any, ...], node: dict[str, Any], resolver: Any) -> N
             ) from exc
 
 
+#: Longest chain of subschemas applied to one instance (refs, allOf/anyOf/oneOf, not,
+#: if/then/else): a chain of 8,000 refs is no cycle, but following it recursed past
+#: Python's stack (a 500); validation would recurse as deep. Real schemas nest a few levels.
+MAX_IN_PLACE_DEPTH = 64
+
+
 class _CycleCheck:
-    """Refuses refs that lead back to a schema without applying to a deeper instance part.
+    """Refuses refs that lead back to a schema without applying to a deeper instance part,
+    and chains of in-place subschemas longer than :data:`MAX_IN_PLACE_DEPTH`.
 
     ``{"$ref": "#"}`` or ``allOf`` of a ref to itself recurse for ever on any input; a ref
     through ``properties``/``items`` (a tree) is fine and not followed here.
@@ -180,17 +202,27 @@ class _CycleCheck:
         self._open: set[int] = set()
         self._done: set[int] = set()
 
-    def visit(self, node: Any, resolver: Any, path: tuple[Any, ...]) -> None:
-        if not isinstance(node, dict) or id(node) in self._done:
-            return
-        from referencing.exceptions import Unresolvable
-
+    def _enter(self, node: dict[str, Any], path: tuple[Any, ...]) -> None:
+        """Open ``node`` on the current chain, unless that closes a cycle or is too deep."""
         if id(node) in self._open:
             raise InvalidSchema(
                 f"$ref at {_where(path)} leads back to a schema it came from without "
                 "going deeper into the input: validation would never end."
             )
+        if len(self._open) >= MAX_IN_PLACE_DEPTH:
+            raise InvalidSchema(
+                f"Subschemas chain more than {MAX_IN_PLACE_DEPTH} levels deep from "
+                f"{_where(path[:3])} ($ref, allOf, anyOf, oneOf, not, if/then/else applied "
+                "to one value)."
+            )
         self._open.add(id(node))
+
+    def visit(self, node: Any, resolver: Any, path: tuple[Any, ...]) -> None:
+        if not isinstance(node, dict) or id(node) in self._done:
+            return
+        from referencing.exceptions import Unresolvable
+
+        self._enter(node, path)
         for keyword in _REF_KEYWORDS:
             if isinstance(node.get(keyword), str):
                 try:

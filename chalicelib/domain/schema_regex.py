@@ -248,12 +248,25 @@ def time_budget(seconds: float, clock: Callable[[], float] = time.monotonic) -> 
     Regexes are linear on RE2, but a schema can still multiply work without one (nested
     ``allOf`` of two refs doubles it per level) and an input of 100,000 keys meets every
     ``patternProperties`` pattern: nothing unbounded may run inside a request.
+
+    Budgets nest: an inner one never extends an outer one, so a request that opens one
+    budget for all its items (a batch) spends it once, however many validations run in it.
     """
-    _budget.deadline, _budget.clock = clock() + seconds, clock
+    previous = getattr(_budget, "deadline", None), getattr(_budget, "clock", clock)
+    deadline = clock() + seconds
+    if previous[0] is not None and previous[1] is clock:
+        deadline = min(deadline, previous[0])
+    _budget.deadline, _budget.clock = deadline, clock
     try:
         yield
     finally:
-        _budget.deadline = None
+        _budget.deadline, _budget.clock = previous
+
+
+def budget_spent() -> bool:
+    """True when this thread's validation budget has run out (False outside a budget)."""
+    deadline = getattr(_budget, "deadline", None)
+    return deadline is not None and _budget.clock() > deadline
 
 
 def _budgeted(function: Any) -> Any:

@@ -20,6 +20,7 @@ from chalicelib.db.queries import queries
 from chalicelib.domain.batches import BatchProgress, BatchRequest, parse_batch_request
 from chalicelib.domain.jobs import parse_job_request
 from chalicelib.domain.pagination import PageRequest
+from chalicelib.domain.payload_specs import request_budget
 from chalicelib.domain.statuses import ExecutionStatus, TriggerType, sources_of
 from chalicelib.errors import (
     BatchNotFound,
@@ -31,11 +32,13 @@ from chalicelib.services.callbacks import complete_batches, progress_in
 from chalicelib.services.executions import read_committed
 from chalicelib.services.job_rows import new_id
 from chalicelib.services.job_writer import (
+    CheckedInputs,
     Endpoints,
     JobView,
     NewJob,
     Outcome,
     check_callbacks,
+    check_inputs,
     create_jobs,
     views_of,
 )
@@ -113,8 +116,11 @@ class BatchService:
         batch_id = new_id("batch_")
         now = self.clock()
         items = [_parse_item(item, now, batch_id) for item in request.items]
+        with request_budget():  # one budget for every item, spent before the transaction
+            checked = check_inputs(self.db, items)
         result = self.db.transaction(
-            lambda tx: self._create_in(tx, request, batch_id, items, now), name="batch_create"
+            lambda tx: self._create_in(tx, request, batch_id, items, now, checked),
+            name="batch_create",
         )
         if any(_created_immediate(o) for o in result.items):
             wakeup.notify()  # after COMMIT, as POST /jobs does
@@ -127,10 +133,11 @@ class BatchService:
         batch_id: str,
         items: list[NewJob | TaskExecutorError],
         now: datetime,
+        checked: CheckedInputs,
     ) -> BatchCreated:
         if request.on_complete is not None:
             check_callbacks(Endpoints(tx), [request.on_complete], depth=0)
-        outcomes = create_jobs(tx, items, now=now)
+        outcomes = create_jobs(tx, items, now=now, checked=checked)
         if request.atomic and any(o.error is not None for o in outcomes):
             errors = item_errors(outcomes)
             raise BatchRejected(

@@ -12,7 +12,9 @@ insert skipped because their key was taken.
 Whatever the number of items, the database sees a fixed number of statements: one read of
 the endpoints, one statement writing the jobs and their executions (``jobs_create``), and
 an idempotency lookup before it (if an item was refused) and after it (if a key was
-taken). ``POST /jobs`` usually skips all of this: see :mod:`chalicelib.services.job_fastpath`.
+taken). Inputs are validated before the transaction opens (:func:`check_inputs`), under
+one time budget for the whole request. ``POST /jobs`` usually skips all of this: see
+:mod:`chalicelib.services.job_fastpath`.
 The rows and views themselves are built in :mod:`chalicelib.services.job_rows`.
 """
 
@@ -20,11 +22,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from chalicelib.db.connection import Row, Transaction
+from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain.endpoints import endpoint_snapshot
 from chalicelib.domain.jobs import JobRequest
@@ -191,11 +193,76 @@ class _Plan:
         self.rows[index] = row
 
 
-def _check(item: NewJob, endpoint: Row, endpoints: Endpoints, now: datetime) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CheckedInputs:
+    """Items' inputs checked against their endpoints' payload specs before the transaction.
+
+    :func:`check_inputs` reads the endpoints (one statement, its own transaction), then
+    validates with no connection held, under one budget for the whole request
+    (:func:`~chalicelib.domain.payload_specs.request_budget`). In the transaction an item
+    whose endpoint still has the fingerprint read then takes its verdict; an item whose
+    endpoint changed in between is validated again there (a race, so rare).
+    """
+
+    #: item index -> (the endpoint fingerprint it was checked against, its error or None)
+    verdicts: dict[int, tuple[str, TaskExecutorError | None]] = field(default_factory=dict)
+
+    def validate(self, index: int, value: Any, endpoint: Row) -> None:
+        """Raise item ``index``'s 422 for input ``value``: from its verdict when that still
+        holds (same endpoint fingerprint), else by validating now."""
+        verdict = self.verdicts.get(index)
+        if verdict is not None and verdict[0] == endpoint.get("fingerprint"):
+            if verdict[1] is not None:
+                raise verdict[1]
+            return
+        validate_input(endpoint["payload_schema"], value)
+
+    def check(self, index: int, value: Any, endpoint: Row) -> None:
+        """Validate ``value`` for item ``index`` now and keep the verdict."""
+        try:
+            validate_input(endpoint["payload_schema"], value)
+        except TaskExecutorError as exc:
+            self.verdicts[index] = (endpoint["fingerprint"], exc)
+        else:
+            self.verdicts[index] = (endpoint["fingerprint"], None)
+
+
+def check_inputs(
+    db: Database,
+    items: Sequence[NewJob | TaskExecutorError],
+    known: Callable[[str], Row | None] = lambda name: None,
+) -> CheckedInputs:
+    """Validate every client item's input before the caller opens its transaction.
+
+    ``known`` gives endpoint rows the process already holds (with their fingerprint), so a
+    request naming them reads nothing here; the others are read in one statement. Call it
+    inside :func:`~chalicelib.domain.payload_specs.request_budget`.
+    """
+    todo = {i: x for i, x in enumerate(items) if isinstance(x, NewJob) and not x.system}
+    rows: dict[str, Row | None] = {n: known(n) for n in {x.request.endpoint for x in todo.values()}}
+    missing = sorted(name for name, row in rows.items() if row is None)
+    if missing:
+        rows.update({r["name"]: r for r in db.run(queries["jobs_get_endpoints"], names=missing)})
+    checked = CheckedInputs()
+    for index, item in todo.items():
+        endpoint = rows.get(item.request.endpoint)
+        if endpoint is not None:  # else a 404, answered in the transaction
+            checked.check(index, item.request.input, endpoint)
+    return checked
+
+
+def _check(
+    index: int,
+    item: NewJob,
+    endpoint: Row,
+    endpoints: Endpoints,
+    now: datetime,
+    checked: CheckedInputs,
+) -> dict[str, Any]:
     """The item's job row, or the 422 its callbacks or input earn."""
     callbacks = _callbacks(item, endpoint, endpoints)
     if not item.system:
-        validate_input(endpoint["payload_schema"], item.request.input)
+        checked.validate(index, item.request.input, endpoint)
     return job_row(item, endpoint, endpoints.snapshot(endpoint), callbacks, now)
 
 
@@ -205,13 +272,16 @@ def create_jobs(
     *,
     now: datetime,
     seen: Callable[[list[Row]], None] | None = None,
+    checked: CheckedInputs | None = None,
 ) -> list[Outcome]:
     """Create every valid item in ``tx``; one :class:`Outcome` per item, in order.
 
     An item given as an error (it failed parsing) is answered with it. Nothing is raised
     for an item: the caller decides whether one error fails the whole request. ``seen`` is
-    told of the endpoint rows read.
+    told of the endpoint rows read. ``checked``: the inputs' verdicts reached before the
+    transaction (:func:`check_inputs`); without it, inputs are validated here.
     """
+    checked = checked or CheckedInputs()
     outcomes: list[Outcome | None] = [
         Outcome(error=item) if isinstance(item, TaskExecutorError) else None for item in items
     ]
@@ -227,7 +297,8 @@ def create_jobs(
             outcomes[index] = Outcome(error=error)
         elif not plan.twin(index, item.request):
             try:
-                plan.add(index, item.request, _check(item, endpoint, endpoints, now))
+                row = _check(index, item, endpoint, endpoints, now, checked)
+                plan.add(index, item.request, row)
             except TaskExecutorError as exc:
                 refused[index] = exc
     _answer_refused(tx, todo, refused, outcomes)

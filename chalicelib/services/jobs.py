@@ -26,7 +26,7 @@ from chalicelib.domain.jobs import (
     parse_job_request,
 )
 from chalicelib.domain.pagination import PageRequest
-from chalicelib.domain.payload_specs import validate_input
+from chalicelib.domain.payload_specs import request_budget
 from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.errors import (
     EndpointNotFound,
@@ -37,7 +37,13 @@ from chalicelib.errors import (
 )
 from chalicelib.services import job_fastpath
 from chalicelib.services.executions import cancel_in, is_final, read_committed
-from chalicelib.services.job_writer import JobView, NewJob, create_jobs
+from chalicelib.services.job_writer import (
+    CheckedInputs,
+    JobView,
+    NewJob,
+    check_inputs,
+    create_jobs,
+)
 from chalicelib.services.longpoll import Poller
 from chalicelib.services.views import Job
 
@@ -126,20 +132,31 @@ class JobService:
         wake = request.trigger is TriggerType.IMMEDIATE and notify.enabled(
             self.db, self.wakeup_notify
         )
-        quick = job_fastpath.create_one(self.db, request, now=now, wake=wake)
+        with request_budget():  # one validation budget, spent before any transaction
+            quick = job_fastpath.create_one(self.db, request, now=now, wake=wake)
+            checked = None if quick is not None else self._check(request)
         if quick is not None:
             result = CreateResult(quick, created=True)
         else:
-            result = self.db.transaction(lambda tx: self._create_in(tx, request), name="job_create")
+            result = self.db.transaction(
+                lambda tx: self._create_in(tx, request, checked), name="job_create"
+            )
         if result.created and request.trigger == TriggerType.IMMEDIATE:
             # After COMMIT: wake a worker running in this process (the local stack). A no-op
             # elsewhere; the worker's poll loop is the path correctness relies on.
             wakeup.notify()
         return result
 
-    def _create_in(self, tx: Transaction, request: JobRequest) -> CreateResult:
+    def _check(self, request: JobRequest) -> CheckedInputs:
+        known = job_fastpath.known_endpoints(self.db).get(request.endpoint)
+        row = None if known is None else known.row
+        return check_inputs(self.db, [NewJob(request)], known=lambda name: row)
+
+    def _create_in(
+        self, tx: Transaction, request: JobRequest, checked: CheckedInputs | None
+    ) -> CreateResult:
         seen = job_fastpath.known_endpoints(self.db).remember
-        [outcome] = create_jobs(tx, [NewJob(request)], now=self.clock(), seen=seen)
+        [outcome] = create_jobs(tx, [NewJob(request)], now=self.clock(), seen=seen, checked=checked)
         view = outcome.raise_error()
         if outcome.created and request.trigger is TriggerType.IMMEDIATE:
             # Delivered at COMMIT: wakes LISTENing workers.
@@ -195,19 +212,39 @@ class JobService:
     # -- update / cancel -------------------------------------------------------------------
 
     def update(self, job_id: str, body: Mapping[str, Any]) -> JobView:
-        """PUT /jobs/{id}: a new CRON version; the old one RETIRED, atomically (CAS)."""
-        return self.db.transaction(lambda tx: self._update_in(tx, job_id, body), name="job_put")
+        """PUT /jobs/{id}: a new CRON version; the old one RETIRED, atomically (CAS).
 
-    def _update_in(self, tx: Transaction, job_id: str, body: Mapping[str, Any]) -> JobView:
+        The new input is validated before the transaction (as every creation's is): a job's
+        input never changes in place, so the verdict holds unless the endpoint changes."""
+        with request_budget():
+            checked = self._check_update(job_id, body)
+        return self.db.transaction(
+            lambda tx: self._update_in(tx, job_id, body, checked), name="job_put"
+        )
+
+    def _check_update(self, job_id: str, body: Mapping[str, Any]) -> CheckedInputs:
+        checked = CheckedInputs()
+        job = next(iter(self.db.run(queries["jobs_get"], job_id=job_id)), None)
+        if job is None or job["trigger_type"] != TriggerType.CRON or job["status"] != "ACTIVE":
+            return checked  # answered in the transaction (404, 409)
+        change = parse_cron_update(body, current=_schedule_of(job), current_input=job["input"])
+        rows = self.db.run(queries["jobs_get_endpoints"], names=[job["endpoint"]])
+        for endpoint in rows:
+            checked.check(0, change.input, endpoint)
+        return checked
+
+    def _update_in(
+        self, tx: Transaction, job_id: str, body: Mapping[str, Any], checked: CheckedInputs
+    ) -> JobView:
         job = get_job_in(tx, job_id)
         _require_updatable(job)
         change = parse_cron_update(body, current=_schedule_of(job), current_input=job["input"])
         # The new version is a new job: it snapshots the endpoint as it is now and its input
         # is checked against the endpoint's current payload spec.
-        endpoint = tx.one(queries["jobs_get_endpoint"], name=job["endpoint"])
+        endpoint = tx.one(queries["jobs_get_endpoints"], names=[job["endpoint"]])
         if endpoint is None:
             raise EndpointNotFound(f"Endpoint '{job['endpoint']}' does not exist.")
-        validate_input(endpoint["payload_schema"], change.input)
+        checked.validate(0, change.input, endpoint)
         now = self.clock()
         params = _insert_params(endpoint, trigger=TriggerType.CRON, job_input=change.input)
         params.update(_schedule_params(change.schedule, now))
