@@ -154,6 +154,10 @@ class BatchService:
         )
         if any(_created_immediate(o) for o in outcomes):
             notify.publish(tx, self.db, self.wakeup_notify)
+        if request.on_complete is not None and not any(_created_one_shot(o) for o in outcomes):
+            # No child execution will ever end and fire it (only CRON items, or only keys
+            # already taken): the batch is COMPLETED now, so its on_complete fires now.
+            complete_batches(tx, [batch_id], now)
         return BatchCreated(batch_id, outcomes)
 
     def get(self, batch_id: str) -> Batch:
@@ -192,6 +196,11 @@ class BatchService:
             complete_batches(tx, [batch_id], self.clock())
         batch = _batch_in(tx, batch_id)
         return BatchCancelled(batch, int(moved["cancelled"]), int(moved["retired"]))
+
+
+def _created_one_shot(outcome: Outcome) -> bool:
+    view = outcome.view
+    return outcome.created and view is not None and view.job.trigger_type != TriggerType.CRON
 
 
 def _created_immediate(outcome: Outcome) -> bool:

@@ -306,3 +306,25 @@ def test_eight_clients_creating_distinct_jobs_are_all_created(
         thread.join()
     assert outcomes == [True] * 40
     assert count(database, "SELECT count(*) AS n FROM executions") == 40
+
+
+@pytest.mark.parametrize("kind", ["only CRON items", "only taken keys"])
+def test_a_batch_with_no_execution_fires_its_on_complete_at_creation(
+    api: ApiClient, database: Database, endpoint: str, kind: str
+) -> None:
+    """Such a batch is COMPLETED at creation; no child ending will ever fire its on_complete,
+    so creation does (it never fired before)."""
+    f.endpoint(database, "batch-done")
+    if kind == "only CRON items":
+        items = [{"endpoint": EP, "trigger": "CRON", "cron": "0 9 * * *", "timezone": "UTC"}]
+    else:
+        assert api.post("/jobs", immediate("k-taken")).status == 201
+        items = [immediate("k-taken")]
+    reply = api.post("/jobs/batch", {"jobs": items, "on_complete": "batch-done"})
+    assert reply.status == 200, reply.body
+    batch_id = reply.body["batch_id"]
+    assert api.get(f"/batches/{batch_id}").body["status"] == "COMPLETED"
+    fired = database.run(
+        "SELECT idempotency_key FROM jobs WHERE endpoint = 'batch-done'",
+    )
+    assert [r["idempotency_key"] for r in fired] == [f"batch:{batch_id}"]
