@@ -11,6 +11,7 @@ the exact request as a curl command.
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Iterator
@@ -212,11 +213,85 @@ def _body_fields(operation: dict[str, Any]) -> list[str]:
     return sorted(schema.get("properties", {})) or ["x"]
 
 
-def hostile_requests(doc: dict[str, Any]) -> Iterator[tuple[str, str, str | None]]:
-    """Shapes the generators do not make (issue 12): (method, path, raw JSON body).
+#: Instants at both far ends of the calendar (issue 25): 10000-01-01 and year 0 in UTC.
+EXTREME_INSTANTS = ("9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00")
+#: Numbers JSON parsers accept but no database column holds (raw JSON literals).
+NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e400")
+INSTANT_NAMES = frozenset({"run_at", "starts_at", "ends_at", "since", "until"})
 
-    A 5,000-digit integer in every body field of every operation, host-dependent and
-    over-long timezones, payload specs whose $ref points at a file, and methods no route has.
+
+def _cursor(t: str, k: str = "job_x") -> str:
+    raw = json.dumps({"v": 1, "t": t, "k": k}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+FORGED_CURSORS = (*(_cursor(t) for t in EXTREME_INSTANTS), _cursor("2026-01-01T00:00:00Z", "\x00"))
+
+
+def _query_names(operation: dict[str, Any]) -> list[str]:
+    return [p["name"] for p in operation.get("parameters", []) if p.get("in") == "query"]
+
+
+def _extremes(
+    method: str, path: str, operation: dict[str, Any]
+) -> Iterator[tuple[str, str, str | None]]:
+    """Instants at the calendar's ends in every instant field and query parameter, forged
+    cursors wherever a cursor is read, and non-finite numbers in every body field."""
+    for name in _query_names(operation):
+        if name in INSTANT_NAMES:
+            for value in EXTREME_INSTANTS:
+                yield method, f"{path}?{name}={value.replace('+', '%2B')}", None
+        if name == "cursor":
+            for cursor in FORGED_CURSORS:
+                yield method, f"{path}?cursor={cursor}", None
+    if "requestBody" not in operation:
+        return
+    for name in _body_fields(operation):
+        for literal in NON_FINITE:
+            yield method, path, f'{{"{name}": {literal}}}'
+        if name in INSTANT_NAMES:
+            for value in EXTREME_INSTANTS:
+                yield method, path, json.dumps({name: value})
+
+
+def _hostile_bodies() -> Iterator[tuple[str, str, str | None]]:
+    """Bodies valid but for one hostile value, so they reach the check that must catch it."""
+    for zone in HOSTILE_ZONES:
+        job = {"endpoint": "e", "trigger": "CRON", "cron": "* * * * *", "timezone": zone}
+        yield "POST", "/jobs", json.dumps(job)
+    cron = {"endpoint": "e", "trigger": "CRON", "cron": "* * * * *", "timezone": "UTC"}
+    delayed = {"endpoint": "e", "trigger": "DELAYED", "idempotency_key": "k"}
+    for value in EXTREME_INSTANTS:
+        yield "POST", "/jobs", json.dumps({**cron, "ends_at": value})
+        yield "POST", "/jobs", json.dumps({**cron, "starts_at": value})
+        yield "POST", "/jobs", json.dumps({**delayed, "run_at": value})
+        yield "POST", "/jobs/batch", json.dumps({"jobs": [{**delayed, "run_at": value}]})
+        yield "POST", "/endpoints/e/redrive", json.dumps({"since": value, "until": value})
+    for literal in NON_FINITE:
+        item = (
+            '{"endpoint": "e", "trigger": "IMMEDIATE", "idempotency_key": "n", "input": {"x": %s}}'
+        )
+        yield "POST", "/jobs/batch", '{"jobs": [%s]}' % (item % literal)
+        yield "POST", "/configs", f'{{"name": "c", "values": {{"x": {literal}}}}}'
+    spec = {"name": "p", "schema": {"$ref": "file:///etc/passwd"}}
+    yield "POST", "/payload-specs", json.dumps(spec)
+    n = 8000
+    chain: dict[str, Any] = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(n)}
+    chain[f"d{n}"] = {"type": "object"}
+    yield (
+        "POST",
+        "/payload-specs",
+        json.dumps({"name": "deep", "schema": {"$defs": chain, "$ref": "#/$defs/d0"}}),
+    )
+
+
+def hostile_requests(doc: dict[str, Any]) -> Iterator[tuple[str, str, str | None]]:
+    """Shapes the generators do not make: (method, path, raw JSON body).
+
+    A 5,000-digit integer in every body field of every operation, non-finite numbers in
+    every body field, instants at the calendar's ends in every instant field and query
+    parameter, forged cursors on every list, host-dependent and over-long timezones, payload
+    specs whose $ref points at a file or chains 8,000 refs, and methods no route has.
     """
     for path, operations in doc["paths"].items():
         concrete = _concrete(path)
@@ -226,17 +301,22 @@ def hostile_requests(doc: dict[str, Any]) -> Iterator[tuple[str, str, str | None
             if "requestBody" in operation:
                 for name in _body_fields(operation):
                     yield method.upper(), concrete, f'{{"{name}": {HUGE_INT}}}'
-    for zone in HOSTILE_ZONES:
-        job = {"endpoint": "e", "trigger": "CRON", "cron": "* * * * *", "timezone": zone}
-        yield "POST", "/jobs", json.dumps(job)
-    spec = {"name": "p", "schema": {"$ref": "file:///etc/passwd"}}
-    yield "POST", "/payload-specs", json.dumps(spec)
+            if isinstance(operation, dict):  # not the path item's own "parameters"
+                yield from _extremes(method.upper(), concrete, operation)
+    yield from _hostile_bodies()
 
 
 def send_hostile(base_url: str, doc: dict[str, Any], report: FuzzReport) -> None:
     """Send :func:`hostile_requests`; anything 5xx or outside the envelope is a failure."""
     session = requests.Session()
     headers = {"Authorization": f"Bearer {BOOTSTRAP_KEY}", "Content-Type": "application/json"}
+    # An endpoint for the job bodies to name, so a hostile value gets past the 404.
+    endpoint = {
+        "name": "e",
+        "type": "HTTP",
+        "spec": {"url": "http://127.0.0.1:9/", "method": "POST"},
+    }
+    session.post(base_url + "/endpoints", json=endpoint, headers=headers, timeout=30)
     for method, path, body in hostile_requests(doc):
         response = session.request(method, base_url + path, data=body, headers=headers, timeout=30)
         report.note(response.status_code)
