@@ -1,16 +1,19 @@
-"""``te`` on inputs that used to break it (issue 25, point 2): ``te batch create`` splits
-by request size, not only by line count, reports what committed when a request fails, and
-refuses a line too large to send."""
+"""``te`` on inputs that used to break it (issue 25, points 2 and 3): ``te batch create``
+splits by request size, not only by line count, reports what committed when a request
+fails, and refuses a line too large to send; ``te keys`` reports configuration and
+database errors in one line instead of a traceback."""
 
 from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 
 from te.client import MAX_BODY_BYTES, encode_body
-from tests.fixtures.services import HttpTarget
+from tests.conftest import reset_process_state
+from tests.fixtures.services import HttpTarget, free_port
 from tests.integration.cli.conftest import Te
 from tests.integration.cli.test_cli import endpoint
 
@@ -102,3 +105,40 @@ def test_batch_create_reports_the_committed_requests_when_a_later_one_fails(
     assert table.exit_code == 1
     assert "0 created, 2 already existed, 0 refused; batches: " in table.stdout
     assert "Stopped at line 3" in table.stderr and "HTTP 422" in table.stderr
+
+
+@pytest.mark.parametrize("command", [("keys", "create", "ci"), ("keys", "revoke", "key_x")])
+def test_keys_without_a_database_url_is_one_line_and_exit_1(
+    app_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    command: tuple[str, ...],
+) -> None:
+    monkeypatch.delenv("TE_DATABASE_URL")
+    reset_process_state()
+
+    result = Te("http://127.0.0.1:1", tmp_path)(*command)  # the old te: a traceback
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("Error: TE_DATABASE_URL is not set")
+
+
+@pytest.mark.parametrize("command", [("keys", "create", "ci"), ("keys", "revoke", "key_x")])
+def test_keys_with_an_unreachable_database_is_one_line_and_exit_1(
+    app_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    command: tuple[str, ...],
+) -> None:
+    monkeypatch.setenv("TE_DATABASE_URL", f"postgresql://te:s3cret-pw@127.0.0.1:{free_port()}/te")
+    reset_process_state()
+
+    result = Te("http://127.0.0.1:1", tmp_path)(*command)
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("Error: cannot connect to the database")
+    assert "s3cret-pw" not in line
