@@ -6,6 +6,9 @@
 * API: Chalice's local server on ``TE_LISTEN_ADDR`` (``127.0.0.1:8080`` here: this mode
   allows private delivery targets, so it is not exposed beyond the machine by default).
   Unknown routes answer with the error envelope, as API Gateway's gateway responses do.
+  Hardened against hostile clients (``chalicelib.local_http``): bodies over the API's limit
+  refused before they are read, strict framing (chunked bodies decoded), a deadline per
+  request, a bounded number of handler threads.
 * Worker and scheduler: the same loops as Fargate/Lambda, in threads of this process; the
   API nudges the in-process worker when it queues an execution. ``--no-api`` runs only
   those two, beside a plain ``chalice local`` (which serves the API alone).
@@ -94,42 +97,53 @@ def _protocol_error(
     get 405 METHOD_NOT_ALLOWED like an unknown method on a known route, and a protocol
     error is the request's fault: 4xx, never a 5xx (http.server says 505 for HTTP/2.0).
     """
-    from chalicelib.api.http import error_body
+    from chalicelib.errors import InvalidRequest, MethodNotAllowed, TaskExecutorError
+    from chalicelib.local_http import send_envelope
 
-    if code == 501:  # no do_<METHOD>: a method no route has
-        status, error = 405, "METHOD_NOT_ALLOWED"
-    else:
-        status, error = (code if code < 500 else 400), "INVALID_REQUEST"
-    request_id = "req_" + secrets.token_hex(12)
     text = message or "The request could not be handled."
-    body = json.dumps(error_body(error, text, request_id)).encode()
-    handler.close_connection = True
+    error: TaskExecutorError
+    if code == 501:  # no do_<METHOD>: a method no route has
+        error = MethodNotAllowed(text)
+    else:
+        error = InvalidRequest(text)
+        error.status = code if code < 500 else 400
     # A request line that did not parse leaves http.server in HTTP/0.9 mode, which sends
     # no status line or headers; answer as HTTP/1.0 instead.
     handler.request_version = "HTTP/1.0"
-    handler.send_response(status, text)
-    for name, value in (
-        ("Content-Type", "application/json"),
-        ("X-Request-Id", request_id),
-        ("Content-Length", str(len(body))),
-        ("Connection", "close"),
-    ):
-        handler.send_header(name, value)
-    handler.end_headers()
-    if handler.command != "HEAD":
-        handler.wfile.write(body)
+    send_envelope(handler, error)
 
 
-def _handler() -> type:
-    """Chalice's request handler, tuned for the local stack."""
+def _handler(timeout: float) -> type:
+    """Chalice's request handler, tuned and hardened (``local_http``) for the local stack."""
     from chalice.local import ChaliceRequestHandler
+
+    from chalicelib.local_http import FramedRequestHandler
 
     use_error_envelope_for_unknown_routes()
 
-    class Handler(ChaliceRequestHandler):
+    class Handler(FramedRequestHandler, ChaliceRequestHandler):
+        request_timeout = timeout
         # Chalice writes headers and body in separate sends; with Nagle on, a keep-alive
         # client waits ~40 ms for the delayed ACK on every request.
         disable_nagle_algorithm = True
+        _body: bytes | None = None
+
+        def _generic_handle(self) -> None:
+            self._body = self.read_body()
+            if self._body is not None:  # else refused (and answered) or the client left
+                super()._generic_handle()
+
+        # Chalice binds its do_* methods to its own _generic_handle: rebind them.
+        do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _generic_handle
+
+        def _parse_payload(self) -> tuple[dict[str, Any], bytes | None]:
+            # Chalice's own reads Content-Length again; the body is read (or decoded from
+            # chunks) already, and the route sees it as if sent with a Content-Length.
+            headers = dict(self.headers)
+            if self._length is None:  # chunked
+                headers = {k: v for k, v in headers.items() if k.lower() != "transfer-encoding"}
+                headers["Content-Length"] = str(len(self._body or b""))
+            return headers, self._body or None
 
         def log_message(self, format: str, *args: Any) -> None:
             # One line per request at DEBUG: an idle or polled stack stays quiet at INFO.
@@ -138,12 +152,23 @@ def _handler() -> type:
     return Handler
 
 
-def make_api_server(host: str, port: int) -> Any:
-    """A threaded local HTTP server for the Chalice app (also used by benchmarks)."""
+def make_api_server(
+    host: str,
+    port: int,
+    *,
+    request_timeout: float | None = None,
+    max_threads: int | None = None,
+) -> Any:
+    """A threaded local HTTP server for the Chalice app (also used by benchmarks).
+
+    ``request_timeout`` (seconds a connection has to deliver each request) and
+    ``max_threads`` (connections served at once) default to ``local_http``'s constants.
+    """
     from chalice.config import Config
     from chalice.local import CustomLocalChalice, LocalChalice, LocalDevServer, ThreadedHTTPServer
 
     import app as app_module
+    from chalicelib import local_http
 
     app_obj = app_module.app
     # What chalice.local.create_local_server does: make `current_request` thread-local.
@@ -153,22 +178,26 @@ def make_api_server(host: str, port: int) -> Any:
         CustomLocalChalice.__bases__ = (LocalChalice, app_obj.__class__)
         app_obj.__class__ = CustomLocalChalice
     config = Config.create(chalice_stage="dev", app_name="task-executor")
+    server_cls = type(
+        "LocalApiServer",
+        (local_http.BoundedThreads, ThreadedHTTPServer),
+        {
+            # An accept backlog of 128 instead of socketserver's 5: clients connecting in
+            # a burst otherwise lose handshakes and wait 1 s for the SYN retransmit.
+            "request_queue_size": 128,
+            "max_threads": max_threads or local_http.MAX_HANDLER_THREADS,
+        },
+    )
     server = LocalDevServer(
         app_obj,
         config,
         host,
         port,
-        handler_cls=_handler(),
-        server_cls=_backlog_server(ThreadedHTTPServer),
+        handler_cls=_handler(request_timeout or local_http.REQUEST_TIMEOUT_SEC),
+        server_cls=server_cls,
     )
     server.server.daemon_threads = True
     return server
-
-
-def _backlog_server(base: type[Any]) -> type[Any]:
-    """``base`` with an accept backlog of 128 instead of socketserver's 5: clients
-    connecting in a burst otherwise lose handshakes and wait 1 s for the SYN retransmit."""
-    return type("BacklogServer", (base,), {"request_queue_size": 128})
 
 
 def _start(name: str, target: Callable[[], None]) -> threading.Thread:

@@ -41,6 +41,8 @@ DEFAULT_CONFIG = Path("~/.config/te/config.toml")
 TERMINAL = frozenset({"SUCCESS", "FAILED", "CANCELLED"})
 #: POST /jobs/batch takes at most this many job requests.
 MAX_BATCH = 1000
+#: The largest request body the API accepts by default (its ``TE_MAX_BODY_BYTES``).
+MAX_BODY_BYTES = 1_048_576
 
 
 class TeError(Exception):
@@ -179,7 +181,7 @@ class Client:
         all_headers = {**self._headers, **(headers or {})}
         data = None
         if body is not None:
-            data = json.dumps(body).encode("utf-8")
+            data = encode_body(body)
             all_headers["Content-Type"] = "application/json"
         try:
             response = self._http.request(method, url, body=data, headers=all_headers)
@@ -213,6 +215,11 @@ class Client:
 
     def metrics(self) -> str:
         return self.text("/metrics")
+
+
+def encode_body(body: Any) -> bytes:
+    """A request body as :meth:`Client.request` sends it (its size is what the API limits)."""
+    return json.dumps(body).encode("utf-8")
 
 
 def _decode(status: int, raw: bytes) -> Any:

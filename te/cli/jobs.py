@@ -1,19 +1,20 @@
 """``te jobs`` (create, list, get, cancel, versions, status, executions) and ``te batch``
-(create jobs from a JSON-lines file, in requests of up to 1,000, with a progress bar)."""
+(create jobs from a JSON-lines file, in requests of up to 1,000 job requests and 1 MiB,
+with a progress bar)."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-from te.cli.output import json_option, read_object, settings, show
+from te.cli.output import fail, json_option, read_object, settings, show
 from te.cli.setup import FILE
-from te.client import MAX_BATCH
+from te.client import MAX_BATCH, MAX_BODY_BYTES, Jobs, TeError, encode_body
 
 JOB_COLUMNS = ("job_id", "endpoint", "trigger", "status", "version", "created_at")
 EXECUTION_COLUMNS = ("execution_id", "status", "attempt_count", "run_at", "completed_at")
@@ -111,11 +112,34 @@ def _lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return requests
 
 
+Line = tuple[int, dict[str, Any]]
+
+
 def _chunks(
-    items: list[tuple[int, dict[str, Any]]], size: int
-) -> Iterator[list[tuple[int, dict[str, Any]]]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+    items: list[Line], size: int, max_bytes: int, options: dict[str, Any]
+) -> list[list[Line]]:
+    """The lines in requests of at most ``size`` job requests whose ``POST /jobs/batch`` body
+    (as the client encodes it) is at most ``max_bytes``. A line too large to be sent even
+    alone is a usage error naming it, raised before anything is sent."""
+    base = len(encode_body({"jobs": [], **options}))  # each item adds its size, + 2 after one
+    parts: list[list[Line]] = []
+    part: list[Line] = []
+    used = base
+    for number, request in items:
+        cost = len(encode_body(request))
+        if base + cost > max_bytes:
+            raise click.BadParameter(
+                f"line {number}: this job request is {cost} bytes, too large for one "
+                f"POST /jobs/batch body of at most {max_bytes} bytes"
+            )
+        if part and (len(part) == size or used + 2 + cost > max_bytes):
+            parts.append(part)
+            part, used = [], base
+        used += cost + (2 if part else 0)
+        part.append((number, request))
+    if part:
+        parts.append(part)
+    return parts
 
 
 @batch.command("create")
@@ -128,34 +152,76 @@ def _chunks(
     help="Job requests per POST /jobs/batch.",
 )
 @click.option(
+    "--max-bytes",
+    type=click.IntRange(1024),
+    default=MAX_BODY_BYTES,
+    show_default=True,
+    help="Largest POST /jobs/batch body sent (the API's TE_MAX_BODY_BYTES).",
+)
+@click.option(
     "--atomic", is_flag=True, help="Each request all-or-nothing (422 if any item is invalid)."
 )
 @click.option("--on-complete", help="Endpoint called when each request's batch completes.")
 @json_option
-def create_batch(path: Path, chunk: int, atomic: bool, on_complete: str | None) -> None:
+def create_batch(
+    path: Path, chunk: int, max_bytes: int, atomic: bool, on_complete: str | None
+) -> None:
     """Create jobs from a JSON-lines file (one POST /jobs body per line).
 
-    Sent in requests of up to 1,000 (one batch each) with a progress bar; exits 1 when any
-    job was refused, listing the refused lines (by line number in the file).
+    Sent in requests of up to 1,000 job requests and --max-bytes each (one batch each) with
+    a progress bar; exits 1 when any job was refused, listing the refused lines (by line
+    number in the file). When a request fails, what the requests before it created is
+    reported, then the error (exit status 1).
     """
-    requests = _lines(path)
     options: dict[str, Any] = {"atomic": True} if atomic else {}
     if on_complete:
         options["on_complete"] = on_complete
-    api = settings().client().jobs
+    requests = _lines(path)
+    parts = _chunks(requests, chunk, max_bytes, options)
+    results, failure = _send(settings().client().jobs, parts, options)
+    refused = _report(results, failure)
+    if failure:
+        click.echo(
+            f"Stopped at line {failure.line}: its request failed; the {failure.unsent} job "
+            "request(s) from that line on were not created (or not confirmed):",
+            err=True,
+        )
+        fail(failure.error)
+    if refused:
+        raise click.exceptions.Exit(1)
+
+
+@dataclass
+class _Failure:
+    line: int  # the first line of the request that failed
+    unsent: int  # job requests in it and after it
+    error: TeError
+
+
+def _send(
+    api: Jobs, parts: list[list[Line]], options: dict[str, Any]
+) -> tuple[list[dict[str, Any]], _Failure | None]:
+    """Send each part; the answered items (with their line and batch), and the failure
+    that stopped the sending, if one did."""
     results: list[dict[str, Any]] = []
-    with click.progressbar(length=len(requests), label="Creating jobs", file=sys.stderr) as bar:
-        for part in _chunks(requests, chunk):
-            answer = api.create_batch([request for _, request in part], **options)
+    total = sum(len(part) for part in parts)
+    with click.progressbar(length=total, label="Creating jobs", file=sys.stderr) as bar:
+        for index, part in enumerate(parts):
+            try:
+                answer = api.create_batch([request for _, request in part], **options)
+            except TeError as exc:
+                unsent = sum(len(rest) for rest in parts[index:])
+                return results, _Failure(part[0][0], unsent, exc)
             results += [
                 {"line": number, "batch_id": answer["batch_id"], **item}
                 for (number, _), item in zip(part, answer["items"], strict=True)
             ]
             bar.update(len(part))
-    _report(results)
+    return results, None
 
 
-def _report(results: list[dict[str, Any]]) -> None:
+def _report(results: list[dict[str, Any]], failure: _Failure | None) -> bool:
+    """Print what the answered requests did; True when any job was refused."""
     refused = [
         {"line": r["line"], "status": r["status"], **(r.get("error") or {})}
         for r in results
@@ -168,6 +234,8 @@ def _report(results: list[dict[str, Any]]) -> None:
         "existing": sum(1 for r in results if r["status"] == 200),
         "refused": refused,
     }
+    if failure:
+        summary["stopped_at_line"] = failure.line
     if settings().json:
         show(summary)
     else:
@@ -177,8 +245,7 @@ def _report(results: list[dict[str, Any]]) -> None:
         )
         if refused:
             show(refused, ("line", "status", "code", "message"))
-    if refused:
-        raise click.exceptions.Exit(1)
+    return bool(refused)
 
 
 @batch.command("get")
