@@ -15,7 +15,9 @@ value, Redis Streams as entry fields over :func:`stream_payload` of the entry's 
 The key never leaves this module except as HMAC input: a signature is a one-way function of
 it. :class:`SigningKeys` hides the keys from ``repr``, and :meth:`SigningKeys.redaction_forms`
 lists every spelling of the secret (the ``whsec_`` value, the key's base64 in both alphabets
-with and without padding, its hex) for the worker's redactor. Errors describe what is wrong
+with and without padding, and the redactor's encodings of the key's bytes: base64 at every
+alignment, hex in both cases) for the worker's redactor, which adds the encodings of each
+of these texts (the hex of the ``whsec_`` value among them). Errors describe what is wrong
 with a value, never the value.
 """
 
@@ -34,6 +36,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.domain.names import MAX_NAME_LENGTH, SETUP_NAME
+from chalicelib.domain.redaction import byte_forms
 from chalicelib.errors import ValidationFailed
 
 PREFIX = "whsec_"
@@ -103,8 +106,9 @@ class SigningKeys:
         for key in self.keys:
             standard = base64.b64encode(key).decode()
             urlsafe = base64.urlsafe_b64encode(key).decode()
-            forms += [PREFIX + standard, standard.rstrip("="), urlsafe.rstrip("=")]
-            forms += [key.hex(), key.hex().upper()]
+            unpadded = standard.rstrip("=")  # the verifier accepts a value without padding
+            forms += [PREFIX + standard, PREFIX + unpadded, unpadded, urlsafe.rstrip("=")]
+            forms += sorted(byte_forms(key))  # the key's own bytes: base64 cores and hex
         return tuple(forms)
 
 
