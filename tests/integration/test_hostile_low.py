@@ -4,6 +4,7 @@ SERIALIZABLE (the delivery ones are in tests/integration/worker/test_hostile_low
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -95,3 +96,43 @@ def test_a_value_the_database_refuses_is_answered_without_its_error_text(
         assert body["code"] == exc.code
         for server_text in ("invalid input syntax", "Token", "duplicate key", "configs", "pk_"):
             assert server_text not in body["message"], body
+
+
+# -- 5. INVALID_SIGNING_SECRET says nothing of the secret's value ---------------------------
+
+#: Secrets an endpoint's author may name: what each one's value is must not show.
+UNUSABLE = {
+    "plain": "sk-live-0123456789abcdef",
+    "prefixed": "whsec_" + base64.b64encode(b"k" * 10).decode(),  # a key of 10 bytes
+    "long": "whsec_" + base64.b64encode(b"k" * 65).decode(),  # a key of 65 bytes
+    "not_base64": "whsec_***",
+}
+
+
+def signed_endpoint(name: str, secret: str | None) -> dict[str, Any]:
+    spec = {"url": "https://example.com/hook", "method": "POST"}
+    if secret is not None:
+        spec["signing_secret"] = secret
+    return {"name": name, "type": "HTTP", "spec": spec}
+
+
+def test_unusable_signing_secrets_get_one_answer_apart_from_their_name(api: ApiClient) -> None:
+    for name, value in UNUSABLE.items():
+        assert api.post("/secrets", {"name": name, "value": value}).status == 201
+    assert api.post("/endpoints", signed_endpoint("plain-ep", None)).status == 201
+
+    answers = []
+    for secret in ["missing", *UNUSABLE]:
+        for reply in (
+            api.post("/endpoints", signed_endpoint("signed", secret)),
+            api.put("/endpoints/plain-ep", signed_endpoint("plain-ep", secret)),
+        ):
+            assert (reply.status, reply.error_code) == (422, "INVALID_SIGNING_SECRET")
+            error = dict(reply.body["error"])
+            error.pop("request_id")
+            answers.append(json.dumps(error).replace(f"'{secret}'", "'<name>'"))
+    assert len(set(answers)) == 1, set(answers)
+    assert json.loads(answers[0])["message"] == (
+        "Secret '<name>' cannot be used as a signing secret: it must exist and hold a "
+        "Standard Webhooks key (whsec_ + base64 of 24-64 bytes)."
+    )
