@@ -17,7 +17,7 @@ creation). DELETE is a soft delete refused while live jobs use the endpoint.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -116,26 +116,46 @@ def register(tx: Transaction, definition: EndpointDefinition, box: Box | None = 
     row = setup.insert_endpoint(tx, definition)
     if row is None:
         raise Conflict(f"Endpoint '{definition.name}' already exists.")
-    _ensure_flow_row(tx, definition)
+    _ensure_flow_row(tx, definition, previous=None)
     return row
 
 
 def replace_in(tx: Transaction, definition: EndpointDefinition, box: Box | None = None) -> Row:
     """Replace an existing endpoint's definition (404 if there is none; never creates)."""
-    if setup.get(tx, "endpoint", definition.name) is None:
+    previous = setup.get(tx, "endpoint", definition.name)
+    if previous is None:
         raise _not_found(definition.name)
     check_references(tx, definition, box)
     row = setup.update_endpoint(tx, definition)
     if row is None:
         raise _not_found(definition.name)
-    _ensure_flow_row(tx, definition)
+    _ensure_flow_row(tx, definition, previous=previous)
     return row
 
 
-def _ensure_flow_row(tx: Transaction, definition: EndpointDefinition) -> None:
-    """The row the worker's metered claim locks and debits, in the definition's transaction."""
-    if definition.flow_control is not None:
-        tx.execute(queries["setup_endpoint_flow_ensure"], name=definition.name)
+def _rate_limit(flow_control: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    return (flow_control or {}).get("rate_limit")
+
+
+def _ensure_flow_row(
+    tx: Transaction, definition: EndpointDefinition, *, previous: Row | None
+) -> None:
+    """The row the worker's metered claim locks and debits, in the definition's transaction.
+
+    A rate limit that is new (a new endpoint, or ``previous``, the definition replaced, had
+    none) starts with a full bucket: its ``limit`` can be claimed at once. A rate limit that
+    replaces another keeps the bucket's tokens (so re-sending a definition refills nothing).
+    """
+    if definition.flow_control is None:
+        return
+    rate = _rate_limit(definition.flow_control)
+    was_limited = previous is not None and _rate_limit(previous["flow_control"]) is not None
+    tx.execute(
+        queries["setup_endpoint_flow_ensure"],
+        name=definition.name,
+        tokens=float(rate["limit"]) if rate else 0.0,
+        fill=rate is not None and not was_limited,
+    )
 
 
 @dataclass(frozen=True)

@@ -252,10 +252,16 @@ UPDATE endpoints SET deleted_at = now() WHERE name = :name AND deleted_at IS NUL
 -- name: setup_endpoint_flow_ensure
 -- The endpoint's flow-control row (migrations/006), written with a definition that has
 -- flow_control: the worker's metered claim locks it, so it must exist before a claim can
--- see the definition (same transaction). An existing row keeps its tokens (a new limit
--- bounds them at the next claim).
-INSERT INTO endpoint_flow (endpoint) VALUES (:name)
-ON CONFLICT (endpoint) DO NOTHING
+-- see the definition (same transaction). A rate limit starts with a full bucket (:tokens,
+-- its limit, available at once: "1 per day" delivers its first execution now, not a day
+-- later) when the endpoint is new or had no rate limit before this definition (:fill).
+-- Otherwise an existing row keeps its tokens (a changed limit bounds them at the next
+-- claim; sending the same definition again does not refill the bucket).
+INSERT INTO endpoint_flow (endpoint, tokens, refilled_at)
+VALUES (:name, CAST(:tokens AS FLOAT8), now())
+ON CONFLICT (endpoint) DO UPDATE
+SET tokens = excluded.tokens, refilled_at = excluded.refilled_at
+WHERE CAST(:fill AS BOOLEAN)
 
 -- name: setup_endpoint_pause
 -- POST /endpoints/{name}/pause. COALESCE keeps the first paused_at (idempotent). From the
