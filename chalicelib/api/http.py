@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import math
 import re
 import secrets
 from collections.abc import Callable, Iterable, Mapping
@@ -63,7 +64,11 @@ def error_body(code: str, message: str, request_id: str) -> dict[str, Any]:
 
 
 # Messages of these errors may carry SQL, query names or server text: never shown to clients.
-_HIDDEN_5XX = {
+# A database error is hidden whatever its status (a 400 InvalidData quotes the server's
+# reason, a 409 unique or foreign key violation its detail); the code says what happened.
+_HIDDEN = {
+    400: "The database refused a value of the request.",
+    409: "The request conflicts with data written before or concurrently; retry it.",
     500: "An internal error occurred.",
     503: "The service is temporarily unavailable; retry shortly.",
 }
@@ -71,8 +76,8 @@ _HIDDEN_5XX = {
 
 def public_message(exc: TaskExecutorError) -> str:
     """What a client may read: the message, except for infrastructure failures."""
-    if exc.status >= 500 and isinstance(exc, DatabaseError | SecretKeyError):
-        return _HIDDEN_5XX.get(exc.status, _HIDDEN_5XX[500])
+    if isinstance(exc, DatabaseError) or (exc.status >= 500 and isinstance(exc, SecretKeyError)):
+        return _HIDDEN.get(exc.status, _HIDDEN[500])
     return exc.message
 
 
@@ -171,22 +176,40 @@ def _inspect(value: Any, limit: int, text: str) -> tuple[int, bool]:
     return deepest, True
 
 
+class _NonFinite(ValueError):
+    """A JSON number that is not finite: ``NaN``, ``Infinity``, ``-Infinity`` (Python's
+    extensions to JSON) or a literal beyond the double range (``1e400``)."""
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if math.isinf(value):  # float() never gives NaN for a JSON number literal
+        raise _NonFinite(literal)
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise _NonFinite(name)
+
+
+#: What a client reads for a non-finite number (the database would refuse it in JSONB, and
+#: its error text must never reach a client).
+NON_FINITE_MESSAGE = (
+    "Malformed JSON: numbers must be finite (NaN, Infinity, -Infinity and numbers beyond "
+    "the double range such as 1e400 are refused)."
+)
+
+
 def contains_nul(values: Iterable[str]) -> bool:
     return any("\x00" in value for value in values)
 
 
-def parse_json_body(raw: bytes | None, *, max_bytes: int) -> dict[str, Any]:
-    """Decode a request body that must be one JSON object, with clear 400/413 errors."""
-    if raw is None or not raw.strip():
-        raise InvalidRequest("Request body is required and must be a JSON object.")
-    if len(raw) > max_bytes:
-        raise PayloadTooLarge(f"Request body exceeds {max_bytes} bytes.")
+def _decode(text: str) -> Any:
+    """``json.loads`` with every refusal a 400 INVALID_REQUEST saying why."""
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidRequest(f"Request body is not valid UTF-8 (byte {exc.start}).") from exc
-    try:
-        body = json.loads(text)
+        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+    except _NonFinite as exc:
+        raise InvalidRequest(NON_FINITE_MESSAGE) from exc
     except RecursionError as exc:
         raise InvalidRequest(f"JSON nesting deeper than {MAX_JSON_DEPTH} levels.") from exc
     except json.JSONDecodeError as exc:
@@ -195,6 +218,22 @@ def parse_json_body(raw: bytes | None, *, max_bytes: int) -> dict[str, Any]:
         ) from exc
     except ValueError as exc:  # Python refuses integer literals over 4,300 digits
         raise InvalidRequest(f"Malformed JSON: a number is too long ({exc}).") from exc
+
+
+def parse_json_body(raw: bytes | None, *, max_bytes: int) -> dict[str, Any]:
+    """Decode a request body that must be one JSON object, with clear 400/413 errors.
+
+    Non-finite numbers are refused here (400): ``json`` accepts ``NaN`` and ``Infinity``
+    and turns ``1e400`` into ``inf``, none of which JSONB can hold."""
+    if raw is None or not raw.strip():
+        raise InvalidRequest("Request body is required and must be a JSON object.")
+    if len(raw) > max_bytes:
+        raise PayloadTooLarge(f"Request body exceeds {max_bytes} bytes.")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(f"Request body is not valid UTF-8 (byte {exc.start}).") from exc
+    body = _decode(text)
     if not isinstance(body, dict):
         raise InvalidRequest("Request body must be a JSON object.")
     depth, storable = _inspect(body, MAX_JSON_DEPTH, text)

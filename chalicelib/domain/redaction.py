@@ -2,18 +2,23 @@
 
 A target may echo what it received, and client libraries quote what they sent: a secret can
 come back raw, JSON-escaped (``pw\\"with\\"quotes``, ``\\u00e4``), percent-encoded in
-either case (``p%C3%A4ss``, ``p%c3%a4ss``, ``+`` for a space) or base64-encoded (alone or
-inside a larger base64 text such as a ``Basic`` credential). :class:`Redactor` replaces
-every such form with ``[REDACTED]``, and :meth:`Redactor.cut` shortens text only after
-redacting, removing a form that the cut would leave half-visible at the end.
+either case (``p%C3%A4ss``, ``p%c3%a4ss``, ``+`` for a space), base64-encoded (alone or
+inside a larger base64 text such as a ``Basic`` credential) or hex-encoded in either case
+(``70c3a4...``, ``70C3A4...``). :class:`Redactor` replaces every such form with
+``[REDACTED]``, and :meth:`Redactor.cut` shortens text only after redacting, removing a
+form that the cut would leave half-visible at the end.
 
 How: raw, JSON-escaped and percent-encoded forms are matched by one regular expression per
 secret in which every character may appear literally or in any of its escaped spellings
 (mixtures included). The expression runs on RE2: spellings overlap (a backslash is one
 backslash or two), and on a backtracking engine a secret of backslashes echoed back doubled
-took exponential time; on RE2 matching is linear in the text. Base64 is matched by the
-encoded characters that depend on the secret alone, for each of the three alignments the
-secret can have inside a base64 text, in the standard and URL-safe alphabets.
+took exponential time; on RE2 matching is linear in the text. The encodings of the
+secret's UTF-8 bytes are one list, :func:`byte_forms`: base64 matched by the encoded
+characters that depend on the secret alone, for each of the three alignments the secret can
+have inside a base64 text, in the standard and URL-safe alphabets; and hex in lower and
+upper case (byte-aligned anywhere in a larger hex text, so one spelling each). A signing
+key, which is bytes and not text, gets the same list
+(:meth:`chalicelib.domain.signing.SigningKeys.redaction_forms`).
 """
 
 from __future__ import annotations
@@ -123,7 +128,7 @@ def _pattern(secrets: tuple[str, ...]) -> Any:
             parts.append((len(secret), spelled))
         else:
             parts.extend((len(form), re.escape(form)) for form in _plain_forms(secret))
-        parts.extend((len(core), re.escape(core)) for core in _base64_cores(secret))
+        parts.extend((len(form), re.escape(form)) for form in byte_forms(secret.encode()))
     if not parts:
         return None
     parts.sort(key=lambda part: part[0], reverse=True)
@@ -135,9 +140,14 @@ def _pattern(secrets: tuple[str, ...]) -> Any:
     return re2.compile("|".join(p for _, p in parts), options)
 
 
-def _base64_cores(secret: str) -> set[str]:
-    """The base64 characters fixed by ``secret``'s bytes alone, at each of 3 alignments."""
-    data = secret.encode()
+def byte_forms(data: bytes) -> set[str]:
+    """Every encoding of ``data`` a target or library could echo back as text: the base64
+    cores at each alignment (both alphabets) and the hex in lower and upper case."""
+    return _base64_cores(data) | {data.hex(), data.hex().upper()}
+
+
+def _base64_cores(data: bytes) -> set[str]:
+    """The base64 characters fixed by ``data`` alone, at each of 3 alignments."""
     cores = set()
     for offset in range(3):
         encoded = base64.b64encode(b"\0" * offset + data + b"\0\0").decode()
@@ -157,7 +167,7 @@ def _plain_forms(secret: str) -> list[str]:
     forms = [secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]]
     for encoded in (quote(secret, safe=""), quote_plus(secret, safe="")):
         forms += [encoded, re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), encoded)]
-    return forms + sorted(_base64_cores(secret))
+    return forms + sorted(byte_forms(secret.encode()))
 
 
 def _without_partial_tail(text: str, form: str, minimum: int = 3) -> str:

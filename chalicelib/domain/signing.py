@@ -15,8 +15,10 @@ value, Redis Streams as entry fields over :func:`stream_payload` of the entry's 
 The key never leaves this module except as HMAC input: a signature is a one-way function of
 it. :class:`SigningKeys` hides the keys from ``repr``, and :meth:`SigningKeys.redaction_forms`
 lists every spelling of the secret (the ``whsec_`` value, the key's base64 in both alphabets
-with and without padding, its hex) for the worker's redactor. Errors describe what is wrong
-with a value, never the value.
+with and without padding, and the redactor's encodings of the key's bytes: base64 at every
+alignment, hex in both cases) for the worker's redactor, which adds the encodings of each
+of these texts (the hex of the ``whsec_`` value among them). Errors never describe the
+value, not even what is wrong with it (:class:`MalformedSigningSecret`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.domain.names import MAX_NAME_LENGTH, SETUP_NAME
+from chalicelib.domain.redaction import byte_forms
 from chalicelib.errors import ValidationFailed
 
 PREFIX = "whsec_"
@@ -49,8 +52,17 @@ STREAM_OWN_FIELDS = frozenset({"execution_id", "attempt", *HEADERS})
 _BASE64 = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
 
 
+#: What a signing secret's value must be; the one description every refusal gives.
+KEY_FORM = f"a Standard Webhooks key ({PREFIX} + base64 of {MIN_KEY_BYTES}-{MAX_KEY_BYTES} bytes)"
+
+
 class MalformedSigningSecret(ValueError):
-    """A signing secret's value is not ``whsec_<base64 key>``; the message never quotes it."""
+    """A signing secret's value is not ``whsec_<base64 key>``. The message is the same
+    whatever is wrong: it says nothing of the value (its prefix, encoding or length), since
+    whoever reads it (an endpoint's author, an attempt's reader) may not know the value."""
+
+    def __init__(self) -> None:
+        super().__init__(f"its value is not {KEY_FORM}")
 
 
 def check_signing_secret_field(where: str, value: Any) -> None:
@@ -68,18 +80,16 @@ def signing_secret_of(spec: Mapping[str, Any] | None) -> str | None:
 def parse_secret(value: str) -> bytes:
     """The key of a ``whsec_<base64>`` value (:class:`MalformedSigningSecret` otherwise)."""
     if not value.startswith(PREFIX):
-        raise MalformedSigningSecret("its value must start with 'whsec_'")
+        raise MalformedSigningSecret()
     encoded = value[len(PREFIX) :]
     if not _BASE64.fullmatch(encoded):
-        raise MalformedSigningSecret("its value after 'whsec_' must be standard base64")
+        raise MalformedSigningSecret()
     try:
         key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
     except (binascii.Error, ValueError):
-        raise MalformedSigningSecret("its value after 'whsec_' must be standard base64") from None
+        raise MalformedSigningSecret() from None
     if not MIN_KEY_BYTES <= len(key) <= MAX_KEY_BYTES:
-        raise MalformedSigningSecret(
-            f"its key must be {MIN_KEY_BYTES} to {MAX_KEY_BYTES} bytes (got {len(key)})"
-        )
+        raise MalformedSigningSecret()
     return key
 
 
@@ -103,8 +113,9 @@ class SigningKeys:
         for key in self.keys:
             standard = base64.b64encode(key).decode()
             urlsafe = base64.urlsafe_b64encode(key).decode()
-            forms += [PREFIX + standard, standard.rstrip("="), urlsafe.rstrip("=")]
-            forms += [key.hex(), key.hex().upper()]
+            unpadded = standard.rstrip("=")  # the verifier accepts a value without padding
+            forms += [PREFIX + standard, PREFIX + unpadded, unpadded, urlsafe.rstrip("=")]
+            forms += sorted(byte_forms(key))  # the key's own bytes: base64 cores and hex
         return tuple(forms)
 
 

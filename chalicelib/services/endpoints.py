@@ -12,12 +12,14 @@ the checks that need the database, in the same transaction as the write:
   change independently and are resolved per execution.)
 
 A replacement applies to future jobs only (jobs keep the snapshot taken at their
-creation). DELETE is a soft delete refused while live jobs use the endpoint.
+creation). DELETE is a soft delete refused (409 CONFLICT) while live jobs use the endpoint,
+while live endpoints name it as a default callback, and while live work (jobs, batches)
+names it as a callback still to fire.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -116,26 +118,74 @@ def register(tx: Transaction, definition: EndpointDefinition, box: Box | None = 
     row = setup.insert_endpoint(tx, definition)
     if row is None:
         raise Conflict(f"Endpoint '{definition.name}' already exists.")
-    _ensure_flow_row(tx, definition)
+    _ensure_flow_row(tx, definition, previous=None)
     return row
 
 
 def replace_in(tx: Transaction, definition: EndpointDefinition, box: Box | None = None) -> Row:
     """Replace an existing endpoint's definition (404 if there is none; never creates)."""
-    if setup.get(tx, "endpoint", definition.name) is None:
+    previous = setup.get(tx, "endpoint", definition.name)
+    if previous is None:
         raise _not_found(definition.name)
     check_references(tx, definition, box)
     row = setup.update_endpoint(tx, definition)
     if row is None:
         raise _not_found(definition.name)
-    _ensure_flow_row(tx, definition)
+    _ensure_flow_row(tx, definition, previous=previous)
     return row
 
 
-def _ensure_flow_row(tx: Transaction, definition: EndpointDefinition) -> None:
-    """The row the worker's metered claim locks and debits, in the definition's transaction."""
-    if definition.flow_control is not None:
-        tx.execute(queries["setup_endpoint_flow_ensure"], name=definition.name)
+def _rate_limit(flow_control: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    return (flow_control or {}).get("rate_limit")
+
+
+def _ensure_flow_row(
+    tx: Transaction, definition: EndpointDefinition, *, previous: Row | None
+) -> None:
+    """The row the worker's metered claim locks and debits, in the definition's transaction.
+
+    A rate limit that is new (a new endpoint, or ``previous``, the definition replaced, had
+    none) starts with a full bucket: its ``limit`` can be claimed at once. A rate limit that
+    replaces another keeps the bucket's tokens (so re-sending a definition refills nothing).
+    """
+    if definition.flow_control is None:
+        return
+    rate = _rate_limit(definition.flow_control)
+    was_limited = previous is not None and _rate_limit(previous["flow_control"]) is not None
+    tx.execute(
+        queries["setup_endpoint_flow_ensure"],
+        name=definition.name,
+        tokens=float(rate["limit"]) if rate else 0.0,
+        fill=rate is not None and not was_limited,
+    )
+
+
+def refuse_if_callback_target(tx: Transaction, name: str) -> None:
+    """409 CONFLICT while the endpoint is a callback target of live endpoints (their default
+    on_success / on_failure: their new jobs would be refused), of live jobs (on_success /
+    on_failure) or of live batches (on_complete) whose callback is still to fire. Finished
+    work does not pin it (``setup_endpoint_live_callbacks`` says what is live and what the
+    read costs)."""
+    limit = setup.DEPENDENTS_SHOWN + 1
+    endpoints = [
+        str(r["name"]) for r in tx.run(queries["setup_endpoint_dependents"], name=name, limit=limit)
+    ]
+    rows = tx.run(queries["setup_endpoint_live_callbacks"], name=name, limit=limit)
+    jobs = [str(r["ref"]) for r in rows if r["kind"] == "job"]
+    batches = [str(r["ref"]) for r in rows if r["kind"] == "batch"]
+    users = []
+    if endpoints:
+        users.append(f"endpoint(s) {setup.name_list(endpoints)} (default on_success / on_failure)")
+    if jobs:
+        users.append(f"live job(s) {setup.name_list(jobs)} (on_success / on_failure)")
+    if batches:
+        users.append(f"live batch(es) {setup.name_list(batches)} (on_complete)")
+    if users:
+        raise Conflict(
+            f"Endpoint '{name}' is the callback of {' and of '.join(users)}: deleting it would "
+            "lose those callbacks; change those endpoints, cancel that work or let it finish "
+            "first."
+        )
 
 
 @dataclass(frozen=True)
@@ -158,7 +208,14 @@ class EndpointService(SetupService[EndpointView]):
         return _not_found(name)
 
     def endpoints_using(self, tx: Transaction, name: str) -> list[str]:
-        return []  # endpoints do not reference each other; only live jobs pin one
+        return []  # those naming it as a default callback: refuse_if_callback_target
+
+    def delete_in(self, tx: Transaction, name: str) -> None:
+        """Delete unless live jobs of the endpoint use it (the base rule), or a live endpoint
+        or live work names it as a callback (409 CONFLICT saying so)."""
+        if setup.get(tx, "endpoint", name) is not None:
+            refuse_if_callback_target(tx, name)
+        super().delete_in(tx, name)
 
     def create(self, definition: EndpointDefinition) -> EndpointView:
         """Register an endpoint: 409 if the name is taken, 422 for a missing reference."""

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from chalicelib.crypto import SecretBox
 from chalicelib.db.connection import Row, Transaction
 from chalicelib.db.queries import queries
-from chalicelib.domain.signing import MalformedSigningSecret, parse_secret
+from chalicelib.domain.signing import KEY_FORM, MalformedSigningSecret, parse_secret
 from chalicelib.errors import (
     InvalidSigningSecret,
     SecretKeyError,
@@ -96,17 +96,23 @@ class SecretService(NamedValueService[SecretView]):
         log_event(log, event or "secret_deleted", secret=name)
 
 
-#: How a 422 about a signing secret's value ends (what a valid value looks like).
-SIGNING_FORM = "a signing secret's value is 'whsec_' followed by the base64 of a 24-64 byte key"
-
-
 def signing_problem(value: str) -> str | None:
-    """Why ``value`` cannot be a signing key (never quoting it), or None if it can."""
+    """Why ``value`` cannot be a signing key (one message whatever is wrong, never quoting
+    or describing the value), or None if it can."""
     try:
         parse_secret(value)
     except MalformedSigningSecret as exc:
         return str(exc)
     return None
+
+
+def unusable_signing_secret(name: str) -> InvalidSigningSecret:
+    """The 422 for a ``spec.signing_secret`` that cannot sign: one message whether the
+    secret is missing or its value is not a key, of whatever prefix or length (an endpoint's
+    author may name any secret; the answer must not describe its value)."""
+    return InvalidSigningSecret(
+        f"Secret '{name}' cannot be used as a signing secret: it must exist and hold {KEY_FORM}."
+    )
 
 
 def _rotate(tx: Transaction, name: str, stored: bytes, problem: str | None) -> Row | None:
@@ -115,7 +121,8 @@ def _rotate(tx: Transaction, name: str, stored: bytes, problem: str | None) -> R
         if signers:
             users = name_list([f"{r['kind']} {r['ref']}" for r in signers])
             raise InvalidSigningSecret(
-                f"Secret '{name}' signs the deliveries of {users}: {problem} ({SIGNING_FORM})."
+                f"Secret '{name}' signs the deliveries of {users}: its new value must be "
+                f"{KEY_FORM}."
             )
     return tx.one(
         queries["setup_secret_update"], name=name, value=stored, keep_previous=problem is None
@@ -123,7 +130,8 @@ def _rotate(tx: Transaction, name: str, stored: bytes, problem: str | None) -> R
 
 
 def check_signing_secret(tx: Transaction, name: str, box: Callable[[], SecretBox] | None) -> None:
-    """An endpoint's ``signing_secret`` must exist and hold a ``whsec_`` key (422 otherwise).
+    """An endpoint's ``signing_secret`` must exist and hold a ``whsec_`` key (422 otherwise,
+    the same answer for both: :func:`unusable_signing_secret`).
 
     The value is decrypted here only to check its form. Without a key that can decrypt it
     (``box`` None or failing), the form is left to the worker, which then fails the
@@ -131,13 +139,12 @@ def check_signing_secret(tx: Transaction, name: str, box: Callable[[], SecretBox
     """
     row = tx.one(queries["setup_secret_ciphertext"], name=name)
     if row is None:
-        raise InvalidSigningSecret(f"Signing secret '{name}' does not exist: create it first.")
+        raise unusable_signing_secret(name)
     if box is None:
         return
     try:
         value = box().decrypt(name, row["encrypted_value"])
     except SecretKeyError:
         return
-    problem = signing_problem(value)
-    if problem is not None:
-        raise InvalidSigningSecret(f"Secret '{name}' cannot sign: {problem} ({SIGNING_FORM}).")
+    if signing_problem(value) is not None:
+        raise unusable_signing_secret(name)

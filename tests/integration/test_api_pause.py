@@ -107,7 +107,7 @@ def test_flow_control_is_validated_echoed_and_gets_its_row(
     assert created.body["flow_control"] == flow
     assert api.get("/endpoints/hook").body["flow_control"] == flow
     rows = database.run("SELECT endpoint, tokens FROM endpoint_flow")
-    assert [(r["endpoint"], r["tokens"]) for r in rows] == [("hook", 0)]
+    assert [(r["endpoint"], r["tokens"]) for r in rows] == [("hook", 100)]  # a full bucket
 
     only_concurrency = api.put("/endpoints/hook", {**HOOK, "flow_control": {"max_concurrency": 2}})
     assert only_concurrency.body["flow_control"] == {"max_concurrency": 2}

@@ -58,7 +58,10 @@ def decrypt(name: str, blob: bytes) -> str:
 def test_an_endpoint_signs_with_an_existing_whsec_secret(api: ApiClient) -> None:
     missing = api.post("/endpoints", endpoint())
     assert (missing.status, missing.error_code) == (422, "INVALID_SIGNING_SECRET")
-    assert "'hooks' does not exist" in missing.body["error"]["message"]
+    assert (
+        "Secret 'hooks' cannot be used as a signing secret: it must exist"
+        in (missing.body["error"]["message"])
+    )
 
     assert api.post("/secrets", {"name": "hooks", "value": SIGNING}).status == 201
     created = api.post("/endpoints", endpoint())
@@ -69,15 +72,15 @@ def test_an_endpoint_signs_with_an_existing_whsec_secret(api: ApiClient) -> None
 
 
 @pytest.mark.parametrize(
-    ("value", "reason"),
+    "value",
     [
-        ("sk-live-not-a-signing-key", "must start with 'whsec_'"),
-        ("whsec_***", "standard base64"),
-        ("whsec_" + base64.b64encode(b"short").decode(), "24 to 64 bytes (got 5)"),
+        "sk-live-not-a-signing-key",
+        "whsec_***",
+        "whsec_" + base64.b64encode(b"short").decode(),
     ],
 )
 def test_a_secret_that_cannot_sign_is_422_at_endpoint_write_time(
-    api: ApiClient, value: str, reason: str
+    api: ApiClient, value: str
 ) -> None:
     assert api.post("/secrets", {"name": "hooks", "value": value}).status == 201
     assert api.post("/endpoints", endpoint("plain", signer=None)).status == 201
@@ -87,7 +90,7 @@ def test_a_secret_that_cannot_sign_is_422_at_endpoint_write_time(
     ):
         assert (reply.status, reply.error_code) == (422, "INVALID_SIGNING_SECRET"), reply.body
         message = reply.body["error"]["message"]
-        assert reason in message and "whsec_' followed by the base64" in message
+        assert "it must exist and hold a Standard Webhooks key" in message
         assert value.removeprefix("whsec_") not in message
     assert api.get("/endpoints/signed").status == 404
     assert "signing_secret" not in api.get("/endpoints/plain").body["spec"]

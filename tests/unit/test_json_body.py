@@ -55,3 +55,25 @@ def test_depth_is_bounded_with_and_without_the_string_walk(risky: str) -> None:
         parse(text)
     shallow = {"jobs": [{"input": {"n": i, "s": "x"}} for i in range(1000)]}
     assert parse(json.dumps(shallow)) == shallow
+
+
+@pytest.mark.parametrize(
+    "literal", ["NaN", "Infinity", "-Infinity", "1e400", "-1e400", "1.5e309", "[1, 2e999]"]
+)
+def test_non_finite_numbers_are_a_400_naming_the_problem(literal: str) -> None:
+    with pytest.raises(InvalidRequest, match="numbers must be finite") as caught:
+        parse(f'{{"a": {{"b": {literal}}}}}')
+    assert caught.value.status == 400 and caught.value.code == "INVALID_REQUEST"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": 1.7976931348623157e308}', {"a": 1.7976931348623157e308}),  # the largest double
+        ('{"a": -1e-400}', {"a": -0.0}),  # underflow is finite
+        ('{"a": 1' + "0" * 400 + "}", {"a": 10**400}),  # an integer literal stays exact
+        ('{"a": "NaN", "b": "Infinity"}', {"a": "NaN", "b": "Infinity"}),  # strings are data
+    ],
+)
+def test_finite_numbers_and_lookalike_strings_pass(text: str, expected: object) -> None:
+    assert parse(text) == expected

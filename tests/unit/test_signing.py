@@ -91,21 +91,23 @@ def test_outside_the_window_only_the_current_key_signs(previous, rotated_ago) ->
 
 
 @pytest.mark.parametrize(
-    ("value", "reason"),
+    "value",
     [
-        ("sk-live-123", "must start with 'whsec_'"),
-        ("whsec_", "standard base64"),
-        ("whsec_!!!!not base64", "standard base64"),
-        ("whsec_" + base64.urlsafe_b64encode(b"\xff" * 30).decode(), "standard base64"),
-        ("whsec_" + base64.b64encode(b"k" * 16).decode(), "24 to 64 bytes (got 16)"),
-        ("whsec_" + base64.b64encode(b"k" * 65).decode(), "24 to 64 bytes (got 65)"),
+        "sk-live-123",
+        "whsec_",
+        "whsec_!!!!not base64",
+        "whsec_" + base64.urlsafe_b64encode(b"\xff" * 30).decode(),
+        "whsec_" + base64.b64encode(b"k" * 16).decode(),
+        "whsec_" + base64.b64encode(b"k" * 65).decode(),
     ],
 )
-def test_a_malformed_value_is_refused_without_quoting_it(value: str, reason: str) -> None:
+def test_a_malformed_value_is_refused_without_describing_it(value: str) -> None:
+    """One message whatever is wrong: neither the value nor its prefix, encoding or length."""
     with pytest.raises(signing.MalformedSigningSecret) as caught:
         signing.parse_secret(value)
-    assert reason in str(caught.value)
-    assert value.removeprefix("whsec_") not in str(caught.value) or value == "whsec_"
+    assert str(caught.value) == (
+        "its value is not a Standard Webhooks key (whsec_ + base64 of 24-64 bytes)"
+    )
 
 
 def test_unpadded_base64_is_accepted_as_the_verifier_does() -> None:

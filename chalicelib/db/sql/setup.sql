@@ -244,6 +244,66 @@ RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
 SELECT job_id FROM live_jobs WHERE endpoint = :name
 ORDER BY created_at DESC, job_id DESC LIMIT :limit
 
+-- name: setup_endpoint_dependents
+-- Live endpoints whose default callbacks (on_success / on_failure) name the endpoint: a job
+-- created on them takes those defaults, and would be refused (422 INVALID_CALLBACK) once
+-- it is deleted. An endpoint naming itself does not keep itself. Same transaction and race
+-- argument as setup_payload_spec_dependents (a registration naming a callback reads its
+-- row, which the delete writes).
+SELECT name FROM endpoints
+WHERE (on_success = :name OR on_failure = :name) AND name <> :name AND deleted_at IS NULL
+ORDER BY name LIMIT :limit
+
+-- name: setup_endpoint_live_callbacks
+-- Live work that names the endpoint as the target of a callback yet to fire: deleting it
+-- would lose the callback (the finalize could only log "No callback job"). Finished work
+-- does not count: its callbacks fired or never will.
+--   * jobs: ACTIVE cron jobs (each tick copies their on_success / on_failure onto its
+--     execution) and jobs with a non-terminal execution naming it (the finalize reads the
+--     execution's copy). Each arm walks the partial index of live work whose predicate it
+--     repeats, as live_jobs does (idx_jobs_cron_due, idx_executions_pickup or _due,
+--     idx_executions_pending, idx_executions_running) and filters its rows: the cost is
+--     what is live, never history.
+--   * batches: on_complete names it, a child execution is still live (the same partial
+--     indexes; cron ticks carry no batch_id), and it has not fired yet (no 'batch:<id>' job
+--     on the endpoint, idx_jobs_idempotency): a batch reopened by a retried member does
+--     not fire again.
+-- Read in the delete's SERIALIZABLE transaction: a job or batch created concurrently with
+-- the endpoint as a callback reads the endpoint's row (check_callbacks) and inserts a live
+-- execution this read ranges over, so one of the two fails with 40001.
+(SELECT 'job' AS kind, j.job_id AS ref FROM jobs AS j
+ WHERE j.job_id IN (
+     SELECT job_id FROM jobs
+     WHERE trigger_type = 'CRON' AND status = 'ACTIVE'
+       AND (on_success = :name OR on_failure = :name)
+     UNION ALL
+     SELECT job_id FROM executions
+     WHERE status IN ('QUEUED', 'RETRYING') AND (on_success = :name OR on_failure = :name)
+     UNION ALL
+     SELECT job_id FROM executions
+     WHERE status = 'PENDING' AND (on_success = :name OR on_failure = :name)
+     UNION ALL
+     SELECT job_id FROM executions
+     WHERE status = 'RUNNING' AND (on_success = :name OR on_failure = :name)
+ )
+ ORDER BY j.created_at DESC, j.job_id DESC LIMIT :limit)
+UNION ALL
+(SELECT 'batch' AS kind, b.batch_id AS ref FROM batches AS b
+ WHERE b.on_complete = :name
+   AND b.batch_id IN (
+       SELECT batch_id FROM executions
+       WHERE status IN ('QUEUED', 'RETRYING') AND batch_id IS NOT NULL
+       UNION ALL
+       SELECT batch_id FROM executions WHERE status = 'PENDING' AND batch_id IS NOT NULL
+       UNION ALL
+       SELECT batch_id FROM executions WHERE status = 'RUNNING' AND batch_id IS NOT NULL
+   )
+   AND NOT EXISTS (
+       SELECT 1 FROM jobs AS fired
+       WHERE fired.endpoint = :name AND fired.idempotency_key = 'batch:' || b.batch_id
+   )
+ ORDER BY b.created_at DESC, b.batch_id DESC LIMIT :limit)
+
 -- name: setup_endpoint_delete
 -- Soft delete: the endpoint's jobs, executions, attempts and logs stay readable, and
 -- fk_jobs_endpoint keeps pointing at this row.
@@ -252,10 +312,16 @@ UPDATE endpoints SET deleted_at = now() WHERE name = :name AND deleted_at IS NUL
 -- name: setup_endpoint_flow_ensure
 -- The endpoint's flow-control row (migrations/006), written with a definition that has
 -- flow_control: the worker's metered claim locks it, so it must exist before a claim can
--- see the definition (same transaction). An existing row keeps its tokens (a new limit
--- bounds them at the next claim).
-INSERT INTO endpoint_flow (endpoint) VALUES (:name)
-ON CONFLICT (endpoint) DO NOTHING
+-- see the definition (same transaction). A rate limit starts with a full bucket (:tokens,
+-- its limit, available at once: "1 per day" delivers its first execution now, not a day
+-- later) when the endpoint is new or had no rate limit before this definition (:fill).
+-- Otherwise an existing row keeps its tokens (a changed limit bounds them at the next
+-- claim; sending the same definition again does not refill the bucket).
+INSERT INTO endpoint_flow (endpoint, tokens, refilled_at)
+VALUES (:name, CAST(:tokens AS FLOAT8), now())
+ON CONFLICT (endpoint) DO UPDATE
+SET tokens = excluded.tokens, refilled_at = excluded.refilled_at
+WHERE CAST(:fill AS BOOLEAN)
 
 -- name: setup_endpoint_pause
 -- POST /endpoints/{name}/pause. COALESCE keeps the first paused_at (idempotent). From the
