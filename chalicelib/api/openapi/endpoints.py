@@ -122,7 +122,7 @@ _WRITABLE = {
         "additionalProperties": False,
         "description": "Limits enforced across all workers (shown only when set). "
         "rate_limit: at most `limit` deliveries per `period_ms` (a token bucket holding up "
-        "to `limit`); max_concurrency: at most this many executions RUNNING at once.",
+        "to `limit`, full when the limit is first set); max_concurrency: at most this many executions RUNNING at once.",
         "properties": {
             "rate_limit": {
                 "type": "object",
@@ -150,7 +150,9 @@ _UNPROCESSABLE = (
 
 _LIVE_JOBS = (
     "live jobs use this endpoint (ACTIVE cron jobs, jobs with an execution not yet "
-    "terminal); they are named. Finished and retired jobs do not block."
+    "terminal), or name it as their on_success / on_failure callback, or a live batch names "
+    "it as on_complete, or another endpoint names it as a default callback; they are named. "
+    "Finished and retired jobs do not block."
 )
 _SHOWN = {
     **_WRITABLE,
