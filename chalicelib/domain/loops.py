@@ -147,3 +147,14 @@ def reported_loops(component: str, metadata: object) -> list[ReportedLoop]:
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+#: The longest reason recorded for a row a loop set aside.
+REASON_LIMIT = 500
+
+
+def fault_reason(exc: BaseException) -> str:
+    """Why a row was set aside, as stored and shown: the error's type and message, bounded
+    and without NUL characters (which a TEXT column refuses)."""
+    text = f"{type(exc).__name__}: {exc}".replace("\x00", "")
+    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 3] + "..."

@@ -216,3 +216,21 @@ SELECT d.execution_id, d.status,
        CASE WHEN d.status = 'FAILED' THEN d.on_failure END AS callback,
        CASE WHEN d.status = 'FAILED' THEN d.batch_id END AS batch_id
 FROM described AS d
+
+-- name: scheduler_cron_set_aside
+-- Cron jobs the materializer cannot schedule (chalicelib/scheduler/materializer.py: a row
+-- it cannot read or plan, or a plan the tick statement refuses) leave the due scan:
+-- cron_next_run_at NULL takes them out of idx_jobs_cron_due's range for good, so they
+-- can never again hold a batch position that schedulable jobs need, and schedule_error
+-- says why where the API shows the job. Only ACTIVE cron jobs: one retired or replaced
+-- meanwhile is left as it is. Two schedulers setting the same job aside write the same
+-- values; RETURNING lets each log only the jobs its own statement changed.
+UPDATE jobs AS j
+SET cron_next_run_at = NULL,
+    schedule_error = f.error
+FROM unnest(CAST(:job_ids AS TEXT[]), CAST(:errors AS TEXT[])) AS f(job_id, error)
+WHERE j.job_id = f.job_id
+  AND j.trigger_type = 'CRON'
+  AND j.status = 'ACTIVE'
+  AND j.schedule_error IS NULL
+RETURNING j.job_id
