@@ -158,3 +158,7 @@ def fault_reason(exc: BaseException) -> str:
     and without NUL characters (which a TEXT column refuses)."""
     text = f"{type(exc).__name__}: {exc}".replace("\x00", "")
     return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 3] + "..."
+
+
+#: ``attempts.error.type`` of an execution a loop set aside because it cannot process it.
+UNPROCESSABLE = "UNPROCESSABLE"
