@@ -44,8 +44,10 @@ Guarantees, with any number of schedulers running at once:
   aside at the end of the iteration: ``cron_next_run_at`` NULL (out of the due scan for
   good, so a batch full of such jobs cannot starve the rest), ``schedule_error`` saying
   why (GET /jobs/{id}; /status reports it FAILING) and one ``cron_job_unschedulable`` log
-  line. A transient failure (database away or contended) is not a job's fault: the
-  iteration fails and the loop retries it after its back-off.
+  line. Only a failure a row can cause sets a job aside (the code's own exception, or a
+  refusal of SQLSTATE class 22/23: :func:`~chalicelib.db.faults.is_row_fault`); any other
+  (the database away, a permission) is not a job's fault: the iteration fails and the
+  loop retries it after its back-off, reporting itself failing.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ from zoneinfo import ZoneInfo
 
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Transaction
-from chalicelib.db.faults import is_transient
+from chalicelib.db.faults import is_row_fault
 from chalicelib.db.queries import queries, regional
 from chalicelib.domain.clock import utcnow
 from chalicelib.domain.cron import first_tick, next_tick, render_local, stored_zone
@@ -234,13 +236,13 @@ class CronMaterializer:
         return created, any(t is not None and t <= horizon for _, t in current.values())
 
     def _apply_isolated(self, plans: Plans, faults: Faults) -> dict[str, bool]:
-        """:meth:`apply`; if the round fails other than transiently, each plan on its own,
+        """:meth:`apply`; if the round fails in a way a row can cause, each plan on its own,
         so the job whose plan the statement refuses is set aside and the others go on."""
         try:
             return self.apply(plans)
         except Exception as exc:
-            if is_transient(exc):
-                raise  # the database is away or contended: the loop retries the batch
+            if not is_row_fault(exc):
+                raise  # an outage, or the same for every job: the loop fails and reports
             if len(plans) == 1:
                 faults[plans[0][0].job_id] = fault_reason(exc)
                 return {}

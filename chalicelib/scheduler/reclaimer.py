@@ -9,12 +9,13 @@ before dying) and a WARN log row. Safe with several schedulers: the UPDATE re-ch
 the execution is still RUNNING on an expired lease (``scheduler_reclaim_stuck``).
 
 No row can stop it: when the batch statement (or what follows it: callbacks, batch
-completion) fails other than transiently, the expired executions are reclaimed one by one
+completion) fails in a way a row can cause (:func:`~chalicelib.db.faults.is_row_fault`),
+the expired executions are reclaimed one by one
 (``scheduler_reclaim_candidates``, ``scheduler_reclaim_listed``), and one that fails on its
 own is set aside: FAILED at once, with an ERROR log line and a FAILED attempt of type
 ``UNPROCESSABLE`` saying why (``scheduler_reclaim_set_aside``), so it shows in the
-dead-letter view and leaves the reclaimer's scan. A transient failure (database away or
-contended) fails the iteration instead; the loop retries after its back-off.
+dead-letter view and leaves the reclaimer's scan. Any other failure (database away or
+contended, a permission) fails the iteration instead; the loop retries after its back-off.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.db.connection import Database, Transaction
-from chalicelib.db.faults import is_transient
+from chalicelib.db.faults import is_row_fault
 from chalicelib.db.queries import Query, queries, regional
 from chalicelib.domain.clock import utcnow
 from chalicelib.domain.loops import UNPROCESSABLE, fault_reason
@@ -77,7 +78,7 @@ class StuckReclaimer:
     def reclaim(self) -> list[Reclaimed]:
         """Reclaim up to ``batch_size`` expired executions as of now.
 
-        If the batch statement fails other than transiently, the candidates are reclaimed
+        If the batch statement fails in a way a row can cause, the candidates are reclaimed
         one by one and one that fails alone is set aside (FAILED, :meth:`set_aside`), so a
         row the statement cannot write never blocks the reclaims behind it.
         """
@@ -86,8 +87,8 @@ class StuckReclaimer:
         try:
             return self._take(sql, now, batch=self._batch_size, **params)
         except Exception as exc:
-            if is_transient(exc):
-                raise  # the database is away or contended: the loop retries the batch
+            if not is_row_fault(exc):
+                raise  # an outage, or the same for every row: the loop fails and reports
         return self._one_by_one(now)
 
     def _one_by_one(self, now: datetime) -> list[Reclaimed]:
@@ -101,7 +102,7 @@ class StuckReclaimer:
                     queries["scheduler_reclaim_listed"], now, ids=[execution_id]
                 )
             except Exception as exc:
-                if is_transient(exc):
+                if not is_row_fault(exc):
                     raise
                 self.set_aside(execution_id, fault_reason(exc), now)
         return reclaimed

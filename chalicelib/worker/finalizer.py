@@ -15,12 +15,13 @@ its slots, so a worker's slot cycle costs one commit, not a finalize and a claim
 An execution that ended with a callback, or as the child of a batch, gets what follows
 it (:mod:`chalicelib.services.callbacks`) in the same transaction as its final status.
 
-If the database is down (or contended) the batch is retried with backoff until it is
-written or the worker abandons it at shutdown; abandoned executions stay RUNNING and the
-reclaimer returns them (at-least-once delivery).
+If the database is down (or contended, or fails the same way for any result) the batch is
+retried with backoff until it is written or the worker abandons it at shutdown; abandoned
+executions stay RUNNING and the reclaimer returns them (at-least-once delivery).
 
-No result can stop the finalizer: a batch that fails otherwise (a value the database
-refuses, such as a target's answer holding U+0000, or a bug) is written result by result,
+No result can stop the finalizer: a batch that fails in a way a result can cause (a value
+the database refuses, such as a target's answer holding U+0000, or a value the code cannot
+handle: :func:`~chalicelib.db.faults.is_row_fault`) is written result by result,
 and a result that fails alone is recorded as a FAILED attempt of type ``UNPROCESSABLE``
 instead (:meth:`FinishedExecution.unprocessable`: no output, a log line saying why and that
 the delivery may have been made), so it shows in the dead-letter view and its slot comes
@@ -41,7 +42,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from chalicelib.db.connection import Database, Row, Transaction
-from chalicelib.db.faults import is_transient
+from chalicelib.db.faults import is_row_fault
 from chalicelib.db.queries import queries
 from chalicelib.domain.loops import fault_reason
 from chalicelib.logs import FailureLog
@@ -146,7 +147,7 @@ class Finalizer:
         try:
             applied, plan, claimed = self._write_with_retry(batch)
             results = [(f, f.execution_id in applied) for f in batch]
-        except Exception as exc:  # not transient: one of the results may be the cause
+        except Exception as exc:  # one of the results may be the cause
             self._registry.failed(FINALIZE_LOOP, exc)
             log.warning(
                 "finalize batch refused; writing its results one by one",
@@ -182,8 +183,8 @@ class Finalizer:
         self, batch: list[FinishedExecution], *, refill: bool = True
     ) -> tuple[set[str], Any | None, list[ClaimedExecution]]:
         """Write ``batch`` (and, with ``refill``, claim into the slots it frees), retrying
-        transient failures with back-off until written or abandoned at shutdown; any other
-        failure is raised to :meth:`_write`."""
+        other failures with back-off until written or abandoned at shutdown; a failure a
+        result can cause is raised to :meth:`_write`."""
         payload = json.dumps([f.to_json() for f in batch], separators=(",", ":"))
         holds = _holds(batch)
         delay = 0.05
@@ -197,8 +198,10 @@ class Finalizer:
             except BaseException as exc:
                 if plan is not None and self._refill is not None:
                     self._refill.claimed(plan, [])  # nothing claimed: release the plan
-                if not is_transient(exc):
-                    raise
+                if is_row_fault(exc):
+                    raise  # maybe one result's values: _write finds it
+                # An outage, contention, or a failure no row causes (a permission): every
+                # result would fail alike, so the batch waits, retried with back-off.
                 if self._abandon.is_set():
                     log.warning(
                         "finalize abandoned at shutdown; executions stay RUNNING",
