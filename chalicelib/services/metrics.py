@@ -173,20 +173,24 @@ def families(snap: MetricsSnapshot) -> list[prom.Family]:
             f"RUNNING executions taken back from lost workers by all schedulers {window}.",
             [Sample(value=snap.events["reclaimed"])],
         ),
-        prom.gauge(
-            "te_loop_up",
-            "1 while a background loop of a process that beat in the last "
-            f"{int(HEARTBEAT_FRESH.total_seconds())} s runs, 0 while it is down (restarting, "
-            "or failing 3 times in a row on anything but a database outage).",
-            (
-                Sample(
-                    value=0 if loop.down else 1,
-                    labels={"component": loop.component, "loop": loop.loop},
-                )
-                for loop in snap.loops
-            ),
-        ),
+        _loop_up(snap.loops),
     ]
+
+
+def _loop_up(loops: tuple[ReportedLoop, ...]) -> prom.Family:
+    return prom.gauge(
+        "te_loop_up",
+        "1 while a background loop of a process that beat in the last "
+        f"{int(HEARTBEAT_FRESH.total_seconds())} s runs, 0 while it is down (restarting, "
+        "or failing 3 times in a row on anything but a database outage).",
+        (
+            Sample(
+                value=0 if loop.down else 1,
+                labels={"component": loop.component, "loop": loop.loop},
+            )
+            for loop in loops
+        ),
+    )
 
 
 def _seconds(ms: float | None) -> float:

@@ -81,11 +81,8 @@ class Worker:
             on_lost=self._lost,
             may_send=self._owned,
         )
-        #: The states of this worker's loops (claim, finalize), for its heartbeat.
-        self.loops = LoopRegistry()
-        self._finalizer = Finalizer(
-            db, self.worker_id, self._finalized, refill=self, registry=self.loops
-        )
+        self.loops = LoopRegistry()  #: its loops' states (claim, finalize), for its heartbeat
+        self._finalizer = Finalizer(db, self.worker_id, self._finalized, self, self.loops)
         self._claim_health = ClaimLoopHealth(self.loops, self._poll_interval)
         self._cond = threading.Condition()
         self._counts = {"claimed": 0, "succeeded": 0, "retrying": 0, "failed": 0}
