@@ -260,6 +260,20 @@ class InvalidData(DatabaseError):
     code = "INVALID_REQUEST"
 
 
+class LoopDown(TaskExecutorError):
+    """GET /health: a recent heartbeat reports a background loop down. ``loops`` lists
+    them by loop name, phase, since when and the last error's type; not by process (the
+    route needs no key, and process names carry host names)."""
+
+    status = 503
+    code = "LOOP_DOWN"
+
+    def __init__(self, message: str, *, loops: list[dict[str, Any]]) -> None:
+        super().__init__(message, loops=loops)
+        #: Shown in the error envelope next to code and message.
+        self.public_fields = {"loops": loops}
+
+
 class SecretKeyError(TaskExecutorError):
     """A secret cannot be encrypted or decrypted with the configured keys."""
 

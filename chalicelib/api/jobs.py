@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from chalicelib import services
 from chalicelib.api.executions import (
@@ -47,8 +47,13 @@ def _next_run_at(job: Job, zone: ZoneInfo) -> str | None:
 
 
 def _zone(job: Job) -> ZoneInfo:
+    """The job's zone; UTC for a zone this process cannot load (a row the scheduler set
+    aside for it: the job must still be shown, with its schedule_error)."""
     assert job.cron_timezone is not None, "a CRON job always has a timezone"
-    return ZoneInfo(job.cron_timezone)
+    try:
+        return ZoneInfo(job.cron_timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
 
 
 def _cron_fields(job: Job) -> dict[str, Any]:
@@ -94,14 +99,17 @@ def render_job(view: JobView, *, with_latest: bool = False) -> dict[str, Any]:
         body["retired_at"] = iso(job.retired_at)
         body["replaced_by_id"] = job.replaced_by_id
     body.update(shown_if_set(job, CALLBACK_FIELDS))
+    body.update(shown_if_set(job, SET_ASIDE_FIELDS))
     # Only an ACTIVE cron job can be paused; a retired one is not (whatever it was).
     body["paused_at"] = iso(job.paused_at) if job.status == JobStatus.ACTIVE else None
     body["created_at"] = iso(job.created_at)
     return body
 
 
-#: Shown on a job only when set: its batch, its callbacks, the execution it reports on.
+#: Shown on a job only when set: its batch, its callbacks, the execution it reports on,
+#: why the scheduler set it aside.
 CALLBACK_FIELDS = ("batch_id", "on_success", "on_failure", "parent_execution_id")
+SET_ASIDE_FIELDS = ("schedule_error",)
 
 
 def shown_if_set(job: Job, names: tuple[str, ...]) -> dict[str, Any]:
@@ -144,6 +152,7 @@ def render_status(report: JobHealthReport) -> dict[str, Any]:
         "trigger": job.trigger_type,
         "status": job.status,
         "health": report.health.value,
+        **shown_if_set(job, SET_ASIDE_FIELDS),
         "version": job.version,
         "last_execution": _last_execution(report.last_execution),
         "active_executions": {

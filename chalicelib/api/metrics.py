@@ -1,9 +1,11 @@
 """``GET /health`` (no API key: for load balancers) and ``GET /metrics`` (Prometheus text).
 
 Both read the database (:mod:`chalicelib.services.metrics`): /health answers 200 when
-this process is up and the database answers, else 503 ``DATABASE_UNAVAILABLE`` in the
-error envelope; /metrics shows figures derived from the database, right for the whole
-deployment whichever container answers.
+this process is up, the database answers and no process that beat lately reports a
+background loop down; else 503 in the error envelope, ``DATABASE_UNAVAILABLE`` or
+``LOOP_DOWN`` (with ``loops``: which loops, since when, on what error type). /metrics shows
+figures derived from the database, right for the whole deployment whichever container
+answers, ``te_loop_up{component,loop}`` among them.
 """
 
 from __future__ import annotations
@@ -12,14 +14,24 @@ from chalice import Response
 
 from chalicelib import services
 from chalicelib.api.http import Resource
+from chalicelib.errors import LoopDown
 
 resource = Resource(__name__)
 
 
 @resource.route("/health", methods=["GET"])
 def health() -> dict[str, str]:
-    """200 when the process is up and the database reachable (no API key needed)."""
-    services.metrics_service().ping()
+    """200 when the process is up, the database reachable and no loop down (no API key)."""
+    down = services.metrics_service().health()
+    if down:
+        names = ", ".join(sorted({loop.loop for loop in down}))
+        raise LoopDown(
+            f"Background loops down: {names}.",
+            loops=[
+                {"loop": loop.loop, "phase": loop.phase, "since": loop.since, "error": loop.error}
+                for loop in down
+            ],
+        )
     return {"status": "ok", "database": "ok"}
 
 

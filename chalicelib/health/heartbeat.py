@@ -1,9 +1,13 @@
-"""Heartbeat writer (stub for multi-region): a sign of life every 5 seconds.
+"""Heartbeat writer: a sign of life every 5 seconds, with the states of the process's loops.
 
 Each running component upserts its row of ``region_heartbeats`` (region ``'default'``
 today) with the time, a status (``ALIVE``; ``DEAD`` on graceful shutdown) and a little
-metadata. Nothing reads the rows yet: the health evaluator that will turn missing beats
-into a region failover is inactive (``chalicelib.health.evaluator``).
+metadata. Given the process's :class:`~chalicelib.runtime.registry.LoopRegistry`, every
+beat also writes each loop's state under ``metadata.loop_states``
+(:mod:`chalicelib.domain.loops`): ``GET /health`` answers 503 ``LOOP_DOWN`` while a recent
+beat reports a loop down, and ``GET /metrics`` shows ``te_loop_up`` per process and loop.
+The health evaluator that will turn missing beats into a region failover is inactive
+(``chalicelib.health.evaluator``).
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from typing import Any
 from chalicelib.db.connection import Database
 from chalicelib.db.queries import queries
 from chalicelib.domain.clock import utcnow
+from chalicelib.domain.loops import METADATA_KEY, states_to_json
 from chalicelib.domain.regions import DEFAULT_REGION
 from chalicelib.runtime.loop import LoopSpec, Progress
+from chalicelib.runtime.registry import LoopRegistry
 
 HEARTBEAT_INTERVAL_SEC = 5.0
 
@@ -43,12 +49,20 @@ class HeartbeatWriter:
         region: str = DEFAULT_REGION,
         clock: Callable[[], datetime] = utcnow,
         metadata: Mapping[str, Any] | None = None,
+        registry: LoopRegistry | None = None,
     ) -> None:
         self._db = db
         self.component = component
         self.region = region
         self._clock = clock
         self._metadata = dict(metadata or {})
+        self._registry = registry
+
+    def metadata(self) -> dict[str, Any]:
+        """What the next beat writes: the fixed metadata and the loops' states now."""
+        if self._registry is None:
+            return dict(self._metadata)
+        return {**self._metadata, METADATA_KEY: states_to_json(self._registry.snapshot())}
 
     def beat(self, status: str = ALIVE) -> None:
         """Write one heartbeat now."""
@@ -58,7 +72,7 @@ class HeartbeatWriter:
             component=self.component,
             now=self._clock(),
             status=status,
-            metadata=json.dumps(self._metadata),
+            metadata=json.dumps(self.metadata()),
         )
 
     def iteration(self) -> Progress:

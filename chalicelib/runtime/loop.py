@@ -9,8 +9,16 @@ event is set or the caller's time budget (a Lambda invocation's remaining time) 
   while each transaction stays small;
 * a stop request or the deadline ends the loop *between* iterations, never inside one;
 * the time budget also bounds every wait, so a loop never sleeps past its deadline;
-* a failed iteration (a :class:`~chalicelib.errors.TaskExecutorError`, e.g. the database
-  unreachable or retries exhausted) is logged and the loop carries on at its interval;
+* an iteration that raises anything (the database unreachable, or a bug, or a row the
+  loop's own per-row isolation did not catch) is logged once per streak of failures
+  (:class:`~chalicelib.logs.FailureLog`: the first with its traceback, then a count every
+  30 s, then ``recovered``) and the loop carries on, the next iteration after a back-off
+  that doubles with each failure in a row (:class:`Backoff`: from twice the interval, never
+  more often than the interval, at most :data:`MAX_BACKOFF_SEC` apart) and resets on the
+  first success. The loop's state (running, or failing since when and on what) goes to the
+  process's :class:`~chalicelib.runtime.registry.LoopRegistry`, which its heartbeat
+  reports. A loop that dies anyway (the runner itself raised) is restarted by its
+  :class:`~chalicelib.runtime.group.LoopGroup`;
 * metrics are structured log events: the loop's own event (``cron_ticks_materialized``,
   ``delayed_promoted``, ``reclaimed``) whenever it did something, and ``loop_lag`` (how late
   iterations started compared with their schedule) every ``report_every_sec`` and on exit,
@@ -26,13 +34,31 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.errors import TaskExecutorError
 from chalicelib.logs import FailureLog, log_event
+from chalicelib.runtime.registry import LoopRegistry
 
 log = logging.getLogger(__name__)
 
 #: Seconds left before the loop must stop (the deadline minus a safety margin).
 TimeLeft = Callable[[], float]
+
+#: The longest wait between two failed iterations (and between two restarts of a loop).
+MAX_BACKOFF_SEC = 30.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Backoff:
+    """How long a loop waits after failures in a row: ``first`` times the interval for the
+    first, doubling with each further one, never less than the interval and never more
+    than ``cap_sec`` (unless the interval itself is longer)."""
+
+    first: float = 2.0
+    cap_sec: float = MAX_BACKOFF_SEC
+
+    def delay(self, interval_sec: float, failures: int) -> float:
+        """Seconds from the start of the last failed iteration to the next one."""
+        grown = interval_sec * self.first * 2 ** min(max(failures - 1, 0), 30)
+        return max(interval_sec, min(self.cap_sec, grown))
 
 
 @dataclass(frozen=True)
@@ -61,6 +87,7 @@ class LoopStats:
     name: str
     iterations: int = 0
     failures: int = 0
+    streak: int = 0  #: failed iterations in a row (0 after a success)
     total: int = 0
     max_lag_sec: float = 0.0
     lag_sum_sec: float = 0.0
@@ -111,15 +138,20 @@ def run_loop(
     time_left: TimeLeft | None = None,
     clock: LoopClock | None = None,
     report_every_sec: float = 60.0,
+    registry: LoopRegistry | None = None,
+    backoff: Backoff | None = None,
 ) -> LoopStats:
     """Run ``spec`` until ``stop`` is set or ``time_left()`` drops to zero."""
     clock = clock or LoopClock()
+    registry = registry or LoopRegistry()
+    backoff = backoff or Backoff()
     stats = LoopStats(spec.name)
+    registry.running(spec.name)
     due = last_report = clock.monotonic()
     while not stop.is_set() and _seconds_left(time_left) > 0:
         started = clock.monotonic()
         lag = max(0.0, started - due)
-        progress = _run_iteration(spec, stats)
+        progress = _run_iteration(spec, stats, registry)
         stats.record(progress, lag)
         _report(spec, progress, lag)
         if started - last_report >= report_every_sec:
@@ -127,11 +159,13 @@ def run_loop(
             # a WARNING of its own, and the summary at exit stays INFO).
             stats.report_lag(log, logging.DEBUG)
             last_report = started
-        due = clock.monotonic() if progress.more else started + spec.interval_sec
+        following = _next_start(spec, stats, progress, started, backoff)
+        due = clock.monotonic() if following is None else following
         pause = min(due - clock.monotonic(), _seconds_left(time_left))
         if pause > 0:
             clock.wait(stop, pause)
     stats.report_lag(log)
+    registry.stopped(spec.name)
     return stats
 
 
@@ -139,15 +173,30 @@ def _seconds_left(time_left: TimeLeft | None) -> float:
     return float("inf") if time_left is None else time_left()
 
 
-def _run_iteration(spec: LoopSpec, stats: LoopStats) -> Progress:
+def _next_start(
+    spec: LoopSpec, stats: LoopStats, progress: Progress, started: float, backoff: Backoff
+) -> float | None:
+    """When the next iteration is due (None: at once, after a full batch)."""
+    if stats.streak:
+        return started + backoff.delay(spec.interval_sec, stats.streak)
+    return None if progress.more else started + spec.interval_sec
+
+
+def _run_iteration(spec: LoopSpec, stats: LoopStats, registry: LoopRegistry) -> Progress:
     try:
         progress = spec.iteration()
-    except TaskExecutorError as exc:
-        # The loop outlives a database outage; the next iteration tries again. The first
-        # failure is logged in full, then one line per 30 s while it lasts (FailureLog).
+    except Exception as exc:
+        # The loop outlives a database outage and a bug alike; the next iteration tries
+        # again after a back-off. The first failure is logged in full, then one line per
+        # 30 s while it lasts (FailureLog); the registry tells the heartbeat.
         stats.failures += 1
+        stats.streak += 1
         stats.failure_log(spec.name).failed(exc)
+        registry.failed(spec.name, exc)
         return Progress()
+    if stats.streak:
+        registry.running(spec.name)
+    stats.streak = 0
     stats.failure_log(spec.name).succeeded()
     return progress
 

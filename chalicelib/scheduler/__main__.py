@@ -1,7 +1,9 @@
 """``python -m chalicelib.scheduler``: every scheduler loop as one long-lived process.
 
 SIGTERM or SIGINT: each loop finishes its current iteration, a final ``DEAD`` heartbeat is
-written, and the process exits 0 (1 if a loop crashed). Several such processes may run at
+written, and the process exits 0. A loop whose iteration fails backs off, and one whose
+thread dies is restarted by the group (``chalicelib.runtime.group``); the process exits 1
+only if a loop died on a ``SystemExit``-like exception. Several such processes may run at
 once: every loop is idempotent, no leader election is needed.
 """
 

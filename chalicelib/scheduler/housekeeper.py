@@ -17,12 +17,18 @@ while each transaction stays short. It never touches a non-terminal row, which i
 worker, promoter and reclaimer work on. Safe with any number of schedulers: batches are
 taken with SKIP LOCKED and a row deleted twice is found once.
 
+No row can stop it: a one-shot job whose other execution is still live (the purge would
+break its foreign key) is skipped until it can go whole (``housekeeping.sql``), and each
+step (heartbeats, metric events, each purge) runs on its own, so one that fails does not
+keep the others from running; the pass then fails with it and the loop backs off.
+
 Metric line: ``history_purged`` with ``count`` (rows removed in all) and the breakdown
 (``executions``, ``attempts``, ``logs``, ``jobs``, ``heartbeats``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -30,7 +36,10 @@ from datetime import datetime, timedelta
 from chalicelib.db.connection import Database
 from chalicelib.db.queries import queries
 from chalicelib.domain.clock import utcnow
+from chalicelib.logs import FailureLog
 from chalicelib.runtime.loop import Progress
+
+log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_SEC = 60.0
 #: A heartbeat row silent for this long belongs to a dead process.
@@ -38,8 +47,10 @@ HEARTBEAT_TTL = timedelta(days=1)
 #: metric_events rows (GET /metrics reads the last minute) are kept this long.
 METRIC_EVENTS_TTL = timedelta(days=1)
 
-_PURGES = ("housekeeping_purge_one_shot", "housekeeping_purge_cron")
 _COUNTED = ("executions", "attempts", "logs", "jobs")
+
+#: One step of a pass: (rows removed by kind, its batch was full).
+Step = Callable[[datetime], tuple[dict[str, int], bool]]
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,7 @@ class Housekeeper:
         self._retention = timedelta(days=retention_days) if retention_days else None
         self._batch_size = batch_size
         self._clock = clock
+        self._failures: dict[str, FailureLog] = {}
 
     def run_once(self) -> Progress:
         """One pass: heartbeats, then one batch of each purge."""
@@ -83,21 +95,58 @@ class Housekeeper:
         return Progress(purged.total, purged.full, detail)
 
     def purge(self) -> Purged:
+        """Each step on its own: one that fails (logged, once per streak) does not keep
+        the others from running; the first failure is raised after them, so the loop
+        reports it and backs off."""
         now = self._clock()
-        heartbeats = self._db.execute(
+        counts = dict.fromkeys((*_COUNTED, "heartbeats"), 0)
+        full = False
+        failures: list[Exception] = []
+        for step in self._steps():
+            try:
+                done, step_full = step(now)
+            except Exception as exc:
+                self._failure_log(step.__name__).failed(exc)
+                failures.append(exc)
+                continue
+            self._failure_log(step.__name__).succeeded()
+            full = full or step_full
+            for key, amount in done.items():
+                counts[key] += amount
+        if failures:
+            raise failures[0]
+        return Purged(full=full, **counts)
+
+    def _steps(self) -> list[Step]:
+        steps: list[Step] = [self._prune_heartbeats, self._prune_metric_events]
+        if self._retention is not None:
+            steps += [self._purge_one_shot, self._purge_cron]
+        return steps
+
+    def _failure_log(self, step: str) -> FailureLog:
+        if step not in self._failures:
+            self._failures[step] = FailureLog(log, f"housekeeper {step.strip('_')}")
+        return self._failures[step]
+
+    def _prune_heartbeats(self, now: datetime) -> tuple[dict[str, int], bool]:
+        pruned = self._db.execute(
             queries["housekeeping_prune_heartbeats"], cutoff=now - HEARTBEAT_TTL
         )
+        return {"heartbeats": pruned}, False
+
+    def _prune_metric_events(self, now: datetime) -> tuple[dict[str, int], bool]:
         self._db.execute(
             queries["housekeeping_prune_metric_events"], cutoff=now - METRIC_EVENTS_TTL
         )
-        counts = dict.fromkeys(_COUNTED, 0)
-        full = False
-        if self._retention is not None:
-            for name in _PURGES:
-                row = self._db.run(
-                    queries[name], cutoff=now - self._retention, batch=self._batch_size
-                )[0]
-                full = full or row["batch"] >= self._batch_size
-                for key in _COUNTED:
-                    counts[key] += int(row[key])
-        return Purged(heartbeats=heartbeats, full=full, **counts)
+        return {}, False
+
+    def _purge_one_shot(self, now: datetime) -> tuple[dict[str, int], bool]:
+        return self._purge("housekeeping_purge_one_shot", now)
+
+    def _purge_cron(self, now: datetime) -> tuple[dict[str, int], bool]:
+        return self._purge("housekeeping_purge_cron", now)
+
+    def _purge(self, name: str, now: datetime) -> tuple[dict[str, int], bool]:
+        assert self._retention is not None
+        row = self._db.run(queries[name], cutoff=now - self._retention, batch=self._batch_size)[0]
+        return {key: int(row[key]) for key in _COUNTED}, row["batch"] >= self._batch_size

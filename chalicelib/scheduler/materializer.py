@@ -37,7 +37,17 @@ Guarantees, with any number of schedulers running at once:
   ``cron_job_ended`` log line from the scheduler that won it. Missed ticks *before*
   ``ends_at`` are still caught up.
 * DST (``chalicelib.domain.cron``): a local time that does not exist is skipped, one that
-  occurs twice fires once, at its first occurrence.
+  occurs twice fires once, at its first occurrence;
+* no job can stop the others: a job whose row cannot be read or planned (an expression or
+  time zone the code cannot evaluate, a value of an unexpected type), or whose plan the
+  round's statement refuses (the round is then applied plan by plan to find it), is set
+  aside at the end of the iteration: ``cron_next_run_at`` NULL (out of the due scan for
+  good, so a batch full of such jobs cannot starve the rest), ``schedule_error`` saying
+  why (GET /jobs/{id}; /status reports it FAILING) and one ``cron_job_unschedulable`` log
+  line. Only a failure a row can cause sets a job aside (the code's own exception, or a
+  refusal of SQLSTATE class 22/23: :func:`~chalicelib.db.faults.is_row_fault`); any other
+  (the database away, a permission) is not a job's fault: the iteration fails and the
+  loop retries it after its back-off, reporting itself failing.
 """
 
 from __future__ import annotations
@@ -53,11 +63,12 @@ from zoneinfo import ZoneInfo
 
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Transaction
+from chalicelib.db.faults import is_row_fault
 from chalicelib.db.queries import queries, regional
 from chalicelib.domain.clock import utcnow
 from chalicelib.domain.cron import first_tick, next_tick, render_local, stored_zone
+from chalicelib.domain.loops import fault_reason
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
-from chalicelib.errors import TaskExecutorError
 from chalicelib.logs import log_event
 from chalicelib.runtime.loop import Progress
 
@@ -132,15 +143,6 @@ def plan_tick(job: DueJob, tick: datetime) -> TickPlan:
     return TickPlan(TickAction.MATERIALIZE, tick, _before_end(job, following))
 
 
-def _plan_or_report(job: DueJob, tick: datetime) -> TickPlan | None:
-    try:
-        return plan_tick(job, tick)
-    except ValueError as exc:
-        # The API validates expressions, so this is a corrupt row: report it and leave it.
-        log_event(log, "cron_job_unschedulable", logging.ERROR, job_id=job.job_id, error=str(exc))
-        return None
-
-
 def _before_end(job: DueJob, tick: datetime) -> datetime:
     """``tick``, or ``ends_at`` (the retirement tick) when the schedule ends first."""
     return job.ends_at if job.ends_at is not None and tick >= job.ends_at else tick
@@ -148,6 +150,9 @@ def _before_end(job: DueJob, tick: datetime) -> datetime:
 
 #: One round: each job (at most once) with the plan for its current tick.
 Plans = list[tuple[DueJob, TickPlan]]
+
+#: Jobs of this iteration that cannot be scheduled: job_id -> why (set aside at its end).
+Faults = dict[str, str]
 
 
 class CronMaterializer:
@@ -182,30 +187,45 @@ class CronMaterializer:
         horizon = now + self._lookahead
         sql, params = regional(queries["scheduler_cron_due_jobs"], self._regions())
         rows = self._db.run(sql, now=horizon, batch=self._batch_size, **params)
-        jobs = [job for job in map(self._load, rows) if job is not None]
-        created, still_due = self.materialize(jobs, horizon, now=now)
-        # A full batch that made progress may hide more due jobs behind it: come back at
-        # once. (Without progress, e.g. a batch of corrupt rows, wait for the interval.)
-        more = still_due or (len(rows) >= self._batch_size and created > 0)
-        return Progress(created, more)
+        faults: Faults = {}
+        jobs = [job for job in (_load(row, faults) for row in rows) if job is not None]
+        created, still_due = self.materialize(jobs, horizon, now=now, faults=faults)
+        # A full batch that made progress (or set a job aside) may hide more due jobs
+        # behind it: come back at once.
+        more = still_due or (len(rows) >= self._batch_size and (created > 0 or bool(faults)))
+        return Progress(created, more, {"set_aside": len(faults)} if faults else {})
 
     def materialize(
-        self, jobs: list[DueJob], horizon: datetime, *, now: datetime | None = None
+        self,
+        jobs: list[DueJob],
+        horizon: datetime,
+        *,
+        now: datetime | None = None,
+        faults: Faults | None = None,
     ) -> tuple[int, bool]:
         """Materialize the jobs' ticks up to ``horizon``: (executions created, still due).
 
         A job whose schedule ended is retired once ``now`` (default: ``horizon``) has
-        reached its ``ends_at``, never ahead of it.
+        reached its ``ends_at``, never ahead of it. A job that cannot be scheduled (in
+        ``faults`` already, or failing here) is set aside (:meth:`set_aside`).
         """
+        faults = {} if faults is None else faults
+        result = self._rounds(jobs, horizon, horizon if now is None else now, faults)
+        self.set_aside(faults)
+        return result
+
+    def _rounds(
+        self, jobs: list[DueJob], horizon: datetime, now: datetime, faults: Faults
+    ) -> tuple[int, bool]:
         current: dict[str, tuple[DueJob, datetime | None]] = {
             job.job_id: (job, job.next_run_at) for job in jobs
         }
         created = 0
         for _ in range(self._max_ticks_per_job):
-            plans = _plans(current.values(), horizon, horizon if now is None else now)
+            plans = _plans(current.values(), horizon, now, faults)
             if not plans:
                 return created, False
-            won = self.apply(plans)
+            won = self._apply_isolated(plans, faults)
             created += sum(won.values())
             _report_ended(plans, won)
             # A lost CAS: another scheduler advanced that job (or it was retired or is
@@ -214,6 +234,22 @@ class CronMaterializer:
                 job.job_id: (job, plan.next_tick) for job, plan in plans if job.job_id in won
             }
         return created, any(t is not None and t <= horizon for _, t in current.values())
+
+    def _apply_isolated(self, plans: Plans, faults: Faults) -> dict[str, bool]:
+        """:meth:`apply`; if the round fails in a way a row can cause, each plan on its own,
+        so the job whose plan the statement refuses is set aside and the others go on."""
+        try:
+            return self.apply(plans)
+        except Exception as exc:
+            if not is_row_fault(exc):
+                raise  # an outage, or the same for every job: the loop fails and reports
+            if len(plans) == 1:
+                faults[plans[0][0].job_id] = fault_reason(exc)
+                return {}
+        won: dict[str, bool] = {}
+        for plan in plans:
+            won.update(self._apply_isolated([plan], faults))
+        return won
 
     def apply(self, plans: Plans) -> dict[str, bool]:
         """Apply one round by CAS: {job_id: an execution was inserted} for the CAS winners."""
@@ -242,30 +278,75 @@ class CronMaterializer:
 
         return self._db.transaction(work, name="scheduler_cron_apply_ticks")
 
-    def _load(self, row: dict[str, Any]) -> DueJob | None:
-        try:
-            return DueJob.from_row(row)
-        except TaskExecutorError as exc:
-            # Only the API writes jobs and it validates them; a row that still cannot be
-            # scheduled is reported and left alone rather than blocking the whole batch.
+    def set_aside(self, faults: Faults) -> None:
+        """Take the jobs in ``faults`` out of the due scan, recording why (one statement).
+
+        ``cron_next_run_at`` becomes NULL, so idx_jobs_cron_due never returns the job again
+        and it cannot hold a batch position that schedulable jobs need; ``schedule_error``
+        shows why on GET /jobs/{id} (and /status reports the job FAILING). One log line
+        per job, from the scheduler whose statement set it aside.
+        """
+        if not faults:
+            return
+        ids = sorted(faults)
+        rows = self._db.run(
+            queries["scheduler_cron_set_aside"],
+            job_ids=ids,
+            errors=[faults[job_id] for job_id in ids],
+        )
+        for row in rows:
             log_event(
-                log, "cron_job_unschedulable", logging.ERROR, job_id=row["job_id"], error=str(exc)
+                log,
+                "cron_job_unschedulable",
+                logging.ERROR,
+                job_id=row["job_id"],
+                error=faults[row["job_id"]],
             )
-            return None
+
+
+def _load(row: dict[str, Any], faults: Faults) -> DueJob | None:
+    """The job's scheduling fields, or None (and a fault) if they cannot be read."""
+    try:
+        return DueJob.from_row(row)
+    except Exception as exc:  # this row only: set aside, the batch goes on
+        faults[str(row["job_id"])] = fault_reason(exc)
+        return None
 
 
 def _plans(
-    current: Iterable[tuple[DueJob, datetime | None]], horizon: datetime, now: datetime
+    current: Iterable[tuple[DueJob, datetime | None]],
+    horizon: datetime,
+    now: datetime,
+    faults: Faults,
 ) -> Plans:
     plans: Plans = []
     for job, tick in current:
-        if tick is None or tick > horizon:
+        try:
+            plan = _plan_due(job, tick, horizon, now)
+        except Exception as exc:  # this job only: it is set aside, the round goes on
+            faults[job.job_id] = fault_reason(exc)
             continue
-        plan = _plan_or_report(job, tick)
-        # Ticks are materialized ahead (look-ahead); a retirement waits for ends_at itself.
-        if plan is not None and not (plan.action is TickAction.EXHAUST and tick > now):
+        if plan is not None:
             plans.append((job, plan))
     return plans
+
+
+def _plan_due(
+    job: DueJob, tick: datetime | None, horizon: datetime, now: datetime
+) -> TickPlan | None:
+    """The plan for a job's current tick, or None if nothing is due yet.
+
+    Everything the round's statement needs from the plan is computed here (its key and
+    log message too), so a value the code cannot handle fails this job, not the round.
+    """
+    if tick is None or tick > horizon:
+        return None
+    plan = plan_tick(job, tick)
+    # Ticks are materialized ahead (look-ahead); a retirement waits for ends_at itself.
+    if plan.action is TickAction.EXHAUST and tick > now:
+        return None
+    _statement_row(job, plan)
+    return plan
 
 
 def _report_ended(plans: Plans, won: dict[str, bool]) -> None:
@@ -275,19 +356,29 @@ def _report_ended(plans: Plans, won: dict[str, bool]) -> None:
             log_event(log, "cron_job_ended", job_id=job.job_id, ends_at=_iso(job.ends_at))
 
 
+def _statement_row(job: DueJob, plan: TickPlan) -> tuple[str, str | None, str, str, str]:
+    """(tick, next tick, materialize flag, idempotency key, log message) of one plan."""
+    materialize = "true" if plan.action is TickAction.MATERIALIZE else "false"
+    message = f"Cron tick {render_local(plan.tick, job.zone)} materialized; execution QUEUED."
+    return (
+        plan.tick.isoformat(),
+        _iso(plan.next_tick),
+        materialize,
+        cron_idempotency_key(job.job_id, plan.tick),
+        message,
+    )
+
+
 def _statement_params(plans: Plans) -> dict[str, list[Any]]:
     """The round as parallel arrays (see ``scheduler_cron_apply_ticks``)."""
-    materialize = [plan.action is TickAction.MATERIALIZE for _, plan in plans]
+    rows = [_statement_row(job, plan) for job, plan in plans]
     return {
         "job_ids": [job.job_id for job, _ in plans],
-        "ticks": [plan.tick.isoformat() for _, plan in plans],
-        "next_ticks": [_iso(plan.next_tick) for _, plan in plans],
-        "materialize": ["true" if m else "false" for m in materialize],
-        "keys": [cron_idempotency_key(job.job_id, plan.tick) for job, plan in plans],
-        "messages": [
-            f"Cron tick {render_local(plan.tick, job.zone)} materialized; execution QUEUED."
-            for job, plan in plans
-        ],
+        "ticks": [row[0] for row in rows],
+        "next_ticks": [row[1] for row in rows],
+        "materialize": [row[2] for row in rows],
+        "keys": [row[3] for row in rows],
+        "messages": [row[4] for row in rows],
     }
 
 

@@ -7,6 +7,15 @@ with ``completed_at = now``. Each one gets, in the same statement, a FAILED atte
 for the lost attempt (error type ``WORKER_LOST``, unless the worker recorded that attempt
 before dying) and a WARN log row. Safe with several schedulers: the UPDATE re-checks that
 the execution is still RUNNING on an expired lease (``scheduler_reclaim_stuck``).
+
+No row can stop it: when the batch statement (or what follows it: callbacks, batch
+completion) fails in a way a row can cause (:func:`~chalicelib.db.faults.is_row_fault`),
+the expired executions are reclaimed one by one
+(``scheduler_reclaim_candidates``, ``scheduler_reclaim_listed``), and one that fails on its
+own is set aside: FAILED at once, with an ERROR log line and a FAILED attempt of type
+``UNPROCESSABLE`` saying why (``scheduler_reclaim_set_aside``), so it shows in the
+dead-letter view and leaves the reclaimer's scan. Any other failure (database away or
+contended, a permission) fails the iteration instead; the loop retries after its back-off.
 """
 
 from __future__ import annotations
@@ -15,10 +24,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from chalicelib.db.connection import Database, Transaction
-from chalicelib.db.queries import queries, regional
+from chalicelib.db.faults import is_row_fault
+from chalicelib.db.queries import Query, queries, regional
 from chalicelib.domain.clock import utcnow
+from chalicelib.domain.loops import UNPROCESSABLE, fault_reason
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.domain.statuses import ExecutionStatus, sources_of
 from chalicelib.logs import log_event
@@ -64,10 +76,41 @@ class StuckReclaimer:
         self._regions = regions
 
     def reclaim(self) -> list[Reclaimed]:
-        """Reclaim up to ``batch_size`` expired executions as of now."""
+        """Reclaim up to ``batch_size`` expired executions as of now.
+
+        If the batch statement fails in a way a row can cause, the candidates are reclaimed
+        one by one and one that fails alone is set aside (FAILED, :meth:`set_aside`), so a
+        row the statement cannot write never blocks the reclaims behind it.
+        """
         sql, params = regional(queries["scheduler_reclaim_stuck"], self._regions())
         now = self._clock()
+        try:
+            return self._take(sql, now, batch=self._batch_size, **params)
+        except Exception as exc:
+            if not is_row_fault(exc):
+                raise  # an outage, or the same for every row: the loop fails and reports
+        return self._one_by_one(now)
 
+    def _one_by_one(self, now: datetime) -> list[Reclaimed]:
+        sql, params = regional(queries["scheduler_reclaim_candidates"], self._regions())
+        rows = self._db.run(sql, **self._window(now), batch=self._batch_size, **params)
+        reclaimed: list[Reclaimed] = []
+        for row in rows:
+            execution_id = row["execution_id"]
+            try:
+                reclaimed += self._take(
+                    queries["scheduler_reclaim_listed"], now, ids=[execution_id]
+                )
+            except Exception as exc:
+                if not is_row_fault(exc):
+                    raise
+                self.set_aside(execution_id, fault_reason(exc), now)
+        return reclaimed
+
+    def _window(self, now: datetime) -> dict[str, datetime]:
+        return {"now": now, "cutoff": now - timedelta(seconds=self._timeout_sec)}
+
+    def _take(self, sql: Query | str, now: datetime, **params: Any) -> list[Reclaimed]:
         def work(tx: Transaction) -> list[Reclaimed]:
             # READ COMMITTED, as the worker's finalize: one CAS statement (SKIP LOCKED, the
             # lease re-checked on the latest row version), then, for executions it FAILED,
@@ -76,10 +119,8 @@ class StuckReclaimer:
             tx.execute(queries["worker_read_committed"])
             rows = tx.run(
                 sql,
-                now=now,
-                cutoff=now - timedelta(seconds=self._timeout_sec),
+                **self._window(now),
                 timeout_sec=_format_seconds(self._timeout_sec),
-                batch=self._batch_size,
                 from_statuses=RECLAIMABLE_STATUSES,
                 **params,
             )
@@ -97,6 +138,26 @@ class StuckReclaimer:
             ]
 
         return self._db.transaction(work, name="scheduler_reclaim_stuck")
+
+    def set_aside(self, execution_id: str, reason: str, now: datetime) -> None:
+        """FAILED at once, with a log line and an UNPROCESSABLE attempt saying why
+        (``scheduler_reclaim_set_aside``); logged once, by the reclaimer that did it."""
+        done = self._db.run(
+            queries["scheduler_reclaim_set_aside"],
+            execution_id=execution_id,
+            reason=reason,
+            **self._window(now),
+        )
+        if done:
+            log_event(
+                log,
+                "execution_failed",
+                logging.ERROR,
+                execution_id=execution_id,
+                error_type=UNPROCESSABLE,
+                error=reason,
+                count=1,
+            )
 
     def run_once(self) -> Progress:
         reclaimed = self.reclaim()

@@ -16,6 +16,7 @@ def build_scheduler() -> Scheduler:
 def run_scheduler_until(stop: threading.Event) -> None:
     """Run every loop until ``stop`` is set; the current iterations finish first.
 
-    Raises :class:`~chalicelib.runtime.group.LoopCrashed` if a loop crashed.
+    A loop that dies is restarted (with back-off); raises
+    :class:`~chalicelib.runtime.group.LoopCrashed` only for a ``SystemExit``-like one.
     """
     build_scheduler().run(stop)

@@ -19,6 +19,7 @@ from chalicelib.health.heartbeat import DEAD, HeartbeatWriter, instance_name
 from chalicelib.health.region import RegionRefresher
 from chalicelib.runtime.group import LoopGroup
 from chalicelib.runtime.loop import LoopClock, LoopSpec, TimeLeft
+from chalicelib.runtime.registry import LoopRegistry
 from chalicelib.scheduler.housekeeper import HOUSEKEEPING_INTERVAL_SEC, Housekeeper
 from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.names import (
@@ -104,6 +105,7 @@ class Scheduler(LoopGroup):
         final_status: str | None = DEAD,
         time_left: TimeLeft | None = None,
         loop_clock: LoopClock | None = None,
+        registry: LoopRegistry | None = None,
     ) -> None:
         super().__init__(
             loops,
@@ -111,6 +113,7 @@ class Scheduler(LoopGroup):
             final_status=final_status,
             time_left=time_left,
             loop_clock=loop_clock,
+            registry=registry,
         )
 
     @classmethod
@@ -125,15 +128,24 @@ class Scheduler(LoopGroup):
         final_status: str | None = DEAD,
         time_left: TimeLeft | None = None,
     ) -> Scheduler:
-        """The named loops, the heartbeat writer and the region refresher over ``db``."""
+        """The named loops, the heartbeat writer and the region refresher over ``db``; the
+        heartbeat reports every loop's state (``registry``)."""
         refresher = RegionRefresher(db)
+        registry = LoopRegistry(clock)
         heartbeat = HeartbeatWriter(
             db,
             component=component or instance_name("scheduler"),
             region=settings.region,
             clock=clock,
             metadata={"loops": list(loops)},
+            registry=registry,
         )
         specs = [build_loop(n, settings, db, clock, refresher.region_filter) for n in loops]
         specs += [heartbeat.loop_spec(), refresher.loop_spec()]
-        return cls(specs, heartbeat=heartbeat, final_status=final_status, time_left=time_left)
+        return cls(
+            specs,
+            heartbeat=heartbeat,
+            final_status=final_status,
+            time_left=time_left,
+            registry=registry,
+        )

@@ -33,8 +33,10 @@ from chalicelib.db.connection import Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain.batches import BatchProgress, BatchStatus, progress
 from chalicelib.domain.jobs import JobRequest, batch_completion_key, callback_key
+from chalicelib.domain.loops import fault_reason
 from chalicelib.domain.statuses import ExecutionStatus, TriggerType
 from chalicelib.domain.timefmt import iso
+from chalicelib.errors import DatabaseError, TaskExecutorError
 from chalicelib.services.job_writer import NewJob, Outcome, create_jobs
 
 log = logging.getLogger(__name__)
@@ -91,10 +93,32 @@ def _execution_callbacks(tx: Transaction, ids: list[str], now: datetime) -> None
         )
         for row in rows
     ]
-    outcomes = create_jobs(tx, items, now=now)
+    outcomes = create_isolated(tx, items, now)
     lines = [_log_line(row["execution_id"], o) for row, o in zip(rows, outcomes, strict=True)]
     if lines:
         tx.execute(queries["callbacks_log"], lines=json.dumps(lines))
+
+
+def create_isolated(tx: Transaction, items: Sequence[NewJob], now: datetime) -> list[Outcome]:
+    """:func:`create_jobs`, but an item the code cannot build a job from (its endpoint's
+    row holds a value of an unexpected shape) is answered with an error instead of raising
+    for the whole transaction: the execution that ended (or the batch that completed) is
+    recorded anyway, and the log line of its callback says why there is none. A
+    :class:`DatabaseError` still raises: the transaction cannot go on after it, and the
+    caller (the finalizer, the reclaimer) isolates the row that caused it.
+    """
+    try:
+        return create_jobs(tx, items, now=now)
+    except DatabaseError:
+        raise
+    except Exception as exc:
+        if len(items) == 1:
+            reason = fault_reason(exc)
+            log.error("callback job not created: %s", reason, exc_info=exc)
+            return [Outcome(error=TaskExecutorError(f"callback endpoint unusable ({reason})"))]
+    # Checks write nothing before the statement that inserts the jobs, so trying the items
+    # one by one in the same transaction is safe.
+    return [outcome for item in items for outcome in create_isolated(tx, [item], now)]
 
 
 def _log_line(execution_id: str, outcome: Outcome) -> dict[str, str]:
@@ -155,6 +179,6 @@ def complete_batches(tx: Transaction, batch_ids: Sequence[str], now: datetime) -
             input=batch_summary(batch, state),
         )
         items.append(NewJob(request, depth=1, system=True))
-    for outcome in create_jobs(tx, items, now=now):
+    for outcome in create_isolated(tx, items, now):
         if outcome.error is not None:
             log.warning("batch on_complete job not created: %s", outcome.error.message)

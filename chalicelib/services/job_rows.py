@@ -138,6 +138,7 @@ def created_view(job: dict[str, Any], execution: dict[str, Any] | None, now: dat
         "created_at": now,
         "retired_at": None,
         "paused_at": None,
+        "schedule_error": None,
     }
     summary = None
     if execution is not None:

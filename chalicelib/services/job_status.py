@@ -68,11 +68,10 @@ class JobStatusService:
         )
         active = tx.one(queries["jobs_active_counts"], job_id=job_id) or {}
         latest = tx.one(queries["jobs_latest_execution"], job_id=job_id)
+        view = Job.from_row(job)
         return JobHealthReport(
-            job=Job.from_row(job),
-            health=compute_health(
-                total=stats.total, succeeded=stats.succeeded, failed=stats.failed
-            ),
+            job=view,
+            health=_health(view, stats),
             last_execution=ExecutionSummary.maybe(latest),
             pending=int(active.get("pending") or 0),
             running=int(active.get("running") or 0),
@@ -93,6 +92,14 @@ class JobStatusService:
             return [Execution.from_row(row) for row in rows]
 
         return self.db.transaction(work, name="job_executions")
+
+
+def _health(job: Job, stats: WindowStats) -> Health:
+    """The window's health; FAILING whatever the window when the scheduler set the job
+    aside (it will not tick again until replaced: chalicelib/scheduler/materializer.py)."""
+    if job.schedule_error is not None:
+        return Health.FAILING
+    return compute_health(total=stats.total, succeeded=stats.succeeded, failed=stats.failed)
 
 
 def _int_or_none(value: object) -> int | None:

@@ -1,5 +1,10 @@
 """GET /health and GET /metrics: what the database says about the whole deployment.
 
+Loops: every process writes its loops' states into its heartbeat row
+(:mod:`chalicelib.health.heartbeat`); /health reads the recent rows (one index range) and
+answers 503 ``LOOP_DOWN`` while one reports a loop down, and /metrics shows
+``te_loop_up{component,loop}``.
+
 Every figure is read from the database (``metrics.sql``), never from this process's
 memory, so it is the same whichever API container answers and however many workers and
 schedulers run. Windowed figures cover the last :data:`WINDOW` (one minute): a scrape
@@ -17,10 +22,13 @@ from typing import Any
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain import prometheus as prom
+from chalicelib.domain.loops import ReportedLoop, reported_loops
 from chalicelib.domain.prometheus import Sample
 from chalicelib.errors import DatabaseError, DatabaseUnavailable
 
 WINDOW = timedelta(seconds=60)
+#: A heartbeat this recent counts (processes beat every 5 s: three beats' worth).
+HEARTBEAT_FRESH = timedelta(seconds=15)
 TERMINAL_STATUSES = ("SUCCESS", "FAILED", "CANCELLED")
 EVENTS = ("cron_ticks_materialized", "reclaimed")
 QUANTILES = (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"))
@@ -44,6 +52,7 @@ class MetricsSnapshot:
     finished: dict[str, int]  #: terminal status -> executions finished in the window
     attempts: AttemptDurations
     events: dict[str, int]  #: cron_ticks_materialized / reclaimed in the window
+    loops: tuple[ReportedLoop, ...] = ()  #: every loop of every process alive lately
 
 
 class MetricsService:
@@ -60,6 +69,18 @@ class MetricsService:
         except DatabaseError as exc:
             raise DatabaseUnavailable(f"health check: {exc.message}") from exc
 
+    def health(self) -> list[ReportedLoop]:
+        """The loops that recent heartbeats report down (one indexed read, which is also
+        the database check: :class:`DatabaseUnavailable` if it does not answer)."""
+        try:
+            rows = self._db.run(queries["metrics_loop_states"], since=self._fresh_since())
+        except DatabaseError as exc:
+            raise DatabaseUnavailable(f"health check: {exc.message}") from exc
+        return [loop for loop in _loops(rows) if loop.down]
+
+    def _fresh_since(self) -> datetime:
+        return self._clock() - HEARTBEAT_FRESH
+
     def snapshot(self) -> MetricsSnapshot:
         now = self._clock()
         since = now - WINDOW
@@ -70,6 +91,7 @@ class MetricsService:
             finished = tx.run(queries["metrics_finished_since"], since=since)
             durations = tx.one(queries["metrics_attempt_durations"], since=since)
             events = tx.run(queries["metrics_events_since"], since=since)
+            beats = tx.run(queries["metrics_loop_states"], since=self._fresh_since())
             oldest_at = oldest["oldest_run_at"] if oldest else None
             return MetricsSnapshot(
                 queue_depth=tuple((r["status"], r["endpoint"], int(r["n"])) for r in depth),
@@ -80,6 +102,7 @@ class MetricsService:
                 | {r["status"]: int(r["n"]) for r in finished},
                 attempts=_durations(durations),
                 events=dict.fromkeys(EVENTS, 0) | {r["event"]: int(r["n"]) for r in events},
+                loops=tuple(_loops(beats)),
             )
 
         return self._db.transaction(read, name="metrics_snapshot")
@@ -87,6 +110,12 @@ class MetricsService:
     def exposition(self) -> str:
         """The Prometheus text (format 0.0.4) of a fresh snapshot."""
         return prom.render(families(self.snapshot()))
+
+
+def _loops(rows: list[dict[str, Any]]) -> list[ReportedLoop]:
+    """Every loop the heartbeat rows report; a row of an unexpected shape reports none
+    (:func:`reported_loops` never raises: an odd row must not break /health)."""
+    return [loop for row in rows for loop in reported_loops(str(row["component"]), row["metadata"])]
 
 
 def _durations(row: dict[str, Any] | None) -> AttemptDurations:
@@ -144,7 +173,24 @@ def families(snap: MetricsSnapshot) -> list[prom.Family]:
             f"RUNNING executions taken back from lost workers by all schedulers {window}.",
             [Sample(value=snap.events["reclaimed"])],
         ),
+        _loop_up(snap.loops),
     ]
+
+
+def _loop_up(loops: tuple[ReportedLoop, ...]) -> prom.Family:
+    return prom.gauge(
+        "te_loop_up",
+        "1 while a background loop of a process that beat in the last "
+        f"{int(HEARTBEAT_FRESH.total_seconds())} s runs, 0 while it is down (restarting, "
+        "or failing 3 times in a row on anything but a database outage).",
+        (
+            Sample(
+                value=0 if loop.down else 1,
+                labels={"component": loop.component, "loop": loop.loop},
+            )
+            for loop in loops
+        ),
+    )
 
 
 def _seconds(ms: float | None) -> float:

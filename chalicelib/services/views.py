@@ -104,6 +104,8 @@ class Job(RowView):
     on_failure: str | None
     parent_execution_id: str | None  #: set on a callback job: the execution it reports
     paused_at: datetime | None  #: a paused cron job: no ticks until resumed
+    #: why the materializer set this cron job aside (it has no next tick then)
+    schedule_error: str | None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,8 @@
 """The worker process's background loops, as the spec's worker process structure lists them.
 
-* heartbeat writer (every 5 s, stub): ``region_heartbeats`` row ``worker@<host>:<pid>``,
-  ``DEAD`` on graceful shutdown;
+* heartbeat writer (every 5 s): ``region_heartbeats`` row ``worker@<host>:<pid>``,
+  ``DEAD`` on graceful shutdown, with the states of the worker's loops (these three, and
+  the claim and finalize loops: :attr:`Worker.loops`) for ``/health`` and ``/metrics``;
 * region status refresher (every 10 s, stub): reads ``region_status``, serves ``["default"]``;
 * metrics reporter (every 15 s): one ``worker_metrics`` log line with the worker's counters
   and the process's 40001 retries and reconnects; at INFO when they moved since the last
@@ -72,6 +73,7 @@ def background_loops(
         component=instance_name("worker"),
         region=settings.region,
         metadata={"worker_id": worker.worker_id},
+        registry=worker.loops,  # claim and finalize too, beside these loops
     )
     last_report: dict[str, Any] = {}
     metrics = LoopSpec(
@@ -80,7 +82,7 @@ def background_loops(
         iteration=lambda: report_metrics(worker, last_report),
     )
     loops = [heartbeat.loop_spec(), RegionRefresher(db).loop_spec(), metrics]
-    return LoopGroup(loops, heartbeat=heartbeat, final_status=DEAD)
+    return LoopGroup(loops, heartbeat=heartbeat, final_status=DEAD, registry=worker.loops)
 
 
 @contextmanager

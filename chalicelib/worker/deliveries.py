@@ -138,7 +138,7 @@ class DeliveryLoop:
             # The attempt's times measure the delivery itself, from here.
             prepared = self._pipeline.begin(prepared)
             outcome = await self._dispatch(prepared)
-            finished = self._pipeline.complete(prepared, outcome)
+            finished = self._complete(prepared, outcome)
         except asyncio.CancelledError as exc:
             if holding:
                 slots.release()
@@ -150,6 +150,19 @@ class DeliveryLoop:
             self._on_lost(prepared.claimed, exc)
             return
         self._on_finished(finished)
+
+    def _complete(self, prepared: Prepared, outcome: DeliveryOutcome) -> FinishedExecution:
+        """The finished execution; FAILED ``UNPROCESSABLE`` if the outcome cannot be
+        handled (it was sent: leaving it RUNNING would have the reclaimer send it again)."""
+        try:
+            return self._pipeline.complete(prepared, outcome)
+        except Exception as exc:
+            log.error(
+                "outcome of a delivery cannot be handled; execution FAILED",
+                exc_info=exc,
+                extra={"execution_id": prepared.claimed.execution_id},
+            )
+            return self._pipeline.unprocessable(prepared.claimed, exc, sent=True)
 
     def release_slots(self, count: int) -> None:
         """``count`` delivered executions were recorded: their slots are free (any thread)."""

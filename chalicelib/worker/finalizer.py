@@ -15,9 +15,20 @@ its slots, so a worker's slot cycle costs one commit, not a finalize and a claim
 An execution that ended with a callback, or as the child of a batch, gets what follows
 it (:mod:`chalicelib.services.callbacks`) in the same transaction as its final status.
 
-If the database is down the batch is retried with backoff until it is written or the
-worker abandons it at shutdown; abandoned executions stay RUNNING and the
-reclaimer returns them (at-least-once delivery).
+If the database is down (or contended, or fails the same way for any result) the batch is
+retried with backoff until it is written or the worker abandons it at shutdown; abandoned
+executions stay RUNNING and the reclaimer returns them (at-least-once delivery).
+
+No result can stop the finalizer: a batch that fails in a way a result can cause (a value
+the database refuses, such as a target's answer holding U+0000, or a value the code cannot
+handle: :func:`~chalicelib.db.faults.is_row_fault`) is written result by result,
+and a result that fails alone is recorded as a FAILED attempt of type ``UNPROCESSABLE``
+instead (:meth:`FinishedExecution.unprocessable`: no output, a log line saying why and that
+the delivery may have been made), so it shows in the dead-letter view and its slot comes
+back. If even that record fails, the result is dropped (logged): the execution stays
+RUNNING and its lease runs out, and the reclaimer, which isolates rows of its own, takes
+it. The writer threads never die on a result. Their state goes to the worker's
+:class:`~chalicelib.runtime.registry.LoopRegistry` as the ``finalize`` loop.
 """
 
 from __future__ import annotations
@@ -31,9 +42,11 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from chalicelib.db.connection import Database, Row, Transaction
+from chalicelib.db.faults import is_row_fault
 from chalicelib.db.queries import queries
-from chalicelib.errors import DatabaseError
+from chalicelib.domain.loops import fault_reason
 from chalicelib.logs import FailureLog
+from chalicelib.runtime.registry import LoopRegistry
 from chalicelib.services import callbacks
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 
@@ -42,6 +55,9 @@ log = logging.getLogger(__name__)
 MAX_BATCH = 500
 #: Writer threads (each with its own connection from the worker's pool).
 WRITERS = 2
+
+#: The finalizer's name in the worker's loop registry (its heartbeat).
+FINALIZE_LOOP = "finalize"
 
 #: Called once per submitted execution after its batch commits: (finished, applied). A
 #: result that lost its compare-and-set (reclaimed meanwhile) is reported with False.
@@ -72,8 +88,10 @@ class Finalizer:
         worker_id: str,
         on_finalized: OnFinalized,
         refill: Refill | None = None,
+        registry: LoopRegistry | None = None,
     ) -> None:
         self._db = db
+        self._registry = registry or LoopRegistry()
         self._refill = refill
         self._worker_id = worker_id
         self._on_finalized = on_finalized
@@ -126,32 +144,64 @@ class Finalizer:
             self._write(batch)
 
     def _write(self, batch: list[FinishedExecution]) -> None:
-        applied, plan, claimed = self._write_with_retry(batch)
-        for finished in batch:
-            self._on_finalized(finished, finished.execution_id in applied)
+        try:
+            applied, plan, claimed = self._write_with_retry(batch)
+            results = [(f, f.execution_id in applied) for f in batch]
+        except Exception as exc:  # one of the results may be the cause
+            self._registry.failed(FINALIZE_LOOP, exc)
+            log.warning(
+                "finalize batch refused; writing its results one by one",
+                extra={"count": len(batch), "error": fault_reason(exc)},
+            )
+            results, plan, claimed = [self._write_alone(f) for f in batch], None, []
+        for finished, done in results:
+            self._on_finalized(finished, done)
         if plan is not None and self._refill is not None:
             self._refill.claimed(plan, claimed)  # after the releases: the slots are free
 
+    def _write_alone(self, finished: FinishedExecution) -> tuple[FinishedExecution, bool]:
+        """One result on its own (no refill): (what was recorded, applied). Refused alone,
+        it is recorded as UNPROCESSABLE instead; refused again, it is dropped (the
+        execution stays RUNNING until the reclaimer takes it)."""
+        try:
+            applied = self._write_with_retry([finished], refill=False)[0]
+            return finished, finished.execution_id in applied
+        except Exception as exc:
+            substitute = finished.unprocessable(fault_reason(exc))
+        try:
+            applied = self._write_with_retry([substitute], refill=False)[0]
+            return substitute, substitute.execution_id in applied
+        except Exception as exc:
+            log.error(
+                "result not recorded; execution left RUNNING for the reclaimer",
+                exc_info=exc,
+                extra={"execution_id": finished.execution_id},
+            )
+            return finished, False
+
     def _write_with_retry(
-        self, batch: list[FinishedExecution]
+        self, batch: list[FinishedExecution], *, refill: bool = True
     ) -> tuple[set[str], Any | None, list[ClaimedExecution]]:
+        """Write ``batch`` (and, with ``refill``, claim into the slots it frees), retrying
+        other failures with back-off until written or abandoned at shutdown; a failure a
+        result can cause is raised to :meth:`_write`."""
         payload = json.dumps([f.to_json() for f in batch], separators=(",", ":"))
         holds = _holds(batch)
         delay = 0.05
         while True:
-            plan = self._refill.plan_claim(len(batch)) if self._refill is not None else None
+            plan = self._plan_refill(len(batch)) if refill else None
             work = functools.partial(
                 self._finalize_and_claim, payload=payload, plan=plan, holds=holds
             )
             try:
                 rows, claimed = self._db.transaction(work, name="worker_finalize_batch")
-                self._failures.succeeded()
-                return {row["execution_id"] for row in rows}, plan, claimed
             except BaseException as exc:
                 if plan is not None and self._refill is not None:
                     self._refill.claimed(plan, [])  # nothing claimed: release the plan
-                if not isinstance(exc, DatabaseError):
-                    raise
+                if is_row_fault(exc):
+                    raise  # maybe one result's values: _write finds it
+                # An outage, contention, or a failure no row causes (a permission): every
+                # result would fail alike, so the batch waits, retried with back-off.
                 if self._abandon.is_set():
                     log.warning(
                         "finalize abandoned at shutdown; executions stay RUNNING",
@@ -159,8 +209,16 @@ class Finalizer:
                     )
                     return set(), None, []
                 self._failures.failed(exc)  # one traceback, then a line per 30 s
+                self._registry.failed(FINALIZE_LOOP, exc)
                 self._abandon.wait(delay)
                 delay = min(delay * 2, 2.0)
+                continue
+            self._failures.succeeded()
+            self._registry.running(FINALIZE_LOOP)
+            return {row["execution_id"] for row in rows}, plan, claimed
+
+    def _plan_refill(self, freed: int) -> Any | None:
+        return self._refill.plan_claim(freed) if self._refill is not None else None
 
     def _finalize_and_claim(
         self, tx: Transaction, payload: str, plan: Any | None, holds: dict[str, int]

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from chalicelib.domain.backoff import RetryPolicy
+from chalicelib.domain.loops import UNPROCESSABLE, fault_reason
 from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus, LogLevel
 
 
@@ -28,9 +29,24 @@ class ClaimedExecution:
     endpoint_snapshot: Mapping[str, Any]
     #: How many of this endpoint's deliveries one worker runs at once (claim fairness).
     endpoint_cap: int | None = None
+    #: Why this worker cannot process the execution (its row could not be read): it is
+    #: finalized FAILED (``UNPROCESSABLE``) without a delivery. None for a sound row.
+    fault: str | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ClaimedExecution:
+        """The claimed row; a row whose fields cannot be read is still returned (the claim
+        committed it RUNNING under this worker), as a ``fault`` to finalize FAILED."""
+        try:
+            return cls._parse(row)
+        except Exception as exc:  # this row only: the rest of the claim goes on
+            return cls._unreadable(row, fault_reason(exc))
+
+    @classmethod
+    def _parse(cls, row: Mapping[str, Any]) -> ClaimedExecution:
+        snapshot = parse_snapshot(row["endpoint_snapshot"])
+        if not isinstance(snapshot, Mapping):
+            raise TypeError(f"endpoint snapshot is a {type(snapshot).__name__}, not an object")
         return cls(
             execution_id=row["execution_id"],
             job_id=row["job_id"],
@@ -40,8 +56,24 @@ class ClaimedExecution:
             attempt=int(row["attempt_count"]),
             max_attempts=int(row["max_attempts"]),
             config_snapshot=row["config_snapshot"],
-            endpoint_snapshot=parse_snapshot(row["endpoint_snapshot"]),
+            endpoint_snapshot=snapshot,
             endpoint_cap=row.get("endpoint_cap"),
+        )
+
+    @classmethod
+    def _unreadable(cls, row: Mapping[str, Any], fault: str) -> ClaimedExecution:
+        """Only what finalizing it needs (every column the claim returns is NOT NULL)."""
+        return cls(
+            execution_id=str(row["execution_id"]),
+            job_id=str(row.get("job_id")),
+            endpoint=str(row.get("endpoint")),
+            endpoint_type=str(row.get("endpoint_type")),
+            input={},
+            attempt=int(row["attempt_count"]),
+            max_attempts=1,
+            config_snapshot=None,
+            endpoint_snapshot={},
+            fault=fault,
         )
 
     @property
@@ -104,6 +136,24 @@ class FinishedExecution:
     #: A 429/503 Retry-After (ms, capped): the whole endpoint is held back this long.
     hold_ms: int | None = None
 
+    def unprocessable(self, reason: str) -> FinishedExecution:
+        """This attempt recorded as FAILED ``UNPROCESSABLE`` instead (its own record was
+        refused: :mod:`chalicelib.worker.finalizer`), without output or config snapshot."""
+        return dataclasses.replace(
+            self,
+            attempt_status=AttemptStatus.FAILED,
+            next_status=ExecutionStatus.FAILED,
+            output=None,
+            error={"type": UNPROCESSABLE, "message": reason},
+            retry_delay_ms=None,
+            config_snapshot=None,
+            hold_ms=None,
+            log_level=LogLevel.ERROR,
+            log_message=f"Attempt {self.attempt_number} ended but its result could not be "
+            f"recorded ({reason}); the delivery may have been made. Execution FAILED "
+            f"({UNPROCESSABLE}).",
+        )
+
     def to_json(self) -> dict[str, Any]:
         """The element of worker_finalize_batch's JSONB array (absent keys read as NULL)."""
         data: dict[str, Any] = {
@@ -125,3 +175,27 @@ class FinishedExecution:
         }
         data.update({k: v for k, v in optional.items() if v is not None})
         return data
+
+
+def unprocessable(
+    claimed: ClaimedExecution, reason: str, at: datetime, *, sent: bool = False
+) -> FinishedExecution:
+    """A claimed execution this worker cannot process, finalized FAILED ``UNPROCESSABLE``
+    with a log line saying why: it shows in the dead-letter view (where it may be retried
+    once fixed) and never comes back to a claim. ``sent``: the request went out before the
+    failure (the attempt's outcome could not be handled)."""
+    what = "was sent, but its outcome could not be handled" if sent else "was not made"
+    return FinishedExecution(
+        execution_id=claimed.execution_id,
+        endpoint=claimed.endpoint,
+        attempt_number=claimed.attempt,
+        attempt_status=AttemptStatus.FAILED,
+        next_status=ExecutionStatus.FAILED,
+        started_at=at,
+        completed_at=at,
+        duration_ms=0,
+        error={"type": UNPROCESSABLE, "message": reason},
+        log_level=LogLevel.ERROR,
+        log_message=f"Attempt {claimed.attempt} {what}: the worker cannot process this "
+        f"execution ({reason}). Execution FAILED ({UNPROCESSABLE}).",
+    )

@@ -24,6 +24,7 @@ from chalicelib.domain.delivery import (
     DeliveryRequest,
     failed,
 )
+from chalicelib.domain.loops import fault_reason
 from chalicelib.domain.signing import (
     MalformedSigningSecret,
     SigningKeys,
@@ -34,7 +35,7 @@ from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus, LogLevel
 from chalicelib.domain.templates import Template, TemplateContext
 from chalicelib.errors import SecretKeyError, TemplateResolutionFailed
 from chalicelib.worker.caches import CachedSecret, ConfigCache, SecretCache
-from chalicelib.worker.models import ClaimedExecution, FinishedExecution
+from chalicelib.worker.models import ClaimedExecution, FinishedExecution, unprocessable
 
 #: Parsed templates kept per process: endpoints remembered (the cache is emptied when
 #: full) and snapshot versions per endpoint.
@@ -97,6 +98,9 @@ class Pipeline:
         """
         started_at = self._clock()
         started = time.monotonic()
+        # Read before the send, not after it: a policy the worker cannot read fails the
+        # execution unsent (the caller's UNPROCESSABLE) instead of after a delivery.
+        claimed.retry_policy  # noqa: B018
         try:
             resolved = self.resolve(claimed)
         except TemplateResolutionFailed as exc:
@@ -105,6 +109,13 @@ class Pipeline:
             )
             return self._finish(claimed, outcome, started_at, _elapsed_ms(started), None)
         return Prepared(claimed=claimed, resolved=resolved, started_at=started_at, started=started)
+
+    def unprocessable(
+        self, claimed: ClaimedExecution, exc: BaseException | str, *, sent: bool = False
+    ) -> FinishedExecution:
+        """The execution finished FAILED ``UNPROCESSABLE`` (:func:`models.unprocessable`)."""
+        reason = exc if isinstance(exc, str) else fault_reason(exc)
+        return unprocessable(claimed, reason, self._clock(), sent=sent)
 
     def begin(self, prepared: Prepared) -> Prepared:
         """The same execution, its attempt's clock started now (just before the send)."""

@@ -24,18 +24,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
 
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Transaction
-from chalicelib.domain.statuses import ExecutionStatus
 from chalicelib.errors import DatabaseError
-from chalicelib.logs import FailureLog, log_event
+from chalicelib.logs import log_event
+from chalicelib.runtime.registry import LoopRegistry
 from chalicelib.settings import Settings
 from chalicelib.worker.claims import ClaimLimits, ClaimPlan, ClaimStrategy
 from chalicelib.worker.deliveries import DeliveryLoop, LeaseLost
@@ -46,6 +43,7 @@ from chalicelib.worker.holds import Holds, LeaseKeeper
 from chalicelib.worker.idle import IdleWait, SleepStats
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 from chalicelib.worker.pipeline import Pipeline, Prepared
+from chalicelib.worker.reporting import ClaimLoopHealth, log_finalized, new_worker_id
 
 log = logging.getLogger("chalicelib.worker")
 
@@ -53,22 +51,6 @@ log = logging.getLogger("chalicelib.worker")
 #: fewer, larger claims mean fewer commits per delivered execution.
 MIN_BATCH_SHARE = 4
 CLAIM_LINGER_SEC = 0.002
-
-_EVENTS = {
-    ExecutionStatus.SUCCESS: ("execution_succeeded", logging.INFO),
-    ExecutionStatus.RETRYING: ("execution_retrying", logging.WARNING),
-    ExecutionStatus.FAILED: ("execution_failed", logging.ERROR),
-}
-_COUNTERS = {
-    ExecutionStatus.SUCCESS: "succeeded",
-    ExecutionStatus.RETRYING: "retrying",
-    ExecutionStatus.FAILED: "failed",
-}
-
-
-def new_worker_id() -> str:
-    """Unique per process and instance: host, pid and a random suffix."""
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 class Worker:
@@ -99,8 +81,9 @@ class Worker:
             on_lost=self._lost,
             may_send=self._owned,
         )
-        self._finalizer = Finalizer(db, self.worker_id, self._finalized, refill=self)
-        self._claim_failures = FailureLog(log, "claim (retrying every poll interval)")
+        self.loops = LoopRegistry()  #: its loops' states (claim, finalize), for its heartbeat
+        self._finalizer = Finalizer(db, self.worker_id, self._finalized, self, self.loops)
+        self._claim_health = ClaimLoopHealth(self.loops, self._poll_interval)
         self._cond = threading.Condition()
         self._counts = {"claimed": 0, "succeeded": 0, "retrying": 0, "failed": 0}
         self.holds = Holds(
@@ -179,10 +162,10 @@ class Worker:
                     break
                 try:
                     claimed = self.run_once()
-                    self._claim_failures.succeeded()
-                except DatabaseError as exc:
-                    self._claim_failures.failed(exc)  # one traceback, then a line per 30 s
-                    claimed = 0
+                    self._claim_health.succeeded()
+                except Exception as exc:  # the database, a bug: never the end of the worker
+                    self._idle.sleep(self._claim_health.failed(exc))
+                    continue
                 if claimed == 0:
                     self._idle.sleep(self.controls.idle_sleep(self._poll_interval))
         finally:
@@ -315,11 +298,12 @@ class Worker:
             self._deliveries.submit(self._prepare(batch))
 
     def _prepare(self, batch: list[ClaimedExecution]) -> list[Prepared]:
-        """Resolve each request on this thread; template failures finish here and then."""
+        """Resolve each request on this thread; an execution that cannot be sent (its
+        templates do not resolve, or its row cannot be processed) finishes here and then."""
         ready = []
         for claimed in batch:
             try:
-                prepared = self._pipeline.prepare(claimed)
+                prepared = self._prepare_one(claimed)
             except DatabaseError as exc:
                 # Config/secret reads failed: leave it RUNNING; the reclaimer retries it.
                 log.warning(
@@ -328,13 +312,20 @@ class Worker:
                 self._release(claimed.execution_id, claimed.attempt)
                 continue
             except Exception as exc:  # one bad execution must not stop claims
-                self._lost(claimed, exc)
-                continue
+                prepared = self._pipeline.unprocessable(claimed, exc)
             if isinstance(prepared, FinishedExecution):
                 self._delivered(prepared)
             else:
                 ready.append(prepared)
         return ready
+
+    def _prepare_one(self, claimed: ClaimedExecution) -> Prepared | FinishedExecution:
+        if claimed.fault is not None:
+            return self._pipeline.unprocessable(claimed, claimed.fault)
+        if claimed.endpoint_type not in self._dispatchers:
+            reason = f"no dispatcher for endpoint type {claimed.endpoint_type!r}"
+            return self._pipeline.unprocessable(claimed, reason)
+        return self._pipeline.prepare(claimed)
 
     def _owned(self, claimed: ClaimedExecution) -> bool:
         """Checked just before a send: the lease still surely holds."""
@@ -368,30 +359,10 @@ class Worker:
 
     def _finalized(self, finished: FinishedExecution, applied: bool) -> None:
         self._release(finished.execution_id, finished.attempt_number)
-        if not applied:
-            log_event(
-                log,
-                "execution_finalize_skipped",
-                level=logging.WARNING,
-                execution_id=finished.execution_id,
-                attempt=finished.attempt_number,
-            )
-            return
-        event, level = _EVENTS[finished.next_status]
-        with self._cond:
-            self._counts[_COUNTERS[finished.next_status]] += 1
-        log_event(
-            log,
-            event,
-            level=level,
-            execution_id=finished.execution_id,
-            endpoint=finished.endpoint,
-            attempt=finished.attempt_number,
-            duration_ms=finished.duration_ms,
-            error_type=None if finished.error is None else finished.error.get("type"),
-            retry_delay_ms=finished.retry_delay_ms,
-            count=1,  # CloudWatch metric filters sum $.count (infra/stacks/observability.py)
-        )
+        counter = log_finalized(finished, applied)
+        if counter is not None:
+            with self._cond:
+                self._counts[counter] += 1
 
     def _release(self, execution_id: str, attempt: int) -> None:
         """One execution left the worker (recorded, or left RUNNING for the reclaimer)."""

@@ -54,6 +54,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ),
     ("scheduler_promote_due", "skip_locked"): _SKIP_LOCKED_IN_LOOPS,
     ("scheduler_reclaim_stuck", "skip_locked"): _SKIP_LOCKED_IN_LOOPS,
+    ("scheduler_reclaim_listed", "skip_locked"): _SKIP_LOCKED_IN_LOOPS,
     ("scheduler_cron_apply_ticks", "skip_locked"): _SKIP_LOCKED_IN_LOOPS,
     ("housekeeping_purge_cron", "skip_locked"): _SKIP_LOCKED_IN_LOOPS,
     ("housekeeping_purge_one_shot", "skip_locked"): _SKIP_LOCKED_IN_LOOPS,

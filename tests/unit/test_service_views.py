@@ -62,6 +62,7 @@ JOB_ROW: dict[str, Any] = {
     "on_failure": None,
     "parent_execution_id": None,
     "paused_at": None,
+    "schedule_error": None,
 }
 SUMMARY_ROW: dict[str, Any] = {
     "execution_id": "exec_1",

@@ -122,7 +122,8 @@ _WRITABLE = {
         "additionalProperties": False,
         "description": "Limits enforced across all workers (shown only when set). "
         "rate_limit: at most `limit` deliveries per `period_ms` (a token bucket holding up "
-        "to `limit`, full when the limit is first set); max_concurrency: at most this many executions RUNNING at once.",
+        "to `limit`, full when the limit is first set); max_concurrency: at most this many "
+        "executions RUNNING at once.",
         "properties": {
             "rate_limit": {
                 "type": "object",

@@ -17,6 +17,11 @@ _TRIGGER = {"type": "string", "enum": ["IMMEDIATE", "DELAYED", "CRON"]}
 _JOB_STATUS = {"type": "string", "enum": ["ACTIVE", "RETIRED"]}
 _SUMMARY = {"oneOf": [schema_ref("ExecutionSummary"), {"type": "null"}]}
 _COUNT = {"type": "integer"}
+_SCHEDULE_ERROR = {
+    "type": "string",
+    "description": "Set on a cron job the scheduler could not schedule (its row cannot be "
+    "evaluated): why. The job has no next run until it is replaced (PUT).",
+}
 _MS = {"type": ["integer", "null"]}
 _CALLBACK = {
     "type": "string",
@@ -216,6 +221,7 @@ JOBS: dict[str, Any] = {
                     **TIMESTAMP,
                     "description": "Set while an ACTIVE cron job is paused; else null.",
                 },
+                "schedule_error": _SCHEDULE_ERROR,
                 "created_at": TIMESTAMP,
             },
         },
@@ -228,7 +234,13 @@ JOBS: dict[str, Any] = {
                 "endpoint_type": {"type": "string"},
                 "trigger": _TRIGGER,
                 "status": _JOB_STATUS,
-                "health": {"type": "string", "enum": ["HEALTHY", "DEGRADED", "FAILING", "IDLE"]},
+                "health": {
+                    "type": "string",
+                    "enum": ["HEALTHY", "DEGRADED", "FAILING", "IDLE"],
+                    "description": "FAILING too when the scheduler set the job aside "
+                    "(schedule_error).",
+                },
+                "schedule_error": _SCHEDULE_ERROR,
                 "version": {"type": "integer"},
                 "last_execution": {"type": ["object", "null"]},
                 "active_executions": {

@@ -41,6 +41,11 @@ logs AS (
 -- idx_executions_by_job, attempts and logs on their by-execution indexes. A one-shot job
 -- still live (a DELAYED run_at far ahead) is skipped. FOR UPDATE OF jobs SKIP LOCKED:
 -- concurrent housekeepers take disjoint batches.
+-- A one-shot job has one execution, but nothing in the schema says so: a job with a
+-- second execution that is not itself purgeable (live, or finished after :cutoff) is
+-- skipped (NOT EXISTS, one probe of idx_executions_by_job), since deleting the job would
+-- break fk_executions_job and fail the whole batch, every pass (issue 25: no row can stop
+-- a loop). It goes once all its executions are purgeable.
 WITH doomed AS (
     SELECT j.job_id, e.execution_id
     FROM jobs AS j
@@ -50,6 +55,12 @@ WITH doomed AS (
       AND (e.execution_id IS NULL
            OR (e.status IN ('SUCCESS', 'FAILED', 'CANCELLED')
                AND e.completed_at < CAST(:cutoff AS TIMESTAMPTZ)))
+      AND NOT EXISTS (
+          SELECT 1 FROM executions AS x
+          WHERE x.job_id = j.job_id
+            AND (x.status NOT IN ('SUCCESS', 'FAILED', 'CANCELLED')
+                 OR x.completed_at IS NULL
+                 OR x.completed_at >= CAST(:cutoff AS TIMESTAMPTZ)))
     ORDER BY j.created_at ASC
     LIMIT :batch
     FOR UPDATE OF j SKIP LOCKED

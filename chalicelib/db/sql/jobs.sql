@@ -17,7 +17,7 @@ WHERE e.name = :name AND e.deleted_at IS NULL
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
-       batch_id, on_success, on_failure, parent_execution_id, paused_at
+       batch_id, on_success, on_failure, parent_execution_id, paused_at, schedule_error
 FROM job_states
 WHERE endpoint = :endpoint AND idempotency_key = :idempotency_key
 
@@ -40,7 +40,8 @@ ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOT
 RETURNING job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
           replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
           cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at,
-          retired_at, batch_id, on_success, on_failure, parent_execution_id, paused_at
+          retired_at, batch_id, on_success, on_failure, parent_execution_id, paused_at,
+          schedule_error
 
 -- name: jobs_insert_execution
 -- A one-shot job's only execution and its "created" log line in one statement, so no
@@ -68,7 +69,7 @@ FROM created
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
-       batch_id, on_success, on_failure, parent_execution_id, paused_at
+       batch_id, on_success, on_failure, parent_execution_id, paused_at, schedule_error
 FROM job_states
 WHERE job_id = :job_id
 
@@ -101,7 +102,7 @@ WHERE job_id = ANY(CAST(:job_ids AS TEXT[]))
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
-       batch_id, on_success, on_failure, parent_execution_id, paused_at
+       batch_id, on_success, on_failure, parent_execution_id, paused_at, schedule_error
 FROM job_states
 WHERE (CAST(:endpoint AS TEXT) IS NULL OR endpoint = :endpoint)
   AND (CAST(:trigger_type AS TEXT) IS NULL OR trigger_type = :trigger_type)
@@ -118,7 +119,7 @@ LIMIT :limit_plus_one
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
-       batch_id, on_success, on_failure, parent_execution_id, paused_at
+       batch_id, on_success, on_failure, parent_execution_id, paused_at, schedule_error
 FROM job_states
 WHERE job_id IN (SELECT job_id FROM live_jobs)
   AND status = 'ACTIVE'
@@ -186,7 +187,7 @@ SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.versio
        j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
        j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
-       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at
+       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error
 FROM chain JOIN job_states j ON j.job_id = chain.job_id
 WHERE CAST(:after_id AS TEXT) IS NULL
    OR chain.version > (SELECT version FROM jobs WHERE job_id = :after_id)
@@ -251,7 +252,7 @@ SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.versio
        j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
        j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
-       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at
+       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error
 FROM jsonb_array_elements(CAST(:pairs AS JSONB)) AS r
 CROSS JOIN LATERAL (
     SELECT * FROM job_states AS s

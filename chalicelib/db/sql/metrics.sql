@@ -7,6 +7,21 @@
 -- GET /health: the database answers a trivial statement on a pooled connection.
 SELECT 1 AS ok
 
+-- name: metrics_loop_states
+-- The heartbeats of the processes alive lately (rows beaten since :since, a few beats ago;
+-- DEAD rows are graceful stops): each carries its loops' states in metadata.loop_states
+-- (chalicelib/health/heartbeat.py). GET /health answers 503 LOOP_DOWN when one reports a
+-- loop down, and GET /metrics shows te_loop_up per process and loop. A range of
+-- idx_region_heartbeats_beat (migration 011), newest first: one row per live process,
+-- whatever a day of dead processes leaves before the housekeeper prunes them. The LIMIT
+-- keeps a load balancer's probe bounded whatever the fleet.
+SELECT component, metadata
+FROM region_heartbeats
+WHERE last_beat_at >= CAST(:since AS TIMESTAMPTZ)
+  AND status <> 'DEAD'
+ORDER BY last_beat_at DESC
+LIMIT 500
+
 -- name: metrics_queue_depth
 -- Non-terminal executions by status and endpoint. One branch per status group, each
 -- shaped as a partial index's predicate (idx_executions_pending, idx_executions_pickup,

@@ -143,35 +143,25 @@ WITH due AS (
 )
 SELECT count(*) AS promoted FROM logged
 
--- name: scheduler_reclaim_stuck
--- RUNNING executions whose lease expired lost their worker: it crashed, was killed, or its
--- Lambda timed out. A live worker renews the leases of what it holds
--- (worker_renew_leases), so an expired lease means no renewal for a whole
--- TE_STUCK_EXECUTION_TIMEOUT_SEC. A row without a lease (claimed before migration 003)
--- expires at started_at plus the timeout (:cutoff = now minus the timeout). They go back to RETRYING at once (attempts left) or to FAILED.
--- stuck: idx_executions_running (partial on RUNNING; RUNNING rows are few, at most the
--- workers' capacity, so the lease test is a filter), bounded, SKIP LOCKED
--- so concurrent reclaimers split the work; it also keeps the worker_id that the UPDATE
--- clears, for the messages.
--- reclaimed: re-checks the transition table's sources (RUNNING) and the lease, so a worker
--- that finished in the meantime wins and a second reclaimer finds nothing.
--- lost: the attempt record of the lost attempt. ON CONFLICT DO NOTHING: the worker may
--- have recorded that attempt just before it died, and its record is the better one.
--- logged: one WARN line per reclaimed execution.
--- callback / batch_id: what follows an execution this FAILED (its on_failure callback, its
--- batch's completion), created by the reclaimer in this transaction
--- (chalicelib/services/callbacks.py), as the worker's finalize does.
-WITH stuck AS (
-    SELECT execution_id, worker_id
-    FROM executions
-    WHERE status = 'RUNNING'
-      AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
-           OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
-      AND /*region_filter*/ TRUE
-    ORDER BY started_at ASC
-    LIMIT :batch
-    FOR UPDATE SKIP LOCKED
-), reclaimed AS (
+-- part: scheduler_reclaim_expired
+-- RUNNING executions whose lease expired, oldest first, at most :batch: the scan of
+-- scheduler_reclaim_stuck and the candidates its row-by-row fallback walks.
+-- idx_executions_running (partial on RUNNING; RUNNING rows are few, at most the workers'
+-- capacity, so the lease test is a filter). A row without a lease (claimed before
+-- migration 003) expires at started_at plus the timeout (:cutoff = now minus it).
+SELECT execution_id, worker_id
+FROM executions
+WHERE status = 'RUNNING'
+  AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
+       OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
+  AND /*region_filter*/ TRUE
+ORDER BY started_at ASC
+LIMIT :batch
+
+-- part: scheduler_reclaim_take
+-- What both reclaim statements do with the executions of their "stuck" CTE (execution_id,
+-- worker_id, locked); the including statement writes the comma before it.
+reclaimed AS (
     UPDATE executions
     SET status = CASE WHEN attempt_count >= max_attempts THEN 'FAILED' ELSE 'RETRYING' END,
         run_at = CASE WHEN attempt_count >= max_attempts THEN run_at
@@ -216,3 +206,104 @@ SELECT d.execution_id, d.status,
        CASE WHEN d.status = 'FAILED' THEN d.on_failure END AS callback,
        CASE WHEN d.status = 'FAILED' THEN d.batch_id END AS batch_id
 FROM described AS d
+
+
+-- name: scheduler_reclaim_stuck
+-- RUNNING executions whose lease expired lost their worker: it crashed, was killed, or its
+-- Lambda timed out. A live worker renews the leases of what it holds
+-- (worker_renew_leases), so an expired lease means no renewal for a whole
+-- TE_STUCK_EXECUTION_TIMEOUT_SEC. They go back to RETRYING at once (attempts left) or to
+-- FAILED.
+-- stuck: scheduler_reclaim_expired, SKIP LOCKED so concurrent reclaimers split the work;
+-- it also keeps the worker_id that the UPDATE clears, for the messages.
+-- reclaimed: re-checks the transition table's sources (RUNNING) and the lease, so a worker
+-- that finished in the meantime wins and a second reclaimer finds nothing.
+-- lost: the attempt record of the lost attempt. ON CONFLICT DO NOTHING: the worker may
+-- have recorded that attempt just before it died, and its record is the better one.
+-- logged: one WARN line per reclaimed execution.
+-- callback / batch_id: what follows an execution this FAILED (its on_failure callback, its
+-- batch's completion), created by the reclaimer in this transaction
+-- (chalicelib/services/callbacks.py), as the worker's finalize does.
+WITH stuck AS (
+-- include: scheduler_reclaim_expired
+    FOR UPDATE SKIP LOCKED
+),
+-- include: scheduler_reclaim_take
+
+-- name: scheduler_reclaim_candidates
+-- The executions scheduler_reclaim_stuck would take, without locking them: when that
+-- statement fails on something other than an outage (a row it cannot write, e.g. a
+-- RUNNING row without started_at), the reclaimer walks these one by one
+-- (scheduler_reclaim_listed) to find the row and set it aside (chalicelib/scheduler/
+-- reclaimer.py), so one row cannot stop every reclaim after it.
+-- include: scheduler_reclaim_expired
+
+-- name: scheduler_reclaim_listed
+-- scheduler_reclaim_stuck for the listed executions only (the row-by-row fallback): the
+-- same take, on the rows still RUNNING and not locked by another reclaimer; the take
+-- re-checks the expired lease itself.
+WITH stuck AS (
+    SELECT execution_id, worker_id
+    FROM executions
+    WHERE execution_id = ANY(CAST(:ids AS TEXT[]))
+      AND status = 'RUNNING'
+    FOR UPDATE SKIP LOCKED
+),
+-- include: scheduler_reclaim_take
+
+-- name: scheduler_reclaim_set_aside
+-- An expired execution the reclaimer cannot reclaim even alone (scheduler_reclaim_listed
+-- failed on it) goes to FAILED at once, with what little can always be written: the
+-- status, an ERROR log line saying why, and, when an attempt was running, a FAILED
+-- attempt of type UNPROCESSABLE (the dead-letter view filters on it; ON CONFLICT: the
+-- worker may have recorded that attempt). Only while still RUNNING on an expired lease: a
+-- worker that finished or renewed it meanwhile wins. No callback or batch completion follows (they may be
+-- what failed); the log line says so.
+WITH failed AS (
+    UPDATE executions
+    SET status = 'FAILED',
+        completed_at = CAST(:now AS TIMESTAMPTZ),
+        worker_id = NULL,
+        lease_expires_at = NULL
+    WHERE execution_id = :execution_id
+      AND status = 'RUNNING'
+      AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
+           OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
+    RETURNING execution_id, attempt_count, started_at
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, attempt_count, 'ERROR',
+           'The stuck reclaimer could not reclaim this execution (' || CAST(:reason AS TEXT)
+               || '); execution FAILED without callbacks'
+    FROM failed
+    RETURNING execution_id
+), noted AS (
+    INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
+                          error)
+    SELECT execution_id, attempt_count, 'FAILED',
+           COALESCE(started_at, CAST(:now AS TIMESTAMPTZ)), CAST(:now AS TIMESTAMPTZ),
+           jsonb_build_object('type', 'UNPROCESSABLE', 'message', CAST(:reason AS TEXT))
+    FROM failed
+    WHERE attempt_count > 0
+    ON CONFLICT (execution_id, attempt_number) DO NOTHING
+    RETURNING execution_id
+)
+SELECT l.execution_id, EXISTS (SELECT 1 FROM noted) AS attempt_recorded FROM logged AS l
+
+-- name: scheduler_cron_set_aside
+-- Cron jobs the materializer cannot schedule (chalicelib/scheduler/materializer.py: a row
+-- it cannot read or plan, or a plan the tick statement refuses) leave the due scan:
+-- cron_next_run_at NULL takes them out of idx_jobs_cron_due's range for good, so they
+-- can never again hold a batch position that schedulable jobs need, and schedule_error
+-- says why where the API shows the job. Only ACTIVE cron jobs: one retired or replaced
+-- meanwhile is left as it is. Two schedulers setting the same job aside write the same
+-- values; RETURNING lets each log only the jobs its own statement changed.
+UPDATE jobs AS j
+SET cron_next_run_at = NULL,
+    schedule_error = f.error
+FROM unnest(CAST(:job_ids AS TEXT[]), CAST(:errors AS TEXT[])) AS f(job_id, error)
+WHERE j.job_id = f.job_id
+  AND j.trigger_type = 'CRON'
+  AND j.status = 'ACTIVE'
+  AND j.schedule_error IS NULL
+RETURNING j.job_id

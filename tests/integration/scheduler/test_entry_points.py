@@ -110,7 +110,12 @@ def test_scheduler_runs_every_loop_in_threads_until_stopped(database: Database) 
     assert stats["stuck_reclaimer"].total == 1
     row = heartbeat(database, "scheduler@test")
     assert row is not None
-    assert (row["status"], row["metadata"]) == ("DEAD", {"loops": list(LOOP_NAMES)})
+    assert row["status"] == "DEAD"
+    assert row["metadata"]["loops"] == list(LOOP_NAMES)
+    # The last beat reports every loop stopped (each one's state: chalicelib/domain/loops.py).
+    states = row["metadata"]["loop_states"]
+    assert set(states) == {*LOOP_NAMES, "heartbeat", "region_refresher"}
+    assert {s["phase"] for s in states.values()} == {"stopped"}
 
 
 def test_python_m_scheduler_runs_all_loops_and_stops_on_sigterm(

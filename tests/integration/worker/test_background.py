@@ -57,7 +57,9 @@ def test_heartbeat_is_alive_while_running_and_dead_after(database: Database, mak
             )
             time.sleep(0.05)
         assert rows and rows[0]["status"] == "ALIVE"
-        assert rows[0]["metadata"] == {"worker_id": worker.worker_id}
+        assert rows[0]["metadata"]["worker_id"] == worker.worker_id
+        # The worker's loops, its claim and finalize among them, as /health reads them.
+        assert {"claim", "heartbeat"} <= set(rows[0]["metadata"]["loop_states"])
     finally:
         stop.set()
         thread.join(timeout=10)
