@@ -15,9 +15,11 @@ event is set or the caller's time budget (a Lambda invocation's remaining time) 
   30 s, then ``recovered``) and the loop carries on, the next iteration after a back-off
   that doubles with each failure in a row (:class:`Backoff`: from twice the interval, never
   more often than the interval, at most :data:`MAX_BACKOFF_SEC` apart) and resets on the
-  first success. The loop's state (running, or failing since when and on what) goes to the
-  process's :class:`~chalicelib.runtime.registry.LoopRegistry`, which its heartbeat
-  reports. A loop that dies anyway (the runner itself raised) is restarted by its
+  first success; while the database is unreachable it tries again at its interval, so it
+  picks up as soon as the database is back. The loop's state (running, or failing since
+  when and on what) goes to the process's
+  :class:`~chalicelib.runtime.registry.LoopRegistry`, which its heartbeat reports. A loop
+  that dies anyway (the runner itself raised) is restarted by its
   :class:`~chalicelib.runtime.group.LoopGroup`;
 * metrics are structured log events: the loop's own event (``cron_ticks_materialized``,
   ``delayed_promoted``, ``reclaimed``) whenever it did something, and ``loop_lag`` (how late
@@ -34,6 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.errors import DatabaseUnavailable
 from chalicelib.logs import FailureLog, log_event
 from chalicelib.runtime.registry import LoopRegistry
 
@@ -88,6 +91,8 @@ class LoopStats:
     iterations: int = 0
     failures: int = 0
     streak: int = 0  #: failed iterations in a row (0 after a success)
+    #: the last failure was the database being unreachable (no back-off: see _next_start)
+    outage: bool = False
     total: int = 0
     max_lag_sec: float = 0.0
     lag_sum_sec: float = 0.0
@@ -177,8 +182,13 @@ def _next_start(
     spec: LoopSpec, stats: LoopStats, progress: Progress, started: float, backoff: Backoff
 ) -> float | None:
     """When the next iteration is due (None: at once, after a full batch)."""
-    if stats.streak:
+    if stats.streak and not stats.outage:
         return started + backoff.delay(spec.interval_sec, stats.streak)
+    if stats.streak:
+        # An outage is the same for every loop and every row: backing off would only delay
+        # the recovery (cron ticks, promotions) once the database is back. Each try is one
+        # failed connection, and the FailureLog keeps the log to a line per 30 s.
+        return started + spec.interval_sec
     return None if progress.more else started + spec.interval_sec
 
 
@@ -191,6 +201,7 @@ def _run_iteration(spec: LoopSpec, stats: LoopStats, registry: LoopRegistry) -> 
         # 30 s while it lasts (FailureLog); the registry tells the heartbeat.
         stats.failures += 1
         stats.streak += 1
+        stats.outage = isinstance(exc, DatabaseUnavailable)
         stats.failure_log(spec.name).failed(exc)
         registry.failed(spec.name, exc)
         return Progress()

@@ -103,7 +103,7 @@ def test_a_failed_iteration_is_logged_and_the_loop_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     fake = FakeTime()
-    outcomes: list[Exception | Progress] = [DatabaseUnavailable("down"), Progress(4)]
+    outcomes: list[Exception | Progress] = [DatabaseUnavailable("down"), Progress(4), Progress()]
 
     def iteration() -> Progress:
         outcome = outcomes.pop(0)
@@ -118,8 +118,8 @@ def test_a_failed_iteration_is_logged_and_the_loop_goes_on(
             time_left=lambda: fake.budget(2.5),
             clock=fake.clock(),
         )
-    # The next iteration comes after the back-off (twice the interval), not the interval.
-    assert (stats.iterations, stats.failures, stats.total) == (2, 1, 4)
+    # An outage is retried at the interval (a bug backs off: the test below).
+    assert (stats.iterations, stats.failures, stats.total) == (3, 1, 4)
     errors = [r for r in caplog.records if getattr(r, "event", None) == "failing"]
     assert [(r.levelno, r.error) for r in errors] == [(logging.ERROR, "DatabaseUnavailable")]  # type: ignore[attr-defined]
     assert errors[0].exc_info is not None
@@ -173,6 +173,27 @@ def test_backoff_doubles_from_twice_the_interval_and_is_capped() -> None:
     assert [backoff.delay(1.0, k) for k in range(1, 8)] == [2, 4, 8, 16, 30, 30, 30]
     assert backoff.delay(0.5, 1) == 1.0
     assert backoff.delay(60.0, 5) == 60.0  # never more often than the interval
+
+
+def test_a_database_outage_is_retried_at_the_interval_and_a_bug_backs_off() -> None:
+    """An outage backs nothing off (the loop picks up as soon as the database is back); any
+    other failure waits 2, 4, 8 ... intervals."""
+    for error, expected in [
+        (DatabaseUnavailable("down"), [1.0, 1.0, 1.0, 1.0]),
+        (ValueError("bug"), [2.0, 4.0, 8.0, 16.0]),
+    ]:
+        fake = FakeTime()
+
+        def iteration(error: Exception = error) -> Progress:
+            raise error
+
+        run_loop(
+            spec(iteration),
+            threading.Event(),
+            time_left=lambda f=fake: f.budget(31),
+            clock=fake.clock(),
+        )
+        assert fake.waits[:4] == expected
 
 
 def test_a_database_outage_is_failing_but_not_down() -> None:
