@@ -269,12 +269,25 @@ def budget_spent() -> bool:
     return deadline is not None and _budget.clock() > deadline
 
 
+#: How long a validation runs before it lets the process's other threads run (below).
+YIELD_EVERY_SEC = 0.0001
+
+
 def _budgeted(function: Any) -> Any:
     @functools.wraps(function)
     def keyword(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
         deadline = getattr(_budget, "deadline", None)
-        if deadline is not None and _budget.clock() > deadline:
-            raise BudgetExceeded
+        if deadline is not None:
+            now = _budget.clock()
+            if now > deadline:
+                raise BudgetExceeded
+            if now >= getattr(_budget, "next_yield", 0.0):
+                # Validation is pure Python and holds the GIL: a costly one (a whole budget)
+                # would make every other thread of the process (other requests, a worker's
+                # deliveries in the local stack) wait the interpreter's 5 ms switch interval
+                # at each hand-over. Giving the GIL up every millisecond lets them go first.
+                _budget.next_yield = now + YIELD_EVERY_SEC
+                time.sleep(0)
         return function(validator, value, instance, schema)
 
     return keyword
