@@ -167,6 +167,15 @@ def test_a_bodiless_request_signs_the_empty_body(
     [request] = http_target.received("/get")
     assert request.body == b""
     Webhook(SECRET).verify(b"", request.headers, json_parse=False)
+    # The README's receiver, as written, verifies it too (it used to parse the empty body
+    # as JSON and fail), and still refuses a tampered or added body.
+    on_http = readme_receiver(SECRET)["on_http"]
+    assert on_http(request.body, request.headers) is None
+    for body, headers in tampered(request.body, request.headers)[1:]:  # [0] edits the body
+        with pytest.raises(WebhookVerificationError):
+            on_http(body, headers)
+    with pytest.raises(WebhookVerificationError):
+        on_http(b"{}", request.headers)  # a body where none was signed
 
 
 def test_spec_headers_cannot_forge_the_signature_headers(
