@@ -19,6 +19,7 @@ How each statement is sent (prepared once per connection) is :mod:`chalicelib.db
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import queue
 import random
@@ -80,6 +81,10 @@ class ConnectionParams:
     unix_sock: str | None = None
     ssl: bool = False
     application_name: str = "task-executor"
+    #: The session's default isolation: what a single statement sent without BEGIN
+    #: (:meth:`Database.statement`, ``transaction(single=True)``) runs at. Explicit
+    #: transactions always BEGIN SERIALIZABLE whatever it is.
+    isolation: str = "serializable"
 
     @classmethod
     def from_url(cls, url: str) -> ConnectionParams:
@@ -115,9 +120,10 @@ class ConnectionParams:
             "database": self.database,
             "application_name": self.application_name,
             "timeout": 30,
-            # Implicit transactions (Database.statement) run SERIALIZABLE like the explicit
-            # ones (BEGIN); CockroachDB's default already is.
-            "startup_params": {"default_transaction_isolation": "serializable"},
+            # Implicit transactions (Database.statement) run at the session's isolation:
+            # SERIALIZABLE like the explicit ones (BEGIN), unless a pool asks for READ
+            # COMMITTED (the worker's: its statements are guarded compare-and-sets).
+            "startup_params": {"default_transaction_isolation": self.isolation},
         }
         if self.unix_sock:
             kwargs["unix_sock"] = self.unix_sock
@@ -212,8 +218,10 @@ class Database:
         self.stats = RetryStats()
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> Database:
-        return cls(ConnectionParams.from_url(url), **kwargs)
+    def from_url(cls, url: str, *, isolation: str = "serializable", **kwargs: Any) -> Database:
+        """A pool for ``url``; ``isolation``: the session default of its single statements."""
+        params = dataclasses.replace(ConnectionParams.from_url(url), isolation=isolation)
+        return cls(params, **kwargs)
 
     # -- connections -------------------------------------------------------------------
 

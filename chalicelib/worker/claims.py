@@ -90,11 +90,13 @@ class SkipLockedClaim:
     def claim(
         self, db: Database, worker_id: str, batch: int, limits: ClaimLimits = NO_LIMITS
     ) -> list[ClaimedExecution]:
-        def work(tx: Transaction) -> list[ClaimedExecution]:
-            tx.execute(queries["worker_read_committed"])  # one guarded statement: see there
-            return self.claim_in(tx, worker_id, batch, limits)
-
-        return db.transaction(work, name="worker_claim_skip_locked")
+        # One statement, sent alone: one round trip (worker_read_committed says why a READ
+        # COMMITTED session suffices; a SERIALIZABLE one is correct too, only retried more).
+        return db.transaction(
+            lambda tx: self.claim_in(tx, worker_id, batch, limits),
+            name="worker_claim_skip_locked",
+            single=True,
+        )
 
     def claim_in(
         self, tx: Transaction, worker_id: str, batch: int, limits: ClaimLimits
@@ -115,22 +117,35 @@ class ConditionalUpdateClaim:
     def claim(
         self, db: Database, worker_id: str, batch: int, limits: ClaimLimits = NO_LIMITS
     ) -> list[ClaimedExecution]:
-        def work(tx: Transaction) -> list[ClaimedExecution]:
-            # Re-run whole on 40001: the retry reads fresh candidates.
-            tx.execute(queries["worker_read_committed"])
-            return self.claim_in(tx, worker_id, batch, limits)
-
-        return db.transaction(work, name="worker_claim_conditional")
+        # Two statements, each sent alone: the candidates need no snapshot shared with the
+        # take, whose status guard decides ownership (a row taken meanwhile is passed over).
+        params = limits.params()
+        found = db.transaction(
+            lambda tx: self._find(tx, batch, params), name="worker_claim_candidates", single=True
+        )
+        if not found:
+            return []
+        return db.transaction(
+            lambda tx: self._take(tx, found, worker_id, params),
+            name="worker_claim_conditional",
+            single=True,
+        )
 
     def claim_in(
         self, tx: Transaction, worker_id: str, batch: int, limits: ClaimLimits
     ) -> list[ClaimedExecution]:
         params = limits.params()
+        found = self._find(tx, batch, params)
+        return self._take(tx, found, worker_id, params) if found else []
+
+    def _find(self, tx: Transaction, batch: int, params: dict[str, Any]) -> list[str]:
         fairness = {k: params[k] for k in ("default_cap", "full", "busy")}
         found = tx.run(self._candidates, batch=batch, **fairness, **self._region.params())
-        if not found:
-            return []
-        ids = [row["execution_id"] for row in found]
+        return [row["execution_id"] for row in found]
+
+    def _take(
+        self, tx: Transaction, ids: list[str], worker_id: str, params: dict[str, Any]
+    ) -> list[ClaimedExecution]:
         rows = tx.run(
             self._update,
             ids=ids,

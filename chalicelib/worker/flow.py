@@ -56,7 +56,7 @@ class Controls:
         now = self._clock()
         if not force and now < self._next_read:
             return
-        rows = self._db.run(queries["worker_controlled_endpoints"])
+        rows = self._db.statement(queries["worker_controlled_endpoints"])  # a read: one trip
         self._next_read = now + self._interval
         self.excluded = tuple(str(row["name"]) for row in rows)
         self.metered = tuple(str(row["name"]) for row in rows if row["metered"])

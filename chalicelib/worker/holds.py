@@ -215,12 +215,11 @@ class LeaseKeeper:
         lease_ms = int(self._holds.lease_sec * 1000)
 
         def renew(tx: Transaction) -> list[Row]:
-            # One guarded statement, like the claim and finalize: READ COMMITTED suffices.
-            tx.execute(queries["worker_read_committed"])
+            # One guarded statement, sent alone, like the claim: safe to apply twice.
             sql = queries["worker_renew_leases"]
             return tx.run(sql, ids=ids, worker_id=self._worker_id, lease_ms=lease_ms)
 
-        rows = self._db.transaction(renew, name="worker_renew_leases")
+        rows = self._db.transaction(renew, name="worker_renew_leases", single=True)
         with self._lock:
             lost = self._holds.renewed(ids, {row["execution_id"] for row in rows}, sent_at)
         if lost:

@@ -32,6 +32,9 @@ class ClaimedExecution:
     #: Why this worker cannot process the execution (its row could not be read): it is
     #: finalized FAILED (``UNPROCESSABLE``) without a delivery. None for a sound row.
     fault: str | None = None
+    #: Its end has something to follow it (a callback, a batch): finalized in a transaction
+    #: of its own rather than by one statement sent alone (worker_claim_take).
+    follows: bool = True
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ClaimedExecution:
@@ -58,6 +61,7 @@ class ClaimedExecution:
             config_snapshot=row["config_snapshot"],
             endpoint_snapshot=snapshot,
             endpoint_cap=row.get("endpoint_cap"),
+            follows=row.get("follows") is not False,
         )
 
     @classmethod
@@ -135,6 +139,8 @@ class FinishedExecution:
     log_message: str = ""
     #: A 429/503 Retry-After (ms, capped): the whole endpoint is held back this long.
     hold_ms: int | None = None
+    #: A callback or batch follows its end (:attr:`ClaimedExecution.follows`).
+    follows: bool = True
 
     def unprocessable(self, reason: str) -> FinishedExecution:
         """This attempt recorded as FAILED ``UNPROCESSABLE`` instead (its own record was
@@ -195,6 +201,7 @@ def unprocessable(
         completed_at=at,
         duration_ms=0,
         error={"type": UNPROCESSABLE, "message": reason},
+        follows=claimed.follows,
         log_level=LogLevel.ERROR,
         log_message=f"Attempt {claimed.attempt} {what}: the worker cannot process this "
         f"execution ({reason}). Execution FAILED ({UNPROCESSABLE}).",

@@ -213,6 +213,7 @@ class Pipeline:
             "completed_at": self._clock(),
             "duration_ms": duration_ms,
             "config_snapshot": snapshot,
+            "follows": claimed.follows,
         }
         attempt = claimed.attempt
         if outcome.ok:

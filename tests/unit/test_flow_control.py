@@ -82,7 +82,7 @@ class _Db:
         self.rows = rows
         self.reads = 0
 
-    def run(self, query: Any, **params: Any) -> list[dict[str, Any]]:
+    def statement(self, query: Any, **params: Any) -> list[dict[str, Any]]:
         self.reads += 1
         return self.rows
 

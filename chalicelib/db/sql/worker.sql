@@ -52,7 +52,9 @@ ranked AS (
 -- snapshot comes back as text in the same round trip (the worker parses each distinct text
 -- once), with the endpoint's cap. The claim writes no log row: the attempt's one log row,
 -- written at finalize, names the worker (a row per claim cost a fifth of the database's
--- work per delivery in bench/).
+-- work per delivery in bench/). "follows": whether the execution's end has something to
+-- follow it (a callback, its batch's progress): only then does its finalize need a
+-- transaction of its own; otherwise it is one statement sent alone.
 claimed AS (
     UPDATE executions AS e
     SET status = 'RUNNING',
@@ -65,10 +67,12 @@ claimed AS (
       AND e.status IN ('QUEUED', 'RETRYING')
       AND e.run_at <= now()
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
-              e.attempt_count, e.max_attempts, e.config_snapshot
+              e.attempt_count, e.max_attempts, e.config_snapshot,
+              (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
+               OR e.batch_id IS NOT NULL) AS follows
 )
 SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
-       c.max_attempts, c.config_snapshot,
+       c.max_attempts, c.config_snapshot, c.follows,
        CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
            'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
            'retry_policy', en.retry_policy, 'config_ref', en.config_ref,

@@ -177,9 +177,15 @@ def test_closing_with_abandon_cancels_deliveries_and_leaves_them_running(
 def test_a_finalize_batch_claims_into_the_slots_it_frees(
     database: Database, make_worker, http_target
 ) -> None:
-    """Under load the finalizer's transaction records a batch and claims as many new
+    """Under load a finalize that needs a transaction (here: its executions are children of
+    a batch, whose progress follows their ends) records a batch and claims as many new
     executions as it frees slots (one commit per cycle); each is delivered exactly once."""
     seeded = seed(database, spec=http_spec(http_target.url("/fast")), count=300)
+    database.execute("INSERT INTO batches (batch_id, total) VALUES ('batch_refill', 300)")
+    database.execute(
+        "UPDATE executions SET batch_id = 'batch_refill' WHERE execution_id = ANY(:ids)",
+        ids=seeded.execution_ids,
+    )
     worker = make_worker(worker_max_concurrent=8, worker_endpoint_share=1.0)
     stop = threading.Event()
     poller = threading.Thread(target=worker.run, args=(stop,))
