@@ -331,8 +331,10 @@ SELECT name, encrypted_value, previous_encrypted_value, rotated_at
 FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))
 
 -- name: worker_read_committed
--- First statement of both claims (the poller's, and the one a finalize transaction makes
--- into the slots it frees), the finalize and the lease renewal. Each rests on row locks and
+-- First statement of the worker's transactions of more than one statement: a finalize that
+-- something follows (and the refill claim inside it) and the metered claim. The claim, the
+-- lease renewal and a finalize nothing follows are sent alone instead, in the worker pool's
+-- READ COMMITTED session (chalicelib/wiring.py ISOLATION). Each rests on row locks and
 -- compare-and-set guards (SKIP LOCKED, "status IN (...)", "status = 'RUNNING' AND worker_id
 -- AND attempt_count"), which PostgreSQL re-checks on the latest row version under READ
 -- COMMITTED. At SERIALIZABLE the claim's range read of the due index and the finalizer's
