@@ -151,7 +151,6 @@ class ConditionalUpdateClaim:
             ids=ids,
             worker_id=worker_id,
             lease_ms=params["lease_ms"],
-            default_cap=params["default_cap"],
         )
         return [ClaimedExecution.from_row(row) for row in rows]
 

@@ -5,9 +5,10 @@ request is out: a worker sends at most its capacity before their attempts are re
 and a crash can redeliver at most that many. A claim may take the slots of attempts being
 recorded (:meth:`Holds.claimable`), so it holds RUNNING at most one claim batch more, which
 waits for those commits. Per endpoint,
-the executions claimed and not yet delivered are capped (``spec.max_concurrent``, else a
-share of the capacity), so a hung endpoint ties up its share and no more; the claim
-passes over endpoints at their cap. (That cap is one worker's share; an endpoint's
+the executions claimed and not yet delivered are capped (``spec.max_concurrent``, else
+:attr:`Holds.default_cap`: every slot but a reserve while the endpoint alone has work, a
+share of the capacity once another has work too), so a hung endpoint ties up at most all
+but the reserve; the claim passes over endpoints at their cap. (That cap is one worker's share; an endpoint's
 ``flow_control.max_concurrency`` bounds all workers together: :mod:`chalicelib.worker.flow`.)
 
 Every held execution has a lease in the database (``executions.lease_expires_at``) that
@@ -21,6 +22,7 @@ Not thread-safe: the worker calls it under its own lock.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import Counter
@@ -43,6 +45,11 @@ SEND_MARGIN_SHARE = 0.1
 RENEW_SHARE = 1 / 3
 #: The deadline of an execution a renewal found reclaimed.
 LOST = float("-inf")
+#: The share of a worker's slots that an endpoint alone with work may not take: kept for
+#: any other endpoint whose work comes due (at least one slot).
+RESERVE_SHARE = 0.2
+#: How long after its last claim an endpoint still counts as having work.
+CONTENTION_SEC = 1.0
 
 
 @dataclass
@@ -66,13 +73,36 @@ class Holds:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.capacity = capacity
-        self.default_cap = default_cap
+        #: An endpoint's fair share (``TE_WORKER_ENDPOINT_SHARE`` of the capacity): its cap
+        #: while other endpoints have work too.
+        self.share_cap = default_cap
+        #: Its cap while it is the only endpoint with work: every slot but the reserve.
+        self.burst_cap = max(default_cap, capacity - max(1, math.ceil(capacity * RESERVE_SHARE)))
         self.lease_sec = lease_sec
         self._clock = clock
         self._holds: dict[str, _Hold] = {}
         self._busy: Counter[str] = Counter()  # endpoint -> held and not yet delivered
         self._undelivered = 0
-        self._caps: dict[str, int] = {}  # endpoint -> cap, as the last claim reported it
+        self._caps: dict[str, int] = {}  # endpoint -> its spec.max_concurrent, if it sets one
+        self._claimed_at: dict[str, float] = {}  # endpoint -> when a claim last took some
+
+    @property
+    def default_cap(self) -> int:
+        """The cap of an endpoint without ``max_concurrent``: the fair share while two or
+        more endpoints have work, else every slot but the reserve (work-conserving: a lone
+        endpoint is not held to half the worker while nothing else waits). When another
+        endpoint's work comes due, the next claim finds it in the reserve at once (the lone
+        one is at its cap, so passed over) and from then on every endpoint is held to its
+        share: the lone one claims nothing until it is below it, and the slots its ending
+        deliveries free go to the others."""
+        return self.burst_cap if len(self._with_work()) < 2 else self.share_cap
+
+    def _with_work(self) -> set[str]:
+        """Endpoints delivering here now or claimed within :data:`CONTENTION_SEC`."""
+        horizon = self._clock() - CONTENTION_SEC
+        for name in [n for n, at in self._claimed_at.items() if at < horizon]:
+            del self._claimed_at[name]
+        return set(self._claimed_at) | {name for name, n in self._busy.items() if n > 0}
 
     def __len__(self) -> int:
         return len(self._holds)
@@ -102,10 +132,11 @@ class Holds:
     def limits(self) -> ClaimLimits:
         """The next claim's lease and fairness: full endpoints and what each one holds."""
         busy = {name: n for name, n in self._busy.items() if n > 0}
-        full = tuple(name for name, held in busy.items() if held >= self.cap(name))
+        default = self.default_cap
+        full = tuple(name for name, held in busy.items() if held >= self._caps.get(name, default))
         return ClaimLimits(
             lease_ms=int(self.lease_sec * 1000),
-            default_cap=self.default_cap,
+            default_cap=default,
             full=full,
             busy=busy,
         )
@@ -120,7 +151,10 @@ class Holds:
             self._holds[claimed.execution_id] = _Hold(claimed.endpoint, claimed.attempt, deadline)
             self._busy[claimed.endpoint] += 1
             self._undelivered += 1
-            if claimed.endpoint_cap is not None:
+            self._claimed_at[claimed.endpoint] = self._clock()
+            if claimed.endpoint_cap is None:
+                self._caps.pop(claimed.endpoint, None)
+            else:
                 self._caps[claimed.endpoint] = claimed.endpoint_cap
 
     def delivered(self, execution_id: str, attempt: int, *, slot: bool = False) -> None:

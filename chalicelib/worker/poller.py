@@ -7,8 +7,10 @@ attempts are being recorded, so every execution it holds RUNNING is being delive
 in the batch being handed out, or its result is on its way to the database), what it
 cannot start stays QUEUED (cancellable, and free for an idle worker), and a crash
 redelivers at most its capacity. Per endpoint, the
-claim takes no more than the endpoint's share (``spec.max_concurrent``, else
-``TE_WORKER_ENDPOINT_SHARE`` of the capacity), so one hung endpoint cannot take every slot.
+claim takes no more than the endpoint's cap (``spec.max_concurrent``, else every slot but a
+reserve while it alone has work, and ``TE_WORKER_ENDPOINT_SHARE`` of the capacity once
+another endpoint has work too: :class:`~chalicelib.worker.holds.Holds`), so one hung
+endpoint cannot take every slot.
 Leases are renewed while held (:class:`~chalicelib.worker.holds.LeaseKeeper`), and a
 delivery is not sent once its lease may have expired. Paused, held and flow-controlled
 endpoints are left out of that claim; flow-controlled ones get a metered claim of their

@@ -107,3 +107,47 @@ def test_a_claim_may_take_the_slots_being_recorded_once() -> None:
     assert (len(h), h.claimable()) == (4, 0)  # at capacity, four in delivery
     h.delivered("e3", 1, slot=True)
     assert h.claimable() == 1
+
+
+def test_a_lone_endpoint_may_use_every_slot_but_the_reserve() -> None:
+    """Work-conserving fairness: with nothing else to do, an endpoint is not held to its
+    share; a reserve of at least one slot stays for any other endpoint."""
+    h = Holds(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
+    h.add([claimed(f"a{i}", "busy") for i in range(39)], 100)
+    assert h.limits().default_cap == 40 and h.limits().full == ()
+    h.add([claimed("a39", "busy")], 100)
+    assert h.limits().full == ("busy",)  # at 40: the last 10 slots are the reserve
+    assert h.claimable() == 10
+
+
+def test_another_endpoint_with_work_gets_the_reserve_then_its_share() -> None:
+    clock = Clock()
+    h = Holds(capacity=50, default_cap=25, lease_sec=30, clock=clock)
+    h.add([claimed(f"a{i}", "busy") for i in range(40)], 100)
+    h.add([claimed(f"b{i}", "other") for i in range(10)], 100)  # the reserve, at once
+    limits = h.limits()
+    assert limits.default_cap == 25  # two endpoints with work: each held to its share
+    assert limits.full == ("busy",)  # 40 > 25: it takes nothing until below its share
+    assert h.room("other") == 15
+    for i in range(16):  # the busy endpoint's deliveries end; "other" may take the slots
+        h.delivered(f"a{i}", 1)
+    assert h.room("busy") == 1 and "busy" not in h.limits().full
+
+
+def test_the_share_lifts_once_the_other_endpoint_has_had_no_work_for_a_while() -> None:
+    clock = Clock()
+    h = Holds(capacity=50, default_cap=25, lease_sec=30, clock=clock)
+    h.add([claimed("a0", "busy")], 100)
+    h.add([claimed("b0", "other")], 100)
+    h.delivered("b0", 1)
+    assert h.limits().default_cap == 25  # "other" was claimed a moment ago
+    clock.now += 2  # more than CONTENTION_SEC without a claim of "other"
+    assert h.limits().default_cap == 40
+
+
+def test_an_endpoints_max_concurrent_is_kept_whatever_the_contention() -> None:
+    h = Holds(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
+    h.add([claimed(f"a{i}", "capped", cap=3) for i in range(3)], 100)
+    assert h.limits().full == ("capped",)
+    h.add([claimed("a3", "capped", cap=None)], 100)  # max_concurrent removed since
+    assert h.cap("capped") == 40

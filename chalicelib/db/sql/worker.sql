@@ -50,7 +50,8 @@ ranked AS (
 -- read is passed over, never claimed twice. The lease starts now and lasts :lease_ms; the
 -- worker renews it while it holds the execution (worker_renew_leases). The job's endpoint
 -- snapshot comes back as text in the same round trip (the worker parses each distinct text
--- once), with the endpoint's cap. The claim writes no log row: the attempt's one log row,
+-- once), with the endpoint's own cap (spec.max_concurrent; NULL: the worker's default,
+-- which depends on how many endpoints have work: chalicelib/worker/holds.py). The claim writes no log row: the attempt's one log row,
 -- written at finalize, names the worker (a row per claim cost a fifth of the database's
 -- work per delivery in bench/). "follows": whether the execution's end has something to
 -- follow it (a callback, its batch's progress): only then does its finalize need a
@@ -77,8 +78,7 @@ SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt
            'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
            'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
            'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
-       COALESCE(CAST(en.spec ->> 'max_concurrent' AS BIGINT),
-                CAST(:default_cap AS BIGINT)) AS endpoint_cap
+       CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap
 FROM claimed c
 JOIN jobs j ON j.job_id = c.job_id
 LEFT JOIN endpoints en ON en.name = c.endpoint

@@ -226,24 +226,26 @@ def test_a_killed_workers_executions_are_reclaimed_one_lease_after_its_last_rene
 # -- 3. per-endpoint fairness; a full worker does not claim --------------------------------
 
 
-def test_a_hung_endpoint_holds_its_share_and_healthy_ones_are_delivered_on_time(
+def test_a_hung_endpoint_takes_all_but_the_reserve_and_healthy_ones_are_delivered_on_time(
     database: Database, make_worker, http_target: HttpTarget
 ) -> None:
     http_target.script("/hang", Reply(delay=30))
     hung = seed(database, spec=http_spec(http_target.url("/hang"), timeout_ms=60000), count=20)
-    worker = make_worker(worker_max_concurrent=4)  # default share 0.5: 2 slots for /hang
+    # Alone, /hang may take every slot but the reserve (3 of 4); the healthy endpoint's
+    # work then gets the reserve at once, and /hang nothing more (its share is 2).
+    worker = make_worker(worker_max_concurrent=4)
 
     with running(worker):
-        wait_for(lambda: len(http_target.received("/hang")) == 2)
+        wait_for(lambda: len(http_target.received("/hang")) == 3)
         healthy = seed(database, spec=http_spec(http_target.url("/ok")), count=10)
         wait_for(lambda: statuses(database, healthy.execution_ids) == {"SUCCESS": 10})
-        assert running_by_worker(database, hung.execution_ids) == {worker.worker_id: 2}
+        assert running_by_worker(database, hung.execution_ids) == {worker.worker_id: 3}
 
     assert max(lateness_s(database, healthy.execution_ids)) <= LATENESS_BOUND_S
-    assert len(http_target.received("/hang")) == 2
+    assert len(http_target.received("/hang")) == 3
 
 
-def test_with_two_workers_each_gives_a_hung_endpoint_only_its_share(
+def test_with_two_workers_each_keeps_its_reserve_from_a_hung_endpoint(
     database: Database, make_worker, http_target: HttpTarget
 ) -> None:
     http_target.script("/hang", Reply(delay=30))
@@ -251,10 +253,10 @@ def test_with_two_workers_each_gives_a_hung_endpoint_only_its_share(
     workers = [make_worker(worker_id=f"w{i}", worker_max_concurrent=4) for i in range(2)]
 
     with running(*workers):
-        wait_for(lambda: len(http_target.received("/hang")) == 4)
+        wait_for(lambda: len(http_target.received("/hang")) == 6)  # 3 each: all but reserve
         healthy = seed(database, spec=http_spec(http_target.url("/ok")), count=10)
         wait_for(lambda: statuses(database, healthy.execution_ids) == {"SUCCESS": 10})
-        assert running_by_worker(database, hung.execution_ids) == {"w0": 2, "w1": 2}
+        assert running_by_worker(database, hung.execution_ids) == {"w0": 3, "w1": 3}
 
     assert max(lateness_s(database, healthy.execution_ids)) <= LATENESS_BOUND_S
 
