@@ -8,8 +8,9 @@ waits for those commits. Per endpoint,
 the executions claimed and not yet delivered are capped (``spec.max_concurrent``, else
 :attr:`Holds.default_cap`: every slot but a reserve while the endpoint alone has work, a
 share of the capacity once another has work too), so a hung endpoint ties up at most all
-but the reserve; the claim passes over endpoints at their cap. (That cap is one worker's share; an endpoint's
-``flow_control.max_concurrency`` bounds all workers together: :mod:`chalicelib.worker.flow`.)
+but the reserve; the claim passes over endpoints at their cap. (That cap is one worker's;
+an endpoint's ``flow_control.max_concurrency`` bounds all workers together:
+:mod:`chalicelib.worker.flow`.)
 
 Every held execution has a lease in the database (``executions.lease_expires_at``) that
 :class:`LeaseKeeper` renews in one statement per round. Locally each hold keeps a
