@@ -37,7 +37,8 @@ SPEC_INDEXES = {
     "idx_executions_cron_dedup",
     "idx_executions_by_job",
     "idx_executions_running",
-    "idx_attempts_by_execution",
+    # idx_attempts_by_execution had the keys of uq_attempts_exec_number, which serves its
+    # reads (migrations/012_one_attempts_index.sql).
     "idx_logs_by_execution",
     "idx_logs_by_attempt",
 }

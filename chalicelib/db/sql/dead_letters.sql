@@ -6,7 +6,7 @@
 
 -- part: dead_letters_list_rows
 -- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on idx_attempts_by_execution. The including statement writes
+-- the worker), read per row on uq_attempts_exec_number. The including statement writes
 -- the WHERE clause that picks the index range, then dead_letters_list_filters.
     SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
            e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,

@@ -55,7 +55,7 @@ ORDER BY created_at DESC, execution_id DESC
 LIMIT :limit_plus_one
 
 -- name: executions_attempts_page
--- Attempts in attempt_number order (idx_attempts_by_execution). The cursor carries the last
+-- Attempts in attempt_number order (uq_attempts_exec_number). The cursor carries the last
 -- attempt's (created_at, attempt_id); its attempt_number is looked up so the page resumes
 -- right after it.
 SELECT attempt_id, execution_id, attempt_number, status, started_at, completed_at,

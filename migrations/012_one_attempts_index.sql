@@ -1,0 +1,11 @@
+-- 012_one_attempts_index: attempts keep one index on (execution_id, attempt_number).
+--
+-- The specification defines both the constraint uq_attempts_exec_number UNIQUE
+-- (execution_id, attempt_number) and idx_attempts_by_execution ON (execution_id,
+-- attempt_number ASC): two B-trees with the same keys in the same order, both written by
+-- every attempt the worker records (the finalize's INSERT), neither read where the other
+-- could not be. The unique constraint's index serves every read idx_attempts_by_execution
+-- served (an execution's attempts in order, its last attempt) and the finalize's
+-- ON CONFLICT (execution_id, attempt_number), so the duplicate goes: one index entry, and
+-- its WAL, less per attempt recorded.
+DROP INDEX IF EXISTS idx_attempts_by_execution;
