@@ -33,12 +33,13 @@ bench-package: $(STAMP)
 	$(PY) bench/lambda_package.py
 
 ## bench: the full suite (about 20-25 minutes); writes bench/results/.
+## BENCH_ARGS adds run.py options, e.g. make bench BENCH_ARGS="--spread-endpoints 20".
 bench: bench-deps bench-package
-	$(BENCH_PY) bench/run.py
+	$(BENCH_PY) bench/run.py $(BENCH_ARGS)
 
 ## bench-quick: reduced suite (N=2,000, short latency, 10k scale; < 5 minutes); bench/results/quick/.
 bench-quick: bench-deps
-	$(BENCH_PY) bench/run.py --quick
+	$(BENCH_PY) bench/run.py --quick $(BENCH_ARGS)
 
 ## bench-profile: py-spy profiles of the worker (workload 1) and the API (workload 4).
 bench-profile: bench-deps

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jobcost
 import psutil
 from common import BENCH, PROJECT_PY, ROOT, WORK, free_port, progress, run_json
 from pgserver import PgServer
@@ -141,6 +142,39 @@ def seed_immediate_sql(
     return [(str(eid), float(at)) for eid, at in rows]
 
 
+def spread_names(count: int) -> list[str]:
+    """The endpoints of the spread variant: bench-sink-01 .. bench-sink-NN."""
+    return [f"{ENDPOINT}-{i + 1:02d}" for i in range(count)]
+
+
+def seed_spread_sql(conn: Any, sink_url: str, n: int, names: list[str], **spec: Any) -> None:
+    """N IMMEDIATE jobs as seed_immediate_sql writes them, spread evenly over ``names`` (job g
+    to endpoint g mod len(names)), in one statement, so all are due at the same instant and
+    the endpoints' rows interleave; each snapshot names its own endpoint."""
+    conn.execute(
+        """
+        WITH j AS (
+            INSERT INTO jobs (endpoint, endpoint_type, trigger_type, idempotency_key, input,
+                              endpoint_snapshot)
+            SELECT ep, 'HTTP', 'IMMEDIATE', ep || '-' || g, jsonb_build_object('n', g),
+                   jsonb_set(%(snap)s::jsonb, '{name}', to_jsonb(ep))
+            FROM generate_series(1, %(n)s::int) g,
+                 LATERAL (SELECT (%(names)s::text[])[1 + (g - 1) %% %(k)s]) AS pick(ep)
+            RETURNING job_id, endpoint, idempotency_key, input
+        ), e AS (
+            INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
+                                    input, max_attempts, run_at)
+            SELECT job_id, endpoint, 'HTTP', idempotency_key, 'QUEUED', input, 3, now() FROM j
+            RETURNING execution_id
+        )
+        INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+        SELECT execution_id, 0, 'INFO', 'Execution created (QUEUED).' FROM e
+        """,
+        {"snap": snapshot(sink_url, **spec), "n": n, "names": names, "k": len(names)},
+    )
+    conn.execute("ANALYZE")
+
+
 class Procs:
     """Child processes of one workload; stopped with SIGTERM (then SIGKILL) by pid."""
 
@@ -223,6 +257,42 @@ def wait_terminal(conn: Any, n: int, procs: Procs, label: str, stall_s: float = 
         time.sleep(0.25)
 
 
+def wait_connected(conn: Any, procs: Procs, count: int, timeout_s: float = 60) -> float:
+    """Poll (every 5 ms) until the system under test holds ``count`` connections to this
+    database; returns its processes' CPU then: interpreter start-up and imports, which the
+    per-job worker CPU leaves out (PgQueuer's is measured from its connect on). With two
+    workers the cut is when two connections are open, which one worker may reach alone."""
+    deadline = time.monotonic() + timeout_s
+    while conn.execute(jobcost.CLIENTS_SQL).fetchone()[0] < count:
+        procs.check_alive()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the worker did not connect within {timeout_s}s")
+        time.sleep(0.005)
+    return procs.cpu_seconds()
+
+
+class CostWindow:
+    """Statements and PostgreSQL CPU of the system under test over a window, through the
+    harness's own connection (role bench_harness, left out of both)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.cpu = jobcost.CpuWindow(conn.execute(jobcost.BACKEND_PID_SQL).fetchone()[0])
+        self.dealloc0 = 0
+
+    def start(self) -> None:
+        self.dealloc0 = self.conn.execute(jobcost.DEALLOC_SQL).fetchone()[0]
+        self.conn.execute(jobcost.RESET_SQL)
+        self.cpu.start()
+
+    def stop(self) -> dict[str, Any]:
+        result: dict[str, Any] = dict(self.cpu.stop())
+        rows = self.conn.execute(jobcost.STATEMENTS_SQL).fetchall()
+        dealloc = self.conn.execute(jobcost.DEALLOC_SQL).fetchone()[0] - self.dealloc0
+        result.update(jobcost.statements(rows, dealloc))
+        return result
+
+
 COUNTERS_SQL = (
     "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, xact_commit"
     " FROM pg_stat_database WHERE datname = current_database()"
@@ -265,35 +335,66 @@ def window_stats(conn: Any) -> dict[str, Any]:
 
 
 def run_throughput(
-    server: PgServer, sink_url: str, n: int, workers: int, **spec: Any
+    server: PgServer, sink_url: str, n: int, workers: int, endpoints: int = 1, **spec: Any
 ) -> dict[str, Any]:
-    """Workload 1: N seeded IMMEDIATE executions, `workers` worker processes; ``spec``:
-    more fields of the endpoint's definition (e.g. ``max_concurrent``)."""
+    """Workload 1: N seeded IMMEDIATE executions, `workers` worker processes; ``endpoints``
+    > 1: the N spread evenly over that many endpoints, all with the same sink URL;
+    ``spec``: more fields of the endpoints' definition (e.g. ``max_concurrent``).
+
+    Besides the rate, the work per delivered job (bench/jobcost.py): client statements and
+    PostgreSQL CPU from the workers' start to their exit, WAL bytes, worker CPU."""
     require_module("chalicelib.worker")
     name = f"bench_ours_{workers}w"
     url = prepare_db(server, name)
-    with server.connect(name) as conn:
-        seed_endpoint_sql(conn, sink_url, **spec)
-        seed_immediate_sql(conn, sink_url, n, **spec)
+    with server.connect(name, harness=True) as conn:
+        if endpoints > 1:
+            names = spread_names(endpoints)
+            for endpoint in names:
+                seed_endpoint_sql(conn, sink_url, endpoint, **spec)
+            seed_spread_sql(conn, sink_url, n, names, **spec)
+        else:
+            seed_endpoint_sql(conn, sink_url, **spec)
+            seed_immediate_sql(conn, sink_url, n, **spec)
         before = db_counters(conn)
+        window = CostWindow(conn)
         procs = Procs()
+        window.start()
         try:
             start_workers(procs, url, workers)
+            startup = wait_connected(conn, procs, workers)
             peak = wait_terminal(conn, n, procs, f"ours x{workers}")
             cpu = procs.cpu_seconds()
         finally:
             procs.stop()
+        cost = window.stop()
         result = window_stats(conn)
         result.update(per_delivery(before, db_counters(conn), result["success"]))
+    result.update(cost)
     result.update(
-        system=f"ours_{workers}w", n=n, workers=workers, peak_rss_mb=peak / 2**20, worker_cpu_s=cpu
+        system=f"ours_{workers}w",
+        n=n,
+        workers=workers,
+        endpoints=endpoints,
+        peak_rss_mb=peak / 2**20,
+        worker_cpu_s=cpu,
+        worker_startup_cpu_s=startup,
+        worker_cpu_window_s=cpu - startup,
     )
+    result["per_job"] = jobcost.per_job(result, result["success"])
     server.wait_idle(name)
+    pj = result["per_job"]
     progress(
-        f"ours x{workers}: {result['success']} delivered, {result['per_s'] or 0:.0f}/s, "
-        f"{result['attempts']} attempts recorded"
+        f"ours x{workers}{f' over {endpoints} endpoints' if endpoints > 1 else ''}: "
+        f"{result['success']} delivered, {result['per_s'] or 0:.0f}/s, "
+        f"{result['attempts']} attempts recorded; per job {_fmt(pj['statements'], '.3g')} "
+        f"statements, PostgreSQL {_fmt(pj['pg_cpu_us'])} µs, WAL {_fmt(pj['wal_bytes'])} B, "
+        f"worker {_fmt(pj['worker_cpu_us'])} µs"
     )
     return result
+
+
+def _fmt(value: float | None, spec: str = ".0f") -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 class Api:

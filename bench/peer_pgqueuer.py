@@ -1,6 +1,8 @@
 """Peer: PgQueuer (asyncio + asyncpg) delivering N POSTs to the sink, one worker process.
 
 Usage: peer_pgqueuer.py URL N SINK_URL [BATCH_SIZE] [MAX_CONCURRENT]. Prints one JSON line.
+       BENCH_HARNESS_URL (optional): the same database as the harness's role, for the
+       statement counts and the server CPU (bench/jobcost.py); without it, they are left out.
        peer_pgqueuer.py enqueue URL N: only enqueueing: the batch rate (lists of 1,000 from
        two concurrent connections), next to our POST /jobs/batch, and single-job enqueue
        calls (p50 sequentially, jobs/s from 8 connections), next to our POST /jobs
@@ -12,18 +14,27 @@ connection for the queue manager. ``mode=drain`` makes the worker exit once the 
 empty, so the run has a natural end. The rate is measured from the database: first
 'picked' to last 'successful' in pgqueuer_log (the same first-claim-to-last-finalize
 window our worker is measured on), with the in-process wall clock as a cross-check.
+
+Work per delivered job (bench/jobcost.py), over the call of ``work`` (from the queue
+manager's connect to its exit in drain mode): client statements from pg_stat_statements
+(the harness's role left out), PostgreSQL CPU from /proc, and this process's CPU
+(``getrusage``, all threads): the worker's, without the interpreter start, the imports, the
+seeding and the harness's own queries.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import resource
 import sys
 import time
 from datetime import timedelta
 
 import aiohttp
 import asyncpg
+import jobcost
 import uvloop
 from pgqueuer import QueueManager
 from pgqueuer.db import AsyncpgDriver
@@ -109,11 +120,27 @@ async def main() -> None:
     url, n, sink = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     batch_size = int(sys.argv[4]) if len(sys.argv) > 4 else 25
     max_concurrent = int(sys.argv[5]) if len(sys.argv) > 5 else 50
+    harness_url = os.environ.get("BENCH_HARNESS_URL")
     await seed(url, n)
-    before = await counters(url)
+    before = await counters(harness_url or url)
+    probe = await asyncpg.connect(harness_url) if harness_url else None
+    cost: dict[str, object] = {}
+    if probe is not None:
+        window = jobcost.CpuWindow(await probe.fetchval(jobcost.BACKEND_PID_SQL))
+        dealloc0 = await probe.fetchval(jobcost.DEALLOC_SQL)
+        await probe.execute(jobcost.RESET_SQL)
+        window.start()
+    cpu0 = _process_cpu_s()
     marks = await work(url, sink, batch_size, max_concurrent)
-    after = await counters(url)
-    db = await measure(url)
+    worker_cpu = _process_cpu_s() - cpu0
+    if probe is not None:
+        cost.update(window.stop())
+        rows = await probe.fetch(jobcost.STATEMENTS_SQL)
+        dealloc = await probe.fetchval(jobcost.DEALLOC_SQL) - dealloc0
+        cost.update(jobcost.statements([(r["query"], r["calls"]) for r in rows], dealloc))
+        await probe.close()
+    after = await counters(harness_url or url)
+    db = await measure(harness_url or url)
     wall = marks["end"] - marks["first"]
     result = {
         "system": "pgqueuer",
@@ -127,8 +154,16 @@ async def main() -> None:
         "per_s_wall": db["done"] / wall if wall > 0 else None,
         "commits_per_delivery": (after[1] - before[1]) / max(1, db["done"]),
         "wal_bytes_per_delivery": (after[0] - before[0]) / max(1, db["done"]),
+        "worker_cpu_window_s": worker_cpu,
+        **cost,
     }
+    result["per_job"] = jobcost.per_job(result, db["done"])
     print(json.dumps(result))
+
+
+def _process_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 async def enqueue_rate(url: str, n: int, clients: int = 2) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pgbench_ref
@@ -16,6 +17,8 @@ PROC_CONCURRENCY = 50
 
 
 def run_pgqueuer(server: PgServer, sink_url: str, n: int) -> dict[str, Any]:
+    """Workload 2, PgQueuer; with its work per delivered job (bench/jobcost.py), measured
+    in its process over its worker's run."""
     url = server.recreate("bench_pgqueuer")
     result = run_json(
         [
@@ -27,11 +30,21 @@ def run_pgqueuer(server: PgServer, sink_url: str, n: int) -> dict[str, Any]:
             str(PGQ_BATCH),
             str(PGQ_MAX_CONCURRENT),
         ],
+        env=os.environ | {"BENCH_HARNESS_URL": server.harness_url("bench_pgqueuer")},
         timeout=600,
     )
     server.wait_idle("bench_pgqueuer")
-    progress(f"PgQueuer: {result['done']} delivered, {result['per_s']:.0f}/s")
+    pj = result.get("per_job") or {}
+    progress(
+        f"PgQueuer: {result['done']} delivered, {result['per_s']:.0f}/s; per job "
+        f"{_fmt(pj.get('statements'), '.3g')} statements, PostgreSQL {_fmt(pj.get('pg_cpu_us'))} "
+        f"µs, WAL {_fmt(pj.get('wal_bytes'))} B, worker {_fmt(pj.get('worker_cpu_us'))} µs"
+    )
     return result
+
+
+def _fmt(value: float | None, spec: str = ".0f") -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 def run_procrastinate(server: PgServer, sink_url: str, n: int) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psycopg
 from common import ROOT, WORK, free_port, progress
+from jobcost import HARNESS_ROLE
 
 # One directory per harness process: several people may import these modules at once on a
 # shared checkout, and one run must never wipe or stop another run's server.
@@ -32,6 +33,13 @@ SETTINGS = {
     # Fewer forced checkpoints during the 20k-row runs; durability is unchanged.
     "max_wal_size": "4GB",
     "listen_addresses": "''",
+    # Client statements per delivered job (bench/jobcost.py): top-level statements only, the
+    # utility ones (BEGIN, COMMIT, SET) included. Costs every system the same few µs per
+    # statement.
+    "shared_preload_libraries": "pg_stat_statements",
+    "pg_stat_statements.track": "top",
+    "pg_stat_statements.track_utility": "on",
+    "pg_stat_statements.max": "10000",
 }
 
 
@@ -101,6 +109,10 @@ class PgServer:
             capture_output=True,
             **as_user,  # type: ignore[arg-type]
         )
+        with self.connect() as conn:
+            # The harness's own connections log in as this role, so the statements the
+            # harness sends (polls, counters) can be told apart from the system's.
+            conn.execute(f"CREATE ROLE {HARNESS_ROLE} LOGIN SUPERUSER")
         progress(
             f"PostgreSQL up (port {self.port}, socket {SOCKET_DIR}, fsync+synchronous_commit on)"
         )
@@ -120,14 +132,21 @@ class PgServer:
         shutil.rmtree(PGDATA, ignore_errors=True)
         shutil.rmtree(SOCKET_DIR, ignore_errors=True)
 
-    def url(self, database: str = "postgres") -> str:
-        return f"postgresql://postgres@/{database}?host={SOCKET_DIR}&port={self.port}"
+    def url(self, database: str = "postgres", user: str = "postgres") -> str:
+        return f"postgresql://{user}@/{database}?host={SOCKET_DIR}&port={self.port}"
 
-    def connect(self, database: str = "postgres") -> psycopg.Connection:
-        return psycopg.connect(self.url(database), autocommit=True)
+    def harness_url(self, database: str) -> str:
+        """The URL the harness's own connections use (role ``bench_harness``)."""
+        return self.url(database, HARNESS_ROLE)
+
+    def connect(self, database: str = "postgres", *, harness: bool = False) -> psycopg.Connection:
+        """An autocommit connection; ``harness``: as the harness's role, whose statements
+        the per-job statement counts leave out."""
+        url = self.harness_url(database) if harness else self.url(database)
+        return psycopg.connect(url, autocommit=True)
 
     def recreate(self, database: str, *, serializable: bool = False) -> str:
-        """Drop and create ``database``; return its URL."""
+        """Drop and create ``database`` (with pg_stat_statements); return its URL."""
         with self.connect() as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{database}"')
@@ -136,6 +155,8 @@ class PgServer:
                     f'ALTER DATABASE "{database}" SET default_transaction_isolation = '
                     "'serializable'"
                 )
+        with self.connect(database) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         return self.url(database)
 
     def show_settings(self) -> dict[str, str]:
@@ -145,6 +166,7 @@ class PgServer:
             "full_page_writes",
             "shared_buffers",
             "max_wal_size",
+            "shared_preload_libraries",
             "server_version",
         ]
         with self.connect() as conn:

@@ -32,20 +32,82 @@ def _throughput_rows(t: dict[str, Any]) -> list[tuple[str, str, str]]:
         "ours_1w": "Task Executor, 1 worker (deliveries/s)",
         "ours_2w": "Task Executor, 2 workers (deliveries/s)",
         "ours_1w_all_slots": "Task Executor, 1 worker, endpoint max_concurrent 50 (deliveries/s)",
+        "ours_1w_spread": (
+            f"Task Executor, 1 worker, load over {_spread(t)} endpoints (deliveries/s)"
+        ),
     }
     for key, label in names.items():
+        if key == "ours_1w_spread" and key not in first:
+            continue  # optional (run.py --spread-endpoints K)
         rows.append((label, _status(first.get(key)) or _f(med.get(key)), ""))
     targets = {
         "ours_1w/pgqueuer": ">= 1.0",
         "ours_1w_all_slots/pgqueuer": "",
+        "ours_1w_spread/pgqueuer": ">= 1.5",
         "ours_1w/procrastinate": ">= 6",
         "ours_1w/pgbench_tps": ">= 1.5",
         "ours_2w/pgbench_tps": "",
         "pgqueuer/pgbench_tps": "",
     }
     for key, target in targets.items():
-        rows.append((f"ratio {key}", _f(ratios.get(key), "{:.2f}"), target))
+        if key in ratios or key != "ours_1w_spread/pgqueuer":
+            rows.append((f"ratio {key}", _f(ratios.get(key), "{:.2f}"), target))
     return rows
+
+
+def _spread(t: dict[str, Any]) -> Any:
+    for r in t.get("rounds") or []:
+        if isinstance(r.get("ours_1w_spread"), dict) and r["ours_1w_spread"].get("endpoints"):
+            return r["ours_1w_spread"]["endpoints"]
+    return "K"
+
+
+PER_JOB_LABELS = {
+    "pgqueuer": "PgQueuer, 1 worker",
+    "ours_1w": "ours, 1 worker",
+    "ours_1w_all_slots": "ours, 1 worker, max_concurrent 50",
+    "ours_2w": "ours, 2 workers",
+    "ours_1w_spread": "ours, 1 worker, load over {} endpoints",
+}
+
+
+def per_job_table(t: dict[str, Any]) -> str:
+    """Work per delivered job (bench/jobcost.py): each system's medians, then the medians
+    of the per-round ratios to PgQueuer with the issue's targets."""
+    pj = t.get("per_job") or {}
+    med, ratios, targets = pj.get("median") or {}, pj.get("ratios") or {}, pj.get("targets") or {}
+    if not med:
+        return ""
+    lines = [
+        "| per delivered job | client statements (BEGIN / COMMIT / SET) | PostgreSQL CPU µs "
+        "| WAL bytes | worker CPU µs |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for key, figures in med.items():
+        label = PER_JOB_LABELS.get(key, key).format(_spread(t))
+        lines.append(
+            f"| {label} | {_f(figures.get('statements'), '{:.3g}')} "
+            f"({_f(figures.get('begin'), '{:.3g}')} / {_f(figures.get('commit'), '{:.3g}')} / "
+            f"{_f(figures.get('set'), '{:.3g}')}) | {_f(figures.get('pg_cpu_us'))} | "
+            f"{_f(figures.get('wal_bytes'))} | {_f(figures.get('worker_cpu_us'))} |"
+        )
+    for key, figures in ratios.items():
+        system = key.split("/")[0]
+        label = PER_JOB_LABELS.get(system, system).format(_spread(t))
+        lines.append(
+            f"| ratio {label} ÷ PgQueuer | {_f(figures.get('statements'), '{:.2f}')} | "
+            f"{_f(figures.get('pg_cpu_us'), '{:.2f}')} | {_f(figures.get('wal_bytes'), '{:.2f}')}"
+            f" | {_f(figures.get('worker_cpu_us'), '{:.2f}')} |"
+        )
+    lines.append(
+        "| target, ours ÷ PgQueuer | "
+        + " | ".join(
+            f"<= {targets[f]:g}" if targets.get(f) is not None else ""
+            for f in ("statements", "pg_cpu_us", "wal_bytes", "worker_cpu_us")
+        )
+        + " |"
+    )
+    return "\n".join(lines)
 
 
 def _latency_rows(lat: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -264,6 +326,12 @@ def render(res: dict[str, Any], out_dir: Path) -> str:
         "",
     ]
     body = "\n".join(head) + table(res) + "\n"
+    per_job = per_job_table(res.get("throughput") or {})
+    if per_job:
+        body += (
+            "\nWork per delivered job, same rounds (medians; ratios are medians of per-round "
+            "ratios; method: bench/README.md):\n\n" + per_job + "\n"
+        )
     plots = plot(res, out_dir)
     if plots:
         body += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in plots) + "\n"

@@ -5,7 +5,10 @@ prints a table and writes bench/results/ (bench.json, RESULTS.md, PNG plots); qu
 write bench/results/quick/ instead so the committed full results stay intact.
 
 Usage: run.py [--quick] [--only throughput,latency,delayed,cron,scale,api,batch,coldstart,
-package,memory] [--rounds K]
+package,memory] [--rounds K] [--spread-endpoints K]
+
+``--spread-endpoints K`` adds a run to each throughput round: ours, 1 worker, the N
+executions spread evenly over K endpoints with the same sink URL (key ``ours_1w_spread``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 import batches
 import fairness
+import jobcost
 import ours
 import peers
 import pgbench_ref
@@ -95,6 +99,7 @@ def throughput(server: PgServer, sink: Sink, cfg: dict[str, Any]) -> dict[str, A
     """Workloads 1-3, interleaved per round so each ratio compares runs minutes apart."""
     pgbench_ref.prepare(server)
     rounds = []
+    spread = cfg.get("spread_endpoints") or 0
     for r in range(cfg["rounds"]):
         progress(f"-- throughput round {r + 1}/{cfg['rounds']} (N={cfg['n']})")
         rounds.append(
@@ -122,7 +127,25 @@ def throughput(server: PgServer, sink: Sink, cfg: dict[str, Any]) -> dict[str, A
                 ),
             }
         )
-    return {"n": cfg["n"], "rounds": rounds, "median": _medians(rounds), "ratios": _ratios(rounds)}
+        if spread > 1:
+            # Optional (--spread-endpoints): the same N over K endpoints, each at its
+            # default share, so the worker's slots are not held to one endpoint's cap.
+            rounds[-1]["ours_1w_spread"] = guarded(
+                f"ours, 1 worker, load over {spread} endpoints",
+                lambda: ours.run_throughput(server, sink.url, cfg["n"], 1, endpoints=spread),
+            )
+    return {
+        "n": cfg["n"],
+        "rounds": rounds,
+        "median": _medians(rounds),
+        "ratios": _ratios(rounds),
+        # Work per delivered job (bench/jobcost.py): medians, and ours ÷ PgQueuer per round.
+        "per_job": jobcost.summary(rounds, PER_JOB_SYSTEMS),
+    }
+
+
+#: The runs whose work per delivered job is reported, PgQueuer (the reference) first.
+PER_JOB_SYSTEMS = ("pgqueuer", "ours_1w", "ours_1w_all_slots", "ours_2w", "ours_1w_spread")
 
 
 def _rate(entry: dict[str, Any]) -> float | None:
@@ -131,13 +154,14 @@ def _rate(entry: dict[str, Any]) -> float | None:
 
 def _medians(rounds: list[dict[str, Any]]) -> dict[str, float | None]:
     keys = rounds[0].keys() if rounds else []
-    return {k: median([_rate(r[k]) for r in rounds]) for k in keys}
+    return {k: median([_rate(r.get(k) or {}) for r in rounds]) for k in keys}
 
 
 def _ratios(rounds: list[dict[str, Any]]) -> dict[str, float | None]:
     pairs = {
         "ours_1w/pgqueuer": ("ours_1w", "pgqueuer"),
         "ours_1w_all_slots/pgqueuer": ("ours_1w_all_slots", "pgqueuer"),
+        "ours_1w_spread/pgqueuer": ("ours_1w_spread", "pgqueuer"),
         "ours_1w/procrastinate": ("ours_1w", "procrastinate"),
         "ours_1w/pgbench_tps": ("ours_1w", "pgbench"),
         "ours_2w/pgbench_tps": ("ours_2w", "pgbench"),
@@ -145,9 +169,11 @@ def _ratios(rounds: list[dict[str, Any]]) -> dict[str, float | None]:
     }
     out: dict[str, float | None] = {}
     for name, (a, b) in pairs.items():
+        if not any(a in r for r in rounds):
+            continue  # an optional run that was not asked for
         values = []
         for r in rounds:
-            x, y = _rate(r[a]), _rate(r[b])
+            x, y = _rate(r.get(a) or {}), _rate(r.get(b) or {})
             if x and y:
                 values.append(x / y)
         out[name] = median(values)
@@ -159,10 +185,19 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default=",".join(PHASES))
     parser.add_argument("--rounds", type=int)
+    parser.add_argument(
+        "--spread-endpoints",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also run ours, 1 worker, with the N spread over K endpoints (e.g. 20)",
+    )
     args = parser.parse_args()
     cfg = dict(QUICK if args.quick else FULL)
     if args.rounds:
         cfg["rounds"] = args.rounds
+    if args.spread_endpoints > 1:
+        cfg["spread_endpoints"] = args.spread_endpoints
     only = [p for p in args.only.split(",") if p]
     out_dir = RESULTS / "quick" if args.quick else RESULTS
     results: dict[str, Any] = {
