@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.errors import DatabaseUnavailable
+from chalicelib.db.faults import is_transient
 from chalicelib.logs import FailureLog, log_event
 from chalicelib.runtime.registry import LoopRegistry
 
@@ -91,7 +91,7 @@ class LoopStats:
     iterations: int = 0
     failures: int = 0
     streak: int = 0  #: failed iterations in a row (0 after a success)
-    #: the last failure was the database being unreachable (no back-off: see _next_start)
+    #: the last failure was transient: the database away or contended (no back-off)
     outage: bool = False
     total: int = 0
     max_lag_sec: float = 0.0
@@ -201,7 +201,7 @@ def _run_iteration(spec: LoopSpec, stats: LoopStats, registry: LoopRegistry) -> 
         # 30 s while it lasts (FailureLog); the registry tells the heartbeat.
         stats.failures += 1
         stats.streak += 1
-        stats.outage = isinstance(exc, DatabaseUnavailable)
+        stats.outage = is_transient(exc)
         stats.failure_log(spec.name).failed(exc)
         registry.failed(spec.name, exc)
         return Progress()

@@ -49,15 +49,13 @@ from chalicelib.logs import FailureLog
 from chalicelib.runtime.registry import LoopRegistry
 from chalicelib.services import callbacks
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
+from chalicelib.worker.reporting import FINALIZE_LOOP
 
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 500
 #: Writer threads (each with its own connection from the worker's pool).
 WRITERS = 2
-
-#: The finalizer's name in the worker's loop registry (its heartbeat).
-FINALIZE_LOOP = "finalize"
 
 #: Called once per submitted execution after its batch commits: (finished, applied). A
 #: result that lost its compare-and-set (reclaimed meanwhile) is reported with False.

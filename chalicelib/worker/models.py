@@ -36,6 +36,8 @@ class ClaimedExecution:
     #: Its end has something to follow it (a callback, a batch): finalized in a transaction
     #: of its own rather than by one statement sent alone (worker_claim_take).
     follows: bool = True
+    #: The snapshot's retry policy as read at the claim (None: read on use).
+    policy: RetryPolicy | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ClaimedExecution:
@@ -51,6 +53,9 @@ class ClaimedExecution:
         snapshot = parse_snapshot(row["endpoint_snapshot"])
         if not isinstance(snapshot, Mapping):
             raise TypeError(f"endpoint snapshot is a {type(snapshot).__name__}, not an object")
+        # Read here, once per distinct snapshot: a policy the worker cannot read makes the
+        # row a fault (FAILED unsent), not a failure after its delivery.
+        policy = snapshot_policy(row["endpoint_snapshot"], snapshot)
         return cls(
             execution_id=row["execution_id"],
             job_id=row["job_id"],
@@ -63,6 +68,7 @@ class ClaimedExecution:
             endpoint_snapshot=snapshot,
             endpoint_cap=row.get("endpoint_cap"),
             follows=row.get("follows") is not False,
+            policy=policy,
         )
 
     @classmethod
@@ -94,7 +100,7 @@ class ClaimedExecution:
     def retry_policy(self) -> RetryPolicy:
         """The snapshot's policy; max_attempts comes from the execution row (the reclaimer
         decides RETRYING vs FAILED from the same column)."""
-        policy = RetryPolicy.from_json(self.endpoint_snapshot.get("retry_policy"))
+        policy = self.policy or RetryPolicy.from_json(self.endpoint_snapshot.get("retry_policy"))
         return dataclasses.replace(policy, max_attempts=self.max_attempts)
 
 
@@ -110,14 +116,27 @@ def parse_snapshot(raw: str | None) -> Mapping[str, Any]:
     if parsed is None:
         if len(_SNAPSHOTS) >= SNAPSHOT_CACHE_SIZE:
             _SNAPSHOTS.clear()
+            _POLICIES.clear()
         parsed = _SNAPSHOTS[raw] = json.loads(raw) or {}
     return parsed
+
+
+def snapshot_policy(raw: str | None, snapshot: Mapping[str, Any]) -> RetryPolicy:
+    """The retry policy of a parsed snapshot, read once per distinct text (raises if it
+    cannot be read; nothing is kept then)."""
+    key = raw or ""
+    policy = _POLICIES.get(key)
+    if policy is None:
+        policy = _POLICIES[key] = RetryPolicy.from_json(snapshot.get("retry_policy"))
+    return policy
 
 
 #: Distinct snapshot texts kept parsed (the cache is emptied when full). Plain dict: single
 #: get/set operations are atomic, and two threads parsing one text both get a correct value.
 SNAPSHOT_CACHE_SIZE = 256
 _SNAPSHOTS: dict[str, Mapping[str, Any]] = {}
+#: The retry policies of those texts (emptied with them).
+_POLICIES: dict[str, RetryPolicy] = {}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -98,9 +98,6 @@ class Pipeline:
         """
         started_at = self._clock()
         started = time.monotonic()
-        # Read before the send, not after it: a policy the worker cannot read fails the
-        # execution unsent (the caller's UNPROCESSABLE) instead of after a delivery.
-        claimed.retry_policy  # noqa: B018
         try:
             resolved = self.resolve(claimed)
         except TemplateResolutionFailed as exc:
