@@ -69,11 +69,22 @@ ORDER BY attempt_number ASC
 LIMIT :limit_plus_one
 
 -- name: executions_logs_page
--- Logs oldest first on idx_logs_by_execution; (logged_at, log_id) ascending is the keyset,
--- log_id ordering lines written in the same transaction (same now()).
+-- Logs oldest first: the execution's log rows (idx_logs_by_execution) and its attempts'
+-- lines (written on the attempts row by the finalize, migration 013; uq_attempts_exec_number,
+-- at most max_attempts rows) as one list. (logged_at, log_id) ascending is the keyset, the
+-- id ordering lines written in the same transaction (same now()); an attempt's line has
+-- the attempt's id and its record time.
 SELECT log_id, execution_id, attempt_number, level, message, logged_at
-FROM execution_logs
-WHERE execution_id = :execution_id
-  AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL OR (logged_at, log_id) > (:after_ts, :after_id))
+FROM (
+    SELECT log_id, execution_id, attempt_number, level, message, logged_at
+    FROM execution_logs
+    WHERE execution_id = :execution_id
+    UNION ALL
+    SELECT attempt_id, execution_id, attempt_number, log_level, log_message, created_at
+    FROM attempts
+    WHERE execution_id = :execution_id
+      AND log_message IS NOT NULL
+) AS lines
+WHERE CAST(:after_ts AS TIMESTAMPTZ) IS NULL OR (logged_at, log_id) > (:after_ts, :after_id)
 ORDER BY logged_at ASC, log_id ASC
 LIMIT :limit_plus_one

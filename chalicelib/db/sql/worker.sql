@@ -258,7 +258,10 @@ RETURNING execution_id
 -- works on PostgreSQL and CockroachDB alike). The UPDATE is a compare-and-set on
 -- (RUNNING, worker_id, attempt_count): if the reclaimer took the execution back, or another
 -- worker has claimed it since, this late result changes nothing and records nothing.
--- config_snapshot is kept from the first attempt that stored one.
+-- config_snapshot is kept from the first attempt that stored one. The attempt's log line
+-- ("Attempt 2 failed (...); attempt 3 of 5 scheduled in 800 ms [worker w]") is written on
+-- its attempts row, not as an execution_logs row of its own (migration 013 says why);
+-- executions_logs_page lists both.
 -- For an execution that ended, each row also says what follows it, read from the row being
 -- updated (the execution's copies of its job's callbacks and batch): "callback" (the
 -- endpoint to call back) and "batch_id". Only when one is set does the finalizer run the
@@ -301,18 +304,13 @@ WITH done AS (
     RETURNING e.execution_id, e.status, e.on_success, e.on_failure, e.batch_id
 ), attempted AS (
     INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
-                          duration_ms, output, error)
+                          duration_ms, output, error, log_level, log_message)
     SELECT d.execution_id, d.attempt_number, d.attempt_status, d.started_at, d.completed_at,
-           d.duration_ms, d.output, d.error
-    FROM done AS d
-    JOIN moved AS m ON m.execution_id = d.execution_id
-    ON CONFLICT (execution_id, attempt_number) DO NOTHING
-), logged AS (
-    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
-    SELECT d.execution_id, d.attempt_number, d.log_level,
+           d.duration_ms, d.output, d.error, d.log_level,
            d.log_message || ' [worker ' || CAST(:worker_id AS TEXT) || ']'
     FROM done AS d
     JOIN moved AS m ON m.execution_id = d.execution_id
+    ON CONFLICT (execution_id, attempt_number) DO NOTHING
 )
 SELECT execution_id,
        CASE WHEN status = 'SUCCESS' THEN on_success

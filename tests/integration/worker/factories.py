@@ -13,6 +13,7 @@ from typing import Any
 
 from chalicelib.crypto import SecretBox
 from chalicelib.db.connection import Database, Transaction
+from chalicelib.db.queries import queries
 from chalicelib.settings import decode_key
 from tests.conftest import ENCRYPTION_KEY
 
@@ -148,9 +149,14 @@ def attempts(db: Database, execution_id: str) -> list[dict[str, Any]]:
 
 
 def logs(db: Database, execution_id: str) -> list[dict[str, Any]]:
+    """The execution's log lines as GET /executions/{id}/logs reads them (its log rows and
+    its attempts' lines, which are kept on the attempts rows)."""
     return db.run(
-        "SELECT * FROM execution_logs WHERE execution_id = :id ORDER BY logged_at, log_id",
-        id=execution_id,
+        queries["executions_logs_page"].sql,
+        execution_id=execution_id,
+        after_ts=None,
+        after_id=None,
+        limit_plus_one=10_000,
     )
 
 
