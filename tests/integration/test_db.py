@@ -83,9 +83,9 @@ def test_schema_has_every_table_index_and_constraint_of_the_spec(database: Datab
     assert indexes >= SPEC_INDEXES
     constraints = {r["conname"] for r in database.run("SELECT conname FROM pg_constraint")}
     assert constraints >= SPEC_CONSTRAINTS
-    due = database.run(
-        "SELECT indexdef FROM pg_indexes WHERE indexname = 'idx_executions_due'"
-    )[0]["indexdef"]
+    due = database.run("SELECT indexdef FROM pg_indexes WHERE indexname = 'idx_executions_due'")[0][
+        "indexdef"
+    ]
     assert "WHERE" in due and "QUEUED" in due and "RETRYING" in due
     region = database.run("SELECT region, alive FROM region_status")
     assert region == [{"region": "default", "alive": True}]
