@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -102,3 +102,25 @@ def counter(name: str, help_text: str, samples: Iterable[Sample]) -> Family:
     """A counter named ``name`` + ``_total``: in the 0.0.4 text format the HELP and TYPE
     lines carry the sample's full name (as prometheus_client writes them)."""
     return Family(name=name + "_total", help=help_text, kind="counter", samples=tuple(samples))
+
+
+def bucket_quantile(
+    q: float, bounds: Sequence[float], cumulative: Sequence[int], total: int
+) -> float | None:
+    """The ``q`` quantile estimated from histogram buckets, as Prometheus'
+    ``histogram_quantile`` does: ``cumulative[i]`` observations were at most ``bounds[i]``
+    (of ``total``); linear within the bucket the rank falls in, from 0 for the first. A
+    rank past the last bound is reported as that bound (the histogram cannot say more).
+    None when there is nothing to estimate from."""
+    if total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0
+    for bound, count in zip(bounds, cumulative, strict=True):
+        if count >= rank:
+            inside = count - below
+            if inside <= 0:
+                return float(bound)
+            return lower + (bound - lower) * (rank - below) / inside
+        lower, below = float(bound), count
+    return float(bounds[-1])

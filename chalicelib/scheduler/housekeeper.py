@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from chalicelib.db.connection import Database
+from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain.clock import utcnow
 from chalicelib.logs import FailureLog
@@ -46,6 +46,12 @@ HOUSEKEEPING_INTERVAL_SEC = 60.0
 HEARTBEAT_TTL = timedelta(days=1)
 #: metric_events rows (GET /metrics reads the last minute) are kept this long.
 METRIC_EVENTS_TTL = timedelta(days=1)
+#: delivery_counts' grains (migration 017): minute rows are folded into hour rows after
+#: MINUTE_ROWS_KEPT, hour rows into the totals after HOUR_ROWS_KEPT. The dashboard reads
+#: the last hour by minute and the last day by hour.
+MINUTE_ROWS_KEPT = timedelta(hours=2)
+HOUR_ROWS_KEPT = timedelta(days=2)
+FOLDS = (("minute", "hour", MINUTE_ROWS_KEPT), ("hour", "total", HOUR_ROWS_KEPT))
 
 _COUNTED = ("executions", "attempts", "logs", "jobs")
 
@@ -118,7 +124,11 @@ class Housekeeper:
         return Purged(full=full, **counts)
 
     def _steps(self) -> list[Step]:
-        steps: list[Step] = [self._prune_heartbeats, self._prune_metric_events]
+        steps: list[Step] = [
+            self._prune_heartbeats,
+            self._prune_metric_events,
+            self._fold_delivery_counts,
+        ]
         if self._retention is not None:
             steps += [self._purge_one_shot, self._purge_cron]
         return steps
@@ -139,6 +149,22 @@ class Housekeeper:
             queries["housekeeping_prune_metric_events"], cutoff=now - METRIC_EVENTS_TTL
         )
         return {}, False
+
+    def _fold_delivery_counts(self, now: datetime) -> tuple[dict[str, int], bool]:
+        """One batch of each fold of the delivery summary rows (minute -> hour -> total)."""
+        full = False
+        for grain, into, kept in FOLDS:
+            params = {"grain": grain, "into": into, "cutoff": now - kept, "batch": self._batch_size}
+
+            def fold(tx: Transaction, params: dict[str, object] = params) -> int:
+                folded = int(tx.scalar(queries["housekeeping_fold_counts"], **params) or 0)
+                if folded:
+                    tx.execute(queries["housekeeping_fold_delete"], **params)
+                return folded
+
+            folded = self._db.transaction(fold, name="housekeeping_fold_counts")
+            full = full or folded >= self._batch_size
+        return {}, full
 
     def _purge_one_shot(self, now: datetime) -> tuple[dict[str, int], bool]:
         return self._purge("housekeeping_purge_one_shot", now)

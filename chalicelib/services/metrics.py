@@ -7,9 +7,12 @@ answers 503 ``LOOP_DOWN`` while one reports a loop down, and /metrics shows
 
 Every figure is read from the database (``metrics.sql``), never from this process's
 memory, so it is the same whichever API container answers and however many workers and
-schedulers run. Windowed figures cover the last :data:`WINDOW` (one minute): a scrape
-reads one minute of index whatever the history's size. They are gauges (the amount in the
-window), not counters: purged history cannot back a counter that never goes down.
+schedulers run. What was delivered comes from the summary rows every finalize adds to
+(``delivery_counts``): counters (``*_total``, by endpoint, outcome and error type) that
+never go down, for ``rate()`` and alerts, and gauges over the minute buckets of the last
+:data:`WINDOW` (the current minute and the one before it). Lag is per endpoint and leaves
+paused endpoints out (their backlog is an operator's choice, not a delay). No read counts
+history: each follows the live backlog, the number of endpoints, or the summary rows.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ WINDOW = timedelta(seconds=60)
 HEARTBEAT_FRESH = timedelta(seconds=15)
 TERMINAL_STATUSES = ("SUCCESS", "FAILED", "CANCELLED")
 EVENTS = ("cron_ticks_materialized", "reclaimed")
-QUANTILES = (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"))
+QUANTILES = ("0.5", "0.9", "0.99")
+#: The upper bounds (ms) of delivery_counts' duration buckets (le_10 ... le_30000).
+DURATION_BOUNDS_MS = (10, 50, 100, 250, 500, 1000, 5000, 30000)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,11 +53,14 @@ class MetricsSnapshot:
     """One consistent read of every figure GET /metrics shows."""
 
     queue_depth: tuple[tuple[str, str, int], ...]  #: (status, endpoint, executions)
-    oldest_due_lag_sec: float  #: 0 when nothing is due
+    oldest_due_lag_sec: float  #: 0 when nothing is due (paused endpoints left out)
+    endpoint_lag_sec: tuple[tuple[str, float], ...] = ()  #: (endpoint, lag), not paused
     finished: dict[str, int]  #: terminal status -> executions finished in the window
     attempts: AttemptDurations
     events: dict[str, int]  #: cron_ticks_materialized / reclaimed in the window
     loops: tuple[ReportedLoop, ...] = ()  #: every loop of every process alive lately
+    #: (endpoint, outcome, error type, attempts, executions ended) since counting began
+    totals: tuple[tuple[str, str, str, int, int], ...] = ()
 
 
 class MetricsService:
@@ -84,25 +92,41 @@ class MetricsService:
     def snapshot(self) -> MetricsSnapshot:
         now = self._clock()
         since = now - WINDOW
+        buckets_since = since.replace(second=0, microsecond=0)
+
+        def lag(run_at: datetime | None) -> float:
+            return 0.0 if run_at is None else max(0.0, (now - run_at).total_seconds())
 
         def read(tx: Transaction) -> MetricsSnapshot:
             depth = tx.run(queries["metrics_queue_depth"])
-            oldest = tx.one(queries["metrics_oldest_due"], now=now)
-            finished = tx.run(queries["metrics_finished_since"], since=since)
-            durations = tx.one(queries["metrics_attempt_durations"], since=since)
+            pending = tx.one(queries["metrics_oldest_due"], now=now)
+            lags = tx.run(queries["metrics_endpoint_lag"], now=now)
+            finished = tx.run(queries["metrics_ended_since"], since=buckets_since)
+            durations = tx.one(queries["metrics_attempts_since"], since=buckets_since)
+            totals = tx.run(queries["metrics_delivery_totals"])
             events = tx.run(queries["metrics_events_since"], since=since)
             beats = tx.run(queries["metrics_loop_states"], since=self._fresh_since())
-            oldest_at = oldest["oldest_run_at"] if oldest else None
+            endpoint_lag = tuple((r["endpoint"], lag(r["oldest_run_at"])) for r in lags)
+            pending_lag = lag(pending["oldest_run_at"] if pending else None)
             return MetricsSnapshot(
                 queue_depth=tuple((r["status"], r["endpoint"], int(r["n"])) for r in depth),
-                oldest_due_lag_sec=max(0.0, (now - oldest_at).total_seconds())
-                if oldest_at
-                else 0.0,
+                oldest_due_lag_sec=max([pending_lag, *(v for _, v in endpoint_lag)]),
+                endpoint_lag_sec=endpoint_lag,
                 finished={s: 0 for s in TERMINAL_STATUSES}
                 | {r["status"]: int(r["n"]) for r in finished},
                 attempts=_durations(durations),
                 events=dict.fromkeys(EVENTS, 0) | {r["event"]: int(r["n"]) for r in events},
                 loops=tuple(_loops(beats)),
+                totals=tuple(
+                    (
+                        r["endpoint"],
+                        r["outcome"],
+                        r["error_type"],
+                        int(r["attempts"]),
+                        int(r["ended"]),
+                    )
+                    for r in totals
+                ),
             )
 
         return self._db.transaction(read, name="metrics_snapshot")
@@ -120,19 +144,31 @@ def _loops(rows: list[dict[str, Any]]) -> list[ReportedLoop]:
 
 def _durations(row: dict[str, Any] | None) -> AttemptDurations:
     if row is None or not row["n"]:
-        return AttemptDurations(quantiles_ms={q: None for q, _ in QUANTILES})
+        return AttemptDurations(quantiles_ms=dict.fromkeys(QUANTILES))
+    total = int(row["n"])
+    cumulative = [int(row[f"le_{bound}"]) for bound in DURATION_BOUNDS_MS]
     return AttemptDurations(
-        count=int(row["n"]),
+        count=total,
         total_ms=float(row["total_ms"]),
-        quantiles_ms={q: float(row[column]) for q, column in QUANTILES},
+        quantiles_ms={
+            q: prom.bucket_quantile(float(q), DURATION_BOUNDS_MS, cumulative, total)
+            for q in QUANTILES
+        },
     )
 
 
 def families(snap: MetricsSnapshot) -> list[prom.Family]:
     """The snapshot as metric families (names and help texts are the public contract)."""
-    window = f"in the last {int(WINDOW.total_seconds())} s"
+    window = "in the current minute and the one before it"
     attempts = snap.attempts
     return [
+        *_totals(snap.totals),
+        prom.gauge(
+            "te_endpoint_lag_seconds",
+            "Per endpoint that is not paused: how long its oldest due execution (QUEUED or "
+            "RETRYING) has waited past its run_at; 0 when nothing is due.",
+            (Sample(value=v, labels={"endpoint": e}) for e, v in snap.endpoint_lag_sec),
+        ),
         prom.gauge(
             "te_queue_depth",
             "Executions not yet finished, by status and endpoint.",
@@ -141,7 +177,7 @@ def families(snap: MetricsSnapshot) -> list[prom.Family]:
         prom.gauge(
             "te_oldest_due_lag_seconds",
             "How long the oldest due execution (PENDING, QUEUED or RETRYING) has waited "
-            "past its run_at; 0 when nothing is due.",
+            "past its run_at, paused endpoints left out; 0 when nothing is due.",
             [Sample(value=snap.oldest_due_lag_sec)],
         ),
         prom.gauge(
@@ -151,11 +187,13 @@ def families(snap: MetricsSnapshot) -> list[prom.Family]:
         ),
         prom.gauge(
             "te_attempt_duration_seconds",
-            f"Quantiles of the durations of delivery attempts finished {window} "
-            "(NaN when none finished).",
+            f"Quantiles of the durations of delivery attempts finished {window}, "
+            "estimated from buckets bounded at "
+            + ", ".join(f"{b} ms" for b in DURATION_BOUNDS_MS)
+            + " (NaN when none finished).",
             (
                 Sample(value=_seconds(attempts.quantiles_ms.get(q)), labels={"quantile": q})
-                for q, _ in QUANTILES
+                for q in QUANTILES
             ),
         ),
         prom.gauge(
@@ -174,6 +212,45 @@ def families(snap: MetricsSnapshot) -> list[prom.Family]:
             [Sample(value=snap.events["reclaimed"])],
         ),
         _loop_up(snap.loops),
+    ]
+
+
+def _totals(totals: tuple[tuple[str, str, str, int, int], ...]) -> list[prom.Family]:
+    """The delivery counters, from every summary row (they never go down)."""
+    attempts: dict[tuple[str, str], int] = {}
+    failed: dict[tuple[str, str], int] = {}
+    ended: dict[tuple[str, str], int] = {}
+    for endpoint, outcome, error_type, n, n_ended in totals:
+        attempts[endpoint, outcome] = attempts.get((endpoint, outcome), 0) + n
+        ended[endpoint, outcome] = ended.get((endpoint, outcome), 0) + n_ended
+        if outcome == "FAILED":
+            failed[endpoint, error_type] = failed.get((endpoint, error_type), 0) + n
+    return [
+        prom.counter(
+            "te_delivery_attempts",
+            "Delivery attempts recorded, by endpoint and outcome (SUCCESS, FAILED).",
+            (
+                Sample(value=n, labels={"endpoint": e, "outcome": o})
+                for (e, o), n in sorted(attempts.items())
+            ),
+        ),
+        prom.counter(
+            "te_delivery_attempts_failed",
+            "Failed delivery attempts (retried or not), by endpoint and error type.",
+            (
+                Sample(value=n, labels={"endpoint": e, "error_type": t})
+                for (e, t), n in sorted(failed.items())
+            ),
+        ),
+        prom.counter(
+            "te_executions_ended",
+            "Executions ended by a delivery attempt, by endpoint and status (SUCCESS, "
+            "FAILED: dead letters).",
+            (
+                Sample(value=n, labels={"endpoint": e, "status": o})
+                for (e, o), n in sorted(ended.items())
+            ),
+        ),
     ]
 
 

@@ -5,8 +5,10 @@ minute over the last hour, the lag of the oldest due execution, the worker proce
 heartbeats were seen, and per endpoint the outcomes of the last hour's attempts. Read in
 one transaction, at the service clock's ``now``. The counts and the lag are the statements
 ``GET /metrics`` reads (``metrics.sql``): live work from the partial indexes of live rows,
-ended work from one range of ``idx_executions_completed``, so a dashboard left open polls
-at a cost that follows the backlog and the day, never the whole history.
+what was delivered from the summary rows every finalize adds to (``delivery_counts``:
+minute rows for the last two hours, hour rows for the days before), so a dashboard left
+open polls at a cost that follows the backlog and the traffic's shape, never the history.
+The lag leaves paused endpoints out.
 """
 
 from __future__ import annotations
@@ -108,10 +110,12 @@ class OverviewService:
         counts = {status.value: 0 for status in ExecutionStatus}
         for row in tx.run(queries["metrics_queue_depth"]):  # by status and endpoint
             counts[row["status"]] += int(row["n"])
-        for row in tx.run(queries["metrics_finished_since"], since=now - ENDED_WINDOW):
+        for row in tx.run(queries["metrics_ended_since"], since=now - ENDED_WINDOW):
             counts[row["status"]] = int(row["n"])
-        due = tx.one(queries["metrics_oldest_due"], now=now)  # min() over no rows: NULL
-        oldest = None if due is None else due["oldest_run_at"]
+        pending = tx.one(queries["metrics_oldest_due"], now=now)  # min() over no rows: NULL
+        due = [row["oldest_run_at"] for row in tx.run(queries["metrics_endpoint_lag"], now=now)]
+        due.append(None if pending is None else pending["oldest_run_at"])
+        oldest = min((at for at in due if at is not None), default=None)
         lag = None if oldest is None else max(0, _ms(now - oldest))
         return Overview(
             executions_by_status=counts,

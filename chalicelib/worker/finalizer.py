@@ -227,7 +227,10 @@ class Finalizer:
         after a lost connection, the second finds nothing RUNNING and changes nothing."""
         return self._db.transaction(
             lambda tx: tx.run(
-                queries["worker_finalize_batch"], results=payload, worker_id=self._worker_id
+                queries["worker_finalize_batch"],
+                results=payload,
+                worker_id=self._worker_id,
+                writer=_writer(self._worker_id),
             ),
             name="worker_finalize_batch",
             single=True,
@@ -275,7 +278,12 @@ def _without_stop(
 
 def _finalize(tx: Transaction, payload: str, worker_id: str) -> list[Row]:
     tx.execute(queries["worker_read_committed"])
-    rows = tx.run(queries["worker_finalize_batch"], results=payload, worker_id=worker_id)
+    rows = tx.run(
+        queries["worker_finalize_batch"],
+        results=payload,
+        worker_id=worker_id,
+        writer=_writer(worker_id),
+    )
     # What follows an ended execution (a callback job, a batch's on_complete) is written
     # in this transaction, with the final status; only rows that have one cost anything.
     ended = [row["execution_id"] for row in rows if row["callback"]]
@@ -283,3 +291,9 @@ def _finalize(tx: Transaction, payload: str, worker_id: str) -> list[Row]:
     if ended or batches:
         callbacks.follow_up(tx, execution_ids=ended, batch_ids=batches)
     return rows
+
+
+def _writer(worker_id: str) -> str:
+    """Whose summary rows a finalize adds to (delivery_counts.writer): this worker's writer
+    thread, the only one that writes them, so no two transactions update one row."""
+    return f"{worker_id}/{threading.current_thread().name}"

@@ -8,10 +8,11 @@ scheduler would (RUNNING, SUCCESS, ...) without going through them.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib.db.connection import Database
+from chalicelib.db.queries import queries
 
 USER_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -152,3 +153,47 @@ def add_log(db: Database, execution_id: str, message: str, logged_at: datetime) 
         at=logged_at,
     )
     return str(rows[0]["log_id"])
+
+
+def record_attempts(
+    db: Database,
+    execution_id: str,
+    attempts: list[tuple[str, int, str | None]],
+    *,
+    worker_id: str = "worker-test",
+) -> None:
+    """Deliver ``execution_id`` as a worker records it: each ``(next status, duration ms,
+    error type)`` is one claim (RUNNING, this worker, the next attempt number) and one
+    worker_finalize_batch statement, which writes the attempt, moves the execution on and
+    adds to the delivery summary rows. A RETRYING or FAILED next status is a FAILED attempt
+    with that error type."""
+    for next_status, duration_ms, error_type in attempts:
+        row = db.run(
+            "UPDATE executions SET status = 'RUNNING', worker_id = :w, started_at = now(),"
+            " attempt_count = attempt_count + 1 WHERE execution_id = :id"
+            " RETURNING attempt_count",
+            w=worker_id,
+            id=execution_id,
+        )[0]
+        now = datetime.now(UTC).isoformat()
+        result: dict[str, Any] = {
+            "execution_id": execution_id,
+            "attempt_number": row["attempt_count"],
+            "attempt_status": "SUCCESS" if next_status == "SUCCESS" else "FAILED",
+            "next_status": next_status,
+            "started_at": now,
+            "completed_at": now,
+            "duration_ms": duration_ms,
+            "log_level": "INFO" if next_status == "SUCCESS" else "WARN",
+            "log_message": f"Attempt {row['attempt_count']} ended {next_status}.",
+            "retry_delay_ms": 0,
+        }
+        if error_type is not None:
+            result["error"] = {"type": error_type, "message": "test"}
+        moved = db.run(
+            queries["worker_finalize_batch"],
+            results=json.dumps([result]),
+            worker_id=worker_id,
+            writer=f"{worker_id}/test",
+        )
+        assert [r["execution_id"] for r in moved] == [execution_id]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -10,7 +9,7 @@ from chalicelib.api.ui import UI_DIR
 from chalicelib.db.connection import Database
 from chalicelib.domain.statuses import ExecutionStatus
 from tests.conftest import ApiClient
-from tests.integration.jobs_factories import set_execution
+from tests.integration.jobs_factories import record_attempts, set_execution
 
 ENDPOINT = {
     "name": "hook",
@@ -30,15 +29,21 @@ def _executions(api: ApiClient, count: int) -> list[str]:
     return ids
 
 
-def _attempt(db: Database, execution_id: str, number: int, status: str, at: datetime) -> None:
+def _delivered(
+    db: Database, execution_id: str, next_status: str, ago: timedelta, *, grain: str = "minute"
+) -> None:
+    """One attempt recorded by the real finalize statement, its summary row then moved
+    ``ago`` into the past (as if recorded then; ``grain``: as the housekeeper folds it)."""
+    worker = f"w-{execution_id}-{next_status}"
+    error = None if next_status == "SUCCESS" else "TIMEOUT"
+    record_attempts(db, execution_id, [(next_status, 5, error)], worker_id=worker)
     db.execute(
-        "INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,"
-        " duration_ms, error) VALUES (:id, :n, :status, :at, :at, 5, CAST(:error AS JSONB))",
-        id=execution_id,
-        n=number,
-        status=status,
-        at=at,
-        error=None if status == "SUCCESS" else json.dumps({"type": "TIMEOUT", "message": "t"}),
+        "UPDATE delivery_counts SET grain = :grain,"
+        " bucket_start = date_trunc(CASE WHEN :grain = 'hour' THEN 'hour' ELSE 'minute' END,"
+        " bucket_start - CAST(:ago AS INTERVAL)) WHERE writer LIKE :w",
+        grain=grain,
+        ago=f"{int(ago.total_seconds())} seconds",
+        w=f"{worker}/%",
     )
 
 
@@ -57,15 +62,13 @@ def test_overview_counts_series_lag_workers_and_endpoint_outcomes(
 ) -> None:
     now = datetime.now(UTC)
     ok, failed, waiting, ended_long_ago = _executions(api, 4)
-    set_execution(database, ok, status="SUCCESS", completed_at=now - timedelta(minutes=5))
-    _attempt(database, ok, 1, "SUCCESS", now - timedelta(minutes=5))
-    set_execution(database, failed, status="FAILED", completed_at=now)
-    # Ended two days ago: out of the counts' day (ended executions count over 24 h).
-    set_execution(database, ended_long_ago, status="SUCCESS", completed_at=now - timedelta(days=2))
-    _attempt(database, failed, 1, "FAILED", now - timedelta(minutes=2))
-    _attempt(database, failed, 2, "FAILED", now)
-    _attempt(database, waiting, 1, "FAILED", now - timedelta(minutes=90))  # out of the hour
+    _delivered(database, ok, "SUCCESS", timedelta(minutes=5))
+    _delivered(database, failed, "RETRYING", timedelta(minutes=2))
+    _delivered(database, failed, "FAILED", timedelta(0))
+    _delivered(database, waiting, "RETRYING", timedelta(minutes=90))  # out of the hour
     set_execution(database, waiting, run_at=now - timedelta(seconds=7))
+    # Ended two days ago: out of the counts' day (ended executions count over 24 h).
+    _delivered(database, ended_long_ago, "SUCCESS", timedelta(days=2), grain="hour")
     _beat(database, "worker@a:1", "ALIVE", now)
     _beat(database, "worker@b:2", "DEAD", now)
     _beat(database, "worker@c:3", "ALIVE", now - timedelta(minutes=2))  # silent: DEAD
@@ -76,7 +79,7 @@ def test_overview_counts_series_lag_workers_and_endpoint_outcomes(
 
     assert reply.status == 200, reply.body
     body = reply.body
-    expected = {s.value: 0 for s in ExecutionStatus} | {"SUCCESS": 1, "FAILED": 1, "QUEUED": 1}
+    expected = {s.value: 0 for s in ExecutionStatus} | {"SUCCESS": 1, "FAILED": 1, "RETRYING": 1}
     assert body["executions_by_status"] == expected
     minutes = body["last_hour"]
     assert len(minutes) == 60

@@ -107,35 +107,76 @@ def test_queue_depth_lag_and_finished_executions_come_from_the_database(
 ) -> None:
     f.endpoint(database, "a")
     f.endpoint(database, 'b"\\odd\nname')  # label escaping must survive the real parser
+    f.endpoint(database, "p")
     now = datetime.now(UTC)
-    queued = [job(api, "a", f"q{n}") for n in range(3)]
+    queued = [job(api, "a", f"q{n}") for n in range(4)]
     f.set_execution(database, queued[0], run_at=now - timedelta(seconds=90))
+    assert api.post(f"/executions/{queued[3]}/cancel", {}).status == 200
+    # A paused endpoint's backlog is not lag, however old.
+    paused = job(api, "p", "p")
+    f.set_execution(database, paused, run_at=now - timedelta(seconds=600))
+    assert api.post("/endpoints/p/pause", {}).status == 200
     running = job(api, 'b"\\odd\nname', "r")
     f.set_execution(database, running, status="RUNNING", started_at=now)
     done = [job(api, "a", f"d{n}") for n in range(3)]
-    for execution_id, status in zip(done, ("SUCCESS", "SUCCESS", "FAILED"), strict=True):
-        f.set_execution(database, execution_id, status=status, completed_at=now)
-    old = job(api, "a", "old")  # finished long ago: outside the window
-    f.set_execution(database, old, status="SUCCESS", completed_at=now - timedelta(hours=2))
-    for number, ms in enumerate((100, 200, 300, 400, 5000), start=1):
-        attempt = f.add_attempt(database, done[0], number, "SUCCESS")
-        database.execute(
-            "UPDATE attempts SET duration_ms = :ms WHERE attempt_id = :id", ms=ms, id=attempt
-        )
+    # Delivered as the worker records them: each attempt a finalize statement.
+    retries = [("RETRYING", ms, "HTTP_5XX") for ms in (100, 200, 300, 400)]
+    f.record_attempts(database, done[0], [*retries, ("SUCCESS", 5000, None)])
+    f.record_attempts(database, done[1], [("SUCCESS", 50, None)])
+    f.record_attempts(database, done[2], [("FAILED", 50, "TIMEOUT")])
 
     found = scrape(api)
     assert found[("te_queue_depth", (("endpoint", "a"), ("status", "QUEUED")))] == 3
     assert found[("te_queue_depth", (("endpoint", 'b"\\odd\nname'), ("status", "RUNNING")))] == 1
     assert not any(k[0] == "te_queue_depth" and ("status", "SUCCESS") in k[1] for k in found)
-    assert found[("te_oldest_due_lag_seconds", ())] >= 90
+    assert 90 <= found[("te_oldest_due_lag_seconds", ())] < 600
+    assert found[("te_endpoint_lag_seconds", (("endpoint", "a"),))] >= 90
+    assert ("te_endpoint_lag_seconds", (("endpoint", "p"),)) not in found
     finished = {
         s: found[("te_executions_finished_last_minute", (("status", s),))]
         for s in ("SUCCESS", "FAILED", "CANCELLED")
     }
-    assert finished == {"SUCCESS": 2, "FAILED": 1, "CANCELLED": 0}
-    assert found[("te_attempts_finished_last_minute", ())] == 5
-    assert found[("te_attempt_duration_seconds", (("quantile", "0.5"),))] == pytest.approx(0.3)
+    assert finished == {"SUCCESS": 2, "FAILED": 1, "CANCELLED": 1}
+    assert found[("te_attempts_finished_last_minute", ())] == 7
+    # Estimated from the buckets: rank 3.5 of 7 lies in (100, 250] ms, the 4th attempt.
+    assert found[("te_attempt_duration_seconds", (("quantile", "0.5"),))] == pytest.approx(0.175)
     assert found[("te_attempt_duration_seconds", (("quantile", "0.99"),))] > 4
+    # The counters alerting rates are taken of.
+    assert found[("te_delivery_attempts_total", (("endpoint", "a"), ("outcome", "SUCCESS")))] == 2
+    assert found[("te_delivery_attempts_total", (("endpoint", "a"), ("outcome", "FAILED")))] == 5
+    failed = "te_delivery_attempts_failed_total"
+    assert found[(failed, (("endpoint", "a"), ("error_type", "HTTP_5XX")))] == 4
+    assert found[(failed, (("endpoint", "a"), ("error_type", "TIMEOUT")))] == 1
+    ended = "te_executions_ended_total"
+    assert found[(ended, (("endpoint", "a"), ("status", "SUCCESS")))] == 2
+    assert found[(ended, (("endpoint", "a"), ("status", "FAILED")))] == 1
+
+
+def test_counters_never_go_down_when_the_housekeeper_folds_old_summary_rows(
+    api: ApiClient, database: Database
+) -> None:
+    f.endpoint(database, "a")
+    done = [job(api, "a", f"d{n}") for n in range(3)]
+    for execution_id in done:
+        f.record_attempts(database, execution_id, [("SUCCESS", 20, None)])
+    before = scrape(api)
+    key = ("te_delivery_attempts_total", (("endpoint", "a"), ("outcome", "SUCCESS")))
+    assert before[key] == 3
+    # Two days and more later, the minute rows fold into hour rows, then into the totals.
+    keeper = Housekeeper(
+        database,
+        retention_days=0,
+        batch_size=1,
+        clock=lambda: datetime.now(UTC) + timedelta(days=3),
+    )
+    for _ in range(4):
+        keeper.run_once()
+    grains = database.run("SELECT grain, attempts FROM delivery_counts")
+    assert grains == [{"grain": "total", "attempts": 3}]
+    after = scrape(api)
+    assert after[key] == 3
+    finished = ("te_executions_finished_last_minute", (("status", "SUCCESS"),))
+    assert after[finished] == 0  # no longer in the window
 
 
 def test_cron_ticks_and_reclaims_are_counted_across_schedulers(
@@ -199,25 +240,26 @@ def test_metric_events_refuse_unknown_events_and_empty_counts(database: Database
 @pytest.mark.parametrize(
     ("name", "params", "expected"),
     [
-        ("metrics_finished_since", {"since": "2026-01-01T00:00:00Z"}, {"idx_executions_completed"}),
-        (
-            "metrics_attempt_durations",
-            {"since": "2026-01-01T00:00:00Z"},
-            {"idx_attempts_completed"},
-        ),
+        ("metrics_ended_since", {"since": "2026-01-01T00:00:00Z"}, {"pk_delivery_counts"}),
+        ("metrics_attempts_since", {"since": "2026-01-01T00:00:00Z"}, {"pk_delivery_counts"}),
         ("metrics_events_since", {"since": "2026-01-01T00:00:00Z"}, {"pk_metric_events"}),
         ("metrics_oldest_due", {"now": "2026-01-01T00:00:00Z"}, {"idx_executions_pending"}),
+        (
+            "metrics_endpoint_lag",
+            {"now": "2026-01-01T00:00:00Z"},
+            {"idx_executions_due_by_endpoint"},
+        ),
         (
             "metrics_queue_depth",
             {},
             {"idx_executions_pending", "idx_executions_running"},
         ),
         # GET /overview (the dashboard, polled every few seconds) reads these too.
-        ("overview_last_hour", {"since": "2026-01-01T00:00:00Z"}, {"idx_attempts_completed"}),
+        ("overview_last_hour", {"since": "2026-01-01T00:00:00Z"}, {"pk_delivery_counts"}),
         (
             "overview_endpoint_outcomes",
             {"since": "2026-01-01T00:00:00Z"},
-            {"idx_attempts_completed"},
+            {"pk_delivery_counts"},
         ),
     ],
 )
@@ -226,9 +268,8 @@ def test_each_metrics_query_reads_an_index_not_the_history(
 ) -> None:
     used = indexes_used(database, name, **params)
     assert used >= expected, used
-    if name in ("metrics_queue_depth", "metrics_oldest_due"):  # either index of due rows
+    if name == "metrics_queue_depth":  # either index of due rows
         due_indexes = {
-            "idx_executions_pickup",
             "idx_executions_due",
             "idx_executions_due_by_endpoint",
         }

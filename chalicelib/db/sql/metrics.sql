@@ -1,7 +1,8 @@
 -- What GET /metrics reads (chalicelib/services/metrics.py). Every statement reads either
 -- the live work (partial indexes that hold only non-terminal rows, so the cost follows
--- the backlog, never history) or a bounded time window (:since, one index range), so a
--- scrape costs the same with a year of history as with a day.
+-- the backlog, never history), one probe per endpoint, or the summary rows of
+-- delivery_counts (migration 017), so a scrape costs the same with a year of history as
+-- with a day.
 
 -- name: metrics_health_ping
 -- GET /health: the database answers a trivial statement on a pooled connection.
@@ -24,7 +25,7 @@ LIMIT 500
 
 -- name: metrics_queue_depth
 -- Non-terminal executions by status and endpoint. One branch per status group, each
--- shaped as a partial index's predicate (idx_executions_pending, idx_executions_pickup,
+-- shaped as a partial index's predicate (idx_executions_pending, idx_executions_due,
 -- idx_executions_running), so no branch reads a terminal row.
 SELECT status, endpoint, count(*) AS n
 FROM (
@@ -38,40 +39,69 @@ GROUP BY status, endpoint
 ORDER BY status, endpoint
 
 -- name: metrics_oldest_due
--- The run_at of the oldest execution that is due and not yet running: claimable (QUEUED,
--- RETRYING, on idx_executions_due in run_at order) or due but not yet promoted (PENDING,
--- on idx_executions_pending). Each min() is the first entry of its index range.
-SELECT min(oldest) AS oldest_run_at
-FROM (
-    SELECT min(run_at) AS oldest FROM executions
-    WHERE status IN ('QUEUED', 'RETRYING') AND run_at <= CAST(:now AS TIMESTAMPTZ)
-    UNION ALL
-    SELECT min(run_at) AS oldest FROM executions
-    WHERE status = 'PENDING' AND run_at <= CAST(:now AS TIMESTAMPTZ)
-) AS due
-
--- name: metrics_finished_since
--- Executions that reached a terminal status since :since, by status: one range of
--- idx_executions_completed (only terminal rows have completed_at).
-SELECT status, count(*) AS n
+-- The run_at of the oldest PENDING execution that is due but not yet promoted: the first
+-- entry of idx_executions_pending's range. Claimable work's lag is per endpoint
+-- (metrics_endpoint_lag), which leaves paused endpoints out.
+SELECT min(run_at) AS oldest_run_at
 FROM executions
-WHERE completed_at IS NOT NULL AND completed_at >= CAST(:since AS TIMESTAMPTZ)
-GROUP BY status
-ORDER BY status
+WHERE status = 'PENDING' AND run_at <= CAST(:now AS TIMESTAMPTZ)
 
--- name: metrics_attempt_durations
--- Quantiles of the durations of attempts finished since :since (a range of
--- idx_attempts_completed). percentile_cont with one fraction each: the form both
--- PostgreSQL and CockroachDB accept.
-SELECT count(*) AS n,
-       coalesce(sum(duration_ms), 0) AS total_ms,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY CAST(duration_ms AS FLOAT8)) AS p50,
-       percentile_cont(0.9) WITHIN GROUP (ORDER BY CAST(duration_ms AS FLOAT8)) AS p90,
-       percentile_cont(0.99) WITHIN GROUP (ORDER BY CAST(duration_ms AS FLOAT8)) AS p99
-FROM attempts
-WHERE completed_at IS NOT NULL
-  AND completed_at >= CAST(:since AS TIMESTAMPTZ)
-  AND duration_ms IS NOT NULL
+-- name: metrics_endpoint_lag
+-- Per endpoint that is not paused, the run_at of its oldest due claimable execution (NULL:
+-- nothing due): one probe of idx_executions_due_by_endpoint per endpoint (a constant LIMIT
+-- in the LATERAL, which CockroachDB accepts), so the read follows the number of endpoints,
+-- never the backlog or the history. A paused endpoint's backlog is the operator's choice,
+-- not lag; a held or flow-controlled one's is lag (its work is due and waiting).
+SELECT en.name AS endpoint, due.run_at AS oldest_run_at
+FROM endpoints AS en
+LEFT JOIN LATERAL (
+    SELECT x.run_at
+    FROM executions AS x
+    WHERE x.endpoint = en.name
+      AND x.status IN ('QUEUED', 'RETRYING')
+      AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+    ORDER BY x.run_at ASC
+    LIMIT 1
+) AS due ON TRUE
+WHERE en.paused_at IS NULL
+  AND en.deleted_at IS NULL
+ORDER BY en.name ASC
+
+-- name: metrics_ended_since
+-- Executions that ended since :since, by status: SUCCESS and FAILED from the summary rows
+-- the finalize writes (delivery_counts, migration 017: minute rows for the last two hours,
+-- hour rows before, two ranges of the primary key), CANCELLED from one range of
+-- idx_executions_cancelled (cancellations end through the API, not the finalize).
+SELECT outcome AS status, COALESCE(sum(ended), 0) AS n
+FROM delivery_counts
+WHERE grain IN ('minute', 'hour') AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
+GROUP BY outcome
+UNION ALL
+SELECT 'CANCELLED' AS status, count(*) AS n
+FROM executions
+WHERE status = 'CANCELLED' AND completed_at >= CAST(:since AS TIMESTAMPTZ)
+
+-- name: metrics_attempts_since
+-- Delivery attempts finished in the minutes since :since (a range of delivery_counts'
+-- minute rows): how many, their total duration and the histogram buckets the quantiles
+-- are estimated from.
+SELECT COALESCE(sum(attempts), 0) AS n, COALESCE(sum(duration_ms), 0) AS total_ms,
+       COALESCE(sum(le_10), 0) AS le_10, COALESCE(sum(le_50), 0) AS le_50,
+       COALESCE(sum(le_100), 0) AS le_100, COALESCE(sum(le_250), 0) AS le_250,
+       COALESCE(sum(le_500), 0) AS le_500, COALESCE(sum(le_1000), 0) AS le_1000,
+       COALESCE(sum(le_5000), 0) AS le_5000, COALESCE(sum(le_30000), 0) AS le_30000
+FROM delivery_counts
+WHERE grain = 'minute' AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
+
+-- name: metrics_delivery_totals
+-- Every delivery attempt ever recorded (since migration 017), by endpoint, outcome and
+-- error type, and the executions those attempts ended: the monotonic counters. Sums every
+-- summary row: two hours of minute rows, two days of hour rows and one total row per key,
+-- so the read follows the traffic's shape (endpoints, workers, error types), not history.
+SELECT endpoint, outcome, error_type, sum(attempts) AS attempts, sum(ended) AS ended
+FROM delivery_counts
+GROUP BY endpoint, outcome, error_type
+ORDER BY endpoint, outcome, error_type
 
 -- name: metrics_events_since
 -- Cron ticks materialized and executions reclaimed since :since, summed over every

@@ -1,18 +1,20 @@
 -- The operator's overview (GET /overview, the dashboard's first view): read-only
 -- aggregates, each one statement, all read in one transaction so the numbers agree. The
--- counts by status and the oldest due execution are metrics.sql's statements.
+-- counts by status and the oldest due execution are metrics.sql's statements; what was
+-- delivered comes from the summary rows the finalize writes (delivery_counts), never from
+-- counting attempts.
 
 -- name: overview_last_hour
--- Attempts finished in the last hour, by minute and outcome (a delivery is one attempt).
--- date_trunc('minute', ...) is the same on PostgreSQL and CockroachDB; counting with
--- sum(CASE ...) instead of FILTER keeps it in the subset both accept. One range of
--- idx_attempts_completed (migration 009); the API gets 60 rows, never a row per attempt.
-SELECT date_trunc('minute', completed_at) AS minute,
-       sum(CASE WHEN status = 'SUCCESS' THEN 1 ELSE 0 END) AS succeeded,
-       sum(CASE WHEN status = 'FAILED' THEN 1 ELSE 0 END) AS failed
-FROM attempts
-WHERE completed_at IS NOT NULL AND completed_at >= CAST(:since AS TIMESTAMPTZ)
-GROUP BY date_trunc('minute', completed_at)
+-- Attempts finished per minute since :since, by outcome (a delivery is one attempt): a
+-- range of delivery_counts' minute rows (migration 017), summed over endpoints and
+-- writers; the API gets 60 rows. sum(CASE ...) instead of FILTER: the subset PostgreSQL
+-- and CockroachDB both accept.
+SELECT bucket_start AS minute,
+       sum(CASE WHEN outcome = 'SUCCESS' THEN attempts ELSE 0 END) AS succeeded,
+       sum(CASE WHEN outcome = 'FAILED' THEN attempts ELSE 0 END) AS failed
+FROM delivery_counts
+WHERE grain = 'minute' AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
+GROUP BY bucket_start
 
 -- name: overview_workers
 -- Worker processes seen lately: each writes its row of region_heartbeats every 5 s
@@ -25,13 +27,12 @@ ORDER BY component ASC
 LIMIT 100
 
 -- name: overview_endpoint_outcomes
--- Attempts finished in the last hour per endpoint and outcome: the endpoint list's health
--- column. Joined through the attempt's execution by primary key.
-SELECT e.endpoint,
-       sum(CASE WHEN a.status = 'SUCCESS' THEN 1 ELSE 0 END) AS succeeded,
-       sum(CASE WHEN a.status = 'FAILED' THEN 1 ELSE 0 END) AS failed
-FROM attempts AS a
-JOIN executions AS e ON e.execution_id = a.execution_id
-WHERE a.completed_at IS NOT NULL AND a.completed_at >= CAST(:since AS TIMESTAMPTZ)
-GROUP BY e.endpoint
-ORDER BY e.endpoint ASC
+-- Attempts finished since :since per endpoint and outcome: the endpoint list's health
+-- column, from the same minute rows as overview_last_hour.
+SELECT endpoint,
+       sum(CASE WHEN outcome = 'SUCCESS' THEN attempts ELSE 0 END) AS succeeded,
+       sum(CASE WHEN outcome = 'FAILED' THEN attempts ELSE 0 END) AS failed
+FROM delivery_counts
+WHERE grain = 'minute' AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
+GROUP BY endpoint
+ORDER BY endpoint ASC

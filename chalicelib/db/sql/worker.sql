@@ -261,7 +261,10 @@ RETURNING execution_id
 -- config_snapshot is kept from the first attempt that stored one. The attempt's log line
 -- ("Attempt 2 failed (...); attempt 3 of 5 scheduled in 800 ms [worker w]") is written on
 -- its attempts row, not as an execution_logs row of its own (migration 013 says why);
--- executions_logs_page lists both.
+-- executions_logs_page lists both. The batch's attempts are also added to the summary
+-- rows of this writer (:writer, one finalizer thread of one worker: no other transaction
+-- updates them) for the current minute, one per endpoint, outcome and error type, which
+-- GET /overview and GET /metrics read instead of the history (migration 017).
 -- For an execution that ended, each row also says what follows it, read from the row being
 -- updated (the execution's copies of its job's callbacks and batch): "callback" (the
 -- endpoint to call back) and "batch_id". Only when one is set does the finalizer run the
@@ -301,7 +304,7 @@ WITH done AS (
       AND e.status = 'RUNNING'
       AND e.worker_id = CAST(:worker_id AS TEXT)
       AND e.attempt_count = d.attempt_number
-    RETURNING e.execution_id, e.status, e.on_success, e.on_failure, e.batch_id
+    RETURNING e.execution_id, e.status, e.endpoint, e.on_success, e.on_failure, e.batch_id
 ), attempted AS (
     INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
                           duration_ms, output, error, log_level, log_message)
@@ -311,6 +314,26 @@ WITH done AS (
     FROM done AS d
     JOIN moved AS m ON m.execution_id = d.execution_id
     ON CONFLICT (execution_id, attempt_number) DO NOTHING
+), additions AS (
+    SELECT 'minute' AS grain, date_trunc('minute', now()) AS bucket_start, m.endpoint,
+           d.attempt_status AS outcome, COALESCE(d.error ->> 'type', '') AS error_type,
+           CAST(:writer AS TEXT) AS writer,
+           count(*) AS attempts,
+           sum(CASE WHEN m.status IN ('SUCCESS', 'FAILED') THEN 1 ELSE 0 END) AS ended,
+           COALESCE(sum(d.duration_ms), 0) AS duration_ms,
+           sum(CASE WHEN d.duration_ms <= 10 THEN 1 ELSE 0 END) AS le_10,
+           sum(CASE WHEN d.duration_ms <= 50 THEN 1 ELSE 0 END) AS le_50,
+           sum(CASE WHEN d.duration_ms <= 100 THEN 1 ELSE 0 END) AS le_100,
+           sum(CASE WHEN d.duration_ms <= 250 THEN 1 ELSE 0 END) AS le_250,
+           sum(CASE WHEN d.duration_ms <= 500 THEN 1 ELSE 0 END) AS le_500,
+           sum(CASE WHEN d.duration_ms <= 1000 THEN 1 ELSE 0 END) AS le_1000,
+           sum(CASE WHEN d.duration_ms <= 5000 THEN 1 ELSE 0 END) AS le_5000,
+           sum(CASE WHEN d.duration_ms <= 30000 THEN 1 ELSE 0 END) AS le_30000
+    FROM done AS d
+    JOIN moved AS m ON m.execution_id = d.execution_id
+    GROUP BY m.endpoint, d.attempt_status, COALESCE(d.error ->> 'type', '')
+), counted AS (
+-- include: delivery_counts_add
 )
 SELECT execution_id,
        CASE WHEN status = 'SUCCESS' THEN on_success
@@ -340,3 +363,26 @@ FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))
 -- it as READ COMMITTED where enabled and upgrades it to SERIALIZABLE otherwise; both are
 -- correct, the helper retries 40001 either way.
 SET TRANSACTION ISOLATION LEVEL READ COMMITTED
+
+-- part: delivery_counts_add
+-- Adds the rows of the including statement's "additions" CTE (delivery_counts' columns,
+-- in order, at most one row per key) to the summary rows: a new key is inserted, an
+-- existing one has each count increased (migration 017).
+INSERT INTO delivery_counts AS c (grain, bucket_start, endpoint, outcome, error_type, writer,
+                                  attempts, ended, duration_ms, le_10, le_50, le_100,
+                                  le_250, le_500, le_1000, le_5000, le_30000)
+SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
+       duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
+FROM additions
+ON CONFLICT (grain, bucket_start, endpoint, outcome, error_type, writer) DO UPDATE
+SET attempts = c.attempts + excluded.attempts,
+    ended = c.ended + excluded.ended,
+    duration_ms = c.duration_ms + excluded.duration_ms,
+    le_10 = c.le_10 + excluded.le_10,
+    le_50 = c.le_50 + excluded.le_50,
+    le_100 = c.le_100 + excluded.le_100,
+    le_250 = c.le_250 + excluded.le_250,
+    le_500 = c.le_500 + excluded.le_500,
+    le_1000 = c.le_1000 + excluded.le_1000,
+    le_5000 = c.le_5000 + excluded.le_5000,
+    le_30000 = c.le_30000 + excluded.le_30000

@@ -251,7 +251,10 @@ def test_batch_on_complete_raced_by_two_finalizers_of_its_last_two_children_fire
             # _finalize's two steps, with both children updated before either checks.
             tx.execute(queries["worker_read_committed"])
             rows = tx.run(
-                queries["worker_finalize_batch"], results=json.dumps([result]), worker_id=f"w{n}"
+                queries["worker_finalize_batch"],
+                results=json.dumps([result]),
+                worker_id=f"w{n}",
+                writer=f"w{n}",
             )
             assert [r["batch_id"] for r in rows] == [batch_id]
             both_updated.wait()
