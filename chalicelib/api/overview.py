@@ -1,8 +1,9 @@
 """``GET /overview``: what the dashboard's first view shows, read in one transaction.
 
 Executions by status, attempts per minute over the last hour (60 entries, oldest first),
-the oldest due execution's lag, the workers seen (heartbeats) and, per endpoint, the
-outcomes of the last hour's attempts (the endpoint list's health column).
+the oldest due execution's lag, the workers seen (heartbeats) and, per endpoint with an
+execution created in the last 24 hours, its health and those executions by outcome (the
+definition and the window of a job's health on ``GET /jobs/{id}/status``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ def render_overview(overview: Overview) -> dict[str, Any]:
         "last_hour": [shown(m, ("minute", "succeeded", "failed")) for m in overview.last_hour],
         "oldest_due_lag_ms": overview.oldest_due_lag_ms,
         "workers": [shown(w, ("component", "status", "last_beat_at")) for w in overview.workers],
-        "endpoints": [shown(e, ("endpoint", "succeeded", "failed")) for e in overview.endpoints],
+        "endpoints": [
+            {**shown(e, ("endpoint", "total", "succeeded", "failed")), "health": e.health.value}
+            for e in overview.endpoints
+        ],
     }
 
 

@@ -1,4 +1,4 @@
-"""Jobs, pure: request validation, endpoint snapshots and health.
+"""Jobs, pure: request validation and endpoint snapshots (health: :mod:`.health`).
 
 Nothing here touches the database or the environment; services call these with what they
 read and raise what these raise.
@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -277,44 +276,6 @@ def parse_cron_update(
     )
     new_input = _input(body) if "input" in body else current_input
     return CronUpdate(schedule=schedule, input=new_input)
-
-
-# -- health -------------------------------------------------------------------------------
-
-
-class Health(StrEnum):
-    """How a job has been doing over the last 24 hours."""
-
-    HEALTHY = "HEALTHY"  #: failure ratio below DEGRADED_RATIO (or nothing finished yet)
-    DEGRADED = "DEGRADED"  #: failure ratio >= DEGRADED_RATIO and < FAILING_RATIO
-    FAILING = "FAILING"  #: failure ratio >= FAILING_RATIO
-    IDLE = "IDLE"  #: no execution created in the window
-
-
-DEGRADED_RATIO = 0.10
-FAILING_RATIO = 0.50
-
-
-def compute_health(*, total: int, succeeded: int, failed: int) -> Health:
-    """Health from the window's counts.
-
-    * IDLE: no execution was created in the window (``total == 0``).
-    * The failure ratio is ``failed / (succeeded + failed)``: only finished executions
-      count; CANCELLED and in-flight ones are neither successes nor failures.
-    * FAILING when the ratio is >= 50 %, DEGRADED when >= 10 %, HEALTHY otherwise
-      (including a window whose executions have not finished yet).
-    """
-    if total == 0:
-        return Health.IDLE
-    finished = succeeded + failed
-    if finished == 0:
-        return Health.HEALTHY
-    ratio = failed / finished
-    if ratio >= FAILING_RATIO:
-        return Health.FAILING
-    if ratio >= DEGRADED_RATIO:
-        return Health.DEGRADED
-    return Health.HEALTHY
 
 
 # -- list filters -------------------------------------------------------------------------

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
-from chalicelib.domain.jobs import Health, compute_health
+from chalicelib.domain.health import WINDOW, Health, compute_health
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.services.jobs import get_job_in
 from chalicelib.services.views import Execution, ExecutionSummary, Job
 
-STATS_WINDOW = timedelta(hours=24)
+#: The stats and the health count the same executions: those created in the health window.
+STATS_WINDOW = WINDOW
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,8 +96,9 @@ class JobStatusService:
 
 
 def _health(job: Job, stats: WindowStats) -> Health:
-    """The window's health; FAILING whatever the window when the scheduler set the job
-    aside (it will not tick again until replaced: chalicelib/scheduler/materializer.py)."""
+    """The window's health (:func:`compute_health`, the definition endpoints share); FAILING
+    whatever the window when the scheduler set the job aside (it will not tick again until
+    replaced: chalicelib/scheduler/materializer.py)."""
     if job.schedule_error is not None:
         return Health.FAILING
     return compute_health(total=stats.total, succeeded=stats.succeeded, failed=stats.failed)

@@ -2,7 +2,9 @@
 
 Executions by status (every live one; those that ended in the last 24 h), attempts per
 minute over the last hour, the lag of the oldest due execution, the worker processes whose
-heartbeats were seen, and per endpoint the outcomes of the last hour's attempts. Read in
+heartbeats were seen, and per endpoint its health: its executions created in the last 24 h
+by outcome, judged by :func:`chalicelib.domain.health.compute_health`, the definition
+``GET /jobs/{id}/status`` applies to a job (so an endpoint and its only job agree). Read in
 one transaction, at the service clock's ``now``. The counts and the lag are the statements
 ``GET /metrics`` reads (``metrics.sql``): live work from the partial indexes of live rows,
 what was delivered from the summary rows every finalize adds to (``delivery_counts``:
@@ -19,6 +21,8 @@ from datetime import datetime, timedelta
 
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
+from chalicelib.domain.health import WINDOW as HEALTH_WINDOW
+from chalicelib.domain.health import Health, compute_health
 from chalicelib.domain.statuses import ExecutionStatus
 
 WINDOW = timedelta(hours=1)
@@ -48,12 +52,26 @@ class WorkerSeen:
 
 
 @dataclass(frozen=True, kw_only=True)
-class EndpointOutcomes:
-    """An endpoint's attempts finished in the last hour, by outcome."""
+class EndpointHealth:
+    """An endpoint's executions created in the health window, by outcome, and its health."""
 
     endpoint: str
+    total: int
     succeeded: int
     failed: int
+
+    @property
+    def health(self) -> Health:
+        return compute_health(total=self.total, succeeded=self.succeeded, failed=self.failed)
+
+    @classmethod
+    def from_row(cls, row: Row) -> EndpointHealth:
+        return cls(
+            endpoint=row["endpoint"],
+            total=int(row["total"] or 0),
+            succeeded=int(row["succeeded"] or 0),
+            failed=int(row["failed"] or 0),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +82,7 @@ class Overview:
     last_hour: list[MinuteCounts]
     oldest_due_lag_ms: int | None
     workers: list[WorkerSeen]
-    endpoints: list[EndpointOutcomes]
+    endpoints: list[EndpointHealth]
 
 
 def minute_series(rows: list[Row], now: datetime) -> list[MinuteCounts]:
@@ -130,12 +148,8 @@ class OverviewService:
                 for row in tx.run(queries["overview_workers"], since=since)
             ],
             endpoints=[
-                EndpointOutcomes(
-                    endpoint=row["endpoint"],
-                    succeeded=int(row["succeeded"] or 0),
-                    failed=int(row["failed"] or 0),
-                )
-                for row in tx.run(queries["overview_endpoint_outcomes"], since=since)
+                EndpointHealth.from_row(row)
+                for row in tx.run(queries["endpoint_health_counts"], since=now - HEALTH_WINDOW)
             ],
         )
 

@@ -3,13 +3,15 @@
 import { ApiError, key } from './api.js';
 import { fill, h } from './dom.js';
 import { executionView, executionsView } from './executions.js';
+import { endpointView, endpointsView } from './endpoints.js';
 import { batchView, jobView, jobsView } from './jobs.js';
-import { endpointsView, overviewView } from './overview.js';
+import { overviewView } from './overview.js';
 
 const REFRESH_MS = 5000;
 const ROUTES = [
   [/^overview$/, overviewView],
   [/^endpoints$/, endpointsView],
+  [/^endpoint\/([^/]+)$/, endpointView],
   [/^jobs$/, jobsView],
   [/^job\/([^/]+)$/, jobView],
   [/^execution\/([^/]+)$/, executionView],

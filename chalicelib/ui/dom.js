@@ -85,3 +85,27 @@ export function ago(iso) {
   if (!iso) return '–';
   return ms(Date.now() - new Date(iso).getTime()) + ' ago';
 }
+
+/** A select of the API's values for `name`, '' (shown as `any`) first, `value` selected. */
+export function choice(name, options, value, any) {
+  return h('select', { name, 'aria-label': any }, ['', ...options].map((o) =>
+    h('option', { value: o, selected: o === (value || '') }, o || any)));
+}
+
+/** Filters: on submit, the non-empty fields (and those in `keep`, even empty) become the
+ * query of `#/route`. */
+export function filterForm(ctx, route, fields, keep = []) {
+  const form = h('form', { class: 'filters' }, fields, h('button', { type: 'submit' }, 'Filter'));
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const query = new URLSearchParams();
+    for (const [name, value] of new FormData(form)) if (value || keep.includes(name)) query.set(name, value);
+    ctx.go(`#/${route}?${query}`);
+  });
+  return form;
+}
+
+/** Terms and values as a definition list. */
+export function facts(rows) {
+  return h('dl', { class: 'facts' }, rows.map(([k, v]) => [h('dt', null, k), h('dd', null, v)]));
+}

@@ -1,9 +1,12 @@
 // One execution (attempt timeline to scale, errors, logs, output, cancel, retry) and the
 // execution list by status: FAILED is the dead-letter view, with retry and redrive.
 
-import { get, items, path, post, withQuery } from './api.js';
+import { get, items, path, post } from './api.js';
 import { timeline } from './charts.js';
-import { badge, fill, h, link, ms, pre, section, table, when } from './dom.js';
+import { badge, choice, facts, fill, filterForm, h, link, ms, pre, section, table, when } from './dom.js';
+import { endpointField } from './endpoints.js';
+import { ERROR_TYPES, EXECUTION_STATUSES } from './enums.js';
+import { pager } from './pager.js';
 
 const CANCELLABLE = ['PENDING', 'QUEUED', 'RETRYING'];
 
@@ -22,7 +25,7 @@ function summary(ctx, e, attempts) {
   const last = failed[failed.length - 1];
   const rows = [
     ['Status', badge(e.status)], ['Job', link(e.job_id, ['job', e.job_id])],
-    ['Endpoint', link(e.endpoint, ['jobs'], { endpoint: e.endpoint })], ['Type', e.endpoint_type],
+    ['Endpoint', link(e.endpoint, ['endpoint', e.endpoint])], ['Type', e.endpoint_type],
     ['Attempts', `${e.attempt_count} / ${e.max_attempts}`], ['Run at', when(e.run_at)],
     ['Duration', ms(e.duration_ms)], ['Completed', when(e.completed_at)],
   ];
@@ -34,7 +37,7 @@ function summary(ctx, e, attempts) {
   if (e.status === 'FAILED') buttons.push(retryButton(ctx, e.execution_id));
   return [
     last && e.status !== 'SUCCESS' ? h('p', { class: 'why' }, 'Why it failed: ', h('strong', null, errorText(last.error))) : null,
-    h('dl', { class: 'facts' }, rows.map(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
+    facts(rows),
     h('div', { class: 'actions' }, buttons),
   ];
 }
@@ -44,39 +47,32 @@ export async function executionView(root, ctx) {
   const head = h('div');
   const chart = h('div', { class: 'chart-box' });
   const attemptList = h('div');
-  const logs = h('div');
+  const logs = pager(ctx, path('/executions/', id, '/logs'), {}, (lines) =>
+    table(['Time', 'Attempt', 'Level', 'Message'],
+      lines.map((l) => [when(l.logged_at), String(l.attempt_number), badge(l.level), l.message]), 'No log line.'));
   const output = h('div');
   root.append(h('h1', null, 'Execution ', id), head, section('Attempt timeline', chart),
-    section('Attempts', attemptList), section('Logs', logs), section('Input and output', output));
+    section('Attempts', attemptList), section('Logs', logs.el), section('Input and output', output));
   await ctx.poll(async () => {
-    const [e, attempts, lines] = await Promise.all([get(path('/executions/', id)),
-      get(path('/executions/', id, '/attempts?limit=200')), get(path('/executions/', id, '/logs?limit=200'))]);
+    const [e, attempts] = await Promise.all([get(path('/executions/', id)),
+      get(path('/executions/', id, '/attempts?limit=200'))]);
     const tries = items(attempts);
     fill(head, summary(ctx, e, tries));
     fill(chart, timeline(tries, chart.clientWidth));
     fill(attemptList, table(['#', 'Status', 'Started', 'Duration', 'Error', 'Output'],
       tries.map((a) => [String(a.attempt_number), badge(a.status), when(a.started_at), ms(a.duration_ms),
         h('span', { class: 'error' }, errorText(a.error)), pre(a.output)]), 'No attempt yet.'));
-    fill(logs, table(['Time', 'Attempt', 'Level', 'Message'],
-      items(lines).map((l) => [when(l.logged_at), String(l.attempt_number), badge(l.level), l.message]), 'No log line.'));
     fill(output, h('h3', null, 'Input'), pre(e.input), h('h3', null, 'Output'), pre(e.output));
   });
+  await ctx.poll(logs.load);
 }
 
-function listFilters(ctx) {
+function listFilters(ctx, status) {
   const p = ctx.params;
-  const form = h('form', { class: 'filters' },
-    h('input', { name: 'status', placeholder: 'status', value: p.get('status') || 'FAILED' }),
-    h('input', { name: 'endpoint', placeholder: 'endpoint', value: p.get('endpoint') || '' }),
-    h('input', { name: 'error_type', placeholder: 'error type', value: p.get('error_type') || '' }),
-    h('button', { type: 'submit' }, 'Filter'));
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    const query = new URLSearchParams();
-    for (const [name, value] of new FormData(form)) if (value) query.set(name, value);
-    ctx.go(`#/executions?${query}`);
-  });
-  return form;
+  // status is kept even when empty: '' is any status, no status at all is FAILED.
+  return filterForm(ctx, 'executions', [choice('status', EXECUTION_STATUSES, status, 'any status'),
+    endpointField(p.get('endpoint')), choice('error_type', ERROR_TYPES, p.get('error_type'), 'any error type')],
+  ['status']);
 }
 
 function redriveForm(ctx) {
@@ -85,7 +81,7 @@ function redriveForm(ctx) {
     h('input', { name: 'endpoint', placeholder: 'endpoint', required: true, value: ctx.params.get('endpoint') || '' }),
     h('input', { name: 'since', placeholder: 'since (ISO)', value: hourAgo }),
     h('input', { name: 'until', placeholder: 'until (ISO)', value: new Date(Date.now() + 60e3).toISOString() }),
-    h('input', { name: 'error_type', placeholder: 'error type (optional)' }),
+    choice('error_type', ERROR_TYPES, '', 'any error type'),
     h('button', { type: 'submit' }, 'Redrive'));
   const run = ctx.action('Redrive', () => {
     const data = Object.fromEntries(new FormData(form));
@@ -102,17 +98,15 @@ function redriveForm(ctx) {
 }
 
 export async function executionsView(root, ctx) {
-  const status = ctx.params.get('status') || 'FAILED';
-  const list = h('div');
-  root.append(h('h1', null, `Executions: ${status}`), listFilters(ctx), list);
+  const status = ctx.params.get('status') ?? 'FAILED';
+  const query = { status, endpoint: ctx.params.get('endpoint'), error_type: ctx.params.get('error_type') };
+  const list = pager(ctx, '/executions', query, (rows) =>
+    table(['Execution', 'Endpoint', 'Status', 'Error', 'Finished', ''], rows.map((e) => [
+      link(e.execution_id, ['execution', e.execution_id]), link(e.endpoint, ['endpoint', e.endpoint]), badge(e.status),
+      h('span', { class: 'error' }, typeof e.error === 'object' && e.error ? errorText(e.error) : [e.error_type, e.error].filter(Boolean).join(': ')),
+      when(e.completed_at), e.status === 'FAILED' ? retryButton(ctx, e.execution_id) : '',
+    ]), status ? `No ${status} execution.` : 'No execution matches.'));
+  root.append(h('h1', null, `Executions: ${status || 'any status'}`), listFilters(ctx, status), list.el);
   if (status === 'FAILED') root.append(section('Redrive failed executions of an endpoint', redriveForm(ctx)));
-  const query = { status, endpoint: ctx.params.get('endpoint'), error_type: ctx.params.get('error_type'), limit: 100 };
-  await ctx.poll(async () => {
-    const page = await get(withQuery('/executions', query));
-    fill(list, table(['Execution', 'Endpoint', 'Status', 'Error', 'Finished', ''],
-      items(page).map((e) => [link(e.execution_id, ['execution', e.execution_id]), e.endpoint, badge(e.status),
-        h('span', { class: 'error' }, typeof e.error === 'object' && e.error ? errorText(e.error) : [e.error_type, e.error].filter(Boolean).join(': ')),
-        when(e.completed_at), e.status === 'FAILED' ? retryButton(ctx, e.execution_id) : '']),
-      `No ${status} execution.`));
-  });
+  await ctx.poll(list.load);
 }

@@ -1,33 +1,13 @@
 // Jobs (filters: endpoint, trigger, status) -> job (versions, health and last-24 h stats,
-// next run, executions, cancel, pause/resume, run now) and batches (progress, cancel).
+// next run, executions, cancel, pause/resume, run now) and batches (progress, jobs by
+// execution status, cancel). Every list is paged with the API's cursors.
 
-import { get, items, path, post, withQuery } from './api.js';
+import { get, path, post } from './api.js';
 import { progress } from './charts.js';
-import { badge, fill, h, link, ms, pre, section, table, when } from './dom.js';
-
-const TRIGGERS = ['', 'IMMEDIATE', 'DELAYED', 'CRON'];
-const JOB_STATUSES = ['', 'ACTIVE', 'RETIRED'];
-
-function select(name, options, value) {
-  return h('select', { name }, options.map((o) =>
-    h('option', { value: o, selected: o === value }, o || `any ${name}`)));
-}
-
-function filters(ctx) {
-  const p = ctx.params;
-  const form = h('form', { class: 'filters' },
-    h('input', { name: 'endpoint', placeholder: 'endpoint', value: p.get('endpoint') || '' }),
-    select('trigger', TRIGGERS, p.get('trigger') || ''),
-    select('status', JOB_STATUSES, p.get('status') || ''),
-    h('button', { type: 'submit' }, 'Filter'));
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    const query = new URLSearchParams();
-    for (const [name, value] of new FormData(form)) if (value) query.set(name, value);
-    ctx.go(`#/jobs?${query}`);
-  });
-  return form;
-}
+import { badge, choice, facts, fill, filterForm, h, link, ms, pre, section, table, when } from './dom.js';
+import { endpointField } from './endpoints.js';
+import { EXECUTION_STATUSES, JOB_STATUSES, TRIGGERS } from './enums.js';
+import { pager } from './pager.js';
 
 /** A job's latest execution, linked: one click from the job list to why it failed. */
 function executionCell(execution) {
@@ -36,19 +16,19 @@ function executionCell(execution) {
 }
 
 export async function jobsView(root, ctx) {
-  const list = h('div');
-  const title = ctx.params.get('endpoint') ? `Jobs of ${ctx.params.get('endpoint')}` : 'Jobs';
-  root.append(h('h1', null, title), filters(ctx), list);
-  const query = Object.fromEntries(['endpoint', 'trigger', 'status'].map((n) => [n, ctx.params.get(n)]));
-  await ctx.poll(async () => {
-    const page = await get(withQuery('/jobs', { ...query, limit: 100 }));
-    fill(list, table(['Job', 'Endpoint', 'Trigger', 'Status', 'Latest execution', 'Created'],
-      items(page).map((j) => [
-        link(j.job_id, ['job', j.job_id]), j.endpoint, j.trigger,
-        j.paused_at ? badge('PAUSED') : badge(j.status),
-        executionCell(j.execution || j.latest_execution), when(j.created_at),
-      ]), 'No job matches.'));
-  });
+  const p = ctx.params;
+  const query = Object.fromEntries(['endpoint', 'trigger', 'status'].map((n) => [n, p.get(n)]));
+  const list = pager(ctx, '/jobs', query, (jobs) =>
+    table(['Job', 'Endpoint', 'Trigger', 'Status', 'Latest execution', 'Created'], jobs.map((j) => [
+      link(j.job_id, ['job', j.job_id]), link(j.endpoint, ['endpoint', j.endpoint]), j.trigger,
+      j.paused_at ? badge('PAUSED') : badge(j.status),
+      executionCell(j.execution || j.latest_execution), when(j.created_at),
+    ]), 'No job matches.'));
+  const form = filterForm(ctx, 'jobs', [endpointField(p.get('endpoint')),
+    choice('trigger', TRIGGERS, p.get('trigger'), 'any trigger'),
+    choice('status', JOB_STATUSES, p.get('status'), 'any status')]);
+  root.append(h('h1', null, p.get('endpoint') ? `Jobs of ${p.get('endpoint')}` : 'Jobs'), form, list.el);
+  await ctx.poll(list.load);
 }
 
 function controls(ctx, job) {
@@ -65,10 +45,10 @@ function controls(ctx, job) {
   return h('div', { class: 'actions' }, buttons);
 }
 
-function facts(job, status) {
+function jobFacts(job, status) {
   const stats = (status && status.stats && status.stats.last_24h) || {};
   const rows = [
-    ['Endpoint', link(job.endpoint, ['jobs'], { endpoint: job.endpoint })],
+    ['Endpoint', link(job.endpoint, ['endpoint', job.endpoint])],
     ['Trigger', job.trigger], ['Status', badge(job.status)], ['Version', String(job.version)],
     ['Health', status ? badge(status.health) : '–'],
     ['Next run', job.next_run_at || job.run_at || '–'],
@@ -78,44 +58,54 @@ function facts(job, status) {
   if (job.idempotency_key) rows.push(['Idempotency key', job.idempotency_key]);
   if (job.paused_at) rows.push(['Paused since', when(job.paused_at)]);
   if (job.batch_id) rows.push(['Batch', link(job.batch_id, ['batch', job.batch_id])]);
-  return h('dl', { class: 'facts' }, rows.map(([k, v]) => [h('dt', null, k), h('dd', null, v)]));
+  return facts(rows);
 }
 
 export async function jobView(root, ctx) {
   const [id] = ctx.args;
+  const status = ctx.params.get('status');
   const head = h('div');
-  const executions = h('div');
-  const versions = h('div');
+  const executions = pager(ctx, path('/jobs/', id, '/executions'), { status }, (runs) =>
+    table(['Execution', 'Status', 'Attempts', 'Run at', 'Duration'], runs.map((e) => [
+      link(e.execution_id, ['execution', e.execution_id]), badge(e.status),
+      `${e.attempt_count ?? '–'} / ${e.max_attempts ?? '–'}`, when(e.run_at), ms(e.duration_ms),
+    ]), status ? `No ${status} execution.` : 'No execution yet.'));
+  const versions = pager(ctx, path('/jobs/', id, '/versions'), {}, (history) =>
+    table(['Version', 'Job', 'Status', 'Created'], history.map((v) =>
+      [String(v.version), link(v.job_id, ['job', v.job_id]), badge(v.status), when(v.created_at)])));
+  const form = filterForm(ctx, `job/${encodeURIComponent(id)}`,
+    [choice('status', EXECUTION_STATUSES, status, 'any status')]);
   root.append(h('h1', null, 'Job ', id), head,
-    section('Executions', executions), section('Versions', versions));
+    section('Executions', form, executions.el), section('Versions', versions.el));
   await ctx.poll(async () => {
-    const [job, status, runs, history] = await Promise.all([
+    const [job, report] = await Promise.all([
       get(path('/jobs/', id)), get(path('/jobs/', id, '/status')).catch(() => null),
-      get(path('/jobs/', id, '/executions?limit=50')), get(path('/jobs/', id, '/versions')),
     ]);
-    fill(head, facts(job, status), controls(ctx, job), h('h3', null, 'Input'), pre(job.input));
-    fill(executions, table(['Execution', 'Status', 'Attempts', 'Run at', 'Duration'],
-      items(runs).map((e) => [link(e.execution_id, ['execution', e.execution_id]), badge(e.status),
-        `${e.attempt_count ?? '–'} / ${e.max_attempts ?? '–'}`, when(e.run_at), ms(e.duration_ms)]),
-      'No execution yet.'));
-    fill(versions, table(['Version', 'Job', 'Status', 'Created'],
-      items(history).map((v) => [String(v.version), link(v.job_id, ['job', v.job_id]), badge(v.status), when(v.created_at)])));
+    fill(head, jobFacts(job, report), controls(ctx, job), h('h3', null, 'Input'), pre(job.input));
   });
+  await ctx.poll(executions.load);
+  await ctx.poll(versions.load);
 }
 
 export async function batchView(root, ctx) {
   const [id] = ctx.args;
+  const status = ctx.params.get('status');
   const head = h('div');
-  const jobs = h('div');
-  root.append(h('h1', null, 'Batch ', id), head, section('Jobs', jobs));
+  // The API's order: newest first; the children of one batch share their creation time.
+  const jobs = pager(ctx, path('/batches/', id, '/jobs'), { status }, (children) =>
+    table(['Job', 'Endpoint', 'Execution'], children.map((j) =>
+      [link(j.job_id, ['job', j.job_id]), j.endpoint, executionCell(j.execution || j.latest_execution)]),
+    status ? `No job with a ${status} execution.` : 'No job.'));
+  const form = filterForm(ctx, `batch/${encodeURIComponent(id)}`,
+    [choice('status', EXECUTION_STATUSES, status, 'any status')]);
+  root.append(h('h1', null, 'Batch ', id), head, section('Jobs', form, jobs.el));
   await ctx.poll(async () => {
-    const [batch, page] = await Promise.all([get(path('/batches/', id)), get(path('/batches/', id, '/jobs?limit=100'))]);
+    const batch = await get(path('/batches/', id));
     const cancel = batch.status === 'RUNNING'
       ? ctx.action('Cancel batch', () => post(path('/batches/', id, '/cancel')), (r) => `Cancelled ${r.cancelled} execution(s)`)
       : null;
     fill(head, h('p', null, badge(batch.status), ` ${batch.total} jobs, created ${when(batch.created_at)}`),
       progress(batch.counts, batch.total), h('div', { class: 'actions' }, cancel));
-    fill(jobs, table(['Job', 'Endpoint', 'Execution'],
-      items(page).map((j) => [link(j.job_id, ['job', j.job_id]), j.endpoint, executionCell(j.execution || j.latest_execution)])));
   });
+  await ctx.poll(jobs.load);
 }

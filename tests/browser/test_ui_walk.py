@@ -91,7 +91,7 @@ def test_three_clicks_from_overview_to_why_an_execution_failed(
     assert browser.execute_script("return localStorage.length") == 0
     assert stack.key not in browser.current_url
 
-    click_link(browser, FLAKY)  # 1: the failing endpoint's jobs
+    click_link(browser, FLAKY)  # 1: the failing endpoint's page, with its failed executions
     click_link(browser, failed)  # 2: its FAILED execution
     why = wait_text(browser, ".why", "HTTP_ERROR")
     assert "503" in why.text
@@ -150,7 +150,9 @@ def test_endpoints_jobs_job_batch_views_and_cancel(
     row = wait_text(browser, "tr", GOOD)
     assert "HTTP" in row.text and "running" in row.text
 
-    click_link(browser, GOOD)  # its jobs
+    click_link(browser, GOOD)  # its page
+    wait_text(browser, ".facts", "POST " + target.url("/good"))
+    click_link(browser, "Its jobs")
     Select(wait_visible(browser, "select[name=trigger]")).select_by_value("CRON")
     browser.find_element(By.CSS_SELECTOR, ".filters button").click()
     wait_text(browser, "tbody", cron["job_id"])
@@ -222,6 +224,7 @@ def test_usable_at_390_px(stack: Stack, target: HttpTarget, browser: Any, artifa
         for view, shown in (
             ("#/overview", ".chart"),
             ("#/endpoints", "main .scroll"),
+            ("#/endpoint/ui-phone", ".facts"),
             ("#/jobs?endpoint=ui-phone", "main .scroll"),
             (f"#/job/{job['job_id']}", ".facts"),
             (f"#/execution/{execution_id}", ".timeline"),

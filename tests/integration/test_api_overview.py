@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from chalicelib.api.ui import UI_DIR
 from chalicelib.db.connection import Database
 from chalicelib.domain.statuses import ExecutionStatus
 from tests.conftest import ApiClient
-from tests.integration.jobs_factories import record_attempts, set_execution
+from tests.integration.jobs_factories import add_execution, record_attempts, set_execution
+from tests.integration.test_lifecycle_plans import indexes_used
 
 ENDPOINT = {
     "name": "hook",
@@ -90,7 +93,50 @@ def test_overview_counts_series_lag_workers_and_endpoint_outcomes(
     assert 7000 <= body["oldest_due_lag_ms"] < 120_000
     workers = {w["component"]: w["status"] for w in body["workers"]}
     assert workers == {"worker@a:1": "ALIVE", "worker@b:2": "DEAD", "worker@c:3": "DEAD"}
-    assert body["endpoints"] == [{"endpoint": "hook", "succeeded": 1, "failed": 2}]
+    # Executions created in the last 24 h (not attempts): 2 succeeded, 1 failed, 1 queued.
+    assert body["endpoints"] == [
+        {"endpoint": "hook", "total": 4, "succeeded": 2, "failed": 1, "health": "DEGRADED"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "health"),
+    [
+        ({"SUCCESS": 19, "FAILED": 1}, "HEALTHY"),  # one failure in twenty: 5 %
+        ({"SUCCESS": 8, "FAILED": 1, "CANCELLED": 3, "RUNNING": 1}, "DEGRADED"),  # 1 in 9
+        ({"SUCCESS": 1, "FAILED": 1, "QUEUED": 2}, "FAILING"),  # half of the finished ones
+        ({"QUEUED": 1}, "HEALTHY"),  # nothing finished yet
+    ],
+)
+def test_an_endpoint_and_its_only_job_have_the_same_health(
+    api: ApiClient, database: Database, outcomes: dict[str, int], health: str
+) -> None:
+    """One definition, one window: the overview's endpoint health (the endpoint list and
+    page show it) and ``GET /jobs/{id}/status`` count the same executions."""
+    assert api.post("/endpoints", ENDPOINT).status == 201
+    cron = {"endpoint": "hook", "trigger": "CRON", "cron": "0 3 * * *", "timezone": "UTC"}
+    job_id = api.post("/jobs", cron).body["job_id"]
+    now = datetime.now(UTC)
+    for status, count in outcomes.items():
+        for _ in range(count):
+            add_execution(database, job_id, status=status, created_at=now - timedelta(hours=1))
+    # Created two days ago: out of both windows, whatever its outcome.
+    for _ in range(5):
+        add_execution(database, job_id, status="FAILED", created_at=now - timedelta(days=2))
+
+    status = api.get(f"/jobs/{job_id}/status").body
+    (endpoint,) = api.get("/overview").body["endpoints"]
+
+    assert status["health"] == endpoint["health"] == health
+    stats = status["stats"]["last_24h"]
+    counted = {k: stats[k] for k in ("total", "succeeded", "failed")}
+    assert counted == {k: endpoint[k] for k in ("total", "succeeded", "failed")}
+    assert counted["total"] == sum(outcomes.values())
+
+
+def test_endpoint_health_reads_indexes_not_the_history(database: Database) -> None:
+    used = indexes_used(database, "endpoint_health_counts", since="2026-01-01T00:00:00Z")
+    assert "idx_executions_ended" in used, used
 
 
 def test_overview_of_an_empty_service_and_without_a_key(api: ApiClient) -> None:

@@ -256,11 +256,6 @@ def test_metric_events_refuse_unknown_events_and_empty_counts(database: Database
         ),
         # GET /overview (the dashboard, polled every few seconds) reads these too.
         ("overview_last_hour", {"since": "2026-01-01T00:00:00Z"}, {"pk_delivery_counts"}),
-        (
-            "overview_endpoint_outcomes",
-            {"since": "2026-01-01T00:00:00Z"},
-            {"pk_delivery_counts"},
-        ),
     ],
 )
 def test_each_metrics_query_reads_an_index_not_the_history(

@@ -1,4 +1,4 @@
-"""Job request validation, input validation, snapshots, health and the long-poll loop."""
+"""Job request validation, input validation, snapshots and the long-poll loop."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import pytest
 from chalicelib.domain.endpoints import endpoint_snapshot, retry_policy_with_defaults
 from chalicelib.domain.jobs import (
     CronSchedule,
-    Health,
-    compute_health,
     parse_cron_update,
     parse_job_filters,
     parse_job_request,
@@ -232,26 +230,6 @@ def test_endpoint_snapshot_contract() -> None:
         "config_ref": "cfg",
         "payload_spec_ref": None,
     }
-
-
-# -- health -------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "total,succeeded,failed,health",
-    [
-        (0, 0, 0, Health.IDLE),
-        (3, 0, 0, Health.HEALTHY),
-        (100, 91, 9, Health.HEALTHY),
-        (100, 90, 10, Health.DEGRADED),
-        (100, 51, 49, Health.DEGRADED),
-        (100, 50, 50, Health.FAILING),
-        (2, 0, 2, Health.FAILING),
-        (10, 1, 0, Health.HEALTHY),
-    ],
-)
-def test_health_thresholds(total: int, succeeded: int, failed: int, health: Health) -> None:
-    assert compute_health(total=total, succeeded=succeeded, failed=failed) is health
 
 
 # -- filters ------------------------------------------------------------------------------

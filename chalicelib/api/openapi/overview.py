@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.api.openapi.common import TIMESTAMP, operation, paths
+from chalicelib.domain.health import Health
 
 _COUNT = {"type": "integer", "minimum": 0}
 _OUTCOMES = {"succeeded": _COUNT, "failed": _COUNT}
@@ -14,7 +15,8 @@ _OVERVIEW = (
     "the last hour (60 entries, oldest first, the current minute last), the lag of the "
     "oldest due QUEUED/RETRYING execution (null when none is due), the worker processes "
     "whose heartbeats were seen in the last hour (DEAD when stopped or silent for 30 s), "
-    "and per endpoint the outcomes of the last hour's attempts."
+    "and per endpoint with an execution created in the last 24 hours its health and those "
+    "executions by outcome (the health of GET /jobs/{job_id}/status, same thresholds)."
 )
 
 
@@ -93,8 +95,13 @@ OVERVIEW: dict[str, Any] = {
                     "type": "array",
                     "items": {
                         "type": "object",
-                        "required": ["endpoint", "succeeded", "failed"],
-                        "properties": {"endpoint": {"type": "string"}, **_OUTCOMES},
+                        "required": ["endpoint", "health", "total", "succeeded", "failed"],
+                        "properties": {
+                            "endpoint": {"type": "string"},
+                            "health": {"type": "string", "enum": [h.value for h in Health]},
+                            "total": _COUNT,
+                            **_OUTCOMES,
+                        },
                     },
                 },
             },

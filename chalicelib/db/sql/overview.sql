@@ -25,14 +25,3 @@ FROM region_heartbeats
 WHERE component LIKE 'worker%' AND last_beat_at >= CAST(:since AS TIMESTAMPTZ)
 ORDER BY component ASC
 LIMIT 100
-
--- name: overview_endpoint_outcomes
--- Attempts finished since :since per endpoint and outcome: the endpoint list's health
--- column, from the same minute rows as overview_last_hour.
-SELECT endpoint,
-       sum(CASE WHEN outcome = 'SUCCESS' THEN attempts ELSE 0 END) AS succeeded,
-       sum(CASE WHEN outcome = 'FAILED' THEN attempts ELSE 0 END) AS failed
-FROM delivery_counts
-WHERE grain = 'minute' AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
-GROUP BY endpoint
-ORDER BY endpoint ASC

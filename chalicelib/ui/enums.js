@@ -1,0 +1,9 @@
+// The values the API accepts and returns for its enumerations, offered as choices in the
+// filters (a unit test holds them equal to the service's own enumerations).
+
+export const EXECUTION_STATUSES = ['PENDING', 'QUEUED', 'RUNNING', 'RETRYING', 'SUCCESS', 'FAILED', 'CANCELLED'];
+export const JOB_STATUSES = ['ACTIVE', 'RETIRED'];
+export const TRIGGERS = ['IMMEDIATE', 'DELAYED', 'CRON'];
+/** attempts.error.type: the delivery's errors, then the scheduler's (WORKER_LOST, UNPROCESSABLE). */
+export const ERROR_TYPES = ['TIMEOUT', 'HTTP_ERROR', 'CONNECTION_ERROR', 'BROKER_ERROR', 'STREAM_ERROR',
+  'TEMPLATE_RESOLUTION_FAILED', 'WORKER_LOST', 'UNPROCESSABLE'];
