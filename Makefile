@@ -14,7 +14,7 @@ STAMP := $(TEST_STAMP)
 PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --progress-bar on
 
 .PHONY: run test test-cockroach lint typecheck unit migrate clean venv test-hidden-tools \
-	browser binutils screenshots
+	browser binutils screenshots synth
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -91,6 +91,15 @@ binutils:
 screenshots: $(TEST_STAMP) browser
 	TE_UI_SCREENSHOT_DIR=$(CURDIR)/docs $(PY) -m pytest -q -p no:cacheprovider \
 	  tests/browser/test_ui_walk.py -k three_clicks
+
+## synth: the AWS stack's CloudFormation template, offline (no credentials, no network, no
+## Node.js on PATH): cdk.out/dev.template.json. PROFILE=lean (default full), CDK_OUTDIR=dir,
+## AWS_DEFAULT_REGION (default us-east-1), CONTEXT="key=value ..." for other context keys.
+PROFILE ?= full
+CDK_OUTDIR ?= cdk.out
+synth: $(TEST_STAMP)
+	$(PY) infra/synth.py --out $(CDK_OUTDIR) --profile $(PROFILE) \
+	  $(foreach pair,$(CONTEXT),--context $(pair))
 
 lint: $(TEST_STAMP)
 	$(PY) -m ruff check .

@@ -9,7 +9,7 @@
 
 The Fargate worker has no LocalStack counterpart here (ECS is not in LocalStack's free
 edition); localstack-compose.yml runs the same worker process as its ``worker`` service.
-Usage: see docs/deploy.md, "run against LocalStack".
+Usage: see docs/how-to/deploy.md, "run against LocalStack".
 """
 
 from __future__ import annotations

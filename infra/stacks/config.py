@@ -2,7 +2,17 @@
 
 Everything has a default, so ``cdk synth`` works with no context at all. The two secret ARNs
 are optional: when unset, the stack creates empty secrets whose values an operator puts with
-``aws secretsmanager put-secret-value`` (see docs/deploy.md).
+``aws secretsmanager put-secret-value`` (see docs/how-to/deploy.md).
+
+A *profile* sets three choices at once, each of which may also be given on its own:
+
+``full`` (the default)
+    the worker runs twice, as the Fargate service and as the long-poll ``run_worker``
+    Lambda; the Fargate task has a public IP in a public subnet; the three scheduler Lambdas
+    loop at their sub-second intervals for about 65 s of every minute.
+``lean``
+    the worker runs once, as the long-poll Lambda (no VPC, no container, no public IP); the
+    scheduler Lambdas make one pass per minute, looking 75 s ahead, instead of looping.
 """
 
 from __future__ import annotations
@@ -44,6 +54,25 @@ VALID_RETENTION_DAYS = frozenset(
 )
 
 
+PROFILES = ("full", "lean")
+WORKER_MODES = ("both", "fargate", "lambda")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a profile chooses when the context does not say otherwise."""
+
+    worker: str
+    worker_public_ip: bool
+    scheduler_loop: bool
+
+
+PROFILE_DEFAULTS = {
+    "full": Profile(worker="both", worker_public_ip=True, scheduler_loop=True),
+    "lean": Profile(worker="lambda", worker_public_ip=False, scheduler_loop=False),
+}
+
+
 @dataclass(frozen=True, kw_only=True)
 class DeploymentConfig:
     """What may differ between deployments of the same code."""
@@ -66,8 +95,26 @@ class DeploymentConfig:
     failed_executions_threshold: int = 5
     reclaimed_executions_threshold: int = 1
     alarm_email: str | None = None
+    # full or lean (see the module docstring); the three keys below default to its choice.
+    profile: str = "full"
+    # Where the worker runs: both (Fargate service and run_worker Lambda), fargate, lambda.
+    worker: str | None = None
+    # The Fargate task gets a public IP in a public subnet (True), or runs in a private
+    # subnet behind one NAT gateway (False). Only meaningful when the worker runs on Fargate.
+    worker_public_ip: bool | None = None
+    # The scheduler Lambdas loop at their sub-second intervals for most of each minute
+    # (True), or make one pass per invocation with a look-ahead of a minute (False).
+    scheduler_loop: bool | None = None
 
     def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise ValueError(f"profile={self.profile!r}: pick one of {', '.join(PROFILES)}")
+        defaults = PROFILE_DEFAULTS[self.profile]
+        for key in ("worker", "worker_public_ip", "scheduler_loop"):
+            if getattr(self, key) is None:
+                object.__setattr__(self, key, getattr(defaults, key))
+        if self.worker not in WORKER_MODES:
+            raise ValueError(f"worker={self.worker!r}: pick one of {', '.join(WORKER_MODES)}")
         if self.rate_limit_per_sec <= 0:
             raise ValueError("rate_limit_per_sec must be positive (the usage plan's rate)")
         if self.log_retention_days not in VALID_RETENTION_DAYS:
@@ -82,6 +129,16 @@ class DeploymentConfig:
                 f"worker_image_dir {self.worker_image_dir} has no infra/worker.Dockerfile"
             )
 
+    @property
+    def fargate_worker(self) -> bool:
+        """The worker runs as the Fargate service."""
+        return self.worker in ("both", "fargate")
+
+    @property
+    def lambda_worker(self) -> bool:
+        """The worker runs as the scheduled long-poll ``run_worker`` Lambda."""
+        return self.worker in ("both", "lambda")
+
     @classmethod
     def from_context(cls, node: Node) -> DeploymentConfig:
         """Build the config from the CDK context of ``node`` (unset keys keep defaults)."""
@@ -91,32 +148,52 @@ class DeploymentConfig:
             return None if value in (None, "") else value
 
         values: dict[str, Any] = {}
-        for key in ("source_dir", "worker_image_dir"):
-            if (directory := get(key)) is not None:
-                values[key] = Path(directory).resolve()
-        for key in (
-            "stage",
-            "database_url_secret_arn",
-            "encryption_key_secret_arn",
-            "te_region",
-            "alarm_email",
-        ):
+        converters: dict[str, Any] = {
+            "source_dir": lambda v: Path(v).resolve(),
+            "worker_image_dir": lambda v: Path(v).resolve(),
+            **dict.fromkeys(
+                (
+                    "stage",
+                    "database_url_secret_arn",
+                    "encryption_key_secret_arn",
+                    "te_region",
+                    "alarm_email",
+                    "profile",
+                    "worker",
+                ),
+                str,
+            ),
+            **dict.fromkeys(
+                (
+                    "log_retention_days",
+                    "worker_desired_count",
+                    "worker_max_concurrent",
+                    "failed_executions_threshold",
+                    "reclaimed_executions_threshold",
+                ),
+                int,
+            ),
+            "rate_limit_per_sec": float,
+            "api_clients": _names,
+            "worker_public_ip": lambda v: _flag("worker_public_ip", v),
+            "scheduler_loop": lambda v: _flag("scheduler_loop", v),
+        }
+        for key, convert in converters.items():
             if (value := get(key)) is not None:
-                values[key] = str(value)
-        for key in (
-            "log_retention_days",
-            "worker_desired_count",
-            "worker_max_concurrent",
-            "failed_executions_threshold",
-            "reclaimed_executions_threshold",
-        ):
-            if (value := get(key)) is not None:
-                values[key] = int(value)
-        if (rate := get("rate_limit_per_sec")) is not None:
-            values["rate_limit_per_sec"] = float(rate)
-        if (clients := get("api_clients")) is not None:
-            values["api_clients"] = _names(clients)
+                values[key] = convert(value)
         return cls(**values)
+
+
+def _flag(key: str, value: Any) -> bool:
+    """A boolean context value: JSON true/false (cdk.json) or a string (``-c key=true``)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ValueError(f"{key}={value!r}: use true or false")
 
 
 def _names(value: Any) -> list[str]:

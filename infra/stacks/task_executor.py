@@ -1,8 +1,10 @@
 """The Task Executor stack: the Chalice app, the Fargate worker, secrets and alarms.
 
 The construct id of the stack is the Chalice stage (``chalice.cdk.Chalice`` takes its stage
-from its scope), so ``.chalice/config.json``'s stage settings (timeouts, memory) apply; the
-CloudFormation stack name is ``task-executor-<stage>``.
+from its scope), so ``.chalice/config.json``'s stage settings (timeouts, memory) apply
+unless the deployment's profile overrides them (``stacks.config``: the ``lean`` profile's
+short scheduler invocations, the lone worker Lambda's budget); the CloudFormation stack
+name is ``task-executor-<stage>``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,24 @@ SCHEDULED_FUNCTIONS = {
     "run_worker": "RunWorker",
 }
 LAMBDA_FUNCTIONS = [API_FUNCTION, *SCHEDULED_FUNCTIONS.values()]
+RUN_WORKER = SCHEDULED_FUNCTIONS["run_worker"]
+SCHEDULER_FUNCTIONS = [
+    SCHEDULED_FUNCTIONS[name]
+    for name in ("materialize_cron_ticks", "promote_delayed_executions", "reclaim_stuck_executions")
+]
+
+# scheduler_loop=false: each scheduled invocation makes one pass and returns near the end of
+# this budget (the loop runner waits out its time; it keeps a fifth of it, 2 s, in reserve).
+ONE_PASS_TIMEOUT_SEC = 10
+# ... and looks this far ahead, so a pass covers the minute until the next one with room
+# for EventBridge's jitter: cron ticks and DELAYED runs due before then are QUEUED with
+# their run_at, and the worker's claim still waits for run_at.
+ONE_PASS_LOOKAHEAD_SEC = 75
+# worker=lambda: the lone worker Lambda claims until 20 s are left (chalicelib/worker/
+# lambdas.py), so an 80 s budget claims for the 60 s until the next invocation: one
+# claiming loop at a time. The lean profile also halves its memory (its RSS is ~40 MB).
+LONE_WORKER_TIMEOUT_SEC = 80
+LEAN_WORKER_MEMORY_MB = 512
 
 
 class SlimChalice(Chalice):
@@ -74,6 +94,12 @@ class TaskExecutorStack(Stack):
             "TaskExecutor",
             source_dir=str(config.source_dir),
         )
+        self.functions = [f for f in LAMBDA_FUNCTIONS if f != RUN_WORKER or config.lambda_worker]
+        if not config.lambda_worker:
+            # The worker runs on Fargate only: the app's run_worker entry point is left out
+            # of the template rather than deployed unscheduled.
+            self.chalice.sam_template.node.try_remove_child(RUN_WORKER)
+        self._apply_profile()
         self.lambda_log_groups = self._lambda_log_groups()
         self._configure_lambda_environment()
         self._restrict_lambda_role()
@@ -92,21 +118,47 @@ class TaskExecutorStack(Stack):
             self, "ApiClients", clients=config.api_clients, prefix=self.stack_name
         )
 
-        self.worker = WorkerService(
-            self,
-            "Worker",
-            image_dir=config.worker_image_dir,
-            database_url=self.secrets.database_url,
-            encryption_key=self.secrets.encryption_key,
-            environment={
-                **self._common_environment(),
-                "TE_WORKER_MAX_CONCURRENT": str(config.worker_max_concurrent),
-            },
-            desired_count=config.worker_desired_count,
-            log_retention_days=config.log_retention_days,
-        )
+        self.worker: WorkerService | None = None
+        if config.fargate_worker:
+            self.worker = WorkerService(
+                self,
+                "Worker",
+                image_dir=config.worker_image_dir,
+                database_url=self.secrets.database_url,
+                encryption_key=self.secrets.encryption_key,
+                environment={
+                    **self._common_environment(),
+                    "TE_WORKER_MAX_CONCURRENT": str(config.worker_max_concurrent),
+                },
+                desired_count=config.worker_desired_count,
+                log_retention_days=config.log_retention_days,
+                public_ip=bool(config.worker_public_ip),
+            )
         self.observability = self._observability()
         self._outputs()
+
+    def _apply_profile(self) -> None:
+        """Timeouts, memory and loop intervals the profile sets over .chalice/config.json."""
+        if not self.config.scheduler_loop:
+            for logical_id in SCHEDULER_FUNCTIONS:
+                self.chalice.get_resource(logical_id).add_property_override(
+                    "Timeout", ONE_PASS_TIMEOUT_SEC
+                )
+            self.chalice.add_environment_variable(
+                "TE_CRON_TICK_INTERVAL_SEC",
+                str(ONE_PASS_LOOKAHEAD_SEC),
+                SCHEDULED_FUNCTIONS["materialize_cron_ticks"],
+            )
+            self.chalice.add_environment_variable(
+                "TE_PROMOTE_INTERVAL_MS",
+                str(ONE_PASS_LOOKAHEAD_SEC * 1000),
+                SCHEDULED_FUNCTIONS["promote_delayed_executions"],
+            )
+        if self.config.lambda_worker and not self.config.fargate_worker:
+            run_worker = self.chalice.get_resource(RUN_WORKER)
+            run_worker.add_property_override("Timeout", LONE_WORKER_TIMEOUT_SEC)
+            if self.config.profile == "lean":
+                run_worker.add_property_override("MemorySize", LEAN_WORKER_MEMORY_MB)
 
     def _lambda_log_groups(self) -> dict[str, logs.LogGroup]:
         """One log group per function, with retention, owned by the stack.
@@ -116,7 +168,7 @@ class TaskExecutorStack(Stack):
         breaks the template.
         """
         groups: dict[str, logs.LogGroup] = {}
-        for logical_id in LAMBDA_FUNCTIONS:
+        for logical_id in self.functions:
             function_name = self.chalice.get_resource(logical_id).ref
             group = logs.LogGroup(
                 self, f"{logical_id}Logs", log_group_name=f"/aws/lambda/{function_name}"
@@ -129,7 +181,8 @@ class TaskExecutorStack(Stack):
         """Plain settings shared by every process (no secret values here)."""
         return {
             "TE_LOG_FORMAT": "json",
-            # CockroachDB has open issues with SKIP LOCKED under load (DESIGN.md).
+            # CockroachDB has open issues with SKIP LOCKED under load
+            # (docs/explanation/design.md, database rules).
             "TE_CLAIM_STRATEGY": "conditional_update",
             "TE_REGION": self.config.te_region,
         }
@@ -141,16 +194,15 @@ class TaskExecutorStack(Stack):
             "TE_DATABASE_URL_SECRET_ARN": self.secrets.database_url.secret_arn,
             "TE_SECRET_ENCRYPTION_KEY_SECRET_ARN": self.secrets.encryption_key.secret_arn,
         }
-        for logical_id in LAMBDA_FUNCTIONS:
+        for logical_id in self.functions:
             for key, value in common.items():
                 self.chalice.add_environment_variable(key, value, logical_id)
         # The in-process limiter is per container: off here, the usage plan limits per key.
         self.chalice.add_environment_variable("TE_RATE_LIMIT_PER_SEC", "0", API_FUNCTION)
-        self.chalice.add_environment_variable(
-            "TE_WORKER_MAX_CONCURRENT",
-            str(self.config.worker_max_concurrent),
-            SCHEDULED_FUNCTIONS["run_worker"],
-        )
+        if self.config.lambda_worker:
+            self.chalice.add_environment_variable(
+                "TE_WORKER_MAX_CONCURRENT", str(self.config.worker_max_concurrent), RUN_WORKER
+            )
 
     def _restrict_lambda_role(self) -> None:
         """Replace Chalice's generated policy (``logs:*`` on every log group) by exact grants.
@@ -197,18 +249,19 @@ class TaskExecutorStack(Stack):
         def lambda_log_group(logical_id: str) -> str:
             return self.lambda_log_groups[logical_id].log_group_name
 
-        worker_logs = self.worker.log_group.log_group_name
+        # Every log group an execution_failed line can come from: the workers, the reclaimer.
+        failed_sources = [lambda_log_group(SCHEDULED_FUNCTIONS["reclaim_stuck_executions"])]
+        if self.config.lambda_worker:
+            failed_sources.insert(0, lambda_log_group(RUN_WORKER))
+        if self.worker is not None:
+            failed_sources.append(self.worker.log_group.log_group_name)
         return Observability(
             self,
             "Alarms",
             failed=EventMetric(
                 event=FAILED_EVENT,
                 metric_name="ExecutionsFailed",
-                log_group_names=[
-                    lambda_log_group(SCHEDULED_FUNCTIONS["run_worker"]),
-                    lambda_log_group(SCHEDULED_FUNCTIONS["reclaim_stuck_executions"]),
-                    worker_logs,
-                ],
+                log_group_names=failed_sources,
             ),
             reclaimed=EventMetric(
                 event=RECLAIMED_EVENT,
@@ -219,7 +272,7 @@ class TaskExecutorStack(Stack):
             reclaimed_threshold=self.config.reclaimed_executions_threshold,
             lambda_function_names={
                 logical_id: self.chalice.get_resource(logical_id).ref
-                for logical_id in LAMBDA_FUNCTIONS
+                for logical_id in self.functions
             },
             alarm_email=self.config.alarm_email,
         )
@@ -227,6 +280,7 @@ class TaskExecutorStack(Stack):
     def _outputs(self) -> None:
         CfnOutput(self, "DatabaseUrlSecretArn", value=self.secrets.database_url.secret_arn)
         CfnOutput(self, "EncryptionKeySecretArn", value=self.secrets.encryption_key.secret_arn)
-        CfnOutput(self, "WorkerClusterName", value=self.worker.cluster.cluster_name)
-        CfnOutput(self, "WorkerServiceName", value=self.worker.service.service_name)
+        if self.worker is not None:
+            CfnOutput(self, "WorkerClusterName", value=self.worker.cluster.cluster_name)
+            CfnOutput(self, "WorkerServiceName", value=self.worker.service.service_name)
         CfnOutput(self, "AlarmTopicArn", value=self.observability.topic.topic_arn)

@@ -1,9 +1,10 @@
 """The worker as a long-lived Fargate service (``python -m chalicelib.worker``).
 
-The same worker loop also runs as the scheduled ``run_worker`` Lambda; both claim with
-leases, so running them side by side is safe. The task needs no AWS API at run time:
-the database URL and the encryption key reach it through ECS ``secrets`` (resolved by the
-task *execution* role when the task starts), never as plain environment values.
+The same worker loop can also run as the scheduled ``run_worker`` Lambda (the ``full``
+profile runs both); both claim with leases, so running them side by side is safe. The
+task needs no AWS API at run time: the database URL and the encryption key reach it
+through ECS ``secrets`` (resolved by the task *execution* role when the task starts), never
+as plain environment values.
 """
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ BUILD_CONTEXT_EXCLUDES = [
 
 
 class WorkerService(Construct):
-    """VPC (public subnets, no NAT), cluster, task definition and service for the worker."""
+    """VPC, cluster, task definition and service for the worker.
+
+    With ``public_ip`` the task runs in a public subnet with a public IP (no NAT gateway:
+    the cheaper network); without it, in a private subnet whose traffic leaves through one
+    NAT gateway, so the task has no address reachable from the internet.
+    """
 
     def __init__(
         self,
@@ -46,18 +52,26 @@ class WorkerService(Construct):
         environment: dict[str, str],
         desired_count: int,
         log_retention_days: int,
+        public_ip: bool,
     ) -> None:
         super().__init__(scope, construct_id)
-        # Public subnets only: the worker reaches CockroachDB (TLS), Kafka, Redis and HTTP
-        # targets on the internet; a NAT gateway would only add cost. No inbound rules.
+        # The worker reaches CockroachDB (TLS), Kafka, Redis and HTTP targets on the
+        # internet, and ECR and Secrets Manager when a task starts. No inbound rules.
+        # Public subnets only when the task has a public IP; otherwise private subnets and
+        # one NAT gateway (in the first zone's public subnet) for both zones.
+        subnets = [ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC)]
+        if not public_ip:
+            subnets.append(
+                ec2.SubnetConfiguration(
+                    name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS
+                )
+            )
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
             max_azs=2,
-            nat_gateways=0,
-            subnet_configuration=[
-                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC)
-            ],
+            nat_gateways=0 if public_ip else 1,
+            subnet_configuration=subnets,
             # Nothing uses the default security group; restricting it would deploy an
             # extra custom-resource Lambda for no gain.
             restrict_default_security_group=False,
@@ -104,8 +118,12 @@ class WorkerService(Construct):
             cluster=self.cluster,
             task_definition=self.task_definition,
             desired_count=desired_count,
-            assign_public_ip=True,
-            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC),
+            assign_public_ip=public_ip,
+            vpc_subnets=ec2.SubnetSelection(
+                subnet_type=(
+                    ec2.SubnetType.PUBLIC if public_ip else ec2.SubnetType.PRIVATE_WITH_EGRESS
+                )
+            ),
             circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
             min_healthy_percent=100,
             max_healthy_percent=200,

@@ -1,10 +1,11 @@
-"""Shared fixtures of the infra tests: which Chalice project to deploy, and one synthesis.
+"""Shared fixtures of the infra tests: which Chalice project to deploy, and its syntheses.
 
 Which project: the repository root when ``python -c "import app"`` works there (the real
 application), else ``tests/infra/fixture_app`` (a stand-in with the same five entry points),
 so the infrastructure stays testable while ``app.py`` is being written. ``TE_INFRA_APP_DIR``
-overrides the choice. The stack is synthesized once per session, in a subprocess, with no
-AWS credentials in its environment.
+overrides the choice. Each deployment shape is synthesized at most once per session, in a
+subprocess, through ``infra/synth.py`` (what ``make synth`` runs), with no AWS credentials
+and no Node.js on PATH in its environment.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_APP = Path(__file__).resolve().parent / "fixture_app"
 STACK_ID = "dev"
+SYNTH = REPO_ROOT / "infra" / "synth.py"
 
 
 def wheel_node() -> Path:
@@ -115,26 +117,36 @@ class Synthesis:
         }
 
 
-@pytest.fixture(scope="session")
-def synthesis(
-    chalice_project: ChaliceProject, tmp_path_factory: pytest.TempPathFactory
+def _synthesize(
+    project: ChaliceProject, workdir: Path, context: dict[str, str], *, cli: bool
 ) -> Synthesis:
-    """Run ``infra/cdk_app.py`` once, offline, into a temporary cdk.out."""
-    workdir = tmp_path_factory.mktemp("cdk")
+    """Synthesize ``context`` for ``project`` into ``workdir/cdk.out`` with infra/synth.py.
+
+    ``cli``: run it as ``make synth`` does (its command line), else through its
+    ``synthesize`` function; both run ``infra/cdk_app.py`` in a subprocess.
+    """
     outdir = workdir / "cdk.out"
-    context = {"source_dir": str(chalice_project.path), "stage": STACK_ID}
-    # cwd is the temp dir because chalice.cdk writes its packages to ./chalice.out.
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "infra" / "cdk_app.py")],
-        cwd=workdir,
-        env=offline_aws_env(CDK_OUTDIR=str(outdir), CDK_CONTEXT_JSON=json.dumps(context)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    context = {"source_dir": str(project.path), "stage": STACK_ID, **context}
+    if cli:
+        pairs = [arg for key, value in context.items() for arg in ("--context", f"{key}={value}")]
+        result = subprocess.run(
+            [sys.executable, str(SYNTH), "--out", str(outdir), *pairs],
+            cwd=workdir,
+            env=offline_aws_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    else:
+        sys.path.insert(0, str(SYNTH.parent))
+        try:
+            import synth
+        finally:
+            sys.path.remove(str(SYNTH.parent))
+        result = synth.synthesize(outdir, context, base_env=offline_aws_env(), capture=True)
     assert result.returncode == 0, (
-        f"synthesis of {chalice_project.path} ({chalice_project.reason}) failed:\n"
+        f"synthesis of {project.path} ({project.reason}) with {context} failed:\n"
         f"{result.stdout}\n{result.stderr}"
     )
     template_path = outdir / f"{STACK_ID}.template.json"
@@ -142,5 +154,36 @@ def synthesis(
         outdir=outdir,
         template_path=template_path,
         template=json.loads(template_path.read_text()),
-        project=chalice_project,
+        project=project,
+    )
+
+
+@pytest.fixture(scope="session")
+def synthesis(
+    chalice_project: ChaliceProject, tmp_path_factory: pytest.TempPathFactory
+) -> Synthesis:
+    """The default deployment (the ``full`` profile), offline, into a temporary cdk.out."""
+    return _synthesize(chalice_project, tmp_path_factory.mktemp("cdk"), {}, cli=False)
+
+
+@pytest.fixture(scope="session")
+def lean_synthesis(
+    chalice_project: ChaliceProject, tmp_path_factory: pytest.TempPathFactory
+) -> Synthesis:
+    """The ``lean`` profile, synthesized by infra/synth.py's command line (``make synth``)."""
+    return _synthesize(
+        chalice_project, tmp_path_factory.mktemp("cdk-lean"), {"profile": "lean"}, cli=True
+    )
+
+
+@pytest.fixture(scope="session")
+def lean_fargate_synthesis(
+    chalice_project: ChaliceProject, tmp_path_factory: pytest.TempPathFactory
+) -> Synthesis:
+    """The ``lean`` profile with the worker on Fargate instead of Lambda."""
+    return _synthesize(
+        chalice_project,
+        tmp_path_factory.mktemp("cdk-lean-fargate"),
+        {"profile": "lean", "worker": "fargate"},
+        cli=False,
     )

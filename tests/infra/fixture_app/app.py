@@ -1,7 +1,7 @@
 """Stand-in for the real ``app.py``, used by the infra tests while the real one cannot import.
 
 It registers exactly the entry points that ``infra/`` deploys (the contract in
-``docs/deploy.md``): the API Lambda and four ``rate(1 minute)`` scheduled functions. The
+``docs/how-to/deploy.md``): the API Lambda and four ``rate(1 minute)`` scheduled functions. The
 handlers do nothing; only their names and triggers matter to the packaging.
 """
 

@@ -83,12 +83,14 @@ def assert_rejected_after_tampering(secret: str, body: bytes, headers: dict[str,
 
 
 def readme_receiver(secret: str) -> dict[str, Any]:
-    """The receiver the README shows, run as written (with ``secret`` as its key)."""
-    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
+    """The receiver docs/how-to/verify-signatures.md shows, run as written (with ``secret``
+    as its key)."""
+    page = Path(__file__).parents[3] / "docs" / "how-to" / "verify-signatures.md"
+    readme = page.read_text(encoding="utf-8")
     start = readme.index("```python\nimport json\n\nfrom standardwebhooks")
     code = readme[start + len("```python\n") : readme.index("```\n", start + 10)]
     namespace: dict[str, Any] = {}
-    exec(code.replace('"whsec_..."', repr(secret)), namespace)  # noqa: S102 - our own README
+    exec(code.replace('"whsec_..."', repr(secret)), namespace)  # noqa: S102 - our own docs
     return namespace
 
 
