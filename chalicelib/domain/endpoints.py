@@ -41,9 +41,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from urllib3.exceptions import LocationParseError
-from urllib3.util import parse_url
-
 from chalicelib.domain.names import check_endpoint_name
 from chalicelib.domain.signing import check_signing_secret_field
 from chalicelib.domain.templates import (
@@ -89,11 +86,6 @@ def _fail(where: str, what: str) -> None:
 def _string(where: str, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         _fail(where, "a non-empty string")
-
-
-def _object(where: str, value: Any) -> None:
-    if not isinstance(value, dict):
-        _fail(where, "an object")
 
 
 def _non_empty_object(where: str, value: Any) -> None:
@@ -172,6 +164,11 @@ def _target_url(schemes: tuple[str, ...], *, host: bool) -> Check:
 
 
 def _literal_url_problem(url: str, schemes: tuple[str, ...], *, host: bool) -> str | None:
+    # The worker's parser, so both judge a URL alike; imported on first use (70 ms that the
+    # API's cold start would otherwise pay).
+    from urllib3.exceptions import LocationParseError
+    from urllib3.util import parse_url
+
     try:
         parsed = parse_url(url)
     except LocationParseError:
