@@ -176,7 +176,7 @@ def _literal_url_problem(url: str, schemes: tuple[str, ...], *, host: bool) -> s
     if parsed.scheme is None or "://" not in url:
         return "it does not begin with a scheme and ://"
     if parsed.scheme not in schemes:
-        return f"{parsed.scheme}:// is not one of them"
+        return "its scheme is not one of them"
     if host and not parsed.host:
         return "it names no host"
     return None

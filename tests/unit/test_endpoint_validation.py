@@ -388,7 +388,7 @@ def test_bare_input_obeys_the_fields_namespaces() -> None:
     ("url", "why"),
     [
         ("not a url", "cannot be parsed"),
-        ("ftp://127.0.0.1/x", "ftp:// is not one of them"),
+        ("ftp://127.0.0.1/x", "its scheme is not one of them"),
         ("https://", "names no host"),
         ("http:///path", "names no host"),
         ("localhost:8080/x", "does not begin with a scheme"),
