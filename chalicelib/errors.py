@@ -211,6 +211,13 @@ class InvalidSigningSecret(Unprocessable):
     code = "INVALID_SIGNING_SECRET"
 
 
+class InvalidTarget(Unprocessable):
+    """An endpoint's target URL (``spec.url``, ``spec.redis_url``) can never be delivered
+    to: not an absolute URL of a scheme its transport speaks. The message names the field."""
+
+    code = "INVALID_TARGET"
+
+
 class ValidationFailed(Unprocessable):
     """A well-formed body whose fields break a rule (wrong type, missing field, bad value)."""
 

@@ -1,7 +1,8 @@
 """``/endpoints``: registered delivery targets (HTTP, KAFKA, REDIS_STREAM).
 
 Validation lives in :mod:`chalicelib.domain.endpoints` (shape, defaults, template
-namespaces per field); this module adds the checks that need the database, in the same
+namespaces per field, target URLs: 422 INVALID_TARGET for one that can never be delivered
+to); this module adds the checks that need the database, in the same
 transaction as the write:
 
 * ``payload_spec`` / ``config`` naming nothing: 422 INVALID_PAYLOAD_SPEC_REF /

@@ -10,7 +10,17 @@ Rules, per the specification's field tables:
   bad values are 400 INVALID_REQUEST. Defaults: HTTP ``timeout_ms`` 30000 (the
   specification gives none) and ``expected_status_codes`` [200, 201, 202, 204]; KAFKA
   ``acks`` "all" and ``timeout_ms`` 10000; REDIS_STREAM ``approximate_trimming`` true and
-  ``timeout_ms`` 3000. ``timeout_ms`` is 1..300000. Every type accepts an optional
+  ``timeout_ms`` 3000. ``timeout_ms`` is 1..300000.
+* The payload: without a template an endpoint sends the job's input (:data:`INPUT_TEMPLATE`,
+  ``"{{input}}"``): HTTP ``body_template`` (every method but GET, which sends no body),
+  KAFKA ``value_template``, and REDIS_STREAM ``fields_template`` as one field ``input``
+  holding the input's compact JSON. ``body_template`` and ``value_template`` are an object
+  or a string that is exactly one placeholder (the value it names, with its JSON type).
+* Targets: a literal ``url`` must be an absolute http(s) URL with a host, a literal
+  ``redis_url`` a redis://, rediss:// or unix:// URL; a templated one must begin with such a
+  scheme or with its placeholder (checked again once rendered). 422 INVALID_TARGET
+  otherwise, naming the field: such an endpoint could never deliver.
+* Every type accepts an optional
   ``max_concurrent`` (1..10000): how many of this endpoint's deliveries one worker runs at
   once (default: ``TE_WORKER_ENDPOINT_SHARE`` of ``TE_WORKER_MAX_CONCURRENT``), and an
   optional ``signing_secret`` (a secret's name: deliveries are signed, see
@@ -26,14 +36,22 @@ Rules, per the specification's field tables:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.domain.names import check_endpoint_name
 from chalicelib.domain.signing import check_signing_secret_field
-from chalicelib.domain.templates import NAMESPACES, PLACEHOLDER, find_placeholders
-from chalicelib.errors import TemplateResolutionFailed, ValidationFailed
+from chalicelib.domain.templates import (
+    NAMESPACES,
+    PLACEHOLDER,
+    WHOLE,
+    Placeholder,
+    find_placeholders,
+    whole_placeholder,
+)
+from chalicelib.errors import InvalidTarget, TemplateResolutionFailed, ValidationFailed
 
 ENDPOINT_TYPES = ("HTTP", "KAFKA", "REDIS_STREAM")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -68,11 +86,6 @@ def _fail(where: str, what: str) -> None:
 def _string(where: str, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         _fail(where, "a non-empty string")
-
-
-def _object(where: str, value: Any) -> None:
-    if not isinstance(value, dict):
-        _fail(where, "an object")
 
 
 def _non_empty_object(where: str, value: Any) -> None:
@@ -118,6 +131,74 @@ def _one_of(choices: tuple[str, ...]) -> Check:
     return check
 
 
+#: The payload of an endpoint without a template: the job's input, as is (null without one).
+INPUT_TEMPLATE = "{{" + WHOLE + "}}"
+
+
+def _payload_template(where: str, value: Any) -> None:
+    if isinstance(value, dict) or (isinstance(value, str) and whole_placeholder(value)):
+        return
+    _fail(where, 'an object, or a string that is exactly one placeholder such as "{{input}}"')
+
+
+HTTP_SCHEMES = ("http", "https")
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def _target_url(schemes: tuple[str, ...], *, host: bool) -> Check:
+    """A URL the transport can deliver to: a literal one parsed as the worker parses it
+    (``host``: it must name one), a templated one checked up to its first placeholder."""
+    wanted = " or ".join(f"{scheme}://" for scheme in schemes)
+
+    def check(where: str, value: Any) -> None:
+        _string(where, value)
+        first = PLACEHOLDER.search(value)
+        if first is None:
+            problem = _literal_url_problem(value, schemes, host=host)
+        else:
+            problem = _prefix_problem(value[: first.start()], schemes, host=host)
+        if problem:
+            raise InvalidTarget(f"Field '{where}' must be an absolute {wanted} URL: {problem}.")
+
+    return check
+
+
+def _literal_url_problem(url: str, schemes: tuple[str, ...], *, host: bool) -> str | None:
+    # The worker's parser, so both judge a URL alike; imported on first use (70 ms that the
+    # API's cold start would otherwise pay).
+    from urllib3.exceptions import LocationParseError
+    from urllib3.util import parse_url
+
+    try:
+        parsed = parse_url(url)
+    except LocationParseError:
+        return "it cannot be parsed as a URL"
+    if parsed.scheme is None or "://" not in url:
+        return "it does not begin with a scheme and ://"
+    if parsed.scheme not in schemes:
+        return "its scheme is not one of them"
+    if host and not parsed.host:
+        return "it names no host"
+    return None
+
+
+def _prefix_problem(prefix: str, schemes: tuple[str, ...], *, host: bool) -> str | None:
+    """The literal text before a URL's first placeholder: empty (the placeholder supplies
+    the scheme), the start of an allowed scheme, or such a scheme followed by text; when
+    that text holds the whole authority (a path follows), it must name a host."""
+    text = prefix.lower()
+    starts = [f"{scheme}://" for scheme in schemes]
+    if not text or any(start.startswith(text) for start in starts):
+        return None
+    if not any(text.startswith(start) for start in starts):
+        return "its text before the first placeholder does not begin with one"
+    after_scheme = text.index("://") + 3
+    ends = [i for i in (text.find(c, after_scheme) for c in "/?#") if i >= 0]
+    if host and ends:
+        return _literal_url_problem(prefix[: min(ends)], schemes, host=host)
+    return None
+
+
 def _max_len(where: str, value: Any) -> None:
     if _is_int(value) and value > 0:
         return
@@ -138,10 +219,10 @@ class FieldRule:
 
 SPEC_RULES: dict[str, dict[str, FieldRule]] = {
     "HTTP": {
-        "url": FieldRule(_string, True, _CONFIG_SECRET),
+        "url": FieldRule(_target_url(HTTP_SCHEMES, host=True), True, _CONFIG_SECRET),
         "method": FieldRule(_one_of(HTTP_METHODS), True),
         "headers": FieldRule(_string_map, namespaces=_CONFIG_SECRET),
-        "body_template": FieldRule(_object, namespaces=_ALL),
+        "body_template": FieldRule(_payload_template, namespaces=_ALL),
         "timeout_ms": FieldRule(_timeout, default=30000),
         "max_concurrent": FieldRule(_max_concurrent),
         "expected_status_codes": FieldRule(_status_codes, default=[200, 201, 202, 204]),
@@ -151,7 +232,7 @@ SPEC_RULES: dict[str, dict[str, FieldRule]] = {
         "bootstrap_servers": FieldRule(_string, True, _CONFIG_SECRET),
         "topic": FieldRule(_string, True, _CONFIG),
         "key_template": FieldRule(_string, namespaces=_INPUT_CONFIG),
-        "value_template": FieldRule(_object, True, _ALL),
+        "value_template": FieldRule(_payload_template, namespaces=_ALL, default=INPUT_TEMPLATE),
         "headers": FieldRule(_string_map, namespaces=_ALL),
         "acks": FieldRule(_one_of(KAFKA_ACKS), default="all"),
         "timeout_ms": FieldRule(_timeout, default=10000),
@@ -159,9 +240,11 @@ SPEC_RULES: dict[str, dict[str, FieldRule]] = {
         "signing_secret": FieldRule(check_signing_secret_field),
     },
     "REDIS_STREAM": {
-        "redis_url": FieldRule(_string, True, _CONFIG_SECRET),
+        "redis_url": FieldRule(_target_url(REDIS_SCHEMES, host=False), True, _CONFIG_SECRET),
         "stream": FieldRule(_string, True, _CONFIG),
-        "fields_template": FieldRule(_non_empty_object, True, _ALL),
+        "fields_template": FieldRule(
+            _non_empty_object, namespaces=_ALL, default={"input": INPUT_TEMPLATE}
+        ),
         "max_len": FieldRule(_max_len, namespaces=_CONFIG),
         "approximate_trimming": FieldRule(_boolean, default=True),
         "timeout_ms": FieldRule(_timeout, default=3000),
@@ -205,8 +288,16 @@ def apply_spec_defaults(endpoint_type: str, spec: Mapping[str, Any]) -> dict[str
     result = dict(spec)
     for name, rule in SPEC_RULES.get(endpoint_type, {}).items():
         if result.get(name) is None and rule.default is not None:
-            result[name] = list(rule.default) if isinstance(rule.default, list) else rule.default
+            result[name] = copy.deepcopy(rule.default)
+    if endpoint_type == "HTTP" and result.get("body_template") is None and _has_body(result):
+        result["body_template"] = INPUT_TEMPLATE
     return {k: v for k, v in result.items() if v is not None}
+
+
+def _has_body(spec: Mapping[str, Any]) -> bool:
+    """Whether a request of this HTTP spec carries a body by default: every method but GET
+    (read as the worker reads it; a stored row may hold anything)."""
+    return str(spec.get("method") or "POST").upper() != "GET"
 
 
 def validate_spec(endpoint_type: str, spec: Any) -> dict[str, Any]:
@@ -230,7 +321,7 @@ def check_template_namespaces(
     for name, value in spec.items():
         allowed = rules[name].namespaces
         for _, placeholder in find_placeholders(value):
-            _check_placeholder(f"spec.{name}", placeholder.namespace, placeholder.path, allowed)
+            _check_placeholder(f"spec.{name}", placeholder, allowed)
             if placeholder.namespace == "config" and not has_config:
                 raise TemplateResolutionFailed(
                     f"'spec.{name}' uses {placeholder} but the endpoint has no 'config'."
@@ -240,8 +331,8 @@ def check_template_namespaces(
     return frozenset(secrets)
 
 
-def _check_placeholder(where: str, namespace: str, path: str, allowed: frozenset[str]) -> None:
-    text = f"{{{{{namespace}.{path}}}}}"
+def _check_placeholder(where: str, placeholder: Placeholder, allowed: frozenset[str]) -> None:
+    namespace, path, text = placeholder.namespace, placeholder.path, str(placeholder)
     if namespace not in NAMESPACES:
         raise TemplateResolutionFailed(
             f"'{where}' uses {text}: unknown namespace '{namespace}' (use input, config or secret)."

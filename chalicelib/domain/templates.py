@@ -1,10 +1,15 @@
-"""Template placeholders: ``{{input.*}}``, ``{{config.*}}``, ``{{secret.*}}``.
+"""Template placeholders: ``{{input}}``, ``{{input.*}}``, ``{{config.*}}``, ``{{secret.*}}``.
 
 Pure functions over JSON values. Resolution walks the JSON tree: a string that is exactly
-one placeholder takes the referenced value with its JSON type (numbers stay numbers); a
-placeholder inside a longer string is interpolated as text. ``config`` and ``secret`` are
-resolved first, then ``input``, in one pass over the *template* only, so a value coming
-from input (or config) that itself looks like ``{{secret.x}}`` is never expanded again.
+one placeholder takes the referenced value with its JSON type (numbers stay numbers,
+objects stay objects); a placeholder inside a longer string is interpolated as text
+(compact JSON for anything but a string). ``config`` and ``secret`` are resolved first, then
+``input``, in one pass over the *template* only, so a value coming from input (or config)
+that itself looks like ``{{secret.x}}`` is never expanded again.
+
+``{{input}}`` alone names the job's whole input. A job created without input (or with an
+empty object) has none: ``{{input}}`` is then null, so a body template that is exactly
+``"{{input}}"`` sends no body for it, as an endpoint without a template always did.
 """
 
 from __future__ import annotations
@@ -18,19 +23,38 @@ from typing import Any
 from chalicelib.errors import TemplateResolutionFailed
 
 NAMESPACES = ("input", "config", "secret")
+#: The namespace a placeholder may name without a path: ``{{input}}`` is the whole input.
+WHOLE = "input"
 # {{ namespace.path.to.value }} with optional spaces; path segments are identifiers, dashes or
-# array indexes.
-PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z0-9_\-.]+?)\s*\}\}")
-_EXACT = re.compile(r"^\s*" + PLACEHOLDER.pattern + r"\s*$")
+# array indexes. Only {{input}} stands alone: a bare {{word}} stays literal text, as it
+# always was (receivers may run templates of their own).
+PLACEHOLDER = re.compile(
+    r"\{\{\s*(?:([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z0-9_\-.]+?)|(" + WHOLE + r"))\s*\}\}"
+)
+_EXACT = re.compile(r"^\s*(?:" + PLACEHOLDER.pattern + r")\s*$")
 
 
 @dataclass(frozen=True)
 class Placeholder:
     namespace: str
-    path: str
+    path: str  #: "" for the whole namespace (``{{input}}``)
 
     def __str__(self) -> str:
-        return f"{{{{{self.namespace}.{self.path}}}}}"
+        dotted = f".{self.path}" if self.path else ""
+        return f"{{{{{self.namespace}{dotted}}}}}"
+
+
+def _placeholder(match: re.Match[str]) -> Placeholder:
+    if match.group(3):
+        return Placeholder(match.group(3), "")
+    return Placeholder(match.group(1), match.group(2))
+
+
+def whole_placeholder(text: str) -> Placeholder | None:
+    """The placeholder ``text`` consists of (spaces around it allowed), else None: such a
+    string resolves to the referenced value itself, with its JSON type."""
+    exact = _EXACT.match(text)
+    return None if exact is None else _placeholder(exact)
 
 
 def iter_strings(value: Any, where: str = "$") -> Iterator[tuple[str, str]]:
@@ -51,7 +75,7 @@ def find_placeholders(value: Any) -> list[tuple[str, Placeholder]]:
     found = []
     for where, text in iter_strings(value):
         for match in PLACEHOLDER.finditer(text):
-            found.append((where, Placeholder(match.group(1), match.group(2))))
+            found.append((where, _placeholder(match)))
     return found
 
 
@@ -83,6 +107,10 @@ class TemplateContext:
     secret: Mapping[str, str]
 
     def value(self, placeholder: Placeholder) -> Any:
+        if not placeholder.path:
+            if placeholder.namespace == WHOLE:
+                return self.input or None  # no input (none, or {}): null
+            raise TemplateResolutionFailed(f"Template variable {placeholder} names no value.")
         source: Mapping[str, Any] | None = {
             "input": self.input,
             "config": self.config,
@@ -104,15 +132,14 @@ _Node = Callable[[TemplateContext], Any]
 
 
 def _compile_string(text: str) -> _Node | None:
-    exact = _EXACT.match(text)
-    if exact:
-        placeholder = Placeholder(exact.group(1), exact.group(2))
-        return lambda context: context.value(placeholder)
+    whole = whole_placeholder(text)
+    if whole is not None:
+        return lambda context: context.value(whole)
     parts: list[str | Placeholder] = []
     position = 0
     for match in PLACEHOLDER.finditer(text):
         parts.append(text[position : match.start()])
-        parts.append(Placeholder(match.group(1), match.group(2)))
+        parts.append(_placeholder(match))
         position = match.end()
     if not parts:
         return None

@@ -1,6 +1,7 @@
 """Endpoints: registered delivery targets (HTTP, KAFKA, REDIS_STREAM).
 
-Validation of the definition lives in :mod:`chalicelib.domain.endpoints`; this service adds
+Validation of the definition lives in :mod:`chalicelib.domain.endpoints` (shape, defaults,
+template namespaces, target URLs); this service adds
 the checks that need the database, in the same transaction as the write:
 
 * ``payload_spec`` / ``config`` naming nothing: 422 INVALID_PAYLOAD_SPEC_REF /

@@ -328,3 +328,96 @@ def test_payload_spec_deleted_while_an_endpoint_registers_is_caught(
     error = race_registration_against(database, definition, delete_spec)
     assert isinstance(error, InvalidPayloadSpecRef | ForeignKeyViolation)
     assert database.run("SELECT name FROM endpoints WHERE name = 'racer'") == []
+
+
+# -- targets that can never be delivered to; payloads without a template -------------------
+
+
+def _endpoint_rows(database: Database, name: str) -> int:
+    return len(database.run("SELECT name FROM endpoints WHERE name = :name", name=name))
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"url": "not a url", "method": "POST"}, "spec.url"),
+        ({"url": "ftp://127.0.0.1/x", "method": "POST"}, "spec.url"),
+        ({"url": "ftp://{{config.api_base_url}}/x", "method": "POST"}, "spec.url"),
+    ],
+)
+def test_an_undeliverable_url_is_422_naming_the_field_and_nothing_is_written(
+    setup_done: ApiClient, database: Database, spec: dict[str, Any], field: str
+) -> None:
+    body = {"name": "bad-target", "type": "HTTP", "config": "email-service", "spec": spec}
+    reply = setup_done.post("/endpoints", body)
+    assert (reply.status, reply.error_code) == (422, "INVALID_TARGET"), reply.body
+    assert f"'{field}'" in reply.body["error"]["message"]
+    assert setup_done.get("/endpoints/bad-target").status == 404
+    assert _endpoint_rows(database, "bad-target") == 0
+
+
+def test_an_undeliverable_redis_url_is_422(setup_done: ApiClient, database: Database) -> None:
+    spec = {**REDIS_EXAMPLE["spec"], "redis_url": "http://r:6379"}
+    reply = setup_done.post("/endpoints", {**REDIS_EXAMPLE, "spec": spec})
+    assert (reply.status, reply.error_code) == (422, "INVALID_TARGET")
+    assert "'spec.redis_url'" in reply.body["error"]["message"]
+    assert _endpoint_rows(database, REDIS_EXAMPLE["name"]) == 0
+
+
+def test_a_put_to_an_undeliverable_url_is_422_and_keeps_the_definition(
+    setup_done: ApiClient,
+) -> None:
+    api = setup_done
+    created = api.post("/endpoints", HTTP_EXAMPLE).body
+    spec = {**HTTP_EXAMPLE["spec"], "url": "ftp://127.0.0.1/x"}
+    reply = api.put("/endpoints/send-welcome-email", {**HTTP_EXAMPLE, "spec": spec})
+    assert (reply.status, reply.error_code) == (422, "INVALID_TARGET")
+    assert "'spec.url'" in reply.body["error"]["message"]
+    assert api.get("/endpoints/send-welcome-email").body == created
+
+
+def test_an_unknown_namespace_in_a_whole_value_template_is_422(setup_done: ApiClient) -> None:
+    spec = {**HTTP_EXAMPLE["spec"], "body_template": "{{inptu.order}}"}
+    reply = setup_done.post("/endpoints", {**HTTP_EXAMPLE, "spec": spec})
+    assert (reply.status, reply.error_code) == (422, "TEMPLATE_RESOLUTION_FAILED")
+    assert "spec.body_template" in reply.body["error"]["message"]
+    assert setup_done.get("/endpoints/send-welcome-email").status == 404
+
+
+def test_payload_templates_default_to_the_input_and_may_be_one_placeholder(
+    api: ApiClient,
+) -> None:
+    def spec_of(name: str, endpoint_type: str, spec: dict[str, Any]) -> dict[str, Any]:
+        reply = api.post("/endpoints", {"name": name, "type": endpoint_type, "spec": spec})
+        assert reply.status == 201, reply.body
+        assert api.get(f"/endpoints/{name}").body["spec"] == reply.body["spec"]
+        return dict(reply.body["spec"])
+
+    post = spec_of("post", "HTTP", {"url": "https://x.example", "method": "POST"})
+    assert post["body_template"] == "{{input}}"
+    get = spec_of("get", "HTTP", {"url": "https://x.example", "method": "GET"})
+    assert "body_template" not in get
+    whole = spec_of(
+        "whole", "HTTP", {"url": "https://x", "method": "PUT", "body_template": "{{input.order}}"}
+    )
+    assert whole["body_template"] == "{{input.order}}"
+    kafka = spec_of("kafka", "KAFKA", {"bootstrap_servers": "k:9092", "topic": "t"})
+    assert kafka["value_template"] == "{{input}}"
+    redis = spec_of("redis", "REDIS_STREAM", {"redis_url": "redis://r", "stream": "s"})
+    assert redis["fields_template"] == {"input": "{{input}}"}
+
+
+def test_an_endpoint_stored_with_an_undeliverable_url_stays_readable_and_usable(
+    api: ApiClient, database: Database
+) -> None:
+    """Rows written before the check keep working as before: shown, and jobs created (their
+    deliveries fail with TEMPLATE_RESOLUTION_FAILED, see the worker's tests)."""
+    database.run(
+        "INSERT INTO endpoints (name, endpoint_type, spec, retry_policy) VALUES "
+        "('legacy', 'HTTP', CAST(:spec AS JSONB), NULL)",
+        spec='{"url": "not a url", "method": "POST"}',
+    )
+    shown = api.get("/endpoints/legacy")
+    assert shown.status == 200 and shown.body["spec"]["url"] == "not a url"
+    job = {"endpoint": "legacy", "trigger": "IMMEDIATE", "idempotency_key": "k", "input": {}}
+    assert api.post("/jobs", job).status == 201

@@ -18,7 +18,12 @@ from chalicelib.domain.endpoints import (
 from chalicelib.domain.names import check_endpoint_name, check_setup_name
 from chalicelib.domain.payload_specs import check_schema
 from chalicelib.domain.timefmt import iso
-from chalicelib.errors import InvalidSchema, TemplateResolutionFailed, ValidationFailed
+from chalicelib.errors import (
+    InvalidSchema,
+    InvalidTarget,
+    TemplateResolutionFailed,
+    ValidationFailed,
+)
 
 
 def body(endpoint_type: str = "HTTP", spec: dict[str, Any] | None = None, **extra: Any) -> dict:
@@ -97,8 +102,8 @@ def test_max_concurrent_is_optional_and_kept(endpoint_type: str) -> None:
 
 
 def test_missing_required_spec_fields_are_listed() -> None:
-    with pytest.raises(ValidationFailed, match="topic, value_template"):
-        parse_endpoint(body("KAFKA", {"bootstrap_servers": "k"}))
+    with pytest.raises(ValidationFailed, match="bootstrap_servers, topic"):
+        parse_endpoint(body("KAFKA", {"acks": "all"}))
 
 
 def test_max_len_may_be_a_config_placeholder() -> None:
@@ -220,7 +225,11 @@ def test_snapshot_follows_the_shared_contract() -> None:
     }
     assert snapshot["spec"]["acks"] == "all" and snapshot["spec"]["timeout_ms"] == 10000
     assert snapshot["retry_policy"] == RETRY_DEFAULTS
-    assert apply_spec_defaults("KAFKA", {"acks": None}) == {"acks": "all", "timeout_ms": 10000}
+    assert apply_spec_defaults("KAFKA", {"acks": None}) == {
+        "acks": "all",
+        "timeout_ms": 10000,
+        "value_template": "{{input}}",
+    }
 
 
 @pytest.mark.parametrize("name", ["a", "send-welcome-email", "v2-api", "x" * 100])
@@ -286,6 +295,153 @@ def test_snapshot_treats_null_spec_and_null_retry_fields_as_missing() -> None:
         "retry_policy": {"max_attempts": 4, "backoff": None},
     }
     snapshot = endpoint_snapshot(row)
-    assert snapshot["spec"] == {"acks": "all", "timeout_ms": 10000}
+    assert snapshot["spec"] == {"acks": "all", "timeout_ms": 10000, "value_template": "{{input}}"}
     assert snapshot["retry_policy"] == {**RETRY_DEFAULTS, "max_attempts": 4}
     assert (snapshot["config_ref"], snapshot["payload_spec_ref"]) == (None, None)
+
+
+# -- the payload of an endpoint without a template -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("endpoint_type", "spec", "field", "default"),
+    [
+        ("HTTP", {"url": "https://x", "method": "POST"}, "body_template", "{{input}}"),
+        ("HTTP", {"url": "https://x", "method": "DELETE"}, "body_template", "{{input}}"),
+        ("KAFKA", {"bootstrap_servers": "k:9092", "topic": "t"}, "value_template", "{{input}}"),
+        (
+            "REDIS_STREAM",
+            {"redis_url": "redis://r", "stream": "s"},
+            "fields_template",
+            {"input": "{{input}}"},
+        ),
+    ],
+)
+def test_without_a_template_the_input_is_the_payload(
+    endpoint_type: str, spec: dict[str, Any], field: str, default: Any
+) -> None:
+    assert parse_endpoint(body(endpoint_type, spec)).spec[field] == default
+    # A row stored before the default existed gets it in the snapshot of its next jobs.
+    row = {"name": "ep", "endpoint_type": endpoint_type, "spec": spec, "retry_policy": None}
+    assert endpoint_snapshot(row)["spec"][field] == default
+
+
+def test_a_get_request_has_no_default_body() -> None:
+    spec = parse_endpoint(body("HTTP", {"url": "https://x", "method": "GET"})).spec
+    assert "body_template" not in spec
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["{{input}}", " {{ input }} ", "{{input.order}}", "{{config.body}}", "{{secret.s}}"],
+)
+@pytest.mark.parametrize(
+    ("endpoint_type", "field"), [("HTTP", "body_template"), ("KAFKA", "value_template")]
+)
+def test_a_payload_template_may_be_one_whole_placeholder(
+    endpoint_type: str, field: str, template: str
+) -> None:
+    spec = {**body(endpoint_type)["spec"], field: template}
+    assert parse_endpoint(body(endpoint_type, spec, config="c")).spec[field] == template
+
+
+@pytest.mark.parametrize("template", ["text", "{{input}} and more", "{{name}}", "", 5, ["a"]])
+@pytest.mark.parametrize(
+    ("endpoint_type", "field"), [("HTTP", "body_template"), ("KAFKA", "value_template")]
+)
+def test_other_payload_strings_are_400(endpoint_type: str, field: str, template: Any) -> None:
+    spec = {**body(endpoint_type)["spec"], field: template}
+    with pytest.raises(ValidationFailed, match=f"spec.{field}.*exactly one placeholder"):
+        parse_endpoint(body(endpoint_type, spec))
+
+
+def test_fields_template_stays_an_object() -> None:
+    spec = {**body("REDIS_STREAM")["spec"], "fields_template": "{{input}}"}
+    with pytest.raises(ValidationFailed, match=r"spec\.fields_template"):
+        parse_endpoint(body("REDIS_STREAM", spec))
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        ({"a": "{{inptu.x}}"}, "unknown namespace 'inptu'"),
+        ("{{env.HOME}}", "unknown namespace 'env'"),
+        ({"a": "{{secret.s.inner}}"}, "names one secret"),
+    ],
+)
+def test_payload_placeholders_name_known_namespaces(template: Any, message: str) -> None:
+    spec = {**body("HTTP")["spec"], "body_template": template}
+    with pytest.raises(TemplateResolutionFailed, match=rf"spec\.body_template.*{message}"):
+        parse_endpoint(body("HTTP", spec))
+
+
+def test_bare_input_obeys_the_fields_namespaces() -> None:
+    spec = {"url": "https://x/{{input}}", "method": "POST"}
+    with pytest.raises(TemplateResolutionFailed, match=r"spec\.url.*\{\{input\}\}"):
+        parse_endpoint(body("HTTP", spec))
+
+
+# -- targets ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("not a url", "cannot be parsed"),
+        ("ftp://127.0.0.1/x", "its scheme is not one of them"),
+        ("https://", "names no host"),
+        ("http:///path", "names no host"),
+        ("localhost:8080/x", "does not begin with a scheme"),
+        ("//x.example/a", "does not begin with a scheme"),
+        ("https://exa mple.com/", "cannot be parsed"),
+        ("http://x.example:99999/", "cannot be parsed"),
+        ("ftp://{{config.host}}/x", "before the first placeholder"),
+        ("x{{config.base}}", "before the first placeholder"),
+        ("https:///{{config.path}}", "names no host"),
+    ],
+)
+def test_an_http_url_that_can_never_be_delivered_to_is_422(url: str, why: str) -> None:
+    with pytest.raises(InvalidTarget, match=rf"'spec\.url'.*{why}") as raised:
+        parse_endpoint(body("HTTP", {"url": url, "method": "POST"}, config="c"))
+    assert (raised.value.status, raised.value.code) == (422, "INVALID_TARGET")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://x.example",
+        "HTTP://X.example:8080/a?b=1#c",
+        "http://127.0.0.1:9/x",
+        "https://[::1]:8443/",
+        "{{config.base}}/emails/welcome",
+        "https://{{config.host}}/x",
+        "https://api.example/{{config.path}}",
+        "http{{config.tls}}://x.example/",
+        "{{secret.full_url}}",
+    ],
+)
+def test_deliverable_http_urls_are_accepted(url: str) -> None:
+    spec = parse_endpoint(body("HTTP", {"url": url, "method": "POST"}, config="c")).spec
+    assert spec["url"] == url
+
+
+@pytest.mark.parametrize(
+    ("url", "ok"),
+    [
+        ("redis://r:6379/0", True),
+        ("rediss://r", True),
+        ("unix:///run/redis.sock", True),
+        ("{{config.redis_url}}", True),
+        ("redis://{{secret.auth}}@r", True),
+        ("http://r:6379", False),
+        ("r:6379", False),
+        ("tcp://{{config.host}}", False),
+    ],
+)
+def test_redis_urls_name_a_redis_scheme(url: str, ok: bool) -> None:
+    spec = {**body("REDIS_STREAM")["spec"], "redis_url": url}
+    if ok:
+        assert parse_endpoint(body("REDIS_STREAM", spec, config="c")).spec["redis_url"] == url
+    else:
+        with pytest.raises(InvalidTarget, match=r"'spec\.redis_url'"):
+            parse_endpoint(body("REDIS_STREAM", spec, config="c"))

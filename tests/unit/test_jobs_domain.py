@@ -220,7 +220,8 @@ def test_endpoint_snapshot_contract() -> None:
     assert snapshot == {
         "name": "ep",
         "type": "KAFKA",
-        "spec": {"topic": "t", "acks": "all", "timeout_ms": 10000},  # defaults applied
+        # defaults applied
+        "spec": {"topic": "t", "acks": "all", "timeout_ms": 10000, "value_template": "{{input}}"},
         "retry_policy": {
             "max_attempts": 3,
             "backoff": "exponential",

@@ -12,6 +12,7 @@ from chalicelib.domain.templates import (
     lookup,
     resolve,
     secret_names,
+    whole_placeholder,
 )
 from chalicelib.errors import TemplateResolutionFailed
 
@@ -83,8 +84,33 @@ def test_values_are_never_expanded_again() -> None:
 
 
 def test_text_that_is_not_a_placeholder_is_left_alone() -> None:
-    for text in ("{{}}", "{{input}}", "{ {input.x} }", "{{1bad.x}}"):
+    # A bare {{word}} other than {{input}} stays text: receivers may run templates of their own.
+    for text in ("{{}}", "{{name}}", "{{config}}", "{ {input.x} }", "{{1bad.x}}"):
         assert resolve(text, CONTEXT) == text
+
+
+def test_bare_input_is_the_whole_input_with_its_json_type() -> None:
+    assert resolve("{{input}}", CONTEXT) == CONTEXT.input
+    assert resolve(" {{ input }} ", CONTEXT) == CONTEXT.input
+    template = {"data": "{{input}}", "user": "{{input.user}}", "n": "{{input.n}}"}
+    assert resolve(template, CONTEXT) == {
+        "data": CONTEXT.input,
+        "user": {"id": "u_1", "tags": ["a", "b"]},
+        "n": 3,
+    }
+    assert resolve("in={{input.user}}", CONTEXT) == 'in={"id":"u_1","tags":["a","b"]}'
+    assert [str(p) for _, p in find_placeholders({"b": "{{ input }}"})] == ["{{input}}"]
+    assert whole_placeholder(" {{input}} ") == Placeholder("input", "")
+    assert whole_placeholder("{{input}} and more") is None
+
+
+@pytest.mark.parametrize("no_input", [{}, None])
+def test_bare_input_of_a_job_without_input_is_null(no_input: dict | None) -> None:
+    context = TemplateContext(input=no_input or {}, config={}, secret={})
+    assert resolve("{{input}}", context) is None
+    assert resolve({"data": "{{input}}"}, context) == {"data": None}
+    with pytest.raises(TemplateResolutionFailed):
+        resolve("{{input.x}}", context)
 
 
 def test_secret_names() -> None:

@@ -20,6 +20,32 @@ _RETRY: dict[str, Any] = {
     },
 }
 _TIMEOUT = {"type": "integer", "minimum": 1, "maximum": 300000}
+_WHOLE_VALUE = {
+    "type": "string",
+    "pattern": r"^\s*\{\{[^{}]+\}\}\s*$",
+    "description": 'Exactly one placeholder, such as "{{input}}" or "{{input.order}}": the '
+    "value it names, with its JSON type. {{input}} is the job's whole input, null for a job "
+    "without input (none, or {}).",
+}
+
+
+def _payload(what: str, default: str) -> dict[str, Any]:
+    """A payload template: an object, or one placeholder standing for a whole value."""
+    return {
+        "oneOf": [{"type": "object"}, _WHOLE_VALUE],
+        "description": f"Supports {{{{input.*}}}}, {{{{config.*}}}}, {{{{secret.*}}}}. {what} "
+        f"Without it: {default}",
+    }
+
+
+def _target(schemes: str, *, host: str = ", with a host") -> str:
+    return (
+        f"A literal URL must be absolute, {schemes}{host}; a templated one must begin with "
+        "such a scheme or with its placeholder (checked again once rendered). 422 "
+        "INVALID_TARGET otherwise."
+    )
+
+
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 _SPECS: dict[str, dict[str, Any]] = {
     "HttpSpec": {
@@ -27,13 +53,19 @@ _SPECS: dict[str, dict[str, Any]] = {
         "additionalProperties": False,
         "required": ["url", "method"],
         "properties": {
-            "url": {"type": "string", "description": "Supports {{config.*}}, {{secret.*}}."},
+            "url": {
+                "type": "string",
+                "description": "Supports {{config.*}}, {{secret.*}}. "
+                + _target("http:// or https://"),
+            },
             "method": {"enum": ["GET", "POST", "PUT", "PATCH", "DELETE"]},
             "headers": {**_STRING_MAP, "description": "Supports {{config.*}}, {{secret.*}}."},
-            "body_template": {
-                "type": "object",
-                "description": "Supports {{input.*}}, {{config.*}}, {{secret.*}}.",
-            },
+            "body_template": _payload(
+                "Sent as the JSON body (Content-Type application/json unless headers set one); "
+                "null sends no body.",
+                'every method but GET sends the job\'s input ("{{input}}", shown as the '
+                "default); GET sends no body.",
+            ),
             "timeout_ms": {**_TIMEOUT, "default": 30000},
             "expected_status_codes": {
                 "type": "array",
@@ -45,7 +77,7 @@ _SPECS: dict[str, dict[str, Any]] = {
     "KafkaSpec": {
         "type": "object",
         "additionalProperties": False,
-        "required": ["bootstrap_servers", "topic", "value_template"],
+        "required": ["bootstrap_servers", "topic"],
         "properties": {
             "bootstrap_servers": {
                 "type": "string",
@@ -57,8 +89,8 @@ _SPECS: dict[str, dict[str, Any]] = {
                 "description": "Supports {{input.*}}, {{config.*}}.",
             },
             "value_template": {
-                "type": "object",
-                "description": "Supports {{input.*}}, {{config.*}}, {{secret.*}}.",
+                **_payload("Sent as the record's JSON value.", 'the job\'s input ("{{input}}").'),
+                "default": "{{input}}",
             },
             "headers": {
                 **_STRING_MAP,
@@ -72,14 +104,21 @@ _SPECS: dict[str, dict[str, Any]] = {
     "RedisStreamSpec": {
         "type": "object",
         "additionalProperties": False,
-        "required": ["redis_url", "stream", "fields_template"],
+        "required": ["redis_url", "stream"],
         "properties": {
-            "redis_url": {"type": "string", "description": "Supports {{config.*}}, {{secret.*}}."},
+            "redis_url": {
+                "type": "string",
+                "description": "Supports {{config.*}}, {{secret.*}}. "
+                + _target("redis://, rediss:// or unix://", host=""),
+            },
             "stream": {"type": "string", "description": "Supports {{config.*}}."},
             "fields_template": {
                 "type": "object",
                 "minProperties": 1,
-                "description": "Supports {{input.*}}, {{config.*}}, {{secret.*}}.",
+                "description": "Supports {{input.*}}, {{config.*}}, {{secret.*}}. One entry "
+                "field per key; a value that is not a string is sent as compact JSON. Without "
+                "it: one field, input, holding the job's input as compact JSON.",
+                "default": {"input": "{{input}}"},
             },
             "max_len": {
                 "oneOf": [
@@ -142,7 +181,9 @@ _WRITABLE = {
 }
 _UNPROCESSABLE = (
     "INVALID_PAYLOAD_SPEC_REF or INVALID_CONFIG_REF: the named payload spec or config does "
-    "not exist. TEMPLATE_RESOLUTION_FAILED: a placeholder whose namespace is unknown or not "
+    "not exist. INVALID_TARGET: spec.url or spec.redis_url can never be delivered to (not an "
+    "absolute URL of the transport's schemes). TEMPLATE_RESOLUTION_FAILED: a placeholder "
+    "whose namespace is unknown or not "
     "supported by its field, {{config.*}} without a config, or {{secret.*}} naming a secret "
     "that does not exist. INVALID_CALLBACK: on_success / on_failure names no endpoint. "
     "INVALID_SIGNING_SECRET: spec.signing_secret names no secret, or one whose value is not "

@@ -179,7 +179,8 @@ def _record(request: DeliveryRequest) -> dict[str, Any]:
     headers = [(str(k), _as_bytes(v)) for k, v in (spec.get("headers") or {}).items()]
     headers.append((EXECUTION_HEADER, request.execution_id.encode()))
     headers.append((ATTEMPT_HEADER, str(request.attempt).encode()))
-    value = _as_bytes(spec.get("value_template"))
+    # The value is JSON whatever the template resolved to: "{{input.name}}" sends "\"a\"".
+    value = json.dumps(spec.get("value_template"), separators=(",", ":")).encode("utf-8")
     signed = webhook_headers(request.signing, request.execution_id, value)
     if signed:  # ours replace same-named spec headers: receivers verify them
         headers = [(k, v) for k, v in headers if k.lower() not in signed]
