@@ -135,9 +135,11 @@ def test_the_method_decides_the_scope_and_key_routes_need_admin(
 
 
 def test_each_scope_allows_its_routes_and_refuses_the_others_with_403() -> None:
-    read, write, admin = (Principal(b"k", scope) for scope in (Scope.READ, Scope.WRITE, Scope.ADMIN))
+    read, write, admin = (
+        Principal(b"k", scope) for scope in (Scope.READ, Scope.WRITE, Scope.ADMIN)
+    )
     authorize(read, "GET", "/jobs")
-    with pytest.raises(Forbidden, match="'read'.*POST /jobs needs a 'write' key") as info:
+    with pytest.raises(Forbidden, match=r"'read'.*POST /jobs needs a 'write' key") as info:
         authorize(read, "POST", "/jobs")
     assert (info.value.status, info.value.code) == (403, "INSUFFICIENT_SCOPE")
     authorize(write, "POST", "/jobs")
@@ -154,7 +156,7 @@ def test_a_cached_key_keeps_its_scope_and_the_lookup_decides_it() -> None:
 
 @pytest.mark.parametrize("value", [None, "", "ADMIN", "root", 1, ["read"]])
 def test_unknown_scopes_are_a_400(value: object) -> None:
-    with pytest.raises(ValidationFailed, match="admin, write, read|read, write, admin"):
+    with pytest.raises(ValidationFailed, match=r"one of: read, write, admin\."):
         parse_scope(value)
 
 
