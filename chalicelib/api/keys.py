@@ -8,13 +8,14 @@ honour a revocation within ``TE_API_KEY_CACHE_TTL_SEC`` (default 5 s).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 from chalicelib import services
 from chalicelib.api.http import Resource, check_fields, shown
 from chalicelib.api.pagination import page_response, parse_page
-from chalicelib.domain.api_keys import check_key_name, parse_scope
+from chalicelib.domain.api_keys import parse_scope
 from chalicelib.services.api_keys import ApiKey
 
 resource = Resource(__name__)
@@ -31,9 +32,7 @@ def create_key() -> dict[str, Any]:
     """``{"name", "scope"}`` -> the key's representation plus ``api_key``, shown once."""
     body = resource.json_body()
     check_fields(body, required=["name", "scope"])
-    created = services.api_key_service().create(
-        check_key_name(body["name"]), parse_scope(body["scope"])
-    )
+    created = services.api_key_service().create(body["name"], parse_scope(body["scope"]))
     return {**render_key(created.api_key), "api_key": created.key}
 
 
@@ -50,3 +49,13 @@ def list_keys() -> dict[str, Any]:
 def revoke_key(key_id: str) -> dict[str, Any]:
     """The key stops working (idempotent: a revoked key keeps its first ``revoked_at``)."""
     return render_key(services.api_key_service().revoke(key_id))
+
+
+if __name__ == "__main__":
+    # This module was once a command that made keys on the database; say where that went
+    # rather than exit 0 having done nothing.
+    sys.exit(
+        "python -m chalicelib.api.keys no longer manages keys: use `te keys create NAME "
+        "--scope read|write|admin` with an admin key, or for a fresh database's first key "
+        "`python -m chalicelib.migrate --first-admin-key NAME`."
+    )

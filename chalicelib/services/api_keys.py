@@ -60,8 +60,9 @@ class ApiKeyService:
 
     db: Database
 
-    def create(self, name: str, scope: Scope) -> CreatedKey:
-        """Store the hash of a new random key labelled ``name``; return the plaintext once."""
+    def create(self, name: Any, scope: Scope) -> CreatedKey:
+        """Store the hash of a new random key labelled ``name`` (checked here: 400 when it
+        breaks the naming rules); return the plaintext once."""
         name = check_key_name(name)
         key = generate_key()
         rows = self.db.run(

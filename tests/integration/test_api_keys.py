@@ -238,3 +238,16 @@ def test_both_migrate_module_names_run_the_one_migrate_command(module: str, db_u
         check=False,
     )
     assert usage.returncode == 0 and "--first-admin-key" in usage.stdout
+
+
+def test_the_old_key_command_says_where_key_administration_went() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "chalicelib.api.keys", "create", "ci"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert "te keys create" in done.stderr and "--first-admin-key" in done.stderr
