@@ -28,7 +28,7 @@ class ConfigurationError(TaskExecutorError):
     """A setting is missing or malformed (raised at startup or first use)."""
 
 
-# -- 400 / 401 / 413 / 429 ------------------------------------------------------------------
+# -- 400 / 401 / 403 / 413 / 429 ------------------------------------------------------------
 
 
 class InvalidRequest(TaskExecutorError):
@@ -39,6 +39,14 @@ class InvalidRequest(TaskExecutorError):
 class Unauthorized(TaskExecutorError):
     status = 401
     code = "UNAUTHORIZED"
+
+
+class Forbidden(TaskExecutorError):
+    """A valid API key whose scope does not allow the route (a read key on a POST, a write
+    key on key administration)."""
+
+    status = 403
+    code = "INSUFFICIENT_SCOPE"
 
 
 class RouteNotFound(TaskExecutorError):
@@ -105,6 +113,10 @@ class ExecutionNotFound(NotFound):
 
 class BatchNotFound(NotFound):
     code = "BATCH_NOT_FOUND"
+
+
+class ApiKeyNotFound(NotFound):
+    code = "API_KEY_NOT_FOUND"
 
 
 # -- 409 -----------------------------------------------------------------------------------

@@ -14,7 +14,10 @@
     except ApiError as exc:
         print(exc.status, exc.code, exc.message, exc.request_id)
 
-Every method returns the API's JSON as plain ``dict``/``list`` values (the shapes of the
+Every operation of the API has a method here (``client.keys`` manages API keys with an
+admin key; ``client.executions.dead_letters()`` lists FAILED executions; pause, resume,
+trigger, redrive, retry and cancel are methods of their resource). Every method returns the
+API's JSON as plain ``dict``/``list`` values (the shapes of the
 OpenAPI document, ``GET /openapi.json``). Any 4xx/5xx raises :class:`ApiError` (a subclass
 per status: :class:`NotFound`, :class:`Conflict`...) carrying the error envelope's
 ``code``, ``message`` and ``request_id``; a server that cannot be reached raises
@@ -82,6 +85,10 @@ class Unauthorized(ApiError):
     """401: missing or wrong API key."""
 
 
+class Forbidden(ApiError):
+    """403: the API key's scope does not allow the operation (INSUFFICIENT_SCOPE)."""
+
+
 class NotFound(ApiError):
     """404: no such resource (or route)."""
 
@@ -101,6 +108,7 @@ class ServerError(ApiError):
 _BY_STATUS: dict[int, type[ApiError]] = {
     400: BadRequest,
     401: Unauthorized,
+    403: Forbidden,
     404: NotFound,
     409: Conflict,
     422: BadRequest,
@@ -152,13 +160,14 @@ class Client:
         self._http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=10.0, read=timeout), retries=False
         )
-        self.endpoints = Named(self, "/endpoints")
+        self.endpoints = Endpoints(self, "/endpoints")
         self.configs = Named(self, "/configs")
         self.secrets = Named(self, "/secrets")
         self.payload_specs = Named(self, "/payload-specs")
         self.jobs = Jobs(self)
         self.executions = Executions(self)
         self.batches = Batches(self)
+        self.keys = Keys(self)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> Client:
@@ -214,7 +223,16 @@ class Client:
         return self.request("GET", "/health")
 
     def metrics(self) -> str:
+        """The Prometheus exposition text."""
         return self.text("/metrics")
+
+    def overview(self) -> Any:
+        """Counts by status, throughput, lag, workers and per-endpoint outcomes."""
+        return self.request("GET", "/overview")
+
+    def openapi(self) -> Any:
+        """The OpenAPI 3.1 document describing every route."""
+        return self.request("GET", "/openapi.json")
 
 
 def encode_body(body: Any) -> bytes:
@@ -268,8 +286,29 @@ class Named:
         self._client.request("DELETE", f"{self.path}/{_id(name)}")
 
 
+class Endpoints(Named):
+    """``/endpoints``: the named collection, plus pause, resume and redrive."""
+
+    def pause(self, name: str) -> Any:
+        """Stop delivering to the endpoint (its executions wait, nothing is lost)."""
+        return self._client.request("POST", f"{self.path}/{_id(name)}/pause")
+
+    def resume(self, name: str) -> Any:
+        return self._client.request("POST", f"{self.path}/{_id(name)}/resume")
+
+    def redrive(self, name: str, *, since: str, until: str, error_type: str | None = None) -> Any:
+        """Requeue FAILED executions created in [since, until) (ISO 8601 with an offset),
+        optionally of one last error type: ``{"requeued": n, "more": bool}``; call again
+        while ``more``."""
+        body: dict[str, Any] = {"since": since, "until": until}
+        if error_type is not None:
+            body["error_type"] = error_type
+        return self._client.request("POST", f"{self.path}/{_id(name)}/redrive", body)
+
+
 class Jobs:
-    """``/jobs``: create, list (filters ``endpoint``, ``trigger``, ``status``), read, cancel."""
+    """``/jobs``: create, list (filters ``endpoint``, ``trigger``, ``status``), read, update,
+    cancel, pause, resume, trigger (run now)."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
@@ -297,6 +336,19 @@ class Jobs:
     def status(self, job_id: str) -> Any:
         return self._client.request("GET", f"/jobs/{_id(job_id)}/status")
 
+    def pause(self, job_id: str) -> Any:
+        """Pause an ACTIVE cron job (409 JOB_NOT_PAUSABLE otherwise)."""
+        return self._client.request("POST", f"/jobs/{_id(job_id)}/pause")
+
+    def resume(self, job_id: str, *, catch_up: bool = False) -> Any:
+        """Resume a paused cron job; ``catch_up`` fires the ticks missed meanwhile."""
+        body = {"catch_up": True} if catch_up else None
+        return self._client.request("POST", f"/jobs/{_id(job_id)}/resume", body)
+
+    def trigger(self, job_id: str) -> Any:
+        """Run an ACTIVE cron job now, outside its schedule: the new execution."""
+        return self._client.request("POST", f"/jobs/{_id(job_id)}/trigger")
+
     def versions(self, job_id: str) -> Iterator[Any]:
         return self._client.pages(f"/jobs/{_id(job_id)}/versions")
 
@@ -311,10 +363,25 @@ class Jobs:
 
 
 class Executions:
-    """``/executions/{id}``: read, wait, attempts, logs, cancel, retry."""
+    """``/executions``: list across jobs (the dead letters are the FAILED ones); one
+    execution's read, wait, attempts, logs, cancel, retry."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
+
+    def list(self, *, limit: int | None = None, cursor: str | None = None, **filters: Any) -> Any:
+        """One page, newest first; filters ``status``, ``endpoint``, ``since``, ``until``
+        (ISO 8601), ``error_type``."""
+        return self._client.request(
+            "GET", "/executions", params={"limit": limit, "cursor": cursor, **filters}
+        )
+
+    def list_all(self, **filters: Any) -> Iterator[Any]:
+        return self._client.pages("/executions", filters)
+
+    def dead_letters(self, **filters: Any) -> Iterator[Any]:
+        """Every FAILED execution (with its last error), newest first."""
+        return self.list_all(**{**filters, "status": "FAILED"})
 
     def get(self, execution_id: str, *, wait: int | None = None) -> Any:
         """The execution; with ``wait`` the server answers once terminal or after that many
@@ -355,8 +422,31 @@ class Batches:
     def get(self, batch_id: str) -> Any:
         return self._client.request("GET", f"/batches/{_id(batch_id)}")
 
-    def jobs(self, batch_id: str) -> Iterator[Any]:
-        return self._client.pages(f"/batches/{_id(batch_id)}/jobs")
+    def jobs(self, batch_id: str, *, status: str | None = None) -> Iterator[Any]:
+        """The batch's jobs; ``status`` filters by their execution's status."""
+        return self._client.pages(f"/batches/{_id(batch_id)}/jobs", {"status": status})
 
     def cancel(self, batch_id: str) -> Any:
         return self._client.request("POST", f"/batches/{_id(batch_id)}/cancel")
+
+
+class Keys:
+    """``/keys``: API key administration (an ``admin`` key is needed)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def create(self, name: str, scope: str) -> Any:
+        """A new key with ``scope`` ``read``, ``write`` or ``admin``; the answer's
+        ``api_key`` is the key itself, shown this once."""
+        return self._client.request("POST", "/keys", {"name": name, "scope": scope})
+
+    def list(self, *, limit: int | None = None, cursor: str | None = None) -> Any:
+        return self._client.request("GET", "/keys", params={"limit": limit, "cursor": cursor})
+
+    def list_all(self) -> Iterator[Any]:
+        """Every key, revoked ones included (never a key or its hash)."""
+        return self._client.pages("/keys")
+
+    def revoke(self, key_id: str) -> Any:
+        return self._client.request("POST", f"/keys/{_id(key_id)}/revoke")

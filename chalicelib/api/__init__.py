@@ -1,7 +1,8 @@
 """The REST API: one Blueprint per resource, plus the middleware every request crosses.
 
 The middleware gives every response a request id (``X-Request-Id`` header, and in every
-error body), enforces the body size limit (413), authenticates (401) and rate-limits (429)
+error body), enforces the body size limit (413), authenticates (401), checks the key's
+scope against the route (403, :func:`chalicelib.api.auth.authorize`) and rate-limits (429)
 every route except ``GET /openapi.json`` and ``GET /health`` (load balancers call it
 without a key), and rewrites Chalice's own error responses (405, 415, 500) into the
 specification's envelope.
@@ -42,9 +43,10 @@ def _authenticator() -> Any:
     if "auth" not in _guards:
         from chalicelib import services, wiring
         from chalicelib.api.auth import Authenticator, RateLimiter
+        from chalicelib.domain.api_keys import Scope
 
-        def lookup(digest: bytes) -> bool:
-            return services.api_key_service().is_active(digest)
+        def lookup(digest: bytes) -> Scope | None:
+            return services.api_key_service().scope_of(digest)
 
         settings = wiring.settings()
         _guards["auth"] = Authenticator(
@@ -97,9 +99,12 @@ def _guard(request: Request) -> None:
         raise PayloadTooLarge(f"Request body exceeds {get_settings().max_body_bytes} bytes.")
     if route in PUBLIC_ROUTES:
         return
+    from chalicelib.api.auth import authorize
+
     authenticator, limiter = _authenticator()
-    identity = authenticator.authenticate(request.headers.get("authorization"))
-    limiter.check(identity)
+    principal = authenticator.authenticate(request.headers.get("authorization"))
+    limiter.check(principal.key_hash)
+    authorize(principal, *route)
 
 
 def envelope_middleware(request: Request, get_response: Callable[[Request], Response]) -> Any:
@@ -132,6 +137,7 @@ def register_api(app: Chalice) -> None:
         endpoints,
         executions,
         jobs,
+        keys,
         meta,
         metrics,
         overview,
@@ -142,6 +148,6 @@ def register_api(app: Chalice) -> None:
 
     app.register_middleware(envelope_middleware, "http")
     modules = (payload_specs, configs, secrets, endpoints, jobs, batches, executions, meta)
-    for module in (*modules, metrics, overview, ui):
+    for module in (*modules, metrics, overview, ui, keys):
         app.register_blueprint(module.resource.blueprint)
     app.register_blueprint(dead_letters.resource.blueprint)

@@ -1,4 +1,4 @@
-"""Bearer API-key authentication and per-key rate limiting.
+"""Bearer API-key authentication, scope authorization and per-key rate limiting.
 
 Keys are stored as SHA-256 hashes (``api_keys.key_hash``); a presented key is hashed and
 looked up by its hash, then compared with :func:`hmac.compare_digest`. ``TE_BOOTSTRAP_API_KEY``
@@ -6,6 +6,11 @@ is accepted when set (``make run`` and the tests use it). Valid hashes are cache
 process for ``cache_ttl_sec`` (``TE_API_KEY_CACHE_TTL_SEC``, default 5 s, 0 = no cache) so
 the hot path does not hit the database per request: a revoked key stops working in every
 process within that time. Invalid keys are never cached.
+
+Authorization is decided here and nowhere else (:func:`required_scope`, :func:`authorize`,
+called by the API's middleware for every keyed route): a route's method says what it needs
+(GET: ``read``; anything else: ``write``), and key administration (``/keys``...) needs
+``admin`` whatever its method. The bootstrap key is ``admin``.
 """
 
 from __future__ import annotations
@@ -16,10 +21,39 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from chalicelib.domain.api_keys import hash_key
-from chalicelib.errors import RateLimited, Unauthorized
+from chalicelib.domain.api_keys import Scope, hash_key
+from chalicelib.errors import Forbidden, RateLimited, Unauthorized
 
 CACHE_TTL_SEC = 5.0
+#: Methods that read: a ``read`` key may call them.
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: Key administration: every route at or under it needs an ``admin`` key, whatever its method.
+KEY_ROUTES = "/keys"
+
+
+def required_scope(method: str, path: str) -> Scope:
+    """The scope a route needs: ``admin`` for key administration, else by its method."""
+    if path == KEY_ROUTES or path.startswith(KEY_ROUTES + "/"):
+        return Scope.ADMIN
+    return Scope.READ if method.upper() in READ_METHODS else Scope.WRITE
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the key's hash (the rate limiter's identity) and its scope."""
+
+    key_hash: bytes
+    scope: Scope
+
+
+def authorize(principal: Principal, method: str, path: str) -> None:
+    """Raise Forbidden (403 INSUFFICIENT_SCOPE) unless the key's scope allows the route."""
+    needed = required_scope(method, path)
+    if not principal.scope.allows(needed):
+        raise Forbidden(
+            f"This API key's scope is '{principal.scope.value}'; {method.upper()} {path} "
+            f"needs a '{needed.value}' key."
+        )
 
 
 def bearer_token(header: str | None) -> str:
@@ -33,36 +67,38 @@ def bearer_token(header: str | None) -> str:
 
 @dataclass
 class Authenticator:
-    """Decides whether a presented key is valid.
+    """Decides whether a presented key is valid, and its scope.
 
-    ``lookup`` answers "is there an active key with this hash?" (the database in
-    production); it is only called on a cache miss.
+    ``lookup`` answers "the scope of the active key with this hash, or None" (the database
+    in production); it is only called on a cache miss.
     """
 
-    lookup: Callable[[bytes], bool]
+    lookup: Callable[[bytes], Scope | None]
     bootstrap_key: str | None = None
     cache_ttl_sec: float = CACHE_TTL_SEC
     clock: Callable[[], float] = time.monotonic
-    _valid_until: dict[bytes, float] = field(default_factory=dict)
+    _valid_until: dict[bytes, tuple[float, Scope]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def authenticate(self, header: str | None) -> bytes:
-        """Return the key's hash (the rate limiter's identity) or raise Unauthorized."""
+    def authenticate(self, header: str | None) -> Principal:
+        """Return the key's hash and scope, or raise Unauthorized."""
         digest = hash_key(bearer_token(header))
         if self.bootstrap_key and hmac.compare_digest(digest, hash_key(self.bootstrap_key)):
-            return digest
+            return Principal(digest, Scope.ADMIN)
         now = self.clock()
         with self._lock:
-            if self._valid_until.get(digest, 0.0) > now:
-                return digest
-        if not self.lookup(digest):
+            until, cached = self._valid_until.get(digest, (0.0, Scope.READ))
+            if until > now:
+                return Principal(digest, cached)
+        scope = self.lookup(digest)
+        if scope is None:
             with self._lock:
                 self._valid_until.pop(digest, None)
             raise Unauthorized("Invalid API key.")
         if self.cache_ttl_sec > 0:
             with self._lock:
-                self._valid_until[digest] = now + self.cache_ttl_sec
-        return digest
+                self._valid_until[digest] = (now + self.cache_ttl_sec, scope)
+        return Principal(digest, scope)
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Forward-only migration runner (its command line is ``python -m chalicelib.migrate``).
+"""Forward-only migration runner (its command line is ``python -m chalicelib.migrate``;
+``python -m chalicelib.db.migrate`` runs that same command).
 
 Applied migrations are recorded in ``schema_migrations`` with a checksum. Each file runs in
 one transaction together with its record, after updating the single row of
@@ -12,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import runpy
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,3 +134,10 @@ def migrate(db: Database, directory: Path = MIGRATIONS_DIR) -> list[str]:
             log.info("applied migration %s", migration.path.name)
             applied.append(migration.version)
     return applied
+
+
+if __name__ == "__main__":
+    # One migrate command: run chalicelib.migrate's (same options, output and exit status).
+    # Named, not imported: db/ stays below wiring, which that command resolves the database
+    # through.
+    runpy.run_module("chalicelib.migrate", run_name="__main__", alter_sys=True)

@@ -40,11 +40,11 @@ def main(ctx: click.Context, url: str | None, api_key: str | None) -> None:
 def _register() -> None:
     from te.cli import executions, jobs, keys, setup
 
-    for command in (*setup.GROUPS, jobs.jobs, jobs.batch, executions.executions):
+    groups = (*setup.GROUPS, jobs.jobs, jobs.batch, executions.executions, keys.keys)
+    reads = (executions.health, executions.overview, executions.metrics, executions.openapi)
+    commands: tuple[click.Command, ...] = (*groups, executions.dead_letters, executions.watch)
+    for command in (*commands, *reads):
         main.add_command(command)
-    main.add_command(executions.watch)
-    main.add_command(executions.health)
-    main.add_command(keys.keys)
 
 
 _register()

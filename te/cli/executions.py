@@ -1,4 +1,6 @@
-"""``te executions`` (get, attempts, logs, cancel, retry), ``te watch`` and ``te health``."""
+"""``te executions`` (list, get, attempts, logs, cancel, retry), ``te dead-letters`` (the
+FAILED executions), ``te watch``, and the service-wide reads ``te health``, ``te overview``,
+``te metrics`` and ``te openapi``."""
 
 from __future__ import annotations
 
@@ -13,13 +15,54 @@ from te.client import TERMINAL
 
 ATTEMPT_COLUMNS = ("attempt_number", "status", "started_at", "duration_ms", "error")
 LOG_COLUMNS = ("logged_at", "attempt_number", "level", "message")
+LISTED_COLUMNS = ("execution_id", "job_id", "status", "attempt_count", "error_type", "created_at")
+EXECUTION_STATUSES = ("PENDING", "QUEUED", "RUNNING", "RETRYING", "SUCCESS", "FAILED", "CANCELLED")
 #: ``te watch`` exits with this when the execution ended FAILED or CANCELLED.
 NOT_SUCCEEDED = 3
 
 
 @click.group()
 def executions() -> None:
-    """Executions: get, attempts, logs, cancel, retry."""
+    """Executions: list, get, attempts, logs, cancel, retry."""
+
+
+def _filters(command: Any) -> Any:
+    """The listing's filters (``--status`` aside) and ``--limit``."""
+    for option in (
+        click.option("--limit", type=click.IntRange(1, 200), help="One page of this size."),
+        click.option("--error-type", help="Only those whose last error is of this type."),
+        click.option("--until", help="Created before this ISO 8601 instant (with offset)."),
+        click.option("--since", help="Created at or after this ISO 8601 instant."),
+        click.option("--endpoint", help="Only this endpoint's executions."),
+    ):
+        command = option(command)
+    return command
+
+
+def _listing(limit: int | None, **filters: Any) -> None:
+    api = settings().client().executions
+    items = api.list(limit=limit, **filters)["items"] if limit else list(api.list_all(**filters))
+    show(items, LISTED_COLUMNS)
+
+
+@executions.command("list")
+@click.option("--status", type=click.Choice(EXECUTION_STATUSES))
+@_filters
+@json_option
+def list_(status: str | None, limit: int | None, **filters: Any) -> None:
+    """Executions across jobs, newest first (every page unless --limit)."""
+    _listing(limit, status=status, **filters)
+
+
+@click.command("dead-letters")
+@_filters
+@json_option
+def dead_letters(limit: int | None, **filters: Any) -> None:
+    """The dead letters: FAILED executions with their last error, newest first.
+
+    Requeue one with ``te executions retry ID``, many with ``te endpoints redrive``.
+    """
+    _listing(limit, status="FAILED", **filters)
 
 
 @executions.command("get")
@@ -123,3 +166,22 @@ def _event(kind: str, data: dict[str, Any], fields: tuple[str, ...]) -> None:
 def health() -> None:
     """GET /health: the API is up and its database answers (exit 1 otherwise)."""
     show(settings().client().health())
+
+
+@click.command()
+@json_option
+def overview() -> None:
+    """GET /overview: counts by status, throughput, lag, workers, endpoint outcomes."""
+    show(settings().client().overview())
+
+
+@click.command()
+def metrics() -> None:
+    """GET /metrics: the Prometheus exposition text."""
+    click.echo(settings().client().metrics(), nl=False)
+
+
+@click.command()
+def openapi() -> None:
+    """GET /openapi.json: the OpenAPI 3.1 document (JSON)."""
+    click.echo(json.dumps(settings().client().openapi(), indent=2, sort_keys=True))

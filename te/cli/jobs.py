@@ -1,6 +1,6 @@
-"""``te jobs`` (create, list, get, cancel, versions, status, executions) and ``te batch``
-(create jobs from a JSON-lines file, in requests of up to 1,000 job requests and 1 MiB,
-with a progress bar)."""
+"""``te jobs`` (create, list, get, update, cancel, pause, resume, trigger, versions, status,
+executions) and ``te batch`` (create jobs from a JSON-lines file, in requests of up to 1,000
+job requests and 1 MiB, with a progress bar; get, jobs, cancel)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ EXECUTION_COLUMNS = ("execution_id", "status", "attempt_count", "run_at", "compl
 
 @click.group()
 def jobs() -> None:
-    """Jobs: create, list, get, cancel, versions, status, executions."""
+    """Jobs: create, list, get, update, cancel, pause, resume, trigger, versions, status,
+    executions."""
 
 
 @jobs.command("create")
@@ -63,6 +64,40 @@ def cancel(job_id: str) -> None:
     show(settings().client().jobs.cancel(job_id))
 
 
+@jobs.command("update")
+@click.argument("job_id")
+@FILE
+@json_option
+def update(job_id: str, path: Path) -> None:
+    """Replace a cron job from a JSON/YAML file (the PUT /jobs/{id} body): a new version."""
+    show(settings().client().jobs.update(job_id, read_object(path)))
+
+
+@jobs.command("pause")
+@click.argument("job_id")
+@json_option
+def pause(job_id: str) -> None:
+    """Pause an ACTIVE cron job: no ticks until it is resumed."""
+    show(settings().client().jobs.pause(job_id))
+
+
+@jobs.command("resume")
+@click.argument("job_id")
+@click.option("--catch-up", is_flag=True, help="Fire the ticks missed while paused.")
+@json_option
+def resume(job_id: str, catch_up: bool) -> None:
+    """Resume a paused cron job (missed ticks are skipped unless --catch-up)."""
+    show(settings().client().jobs.resume(job_id, catch_up=catch_up))
+
+
+@jobs.command("trigger")
+@click.argument("job_id")
+@json_option
+def trigger(job_id: str) -> None:
+    """Run an ACTIVE cron job now, outside its schedule (prints the new execution)."""
+    show(settings().client().jobs.trigger(job_id))
+
+
 @jobs.command("versions")
 @click.argument("job_id")
 @json_option
@@ -90,7 +125,7 @@ def executions(job_id: str, status: str | None) -> None:
 
 @click.group()
 def batch() -> None:
-    """Batches of jobs: create from a JSON-lines file, get progress."""
+    """Batches of jobs: create from a JSON-lines file, get progress, list jobs, cancel."""
 
 
 def _lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -254,3 +289,20 @@ def _report(results: list[dict[str, Any]], failure: _Failure | None) -> bool:
 def get_batch(batch_id: str) -> None:
     """A batch's progress: counts by status, RUNNING or COMPLETED."""
     show(settings().client().batches.get(batch_id))
+
+
+@batch.command("jobs")
+@click.argument("batch_id")
+@click.option("--status", help="Only jobs whose execution is in this status.")
+@json_option
+def batch_jobs(batch_id: str, status: str | None) -> None:
+    """A batch's jobs, newest first."""
+    show(list(settings().client().batches.jobs(batch_id, status=status)), JOB_COLUMNS)
+
+
+@batch.command("cancel")
+@click.argument("batch_id")
+@json_option
+def cancel_batch(batch_id: str) -> None:
+    """Cancel every cancellable job of a batch; says how many."""
+    show(settings().client().batches.cancel(batch_id))

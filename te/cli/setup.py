@@ -1,7 +1,8 @@
 """``te endpoints|configs|secrets|payload-specs``: the named setup resources.
 
 Each has ``create -f FILE`` (the request body, JSON or YAML; ``-`` reads stdin), ``list``,
-``get NAME``, ``update NAME -f FILE`` and ``delete NAME``.
+``get NAME``, ``update NAME -f FILE`` and ``delete NAME``; ``te endpoints`` also has
+``pause NAME``, ``resume NAME`` and ``redrive NAME --since --until [--error-type]``.
 """
 
 from __future__ import annotations
@@ -72,13 +73,59 @@ def named_group(name: str, attr: str, columns: tuple[str, ...], what: str) -> cl
     return group
 
 
+ENDPOINTS = named_group(
+    "endpoints",
+    "endpoints",
+    ("name", "type", "spec", "retry_policy", "paused_at", "updated_at"),
+    "Delivery targets (HTTP, Kafka, Redis Stream)",
+)
+ENDPOINTS.help = (
+    "Delivery targets (HTTP, Kafka, Redis Stream): create, list, get, update, delete, "
+    "pause, resume, redrive."
+)
+
+
+@ENDPOINTS.command("pause")
+@click.argument("name")
+@json_option
+def pause(name: str) -> None:
+    """Stop delivering to an endpoint (its executions wait; nothing is lost)."""
+    show(settings().client().endpoints.pause(name))
+
+
+@ENDPOINTS.command("resume")
+@click.argument("name")
+@json_option
+def resume(name: str) -> None:
+    """Deliver to a paused endpoint again."""
+    show(settings().client().endpoints.resume(name))
+
+
+@ENDPOINTS.command("redrive")
+@click.argument("name")
+@click.option("--since", required=True, help="ISO 8601 instant with an offset (inclusive).")
+@click.option("--until", required=True, help="ISO 8601 instant with an offset (exclusive).")
+@click.option("--error-type", help="Only executions whose last error is of this type.")
+@click.option("--all", "until_done", is_flag=True, help="Call again while more remain.")
+@json_option
+def redrive(name: str, since: str, until: str, error_type: str | None, until_done: bool) -> None:
+    """Requeue the endpoint's FAILED executions created in [--since, --until).
+
+    One request requeues at most 5,000 (the answer says whether ``more`` remain); --all
+    repeats it until none remain and prints the total.
+    """
+    api = settings().client().endpoints
+    requeued = 0
+    while True:
+        answer = api.redrive(name, since=since, until=until, error_type=error_type)
+        requeued += answer["requeued"]
+        if not (until_done and answer["more"]):
+            break
+    show({"requeued": requeued, "more": answer["more"]})
+
+
 GROUPS = (
-    named_group(
-        "endpoints",
-        "endpoints",
-        ("name", "type", "spec", "retry_policy", "paused_at", "updated_at"),
-        "Delivery targets (HTTP, Kafka, Redis Stream)",
-    ),
+    ENDPOINTS,
     named_group("configs", "configs", ("name", "values", "updated_at"), "Configs"),
     named_group(
         "secrets", "secrets", ("name", "created_at", "updated_at"), "Secrets (values never shown)"

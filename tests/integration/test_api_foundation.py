@@ -1,5 +1,5 @@
 """The API foundation through chalice.test.Client: auth, envelope, request ids, body limits,
-content types, rate limiting, API keys from the CLI, and pagination."""
+content types, rate limiting, API keys until revoked, and pagination."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 import app as app_module
 from chalicelib.api import PUBLIC_ROUTES, reset_guards
-from chalicelib.api.keys import main
 from chalicelib.db.connection import Database
+from chalicelib.domain.api_keys import Scope
 from chalicelib.errors import Unauthorized
 from chalicelib.services.api_keys import ApiKeyService
 from tests.conftest import ApiClient, reset_process_state
@@ -120,32 +120,20 @@ def test_unsupported_method_is_405_in_the_envelope(api: ApiClient) -> None:
     assert "GET" in reply.headers["allow"] and "POST" in reply.headers["allow"]
 
 
-def test_database_api_keys_work_until_revoked(
-    api: ApiClient, database: Database, capsys: pytest.CaptureFixture[str]
-) -> None:
-    created = ApiKeyService(database).create("ci")
+def test_database_api_keys_work_until_revoked(api: ApiClient, database: Database) -> None:
+    created = ApiKeyService(database).create("ci", Scope.WRITE)
     assert created.key.startswith("te_") and created.key_id.startswith("key_")
+    assert created.key not in repr(created)
     stored = database.run("SELECT key_hash FROM api_keys WHERE key_id = :k", k=created.key_id)
     assert created.key.encode() not in bytes(stored[0]["key_hash"])
 
     api.key = created.key
     assert api.get("/configs").status == 200
-    assert ApiKeyService(database).revoke(created.key_id) is True
-    assert ApiKeyService(database).revoke(created.key_id) is False
+    first = ApiKeyService(database).revoke(created.key_id)
+    again = ApiKeyService(database).revoke(created.key_id)
+    assert first.revoked_at is not None and again.revoked_at == first.revoked_at
     reset_guards()  # a new API process: the short auth cache is gone
     assert_envelope(api.get("/configs"), 401, "UNAUTHORIZED")
-
-    assert main(["create", "from-cli"]) == 0
-    out = capsys.readouterr().out
-    key_id = re.search(r"key_id: (\S+)", out)
-    key = re.search(r"api_key: (\S+)", out)
-    assert key_id and key
-    api.key = key.group(1)
-    assert api.get("/configs").status == 200
-    assert main(["revoke", key_id.group(1)]) == 0
-    assert main(["revoke", key_id.group(1)]) == 1
-    reset_guards()
-    assert api.get("/configs").status == 401
 
 
 class _Clock:
@@ -164,11 +152,12 @@ def test_a_revoked_key_stops_working_in_every_process_within_the_cache_ttl(
     from chalicelib.api.auth import CACHE_TTL_SEC, Authenticator
     from chalicelib.db.queries import queries
 
-    def lookup(digest: bytes) -> bool:
-        return bool(database.run(queries["api_key_is_active"], key_hash=digest))
+    def lookup(digest: bytes) -> Scope | None:
+        rows = database.run(queries["api_key_scope"], key_hash=digest)
+        return Scope(rows[0]["scope"]) if rows else None
 
     assert CACHE_TTL_SEC <= 5
-    created = ApiKeyService(database).create("two-processes")
+    created = ApiKeyService(database).create("two-processes", Scope.READ)
     clock = _Clock()
     processes = [Authenticator(lookup=lookup, clock=clock) for _ in range(2)]
     for auth in processes:
@@ -185,7 +174,7 @@ def test_the_key_cache_ttl_is_a_setting(
 ) -> None:
     monkeypatch.setenv("TE_API_KEY_CACHE_TTL_SEC", "0")
     reset_process_state()
-    created = ApiKeyService(database).create("uncached")
+    created = ApiKeyService(database).create("uncached", Scope.READ)
     api.key = created.key
     assert api.get("/configs").status == 200
     ApiKeyService(database).revoke(created.key_id)
@@ -193,7 +182,7 @@ def test_the_key_cache_ttl_is_a_setting(
 
 
 def test_a_key_revoked_before_use_never_works(api: ApiClient, database: Database) -> None:
-    created = ApiKeyService(database).create("short-lived")
+    created = ApiKeyService(database).create("short-lived", Scope.READ)
     ApiKeyService(database).revoke(created.key_id)
     api.key = created.key
     assert_envelope(api.get("/configs"), 401, "UNAUTHORIZED")

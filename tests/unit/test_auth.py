@@ -1,4 +1,4 @@
-"""API key hashing, bearer parsing, the authenticator's cache and the rate limiter."""
+"""API key hashing, bearer parsing, scopes, the authenticator's cache and the rate limiter."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ import pytest
 from chalicelib.api.auth import (
     CACHE_TTL_SEC,
     Authenticator,
+    Principal,
     RateLimiter,
+    authorize,
     bearer_token,
+    required_scope,
 )
-from chalicelib.domain.api_keys import generate_key, hash_key
-from chalicelib.errors import RateLimited, Unauthorized
+from chalicelib.domain.api_keys import Scope, check_key_name, generate_key, hash_key, parse_scope
+from chalicelib.errors import Forbidden, RateLimited, Unauthorized, ValidationFailed
 
 
 class FakeClock:
@@ -49,8 +52,8 @@ def test_bearer_token_is_case_insensitive_on_the_scheme() -> None:
 
 def test_bootstrap_key_is_accepted_without_a_lookup() -> None:
     calls: list[bytes] = []
-    auth = Authenticator(lookup=lambda d: calls.append(d) or False, bootstrap_key="boot")
-    assert auth.authenticate("Bearer boot") == hash_key("boot")
+    auth = Authenticator(lookup=lambda d: calls.append(d) or None, bootstrap_key="boot")
+    assert auth.authenticate("Bearer boot") == Principal(hash_key("boot"), Scope.ADMIN)
     assert calls == []
     with pytest.raises(Unauthorized, match="Invalid API key"):
         auth.authenticate("Bearer other")
@@ -59,16 +62,16 @@ def test_bootstrap_key_is_accepted_without_a_lookup() -> None:
 
 def test_valid_keys_are_cached_for_the_ttl_and_invalid_ones_never() -> None:
     clock = FakeClock()
-    valid = {hash_key("good")}
+    valid = {hash_key("good"): Scope.WRITE}
     calls: list[bytes] = []
 
-    def lookup(digest: bytes) -> bool:
+    def lookup(digest: bytes) -> Scope | None:
         calls.append(digest)
-        return digest in valid
+        return valid.get(digest)
 
     auth = Authenticator(lookup=lookup, clock=clock)
-    auth.authenticate("Bearer good")
-    auth.authenticate("Bearer good")
+    assert auth.authenticate("Bearer good").scope is Scope.WRITE
+    assert auth.authenticate("Bearer good").scope is Scope.WRITE  # from the cache
     assert len(calls) == 1
     valid.clear()  # revoked
     clock.now += CACHE_TTL_SEC + 0.1
@@ -107,3 +110,57 @@ def test_retry_after_rounds_up_to_whole_seconds() -> None:
     with pytest.raises(RateLimited) as info:
         limiter.check(b"k")  # capacity 0.2 < 1 token: needs 8 s more
     assert info.value.retry_after_sec == 8
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "needed"),
+    [
+        ("GET", "/jobs", Scope.READ),
+        ("GET", "/metrics", Scope.READ),
+        ("get", "/jobs/{job_id}", Scope.READ),
+        ("POST", "/jobs", Scope.WRITE),
+        ("PUT", "/jobs/{job_id}", Scope.WRITE),
+        ("DELETE", "/configs/{name}", Scope.WRITE),
+        ("PATCH", "/configs", Scope.WRITE),
+        ("GET", "/keys", Scope.ADMIN),
+        ("POST", "/keys", Scope.ADMIN),
+        ("POST", "/keys/{key_id}/revoke", Scope.ADMIN),
+        ("GET", "/keysmith", Scope.READ),  # only /keys and below are key administration
+    ],
+)
+def test_the_method_decides_the_scope_and_key_routes_need_admin(
+    method: str, path: str, needed: Scope
+) -> None:
+    assert required_scope(method, path) is needed
+
+
+def test_each_scope_allows_its_routes_and_refuses_the_others_with_403() -> None:
+    read, write, admin = (
+        Principal(b"k", scope) for scope in (Scope.READ, Scope.WRITE, Scope.ADMIN)
+    )
+    authorize(read, "GET", "/jobs")
+    with pytest.raises(Forbidden, match=r"'read'.*POST /jobs needs a 'write' key") as info:
+        authorize(read, "POST", "/jobs")
+    assert (info.value.status, info.value.code) == (403, "INSUFFICIENT_SCOPE")
+    authorize(write, "POST", "/jobs")
+    with pytest.raises(Forbidden, match="needs a 'admin' key"):
+        authorize(write, "GET", "/keys")
+    for method, path in (("GET", "/keys"), ("POST", "/keys"), ("DELETE", "/configs/{name}")):
+        authorize(admin, method, path)
+
+
+def test_a_cached_key_keeps_its_scope_and_the_lookup_decides_it() -> None:
+    auth = Authenticator(lookup=lambda d: Scope.READ, cache_ttl_sec=0)
+    assert auth.authenticate("Bearer any").scope is Scope.READ
+
+
+@pytest.mark.parametrize("value", [None, "", "ADMIN", "root", 1, ["read"]])
+def test_unknown_scopes_are_a_400(value: object) -> None:
+    with pytest.raises(ValidationFailed, match=r"one of: read, write, admin\."):
+        parse_scope(value)
+
+
+@pytest.mark.parametrize("value", [None, "", "   ", "x" * 101, "a\x00b", "tab\there", 7])
+def test_bad_key_names_are_a_400(value: object) -> None:
+    with pytest.raises(ValidationFailed):
+        check_key_name(value)

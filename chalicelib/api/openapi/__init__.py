@@ -2,7 +2,9 @@
 
 One fragment per resource (``{"paths": {...}, "schemas": {...}}``) in the modules of this
 package; :func:`openapi_document` is the one helper that merges them with the shared parts
-(security, error envelope, pagination parameters, shared responses). ``GET /openapi.json``
+(security, error envelope, pagination parameters, shared responses), and documents the 403
+of every operation a ``read`` key may not call (the rule the API enforces,
+:func:`chalicelib.api.auth.required_scope`). ``GET /openapi.json``
 (:mod:`chalicelib.api.meta`) serves it. Tests compare the document's paths and methods with
 the app's routes, and the whole document with a snapshot, so neither can drift.
 """
@@ -12,15 +14,24 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from chalicelib.api.auth import required_scope
 from chalicelib.api.openapi.batches import BATCHES
 from chalicelib.api.openapi.common import COMMON_PARAMETERS, COMMON_RESPONSES, ERROR_SCHEMA
 from chalicelib.api.openapi.dead_letters import DEAD_LETTERS
 from chalicelib.api.openapi.endpoints import ENDPOINTS
 from chalicelib.api.openapi.executions import EXECUTIONS
 from chalicelib.api.openapi.jobs import JOBS
+from chalicelib.api.openapi.keys import KEYS
 from chalicelib.api.openapi.metrics import METRICS
 from chalicelib.api.openapi.overview import OVERVIEW
 from chalicelib.api.openapi.setup import CONFIGS, PAYLOAD_SPECS, SECRETS
+from chalicelib.domain.api_keys import Scope
+
+_SCOPES = (
+    "An API key (`Authorization: Bearer <key>`) with a scope: `read` keys may call every GET "
+    "route, `write` keys every route but key administration (`/keys`), `admin` keys every "
+    "route. A key whose scope does not allow a route gets 403 INSUFFICIENT_SCOPE."
+)
 
 _META: dict[str, Any] = {
     "paths": {
@@ -48,10 +59,11 @@ def openapi_document() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
     resources = (PAYLOAD_SPECS, CONFIGS, SECRETS, ENDPOINTS, JOBS, BATCHES, EXECUTIONS)
-    for fragment in (*resources, DEAD_LETTERS, METRICS, OVERVIEW, _META):
+    for fragment in (*resources, DEAD_LETTERS, METRICS, OVERVIEW, KEYS, _META):
         for path, operations in fragment.get("paths", {}).items():
             paths.setdefault(path, {}).update(operations)
         schemas.update(fragment.get("schemas", {}))
+    _document_scopes(paths)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -63,9 +75,23 @@ def openapi_document() -> dict[str, Any]:
         "security": [{"bearerAuth": []}],
         "paths": dict(sorted(paths.items())),
         "components": {
-            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {
+                "bearerAuth": {"type": "http", "scheme": "bearer", "description": _SCOPES}
+            },
             "schemas": schemas,
             "parameters": COMMON_PARAMETERS,
             "responses": COMMON_RESPONSES,
         },
     }
+
+
+def _document_scopes(paths: dict[str, Any]) -> None:
+    """A 403 response on every keyed operation that needs more than a ``read`` key."""
+    for path, item in paths.items():
+        for method, operation in item.items():
+            if not isinstance(operation, dict) or operation.get("security") == []:
+                continue
+            if required_scope(method, path) != Scope.READ:
+                operation["responses"].setdefault(
+                    "403", {"$ref": "#/components/responses/Forbidden"}
+                )

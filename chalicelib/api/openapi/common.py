@@ -169,6 +169,7 @@ COMMON_RESPONSES = {
     for name, description in {
         "BadRequest": "INVALID_REQUEST: malformed body or parameters.",
         "Unauthorized": "UNAUTHORIZED: missing or invalid API key.",
+        "Forbidden": "INSUFFICIENT_SCOPE: the API key's scope does not allow this route.",
         "NotFound": "A *_NOT_FOUND code for the resource.",
         "Conflict": "CONFLICT, JOB_NOT_UPDATABLE, JOB_NOT_TRIGGERABLE, JOB_NOT_PAUSABLE or "
         "EXECUTION_NOT_CANCELLABLE.",

@@ -223,14 +223,20 @@ def test_the_config_file_supplies_url_and_key(te: Te, tmp_path: Path) -> None:
 
 
 def test_keys_create_a_working_key_and_revoke_it(te: Te) -> None:
-    created = te.json("keys", "create", "ci")
+    created = te.json("keys", "create", "ci", "--scope", "write")
     assert created["api_key"] and created["key_id"].startswith("key_")
+    assert created["scope"] == "write"
     assert te("endpoints", "list", key=created["api_key"]).exit_code == 0
+    listing = te.ok("keys", "list").stdout
+    assert listing.split()[:3] == ["KEY_ID", "NAME", "SCOPE"] and created["key_id"] in listing
+    assert created["api_key"] not in listing
     te.ok("keys", "revoke", created["key_id"])
     revoked = te("endpoints", "list", key=created["api_key"])
     assert revoked.exit_code == 1 and "UNAUTHORIZED" in revoked.stderr
-    again = te("keys", "revoke", created["key_id"])
-    assert again.exit_code == 1 and "no active key" in again.stderr
+    missing = te("keys", "revoke", "key_missing")
+    assert missing.exit_code == 1 and "API_KEY_NOT_FOUND" in missing.stderr
+    no_scope = te("keys", "create", "ci")
+    assert no_scope.exit_code == 2 and "--scope" in no_scope.stderr
 
 
 def test_the_installed_console_script_reports_errors_with_exit_status_1(te: Te) -> None:
