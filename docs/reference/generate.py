@@ -294,6 +294,12 @@ ERROR_MEANINGS: dict[tuple[str, int], str] = {
     ("JOB_NOT_FOUND", 404): "no job with that id",
     ("EXECUTION_NOT_FOUND", 404): "no execution with that id",
     ("BATCH_NOT_FOUND", 404): "no batch with that id",
+    ("API_KEY_NOT_FOUND", 404): "no API key with that id",
+    ("INSUFFICIENT_SCOPE", 403): "the key's scope does not allow this route (a `read` key "
+    "changes nothing; only an `admin` key manages keys)",
+    ("INVALID_TARGET", 422): "an endpoint's literal `url` is not an absolute http(s) URL "
+    "with a host, or its `redis_url` not a redis://, rediss:// or unix:// URL; the message "
+    "names the field",
     ("CONFLICT", 409): "the resource exists already, or live work still uses it (the message "
     "names the endpoints and up to 10 job ids)",
     ("JOB_NOT_UPDATABLE", 409): "`PUT /jobs/{id}` on a job that is not an ACTIVE cron job",
