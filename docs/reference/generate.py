@@ -429,8 +429,12 @@ TYPE_INTROS = {
     "`expected_status_codes`; its output is `status_code` and `body` (cut to 4,096 "
     "characters, secrets redacted). Redirects are never followed. Every request carries "
     "`X-Task-Executor-Execution-Id`, `X-Task-Executor-Attempt` and `Idempotency-Key` (the "
-    "execution id, unless `headers` sets its own); a `body_template` is sent as compact JSON "
-    "with `Content-Type: application/json` unless `headers` says otherwise.",
+    "execution id, unless `headers` sets its own); the body is sent as compact JSON with "
+    "`Content-Type: application/json` unless `headers` says otherwise. Without a "
+    "`body_template` the body is the job's input (`\"{{input}}\"`), except with `GET`, which "
+    "sends no body; a job without input (none, or `{}`) sends an empty body. A callback "
+    "endpoint needs no template: it receives `{execution_id, job_id, endpoint, status, "
+    "attempt_count, output | error, batch_id}`.",
     "KAFKA": "One record per attempt, acknowledged as `acks` says. The record's value is "
     "`value_template` as JSON, its key `key_template`; its headers are `headers` plus "
     "`X-Task-Executor-Execution-Id` and `X-Task-Executor-Attempt`.",
@@ -543,6 +547,16 @@ def endpoints_page() -> str:
         "secret's value, decrypted by the worker, redacted from everything recorded). Each",
         "field accepts the namespaces its table lists; any other is 422",
         "`TEMPLATE_RESOLUTION_FAILED` when the endpoint is written. Unknown fields are 400.",
+        "`{{input}}` is the job's whole input; a string that is exactly one placeholder stands",
+        "for the value itself with its JSON type (`\"{{input.order}}\"` sends the order object,",
+        "`{\"n\": \"{{input.n}}\"}` keeps a number a number); inside longer text a value that is",
+        "not a string is written as compact JSON.",
+        "",
+        "Targets are checked when an endpoint is created or replaced: a literal `url` must be",
+        "an absolute `http://` or `https://` URL with a host, a literal `redis_url` a",
+        "`redis://`, `rediss://` or `unix://` URL; a templated one must begin with such a",
+        "scheme or with its placeholder (it is checked again once rendered, at delivery).",
+        "Otherwise the answer is 422 `INVALID_TARGET`, whose message names the field.",
         "",
     ]
     for kind, fields in rules.items():
