@@ -335,10 +335,17 @@ def window_stats(conn: Any) -> dict[str, Any]:
 
 
 def run_throughput(
-    server: PgServer, sink_url: str, n: int, workers: int, endpoints: int = 1, **spec: Any
+    server: PgServer,
+    sink_url: str,
+    n: int,
+    workers: int,
+    endpoints: int = 1,
+    env: dict[str, str] | None = None,
+    **spec: Any,
 ) -> dict[str, Any]:
     """Workload 1: N seeded IMMEDIATE executions, `workers` worker processes; ``endpoints``
     > 1: the N spread evenly over that many endpoints, all with the same sink URL;
+    ``env``: more settings of the worker processes (e.g. CockroachDB's claim strategy);
     ``spec``: more fields of the endpoints' definition (e.g. ``max_concurrent``).
 
     Besides the rate, the work per delivered job (bench/jobcost.py): client statements and
@@ -360,7 +367,7 @@ def run_throughput(
         procs = Procs()
         window.start()
         try:
-            start_workers(procs, url, workers)
+            start_workers(procs, url, workers, **(env or {}))
             startup = wait_connected(conn, procs, workers)
             peak = wait_terminal(conn, n, procs, f"ours x{workers}")
             cpu = procs.cpu_seconds()

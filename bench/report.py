@@ -32,25 +32,30 @@ def _throughput_rows(t: dict[str, Any]) -> list[tuple[str, str, str]]:
         "ours_1w": "Task Executor, 1 worker (deliveries/s)",
         "ours_2w": "Task Executor, 2 workers (deliveries/s)",
         "ours_1w_all_slots": "Task Executor, 1 worker, endpoint max_concurrent 50 (deliveries/s)",
+        "ours_1w_crdb_config": (
+            "Task Executor, 1 worker, CockroachDB's configuration (conditional_update, "
+            "no NOTIFY; on PostgreSQL) (deliveries/s)"
+        ),
         "ours_1w_spread": (
             f"Task Executor, 1 worker, load over {_spread(t)} endpoints (deliveries/s)"
         ),
     }
     for key, label in names.items():
-        if key == "ours_1w_spread" and key not in first:
-            continue  # optional (run.py --spread-endpoints K)
+        if key in ("ours_1w_spread", "ours_1w_crdb_config") and key not in first:
+            continue  # optional (--spread-endpoints K), or a result from before that run
         rows.append((label, _status(first.get(key)) or _f(med.get(key)), ""))
     targets = {
         "ours_1w/pgqueuer": ">= 1.0",
         "ours_1w_all_slots/pgqueuer": "",
         "ours_1w_spread/pgqueuer": ">= 1.5",
+        "ours_1w_crdb_config/pgqueuer": "",
         "ours_1w/procrastinate": ">= 6",
         "ours_1w/pgbench_tps": ">= 1.5",
         "ours_2w/pgbench_tps": "",
         "pgqueuer/pgbench_tps": "",
     }
     for key, target in targets.items():
-        if key in ratios or key != "ours_1w_spread/pgqueuer":
+        if key in ratios or key not in ("ours_1w_spread/pgqueuer", "ours_1w_crdb_config/pgqueuer"):
             rows.append((f"ratio {key}", _f(ratios.get(key), "{:.2f}"), target))
     return rows
 
@@ -67,6 +72,7 @@ PER_JOB_LABELS = {
     "ours_1w": "ours, 1 worker",
     "ours_1w_all_slots": "ours, 1 worker, max_concurrent 50",
     "ours_2w": "ours, 2 workers",
+    "ours_1w_crdb_config": "ours, 1 worker, CockroachDB's configuration",
     "ours_1w_spread": "ours, 1 worker, load over {} endpoints",
 }
 

@@ -127,6 +127,12 @@ def throughput(server: PgServer, sink: Sink, cfg: dict[str, Any]) -> dict[str, A
                 ),
             }
         )
+        # CockroachDB's configuration (no SKIP LOCKED: candidates then a compare-and-set
+        # take; no LISTEN/NOTIFY), on the same PostgreSQL: what its claim costs here.
+        rounds[-1]["ours_1w_crdb_config"] = guarded(
+            "ours, 1 worker, CockroachDB's configuration",
+            lambda: ours.run_throughput(server, sink.url, cfg["n"], 1, env=CRDB_CONFIG),
+        )
         if spread > 1:
             # Optional (--spread-endpoints): the same N over K endpoints, each at its
             # default share, so the worker's slots are not held to one endpoint's cap.
@@ -145,7 +151,16 @@ def throughput(server: PgServer, sink: Sink, cfg: dict[str, Any]) -> dict[str, A
 
 
 #: The runs whose work per delivered job is reported, PgQueuer (the reference) first.
-PER_JOB_SYSTEMS = ("pgqueuer", "ours_1w", "ours_1w_all_slots", "ours_2w", "ours_1w_spread")
+PER_JOB_SYSTEMS = (
+    "pgqueuer",
+    "ours_1w",
+    "ours_1w_all_slots",
+    "ours_2w",
+    "ours_1w_crdb_config",
+    "ours_1w_spread",
+)
+#: The worker settings production uses on CockroachDB (as `make test-cockroach` runs them).
+CRDB_CONFIG = {"TE_CLAIM_STRATEGY": "conditional_update", "TE_WAKEUP_NOTIFY": "off"}
 
 
 def _rate(entry: dict[str, Any]) -> float | None:
@@ -162,6 +177,7 @@ def _ratios(rounds: list[dict[str, Any]]) -> dict[str, float | None]:
         "ours_1w/pgqueuer": ("ours_1w", "pgqueuer"),
         "ours_1w_all_slots/pgqueuer": ("ours_1w_all_slots", "pgqueuer"),
         "ours_1w_spread/pgqueuer": ("ours_1w_spread", "pgqueuer"),
+        "ours_1w_crdb_config/pgqueuer": ("ours_1w_crdb_config", "pgqueuer"),
         "ours_1w/procrastinate": ("ours_1w", "procrastinate"),
         "ours_1w/pgbench_tps": ("ours_1w", "pgbench"),
         "ours_2w/pgbench_tps": ("ours_2w", "pgbench"),
