@@ -3,6 +3,8 @@
 Usage: peer_pgqueuer.py URL N SINK_URL [BATCH_SIZE] [MAX_CONCURRENT]. Prints one JSON line.
        BENCH_HARNESS_URL (optional): the same database as the harness's role, for the
        statement counts and the server CPU (bench/jobcost.py); without it, they are left out.
+       peer_pgqueuer.py latency URL SINK_URL SECONDS: one job every 20 ms while a queue
+       manager runs; prints each job's enqueue time (workload 4's PgQueuer row).
        peer_pgqueuer.py enqueue URL N: only enqueueing: the batch rate (lists of 1,000 from
        two concurrent connections), next to our POST /jobs/batch, and single-job enqueue
        calls (p50 sequentially, jobs/s from 8 connections), next to our POST /jobs
@@ -231,8 +233,64 @@ async def single_enqueues(url: str, n: int) -> dict[str, float]:
     return {"single_p50_ms": 1000 * times[len(times) // 2], "single_8_clients_per_s": eight}
 
 
+async def latency(url: str, sink: str, seconds: float, interval_s: float = 0.02) -> None:
+    """Enqueue one job every ``interval_s`` for ``seconds`` while one queue manager runs
+    (continuous mode, LISTEN/NOTIFY, the throughput run's batch and concurrency); the
+    handler POSTs to the sink with the job's id in the execution-id header. Prints the wall
+    time before each enqueue call, by id: joined with the sink's receive times, enqueue ->
+    handler's request, next to our POST /jobs -> target (workload 4)."""
+    setup = await asyncpg.connect(url)
+    try:
+        await Queries(AsyncpgDriver(setup)).install()
+    finally:
+        await setup.close()
+    conn = await asyncpg.connect(url)
+    producer_conn = await asyncpg.connect(url)
+    qm = QueueManager(Queries(AsyncpgDriver(conn)))
+    session = aiohttp.ClientSession()
+
+    @qm.entrypoint("deliver")
+    async def deliver(job: Job) -> None:
+        ident = (job.payload or b"").decode()
+        async with session.post(
+            sink, json={"id": ident}, headers={"X-Task-Executor-Execution-Id": ident}
+        ) as resp:
+            await resp.read()
+
+    sent: dict[str, float] = {}
+
+    async def produce() -> None:
+        queries = Queries(AsyncpgDriver(producer_conn))
+        await asyncio.sleep(2)  # the manager is listening
+        start = time.monotonic()
+        for i in range(int(seconds / interval_s)):
+            delay = start + i * interval_s - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            ident = f"pgq_lat_{i}"
+            sent[ident] = time.time()
+            await queries.enqueue("deliver", ident.encode(), 0)
+        await asyncio.sleep(2)  # the last ones delivered
+        qm.shutdown.set()
+
+    await asyncio.gather(
+        qm.run(batch_size=PGQ_BATCH, max_concurrent_tasks=PGQ_MAX_CONCURRENT), produce()
+    )
+    await session.close()
+    await conn.close()
+    await producer_conn.close()
+    print(json.dumps({"system": "pgqueuer", "sent": sent}))
+
+
+#: The throughput run's settings (bench/peers.py passes the same).
+PGQ_BATCH = 50
+PGQ_MAX_CONCURRENT = 100
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "enqueue":
         uvloop.run(enqueue_rate(sys.argv[2], int(sys.argv[3])))
+    elif sys.argv[1] == "latency":
+        uvloop.run(latency(sys.argv[2], sys.argv[3], float(sys.argv[4])))
     else:
         uvloop.run(main())

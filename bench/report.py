@@ -130,6 +130,26 @@ def _latency_rows(lat: dict[str, Any]) -> list[tuple[str, str, str]]:
             f"/{entry.get('sent')})"
         )
         rows.append((f"latency POST /jobs -> target, {label}", value, "p50 <= 10, p99 <= 50 ms"))
+    peer = lat.get("pgqueuer")
+    if peer:
+        value = _status(peer) or (
+            f"p50 {_f(peer.get('p50_ms'), '{:.1f}')} / p95 {_f(peer.get('p95_ms'), '{:.1f}')}"
+            f" / p99 {_f(peer.get('p99_ms'), '{:.1f}')} ms ({peer.get('delivered')}"
+            f"/{peer.get('sent')})"
+        )
+        rows.append(
+            ("latency, PgQueuer enqueue -> handler's request (same run)", value, "reference")
+        )
+        ours_, ref = lat.get("separate_worker") or {}, peer
+        for q in ("p50_ms", "p99_ms"):
+            if ours_.get(q) and ref.get(q):
+                rows.append(
+                    (
+                        f"latency ratio {q[:3]}, separate worker (NOTIFY) / PgQueuer",
+                        _f(ours_[q] / ref[q], "{:.2f}"),
+                        "<= 1.0",
+                    )
+                )
     return rows
 
 

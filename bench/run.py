@@ -240,6 +240,10 @@ def main() -> None:
                     "latency, separate worker process, NOTIFY wake-up",
                     lambda: workloads.latency(server, sink, cfg["latency_s"], stack=False),
                 ),
+                "pgqueuer": guarded(
+                    "latency, PgQueuer enqueue -> handler",
+                    lambda: workloads.pgqueuer_latency(server, sink, cfg["latency_s"]),
+                ),
                 "separate_worker_poll_only": guarded(
                     "latency, separate worker process, poll only",
                     lambda: workloads.latency(

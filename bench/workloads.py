@@ -110,6 +110,30 @@ def latency(
     return out
 
 
+def pgqueuer_latency(server: PgServer, sink: Sink, seconds: float) -> dict[str, Any]:
+    """Workload 4's reference: PgQueuer's enqueue -> its handler's request at the sink, one
+    job every 20 ms, its queue manager running (LISTEN/NOTIFY, the throughput run's batch
+    and concurrency), on the same server and sink, in the same run as ours."""
+    url = server.recreate("bench_pgqueuer_latency")
+    mark = sink.mark()
+    result = run_json(
+        [str(BENCH_PY), str(BENCH / "peer_pgqueuer.py"), "latency", url, sink.url, str(seconds)],
+        timeout=seconds + 120,
+    )
+    sent: dict[str, float] = result["sent"]
+    received = _collect(sink, mark, set(sent), 30)
+    lat = [received[k] - sent[k] for k in sent if k in received]
+    out = {
+        "topology": "PgQueuer: enqueue -> handler (LISTEN/NOTIFY)",
+        "sent": len(sent),
+        "delivered": len(received),
+        **summary_ms(lat),
+        "samples_ms": [round(x * 1000, 1) for x in lat],
+    }
+    progress(f"latency (PgQueuer): p50 {out['p50_ms']:.1f} ms, p99 {out['p99_ms']:.1f} ms")
+    return out
+
+
 def _topology(stack: bool, poll_only: bool) -> str:
     if stack:
         return "local stack (in-process nudge)"
