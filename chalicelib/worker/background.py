@@ -32,7 +32,7 @@ from chalicelib.runtime.group import LoopGroup
 from chalicelib.runtime.loop import LoopSpec, Progress
 from chalicelib.settings import Settings
 from chalicelib.worker.metrics_http import MetricsServer, worker_families
-from chalicelib.worker.poller import Worker
+from chalicelib.worker.ring import Worker
 
 log = logging.getLogger("chalicelib.worker")
 

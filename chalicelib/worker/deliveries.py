@@ -9,8 +9,12 @@ Dispatchers that offer ``dispatch_async`` (HTTP) run on the loop. The others (Ka
 Redis, whose clients block, and test doubles) run their blocking ``dispatch`` on a thread
 pool sized to the worker's capacity, so the loop never blocks on them.
 
-The poller thread claims and prepares (template resolution may read the database on a
-cache miss, which must not block the loop); this module only dispatches and completes.
+The claimer's thread claims and prepares (template resolution may read the database on a
+cache miss, which must not block the loop); this module only dispatches and completes. In
+the worker's ring (:mod:`chalicelib.worker.ring`) it is the stage between the claimer and
+the finalizer: it takes :class:`Prepared` executions, writes to the ledger what became of
+each (delivered, or lost: left RUNNING for the reclaimer), and hands every
+:class:`FinishedExecution` to the finalizer.
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from chalicelib.domain.delivery import DeliveryOutcome
 from chalicelib.worker.dispatchers import Dispatcher
+from chalicelib.worker.ledger import Ledger
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 from chalicelib.worker.pipeline import Pipeline, Prepared
 
@@ -32,46 +37,37 @@ log = logging.getLogger("chalicelib.worker")
 #: How long close() waits for the loop to finish its shutdown work.
 CLOSE_TIMEOUT_SEC = 10.0
 
-OnFinished = Callable[[FinishedExecution], None]
-#: A delivery that ended without a finished execution (a bug, or cancelled at shutdown):
-#: the execution stays RUNNING and the reclaimer retries it.
-OnLost = Callable[[ClaimedExecution, BaseException], None]
-#: Asked just before a send: does this worker still own the execution (its lease)?
-MaySend = Callable[[ClaimedExecution], bool]
+
+class Recorder(Protocol):
+    """The next stage: records finished executions (the finalizer)."""
+
+    def submit(self, finished: FinishedExecution) -> None: ...
 
 
 class LeaseLost(Exception):
     """The execution's lease may have expired before its send: it is not sent."""
 
 
-def _always(_: ClaimedExecution) -> bool:
-    return True
-
-
 class DeliveryLoop:
-    """Runs dispatch + complete for prepared executions; results go to ``on_finished``."""
+    """Runs dispatch + complete for prepared executions; results go to the recorder."""
 
     def __init__(
         self,
         pipeline: Pipeline,
         dispatchers: Mapping[str, Dispatcher],
         *,
-        capacity: int,
-        on_finished: OnFinished,
-        on_lost: OnLost,
-        may_send: MaySend = _always,
+        ledger: Ledger,
+        recorder: Recorder,
     ) -> None:
         self._pipeline = pipeline
         self._dispatchers = dispatchers
-        self._capacity = capacity
-        self._on_finished = on_finished
-        self._on_lost = on_lost
-        self._may_send = may_send
+        self._capacity = ledger.capacity
+        self._ledger = ledger
+        self._recorder = recorder
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._blocking: ThreadPoolExecutor | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._slots: asyncio.Semaphore | None = None  # made on the loop: capacity permits
         self._lock = threading.Lock()
 
     def submit(self, batch: Iterable[Prepared]) -> None:
@@ -116,24 +112,21 @@ class DeliveryLoop:
 
     def _spawn(self, batch: list[Prepared]) -> None:
         loop = asyncio.get_running_loop()
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self._capacity)
         for prepared in batch:
             task = loop.create_task(self._deliver(prepared))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
     async def _deliver(self, prepared: Prepared) -> None:
-        """Send once a slot is free. A delivered execution keeps its slot until the worker
-        has recorded its attempt (:meth:`release_slots`): sent-but-unrecorded executions,
-        what a crash would deliver twice, never exceed the capacity."""
-        slots = self._slots
-        assert slots is not None  # set by _spawn before any task starts
+        """Send once a send slot is free. A sent execution keeps its slot until its attempt
+        is recorded (the ledger gives it back then): sent-but-unrecorded executions, what a
+        crash would deliver twice, never exceed the capacity."""
+        slots = self._ledger.send_slots
         holding = False
         try:
             await slots.acquire()  # FIFO: executions go out in claim order
             holding = True
-            if not self._may_send(prepared.claimed):
+            if not self._ledger.owned(prepared.claimed.execution_id):
                 raise LeaseLost(prepared.claimed.execution_id)
             # The attempt's times measure the delivery itself, from here.
             prepared = self._pipeline.begin(prepared)
@@ -141,15 +134,28 @@ class DeliveryLoop:
             finished = self._complete(prepared, outcome)
         except asyncio.CancelledError as exc:
             if holding:
-                slots.release()
-            self._on_lost(prepared.claimed, exc)
+                slots.give_back()
+            self._lost(prepared.claimed, exc)
             raise
-        except Exception as exc:  # a bug, or the lease lost: see OnLost
+        except Exception as exc:  # a bug, or the lease lost
             if holding:
-                slots.release()
-            self._on_lost(prepared.claimed, exc)
+                slots.give_back()
+            self._lost(prepared.claimed, exc)
             return
-        self._on_finished(finished)
+        self._ledger.delivered(finished, sent=True)
+        self._recorder.submit(finished)
+
+    def _lost(self, claimed: ClaimedExecution, exc: BaseException) -> None:
+        """A delivery that ended without a finished execution (the lease lost, a bug, or
+        cancelled at shutdown): it stays RUNNING and the reclaimer retries it."""
+        extra = {"execution_id": claimed.execution_id}
+        if isinstance(exc, LeaseLost):
+            log.warning("lease lost before the send; not sent", extra=extra)
+        elif isinstance(exc, Exception):
+            log.error("delivery failed; execution left RUNNING", exc_info=exc, extra=extra)
+        else:  # cancelled by close(abandon=True)
+            log.warning("delivery abandoned at shutdown; execution left RUNNING", extra=extra)
+        self._ledger.release(claimed.execution_id, claimed.attempt)
 
     def _complete(self, prepared: Prepared, outcome: DeliveryOutcome) -> FinishedExecution:
         """The finished execution; FAILED ``UNPROCESSABLE`` if the outcome cannot be
@@ -163,18 +169,6 @@ class DeliveryLoop:
                 extra={"execution_id": prepared.claimed.execution_id},
             )
             return self._pipeline.unprocessable(prepared.claimed, exc, sent=True)
-
-    def release_slots(self, count: int) -> None:
-        """``count`` delivered executions were recorded: their slots are free (any thread)."""
-        with self._lock:
-            loop = self._loop
-        if loop is not None and count > 0:
-            loop.call_soon_threadsafe(self._release, count)
-
-    def _release(self, count: int) -> None:
-        assert self._slots is not None
-        for _ in range(count):
-            self._slots.release()
 
     async def _dispatch(self, prepared: Prepared) -> DeliveryOutcome:
         dispatcher: Any = self._dispatchers[prepared.claimed.endpoint_type]

@@ -22,7 +22,7 @@ from chalicelib.worker.caches import ConfigCache, SecretCache
 from chalicelib.worker.claims import claim_strategy
 from chalicelib.worker.dispatchers import Dispatcher, default_dispatchers
 from chalicelib.worker.pipeline import Pipeline
-from chalicelib.worker.poller import Worker
+from chalicelib.worker.ring import Worker
 
 __all__ = ["Worker", "build_worker"]
 

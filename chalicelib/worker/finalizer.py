@@ -1,6 +1,11 @@
 """The finalizer: records attempts and moves executions on, many per transaction.
 
-Delivery threads hand finished executions to :meth:`Finalizer.submit`; a writer thread
+The last stage of the worker's ring (:mod:`chalicelib.worker.ring`): the delivery loop
+(and the claimer, for an execution that finished without a send) hands finished
+executions to :meth:`Finalizer.submit`; once written, each is released in the ledger,
+and the slots a batch frees are refilled by the claimer inside the batch's transaction.
+
+A writer thread
 writes everything that is ready with one ``worker_finalize_batch`` statement, so a burst of
 N finished deliveries costs one commit instead of N (the commit rate of the database is the
 ceiling otherwise). :data:`WRITERS` writers drain the queue, so a finished execution waits
@@ -38,8 +43,7 @@ import json
 import logging
 import queue
 import threading
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.faults import is_row_fault
@@ -48,6 +52,8 @@ from chalicelib.domain.loops import fault_reason
 from chalicelib.logs import FailureLog
 from chalicelib.runtime.registry import LoopRegistry
 from chalicelib.services import callbacks
+from chalicelib.worker.claims import ClaimPlan
+from chalicelib.worker.ledger import Ledger
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 from chalicelib.worker.reporting import FINALIZE_LOOP
 
@@ -57,22 +63,19 @@ MAX_BATCH = 500
 #: Writer threads (each with its own connection from the worker's pool).
 WRITERS = 2
 
-#: Called once per submitted execution after its batch commits: (finished, applied). A
-#: result that lost its compare-and-set (reclaimed meanwhile) is reported with False.
-OnFinalized = Callable[[FinishedExecution, bool], None]
-
 
 class Refill(Protocol):
-    """Claims into the slots a finalize batch frees, in the finalize's transaction."""
+    """The next stage (the claimer): claims into the slots a finalize batch frees, in the
+    finalize's transaction."""
 
-    def plan_claim(self, freed: int) -> Any | None:
-        """A claim plan (holding the worker's claim lock) if there is room, the ``freed`` slots
-        this batch releases at its commit included; None at once if another claim runs."""
+    def plan_claim(self, freed: int) -> ClaimPlan | None:
+        """A claim plan (holding the claim lock) if there is room, the ``freed`` slots this
+        batch releases at its commit included; None at once if another claim runs."""
         ...
 
-    def claim_in(self, tx: Transaction, plan: Any) -> list[ClaimedExecution]: ...
+    def claim_in(self, tx: Transaction, plan: ClaimPlan) -> list[ClaimedExecution]: ...
 
-    def claimed(self, plan: Any, batch: list[ClaimedExecution]) -> None:
+    def claimed(self, plan: ClaimPlan, batch: list[ClaimedExecution]) -> None:
         """After the commit (``batch`` empty if it failed): hold and start them."""
         ...
 
@@ -84,15 +87,15 @@ class Finalizer:
         self,
         db: Database,
         worker_id: str,
-        on_finalized: OnFinalized,
-        refill: Refill | None = None,
+        ledger: Ledger,
         registry: LoopRegistry | None = None,
     ) -> None:
         self._db = db
         self._registry = registry or LoopRegistry()
-        self._refill = refill
+        #: The claimer, set when the ring is closed (chalicelib.worker.ring).
+        self.refill: Refill | None = None
         self._worker_id = worker_id
-        self._on_finalized = on_finalized
+        self._ledger = ledger
         self._queue: queue.Queue[FinishedExecution | None] = queue.Queue()
         self._abandon = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -153,9 +156,9 @@ class Finalizer:
             )
             results, plan, claimed = [self._write_alone(f) for f in batch], None, []
         for finished, done in results:
-            self._on_finalized(finished, done)
-        if plan is not None and self._refill is not None:
-            self._refill.claimed(plan, claimed)  # after the releases: the slots are free
+            self._ledger.recorded(finished, done)
+        if plan is not None and self.refill is not None:
+            self.refill.claimed(plan, claimed)  # after the releases: the slots are free
 
     def _write_alone(self, finished: FinishedExecution) -> tuple[FinishedExecution, bool]:
         """One result on its own (no refill): (what was recorded, applied). Refused alone,
@@ -179,7 +182,7 @@ class Finalizer:
 
     def _write_with_retry(
         self, batch: list[FinishedExecution], *, refill: bool = True
-    ) -> tuple[set[str], Any | None, list[ClaimedExecution]]:
+    ) -> tuple[set[str], ClaimPlan | None, list[ClaimedExecution]]:
         """Write ``batch`` (and, with ``refill``, claim into the slots it frees), retrying
         other failures with back-off until written or abandoned at shutdown; a failure a
         result can cause is raised to :meth:`_write`."""
@@ -200,8 +203,8 @@ class Finalizer:
                 else:
                     rows, claimed = self._db.transaction(work, name="worker_finalize_batch")
             except BaseException as exc:
-                if plan is not None and self._refill is not None:
-                    self._refill.claimed(plan, [])  # nothing claimed: release the plan
+                if plan is not None and self.refill is not None:
+                    self.refill.claimed(plan, [])  # nothing claimed: release the plan
                 if is_row_fault(exc):
                     raise  # maybe one result's values: _write finds it
                 # An outage, contention, or a failure no row causes (a permission): every
@@ -236,18 +239,18 @@ class Finalizer:
             single=True,
         )
 
-    def _plan_refill(self, freed: int) -> Any | None:
-        return self._refill.plan_claim(freed) if self._refill is not None else None
+    def _plan_refill(self, freed: int) -> ClaimPlan | None:
+        return self.refill.plan_claim(freed) if self.refill is not None else None
 
     def _finalize_and_claim(
-        self, tx: Transaction, payload: str, plan: Any | None, holds: dict[str, int]
+        self, tx: Transaction, payload: str, plan: ClaimPlan | None, holds: dict[str, int]
     ) -> tuple[list[Row], list[ClaimedExecution]]:
         rows = _finalize(tx, payload, self._worker_id)
         if holds:  # before the refill claim, which then passes over the held endpoints
             tx.execute(queries["worker_hold_endpoints"], holds=json.dumps(holds))
-        if plan is None or self._refill is None:
+        if plan is None or self.refill is None:
             return rows, []
-        return rows, self._refill.claim_in(tx, plan)
+        return rows, self.refill.claim_in(tx, plan)
 
     def is_alive(self) -> bool:
         return any(thread.is_alive() for thread in self._threads)

@@ -1,6 +1,6 @@
 """How an idle worker waits: the poll interval, unless something says work is there.
 
-The poller sleeps ``TE_WORKER_POLL_INTERVAL_MS`` only when a claim found nothing due. Two
+The claimer sleeps ``TE_WORKER_POLL_INTERVAL_MS`` only when a claim found nothing due. Two
 accelerators end that sleep early: :meth:`IdleWait.wake` (in-process: the local stack's
 nudge, a delivery of an endpoint at its share ending) and a PostgreSQL LISTEN connection
 (:class:`chalicelib.db.notify.Listener`, on unless ``TE_WAKEUP_NOTIFY`` or CockroachDB says

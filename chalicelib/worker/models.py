@@ -28,7 +28,7 @@ class ClaimedExecution:
     config_snapshot: Mapping[str, Any] | None
     endpoint_snapshot: Mapping[str, Any]
     #: The endpoint's own ``spec.max_concurrent``: how many of its deliveries one worker
-    #: runs at once (None: the worker's default share, :mod:`chalicelib.worker.holds`).
+    #: runs at once (None: the worker's default share, :mod:`chalicelib.worker.ledger`).
     endpoint_cap: int | None = None
     #: Why this worker cannot process the execution (its row could not be read): it is
     #: finalized FAILED (``UNPROCESSABLE``) without a delivery. None for a sound row.

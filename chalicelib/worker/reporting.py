@@ -1,7 +1,7 @@
 """What the worker reports: the log event of each finalized execution, and the state of
 its claim loop for the process's heartbeat.
 
-The claim loop (:meth:`chalicelib.worker.poller.Worker.run`) is not a
+The claim loop (:meth:`chalicelib.worker.claimer.Claimer.run`) is not a
 :class:`~chalicelib.runtime.loop.LoopSpec` (it sleeps on capacity and wake-ups, not on an
 interval), so it reports to the worker's :class:`~chalicelib.runtime.registry.LoopRegistry`
 through :class:`ClaimLoopHealth`: a claim that fails is logged once per streak

@@ -431,7 +431,7 @@ TYPE_INTROS = {
     "`X-Task-Executor-Execution-Id`, `X-Task-Executor-Attempt` and `Idempotency-Key` (the "
     "execution id, unless `headers` sets its own); the body is sent as compact JSON with "
     "`Content-Type: application/json` unless `headers` says otherwise. Without a "
-    "`body_template` the body is the job's input (`\"{{input}}\"`), except with `GET`, which "
+    '`body_template` the body is the job\'s input (`"{{input}}"`), except with `GET`, which '
     "sends no body; a job without input (none, or `{}`) sends an empty body. A callback "
     "endpoint needs no template: it receives `{execution_id, job_id, endpoint, status, "
     "attempt_count, output | error, batch_id}`.",
@@ -548,8 +548,8 @@ def endpoints_page() -> str:
         "field accepts the namespaces its table lists; any other is 422",
         "`TEMPLATE_RESOLUTION_FAILED` when the endpoint is written. Unknown fields are 400.",
         "`{{input}}` is the job's whole input; a string that is exactly one placeholder stands",
-        "for the value itself with its JSON type (`\"{{input.order}}\"` sends the order object,",
-        "`{\"n\": \"{{input.n}}\"}` keeps a number a number); inside longer text a value that is",
+        'for the value itself with its JSON type (`"{{input.order}}"` sends the order object,',
+        '`{"n": "{{input.n}}"}` keeps a number a number); inside longer text a value that is',
         "not a string is written as compact JSON.",
         "",
         "Targets are checked when an endpoint is created or replaced: a literal `url` must be",

@@ -51,7 +51,7 @@ ranked AS (
 -- worker renews it while it holds the execution (worker_renew_leases). The job's endpoint
 -- snapshot comes back as text in the same round trip (the worker parses each distinct text
 -- once), with the endpoint's own cap (spec.max_concurrent; NULL: the worker's default,
--- which depends on how many endpoints have work: chalicelib/worker/holds.py). The claim writes no log row: the attempt's one log row,
+-- which depends on how many endpoints have work: chalicelib/worker/ledger.py). The claim writes no log row: the attempt's one log row,
 -- written at finalize, names the worker (a row per claim cost a fifth of the database's
 -- work per delivery in bench/). "follows": whether the execution's end has something to
 -- follow it (a callback, its batch's progress): only then does its finalize need a

@@ -184,4 +184,4 @@ def test_the_runs_claim_strategy_reaches_the_worker(make_worker) -> None:
     # conditional_update: every worker the fixtures build follows the run's setting.
     expected = PROFILE.get("TE_CLAIM_STRATEGY", "skip_locked")
     worker = make_worker()
-    assert isinstance(worker._claims, type(claim_strategy(expected)))
+    assert isinstance(worker.claimer.claims, type(claim_strategy(expected)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chalicelib.worker.holds import Holds
+from chalicelib.worker.ledger import Holds
 from chalicelib.worker.models import ClaimedExecution
 
 

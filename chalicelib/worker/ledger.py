@@ -1,4 +1,11 @@
-"""What a worker holds: its slots, its per-endpoint shares and its leases.
+"""The worker's ledger: its slots, its per-endpoint shares and its leases.
+
+Every stage of the worker's ring (:mod:`chalicelib.worker.ring`) writes what it did here
+and nowhere else: the claimer holds what it claimed, the delivery loop marks a delivery
+ended (or lost), the finalizer releases what it recorded. :class:`Ledger` is that record,
+thread-safe, with the condition the claimer waits on for room; :class:`Holds` is its
+bookkeeping (not thread-safe, tested alone); :class:`SendSlots` gates the sends on the
+delivery loop; :class:`LeaseKeeper` renews the leases of what is held.
 
 A slot is held from the send until the attempt is recorded (finalized), not just while the
 request is out: a worker sends at most its capacity before their attempts are recorded,
@@ -22,6 +29,8 @@ Not thread-safe: the worker calls it under its own lock.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 import math
 import threading
@@ -34,7 +43,8 @@ from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.errors import DatabaseError
 from chalicelib.worker.claims import ClaimLimits
-from chalicelib.worker.models import ClaimedExecution
+from chalicelib.worker.models import ClaimedExecution, FinishedExecution
+from chalicelib.worker.reporting import log_finalized
 
 log = logging.getLogger("chalicelib.worker")
 
@@ -51,6 +61,10 @@ LOST = float("-inf")
 RESERVE_SHARE = 0.2
 #: How long after its last claim an endpoint still counts as having work.
 CONTENTION_SEC = 1.0
+#: Claim once at least 1/MIN_BATCH_SHARE of the capacity is free (or after
+#: CLAIM_LINGER_SEC): fewer, larger claims mean fewer commits per delivered execution.
+MIN_BATCH_SHARE = 4
+CLAIM_LINGER_SEC = 0.002
 
 
 @dataclass
@@ -205,21 +219,182 @@ class Holds:
         return lost
 
 
+class SendSlots:
+    """The delivery loop's gate: at most ``capacity`` executions sent and not yet recorded
+    (what a crash could deliver twice). Taken on the delivery loop before a send, given
+    back by the ledger when the attempt is recorded (from any thread)."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._semaphore: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def acquire(self) -> None:
+        """Wait for a slot, first come first served (on the delivery loop)."""
+        if self._semaphore is None:
+            self._loop = asyncio.get_running_loop()
+            self._semaphore = asyncio.Semaphore(self._capacity)
+        await self._semaphore.acquire()
+
+    def give_back(self) -> None:
+        """One slot is free again: on the loop itself, or from another thread."""
+        loop, semaphore = self._loop, self._semaphore
+        if loop is None or semaphore is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            semaphore.release()
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(semaphore.release)
+
+
+class Ledger:
+    """The ring's one record of what the worker holds (thread-safe).
+
+    * the claimer: :meth:`wait_for_room`, :meth:`room`, :meth:`hold`;
+    * the delivery loop: :meth:`owned` before a send, :meth:`delivered` after it,
+      :meth:`release` for one it could not finish;
+    * the finalizer: :meth:`recorded` once an attempt is written;
+    * the lease keeper: :meth:`due_for_renewal` and :meth:`renewed`.
+
+    ``wake`` ends the claimer's idle sleep: called when an endpoint that was at its share
+    gets room again (its backlog may be all that is due).
+    """
+
+    def __init__(self, holds: Holds, send_slots: SendSlots, wake: Callable[[], None]) -> None:
+        self._holds = holds
+        self.send_slots = send_slots
+        self._wake = wake
+        self._cond = threading.Condition()
+        self._full: frozenset[str] = frozenset()  # endpoints at their share, last claim
+        self._counts = {"claimed": 0, "succeeded": 0, "retrying": 0, "failed": 0}
+
+    @property
+    def capacity(self) -> int:
+        return self._holds.capacity
+
+    @property
+    def lease_sec(self) -> float:
+        return self._holds.lease_sec
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._holds)
+
+    def counts(self) -> dict[str, int]:
+        """Executions claimed and finalized (by outcome) since the worker started."""
+        with self._cond:
+            return dict(self._counts)
+
+    # -- the claimer ---------------------------------------------------------------------
+
+    def wait_for_room(self, stopping: Callable[[], bool], poll_interval: float) -> bool:
+        """Block until a batch worth claiming is free; False if asked to stop meanwhile."""
+        min_batch = max(1, self._holds.capacity // MIN_BATCH_SHARE)
+        linger_until = time.monotonic() + CLAIM_LINGER_SEC
+        with self._cond:
+            while not stopping():
+                free = self._holds.claimable()
+                if free >= min_batch or (free > 0 and time.monotonic() >= linger_until):
+                    return True
+                self._cond.wait(CLAIM_LINGER_SEC if free > 0 else poll_interval)
+        return False
+
+    def room(self, excluded: tuple[str, ...]) -> tuple[int, ClaimLimits]:
+        """How many the next claim may take, and its limits (``excluded``: the endpoints
+        paused, held or flow-controlled, kept out of its LIMIT)."""
+        with self._cond:
+            limits = dataclasses.replace(self._holds.limits(), excluded=excluded)
+            self._full = frozenset(limits.full)
+            return self._holds.claimable(), limits
+
+    def hold(self, batch: list[ClaimedExecution], sent_at: float) -> None:
+        """A claim committed: hold what it took (``sent_at``: before the claim was sent)."""
+        with self._cond:
+            self._holds.add(batch, sent_at)
+            self._counts["claimed"] += len(batch)
+
+    # -- the delivery loop ---------------------------------------------------------------
+
+    def owned(self, execution_id: str) -> bool:
+        """Asked just before a send: the lease still surely holds."""
+        with self._cond:
+            return self._holds.owned(execution_id)
+
+    def delivered(self, finished: FinishedExecution, *, sent: bool) -> None:
+        """Its delivery ended (or it finished without one): the endpoint's share is free;
+        ``sent``: it holds a send slot until its attempt is recorded."""
+        with self._cond:
+            self._holds.delivered(finished.execution_id, finished.attempt_number, slot=sent)
+            endpoint = finished.endpoint
+            wake = endpoint in self._full and self._holds.room(endpoint) >= max(
+                1, self._holds.cap(endpoint) // MIN_BATCH_SHARE
+            )
+            if wake:
+                self._full = frozenset()
+            self._cond.notify_all()
+        if wake:
+            self._wake()
+
+    def release(self, execution_id: str, attempt: int) -> None:
+        """It leaves the worker: recorded, or left RUNNING for the reclaimer."""
+        with self._cond:
+            slot = self._holds.release(execution_id, attempt)
+            self._cond.notify_all()
+        if slot:
+            self.send_slots.give_back()
+
+    # -- the finalizer -------------------------------------------------------------------
+
+    def recorded(self, finished: FinishedExecution, applied: bool) -> None:
+        """Its attempt was written (``applied``), or lost its compare-and-set (reclaimed
+        meanwhile): either way it is no longer held."""
+        self.release(finished.execution_id, finished.attempt_number)
+        counter = log_finalized(finished, applied)
+        if counter is not None:
+            with self._cond:
+                self._counts[counter] += 1
+
+    # -- draining ------------------------------------------------------------------------
+
+    def wait_empty(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s until nothing is held."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self._holds) > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.1))
+        return True
+
+    # -- the lease keeper ----------------------------------------------------------------
+
+    def due_for_renewal(self) -> list[str]:
+        with self._cond:
+            return self._holds.due_for_renewal()
+
+    def renewed(self, asked: Iterable[str], kept: set[str], sent_at: float) -> list[str]:
+        with self._cond:
+            return self._holds.renewed(asked, kept, sent_at)
+
+
 class LeaseKeeper:
-    """A thread that renews the leases of what the worker holds, one statement per round."""
+    """A thread that renews the leases of what the ledger holds, one statement per round."""
 
     def __init__(
         self,
         db: Database,
         worker_id: str,
-        holds: Holds,
-        lock: threading.Condition,
+        ledger: Ledger,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._db = db
         self._worker_id = worker_id
-        self._holds = holds
-        self._lock = lock
+        self._ledger = ledger
         self._clock = clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -227,7 +402,7 @@ class LeaseKeeper:
     @property
     def interval(self) -> float:
         """Seconds between rounds: a fraction of the share of a lease that triggers one."""
-        return max(0.05, self._holds.lease_sec * RENEW_SHARE / 4)
+        return max(0.05, self._ledger.lease_sec * RENEW_SHARE / 4)
 
     def start(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -242,12 +417,11 @@ class LeaseKeeper:
 
     def renew_once(self) -> list[str]:
         """One round; returns the executions found lost."""
-        with self._lock:
-            ids = self._holds.due_for_renewal()
+        ids = self._ledger.due_for_renewal()
         if not ids:
             return []
         sent_at = self._clock()
-        lease_ms = int(self._holds.lease_sec * 1000)
+        lease_ms = int(self._ledger.lease_sec * 1000)
 
         def renew(tx: Transaction) -> list[Row]:
             # One guarded statement, sent alone, like the claim: safe to apply twice.
@@ -255,8 +429,7 @@ class LeaseKeeper:
             return tx.run(sql, ids=ids, worker_id=self._worker_id, lease_ms=lease_ms)
 
         rows = self._db.transaction(renew, name="worker_renew_leases", single=True)
-        with self._lock:
-            lost = self._holds.renewed(ids, {row["execution_id"] for row in rows}, sent_at)
+        lost = self._ledger.renewed(ids, {row["execution_id"] for row in rows}, sent_at)
         if lost:
             log.warning("leases lost to the reclaimer; not sending %d executions", len(lost))
         return lost

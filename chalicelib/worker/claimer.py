@@ -1,0 +1,202 @@
+"""The claimer: the stage of the worker's ring that takes due executions and starts them.
+
+It waits in the ledger for room (free slots, and those whose attempts are being recorded:
+:meth:`Holds.claimable`), claims up to that room in one statement, holds what it took in
+the ledger, resolves each request on its own thread (templates, configs and secrets may
+read the database on a cache miss, which must not block the delivery loop) and hands the
+prepared executions to the delivery loop. One that cannot be sent (its templates do not
+resolve, its row cannot be processed) goes straight to the finalizer.
+
+It also claims inside the finalizer's transactions (:meth:`plan_claim`, :meth:`claim_in`,
+:meth:`claimed`): one commit records a batch and refills the slots it frees. One claim at
+a time, whoever runs it, so the room and the per-endpoint shares a claim is sized by are
+never claimed twice. Paused, held and flow-controlled endpoints are left out of the claim;
+flow-controlled ones get a metered claim of their own (:mod:`chalicelib.worker.flow`). It
+sleeps ``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due;
+:mod:`chalicelib.worker.idle` says what ends that sleep early.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection
+
+from chalicelib.db.connection import Database, Transaction
+from chalicelib.errors import DatabaseError
+from chalicelib.logs import log_event
+from chalicelib.worker.claims import ClaimPlan, ClaimStrategy
+from chalicelib.worker.deliveries import DeliveryLoop, Recorder
+from chalicelib.worker.flow import Controls, MeteredClaim
+from chalicelib.worker.idle import IdleWait
+from chalicelib.worker.ledger import Ledger
+from chalicelib.worker.models import ClaimedExecution, FinishedExecution
+from chalicelib.worker.pipeline import Pipeline, Prepared
+from chalicelib.worker.reporting import ClaimLoopHealth
+
+log = logging.getLogger("chalicelib.worker")
+
+
+class Claimer:
+    """Claims into the ledger's room and starts the deliveries (see the module)."""
+
+    def __init__(
+        self,
+        db: Database,
+        worker_id: str,
+        *,
+        claims: ClaimStrategy,
+        pipeline: Pipeline,
+        endpoint_types: Collection[str],
+        ledger: Ledger,
+        deliveries: DeliveryLoop,
+        recorder: Recorder,
+        controls: Controls,
+        idle: IdleWait,
+        health: ClaimLoopHealth,
+        poll_interval: float,
+    ) -> None:
+        self._db = db
+        self._worker_id = worker_id
+        self.claims = claims  #: the claim strategy (TE_CLAIM_STRATEGY)
+        self._pipeline = pipeline
+        self._endpoint_types = endpoint_types
+        self._ledger = ledger
+        self._deliveries = deliveries
+        self._recorder = recorder
+        self.controls = controls
+        self._idle = idle
+        self._health = health
+        self._poll_interval = poll_interval
+        self._metered = MeteredClaim()
+        self._claim_lock = threading.Lock()
+        #: Set while :meth:`run` runs: refills inside finalize transactions only then.
+        self._stopping: Callable[[], bool] | None = None
+        #: Claims made inside finalize transactions (diagnostics; tests read it).
+        self.refills = 0
+
+    def run(self, stopping: Callable[[], bool]) -> None:
+        """Claim until ``stopping()``; a failed claim (the database, a bug) backs off."""
+        self._stopping = stopping
+        try:
+            while not stopping():
+                if not self._ledger.wait_for_room(stopping, self._poll_interval):
+                    break
+                try:
+                    claimed = self.run_once()
+                    self._health.succeeded()
+                except Exception as exc:  # never the end of the worker
+                    self._idle.sleep(self._health.failed(exc))
+                    continue
+                if claimed == 0:
+                    self._idle.sleep(self.controls.idle_sleep(self._poll_interval))
+        finally:
+            self._stopping = None
+
+    def run_once(self) -> int:
+        """Claim up to the room once and start the deliveries; returns how many."""
+        self.controls.refresh()
+        with self._claim_lock:
+            free, limits = self._ledger.room(self.controls.excluded)
+            if free <= 0:
+                return 0
+            started = time.monotonic()
+            batch = self.claims.claim(self._db, self._worker_id, free, limits)
+            self._hold(batch, started)
+        self._start(batch)  # before the metered claim: its failure must not strand these
+        return len(batch) + self._claim_metered()
+
+    def _claim_metered(self) -> int:
+        """The flow-controlled endpoints' claim, when one is due; returns how many it took."""
+        names = self.controls.metered_due()
+        if not names:
+            return 0
+        with self._claim_lock:
+            free, limits = self._ledger.room(self.controls.excluded)
+            if free <= 0:
+                return 0
+            started = time.monotonic()
+            batch = self._metered.claim(self._db, self._worker_id, free, limits, names)
+            self._hold(batch, started)
+        self._start(batch)
+        return len(batch)
+
+    # -- the refill, inside the finalizer's transaction ----------------------------------
+
+    def plan_claim(self, freed: int) -> ClaimPlan | None:
+        """Room for a claim inside a finalize transaction, while :meth:`run` runs; holds the
+        claim lock until :meth:`claimed`. Never waits: if another claim is in flight, the
+        transaction records only, and the next claim counts the slots it frees."""
+        stopping = self._stopping
+        if stopping is None or stopping():
+            return None
+        if not self._claim_lock.acquire(blocking=False):
+            return None
+        room, limits = self._ledger.room(self.controls.excluded)
+        if room <= 0:
+            self._claim_lock.release()
+            return None
+        return ClaimPlan(room, limits, time.monotonic())
+
+    def claim_in(self, tx: Transaction, plan: ClaimPlan) -> list[ClaimedExecution]:
+        return self.claims.claim_in(tx, self._worker_id, plan.room, plan.limits)
+
+    def claimed(self, plan: ClaimPlan, batch: list[ClaimedExecution]) -> None:
+        """The finalize transaction committed (``batch`` empty if it failed)."""
+        try:
+            self._hold(batch, plan.started)
+            self.refills += bool(batch)
+        finally:
+            self._claim_lock.release()
+        self._start(batch)
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _hold(self, batch: list[ClaimedExecution], started: float) -> None:
+        """A claim committed: hold what it took (call with the claim lock held)."""
+        if not batch:
+            return
+        self._ledger.hold(batch, started)
+        log_event(
+            log,
+            "worker_batch_claimed",
+            worker_id=self._worker_id,
+            count=len(batch),
+            claim_ms=round((time.monotonic() - started) * 1000, 2),
+        )
+
+    def _start(self, batch: list[ClaimedExecution]) -> None:
+        if batch:
+            self._deliveries.submit(self._prepare(batch))
+
+    def _prepare(self, batch: list[ClaimedExecution]) -> list[Prepared]:
+        """Resolve each request on this thread; an execution that cannot be sent finishes
+        here and goes to the finalizer."""
+        ready = []
+        for claimed in batch:
+            try:
+                prepared = self._prepare_one(claimed)
+            except DatabaseError as exc:
+                # Config/secret reads failed: leave it RUNNING; the reclaimer retries it.
+                log.warning(
+                    "execution left RUNNING: %s", exc, extra={"execution_id": claimed.execution_id}
+                )
+                self._ledger.release(claimed.execution_id, claimed.attempt)
+                continue
+            except Exception as exc:  # one bad execution must not stop claims
+                prepared = self._pipeline.unprocessable(claimed, exc)
+            if isinstance(prepared, FinishedExecution):
+                self._ledger.delivered(prepared, sent=False)
+                self._recorder.submit(prepared)
+            else:
+                ready.append(prepared)
+        return ready
+
+    def _prepare_one(self, claimed: ClaimedExecution) -> Prepared | FinishedExecution:
+        if claimed.fault is not None:
+            return self._pipeline.unprocessable(claimed, claimed.fault)
+        if claimed.endpoint_type not in self._endpoint_types:
+            reason = f"no dispatcher for endpoint type {claimed.endpoint_type!r}"
+            return self._pipeline.unprocessable(claimed, reason)
+        return self._pipeline.prepare(claimed)

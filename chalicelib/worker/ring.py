@@ -1,0 +1,185 @@
+"""The worker: one ring of three stages around one ledger.
+
+    claimer ──Prepared──▶ delivery loop ──FinishedExecution──▶ finalizer
+       ▲                                                           │
+       └────────────── ClaimPlan (refill, in its transaction) ─────┘
+
+* :class:`~chalicelib.worker.claimer.Claimer` claims due executions into the ledger's
+  room, holds them, resolves their requests and hands them on;
+* :class:`~chalicelib.worker.deliveries.DeliveryLoop` sends each once a send slot is
+  free and its lease still holds, and hands the finished execution on;
+* :class:`~chalicelib.worker.finalizer.Finalizer` records a batch of attempts in one
+  statement, releases them in the ledger, and has the claimer refill the freed slots
+  inside the same transaction.
+
+Each stage writes what it did to the :class:`~chalicelib.worker.ledger.Ledger` (slots,
+per-endpoint shares, leases, counts) and hands its typed output to the next stage; no
+stage calls back into the one before it. Capacity (``TE_WORKER_MAX_CONCURRENT``) bounds
+what a worker holds: an execution takes a slot when it is claimed and gives it back when
+its attempt is recorded, so every execution it holds RUNNING is being delivered (or is in
+the batch being handed out, or its result is on its way to the database), what it cannot
+start stays QUEUED (cancellable, and free for an idle worker), and a crash redelivers at
+most its capacity. :class:`~chalicelib.worker.ledger.LeaseKeeper` renews the leases of what
+is held.
+
+:class:`Worker` builds the ring and runs it: :meth:`Worker.run` in any thread, then
+:meth:`Worker.drain` and :meth:`Worker.close`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Mapping
+
+from chalicelib.db import notify
+from chalicelib.db.connection import Database
+from chalicelib.runtime.registry import LoopRegistry
+from chalicelib.settings import Settings
+from chalicelib.worker.claimer import Claimer
+from chalicelib.worker.claims import ClaimStrategy
+from chalicelib.worker.deliveries import DeliveryLoop
+from chalicelib.worker.dispatchers import Dispatcher
+from chalicelib.worker.finalizer import Finalizer
+from chalicelib.worker.flow import Controls
+from chalicelib.worker.idle import IdleWait, SleepStats
+from chalicelib.worker.ledger import Holds, LeaseKeeper, Ledger, SendSlots
+from chalicelib.worker.pipeline import Pipeline
+from chalicelib.worker.reporting import ClaimLoopHealth, new_worker_id
+
+
+class Worker:
+    """The ring, built from its collaborators; run it with :meth:`run` in any thread."""
+
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        *,
+        claims: ClaimStrategy,
+        pipeline: Pipeline,
+        dispatchers: Mapping[str, Dispatcher],
+        worker_id: str | None = None,
+    ) -> None:
+        self.db = db
+        self.worker_id = worker_id or new_worker_id()
+        self.capacity = settings.worker_max_concurrent
+        poll_interval = settings.worker_poll_interval_ms / 1000
+        self._poll_interval = poll_interval
+        self._dispatchers = dispatchers
+        self.loops = LoopRegistry()  #: its loops' states (claim, finalize), for its heartbeat
+        self._idle = IdleWait(db, settings.wakeup_notify)
+        self.ledger = Ledger(
+            Holds(
+                capacity=self.capacity,
+                default_cap=max(1, math.ceil(self.capacity * settings.worker_endpoint_share)),
+                lease_sec=settings.stuck_execution_timeout_sec,
+            ),
+            SendSlots(self.capacity),
+            wake=self._idle.wake,
+        )
+        self.leases = LeaseKeeper(db, self.worker_id, self.ledger)
+        self._finalizer = Finalizer(db, self.worker_id, self.ledger, self.loops)
+        self._deliveries = DeliveryLoop(
+            pipeline, dispatchers, ledger=self.ledger, recorder=self._finalizer
+        )
+        self.claimer = Claimer(
+            db,
+            self.worker_id,
+            claims=claims,
+            pipeline=pipeline,
+            endpoint_types=frozenset(dispatchers),
+            ledger=self.ledger,
+            deliveries=self._deliveries,
+            recorder=self._finalizer,
+            controls=Controls(db, poll_interval),
+            idle=self._idle,
+            health=ClaimLoopHealth(self.loops, poll_interval),
+            poll_interval=poll_interval,
+        )
+        self._finalizer.refill = self.claimer  # the ring closes
+        self._stop = threading.Event()
+
+    # -- what it holds and has done --------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.ledger)
+
+    def counts(self) -> dict[str, int]:
+        """Executions claimed and finalized (by outcome) since this worker started."""
+        return self.ledger.counts()
+
+    @property
+    def refills(self) -> int:
+        """Claims made inside finalize transactions (diagnostics; tests read it)."""
+        return self.claimer.refills
+
+    @property
+    def controls(self) -> Controls:
+        return self.claimer.controls
+
+    @property
+    def sleeps(self) -> SleepStats:
+        """How this worker's idle sleeps ended (tests tell a wake-up from a timed-out poll)."""
+        return self._idle.stats
+
+    @property
+    def listener(self) -> notify.Listener | None:
+        """The running LISTEN connection's thread, if any (tests inspect it)."""
+        return self._idle.listener
+
+    # -- control -------------------------------------------------------------------------
+
+    def nudge(self) -> None:
+        """Claim now instead of at the end of the current poll sleep."""
+        self._idle.wake()
+
+    def stop(self) -> None:
+        """Stop claiming (signal-handler safe); :meth:`run` returns soon after."""
+        self._stop.set()
+        self._idle.wake()
+
+    def run(
+        self,
+        stop_event: threading.Event | None = None,
+        *,
+        until: Callable[[], bool] | None = None,
+    ) -> None:
+        """Claim and deliver until :meth:`stop`, ``stop_event`` or ``until()`` says stop.
+
+        Returns without waiting for in-flight executions: call :meth:`drain` for that.
+        """
+
+        def stopping() -> bool:
+            external = stop_event is not None and stop_event.is_set()
+            return self._stop.is_set() or external or (until is not None and until())
+
+        self._start()
+        listener = self._idle.listen()
+        try:
+            self.claimer.run(stopping)
+        finally:
+            if listener is not None:
+                listener.stop()
+
+    def run_once(self) -> int:
+        """Claim up to the room once and start the deliveries; returns how many."""
+        self._start()
+        return self.claimer.run_once()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s until every claimed execution is finalized."""
+        return self.ledger.wait_empty(timeout)
+
+    def close(self, *, abandon: bool = False) -> None:
+        """Release threads and clients (after :meth:`drain`; ``abandon`` drops what is left)."""
+        self._deliveries.close(abandon=abandon)
+        self._finalizer.stop(abandon=abandon)
+        self.leases.stop()
+        for dispatcher in self._dispatchers.values():
+            dispatcher.close()
+
+    def _start(self) -> None:
+        self._finalizer.start()
+        self.leases.start()
