@@ -4,8 +4,8 @@ A schema is checked against its declared meta-schema (``$schema``), or Draft 202
 it declares none. An unknown ``$schema`` is rejected rather than silently validated against
 another draft: the client asked for rules this service cannot honour.
 
-Two rules keep validation inside the request's own bounds (DESIGN.md: nothing unbounded
-runs inside a request):
+Two rules keep validation inside the request's own bounds (docs/explanation/design.md:
+nothing unbounded runs inside a request):
 
 * **A schema never fetches anything.** ``$ref`` resolves only inside the schema itself (its
   ``$defs``, JSON pointers, embedded ``$id`` resources) or to the bundled JSON Schema
