@@ -60,16 +60,16 @@ def test_the_housekeeper_logs_queue_health_once_a_minute_with_the_deployments_fi
     # The minute counted: 5 attempts, 2 of them failed (one retried, one the last).
     deliver(database, "a", "a1", [("SUCCESS", None)])
     deliver(database, "a", "a2", [("SUCCESS", None)])
-    deliver(database, "b", "b1", [("RETRYING", "HTTP_5XX"), ("FAILED", "TIMEOUT")])
+    deliver(database, "b", "b1", [("RETRYING", "HTTP_ERROR"), ("FAILED", "TIMEOUT")])
     deliver(database, "b", "b2", [("SUCCESS", None)])
     database.execute("UPDATE delivery_counts SET bucket_start = :m", m=counted)
     # The minutes around it are not counted: one before, and the real current one after.
-    deliver(database, "a", "before", [("FAILED", "HTTP_4XX")])
+    deliver(database, "a", "before", [("FAILED", "CONNECTION_ERROR")])
     database.execute(
         "UPDATE delivery_counts SET bucket_start = :m WHERE writer LIKE 'w-before-%'",
         m=counted - MINUTE,
     )
-    deliver(database, "b", "after", [("FAILED", "HTTP_4XX")])
+    deliver(database, "b", "after", [("FAILED", "CONNECTION_ERROR")])
     # Due work: 90 s late on 'a'; 10 minutes on the paused endpoint (not lag); 'b' not due.
     now = clock()
     for endpoint, run_at in (("a", now - timedelta(seconds=90)), ("b", now + MINUTE)):
