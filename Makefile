@@ -14,7 +14,7 @@ STAMP := $(TEST_STAMP)
 PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --progress-bar on
 
 .PHONY: run test test-cockroach lint typecheck unit migrate clean venv test-hidden-tools \
-	browser binutils screenshots synth
+	browser binutils promtool screenshots synth
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -44,7 +44,7 @@ run: $(RUN_STAMP)
 ## test: lint (ruff, the import-linter layer contracts), type check, then the whole test
 ## suite (unit + integration), then the worker and scheduler integration tests again in
 ## CockroachDB's configuration (test-cockroach).
-test: $(TEST_STAMP) lint typecheck browser binutils
+test: $(TEST_STAMP) lint typecheck browser binutils promtool
 	$(PY) -m pytest -m "not chaos"
 	$(MAKE) --no-print-directory test-cockroach
 
@@ -85,6 +85,26 @@ binutils:
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
 	    binutils; fi
+
+## promtool: Prometheus' rule checker and unit tester, for the shipped alert rules
+## (docs/alerts/prometheus-rules.yml; tests/integration/test_alert_rules.py runs it on real
+## /metrics output). Only the promtool binary of Debian's prometheus package, extracted into
+## the venv ($(VENV)/bin/promtool): installing the package would also install, enable and
+## start a Prometheus server (its postinst does) and a dozen web dependencies, and a test
+## machine needs none of them. Once, non-interactively, when missing; apt-get update as
+## root (as CI runs; otherwise through sudo), the download itself needs no root.
+PROMTOOL := $(VENV)/bin/promtool
+promtool: | $(PY)
+	@if [ -x $(PROMTOOL) ]; then :; else \
+	  echo "==> extracting promtool from Debian's prometheus package into $(VENV) (once)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  AS_ROOT=$$([ "$$(id -u)" = 0 ] && echo "-o APT::Sandbox::User=root"); \
+	  tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	  (cd "$$tmp" && apt-get download -q $$AS_ROOT prometheus) && \
+	  dpkg-deb --fsys-tarfile "$$tmp"/prometheus_*.deb | tar -xO ./usr/bin/promtool \
+	    > "$$tmp/promtool" && \
+	  install -m 755 "$$tmp/promtool" $(PROMTOOL) && $(PROMTOOL) --version; fi
 
 ## screenshots: regenerate the README's dashboard screenshots (docs/*.png) against the real
 ## stack; the browser tests themselves write theirs to a temporary directory only.

@@ -22,8 +22,11 @@ break its foreign key) is skipped until it can go whole (``housekeeping.sql``), 
 step (heartbeats, metric events, each purge) runs on its own, so one that fails does not
 keep the others from running; the pass then fails with it and the loop backs off.
 
-Metric line: ``history_purged`` with ``count`` (rows removed in all) and the breakdown
-(``executions``, ``attempts``, ``logs``, ``jobs``, ``heartbeats``).
+Metric lines: ``history_purged`` with ``count`` (rows removed in all) and the breakdown
+(``executions``, ``attempts``, ``logs``, ``jobs``, ``heartbeats``); and, once a minute
+(not again when a full batch brings the pass straight back), ``queue_health``: the
+deployment's lag and the last minute's attempts, which the AWS alarms read
+(:mod:`chalicelib.scheduler.queue_health`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from chalicelib.db.queries import queries
 from chalicelib.domain.clock import utcnow
 from chalicelib.logs import FailureLog
 from chalicelib.runtime.loop import Progress
+from chalicelib.scheduler import queue_health
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +97,7 @@ class Housekeeper:
         self._batch_size = batch_size
         self._clock = clock
         self._failures: dict[str, FailureLog] = {}
+        self._health_reported: datetime | None = None  # the minute last reported
 
     def run_once(self) -> Progress:
         """One pass: heartbeats, then one batch of each purge."""
@@ -125,6 +130,7 @@ class Housekeeper:
 
     def _steps(self) -> list[Step]:
         steps: list[Step] = [
+            self._report_queue_health,
             self._prune_heartbeats,
             self._prune_metric_events,
             self._fold_delivery_counts,
@@ -137,6 +143,14 @@ class Housekeeper:
         if step not in self._failures:
             self._failures[step] = FailureLog(log, f"housekeeper {step.strip('_')}")
         return self._failures[step]
+
+    def _report_queue_health(self, now: datetime) -> tuple[dict[str, int], bool]:
+        """The ``queue_health`` line, once per minute of the clock."""
+        minute = queue_health.minute_before(now)
+        if minute != self._health_reported:
+            queue_health.report(self._db, now)
+            self._health_reported = minute
+        return {}, False
 
     def _prune_heartbeats(self, now: datetime) -> tuple[dict[str, int], bool]:
         pruned = self._db.execute(

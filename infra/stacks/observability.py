@@ -13,6 +13,18 @@ The app logs one JSON object per line (``TE_LOG_FORMAT=json``) with the event na
 Each becomes a CloudWatch metric in the ``TaskExecutor`` namespace (one data point per log
 line) with an alarm that notifies an SNS topic. Lambda ``Errors`` (an unhandled exception
 in an entry point) get one alarm per function.
+
+``queue_health``
+    the deployment's figures, logged once a minute by the housekeeper (in the
+    ``reclaim_stuck_executions`` function): ``oldest_due_lag_seconds``, and the delivery
+    ``attempts`` and ``failed_attempts`` of the last complete minute
+    (``chalicelib.scheduler.queue_health``). Each field becomes a metric, and two alarms
+    read them per minute, taking each minute's Maximum (overlapping invocations may log a
+    minute twice): ``QueueLag`` when the lag stays above :data:`LAG_THRESHOLD_SEC` for
+    :data:`LAG_MINUTES` minutes, ``DeliveryFailureRate`` (metric math: failed / attempts)
+    when more than :data:`FAILURE_RATE_PERCENT` % of the attempts fail for
+    :data:`FAILURE_RATE_MINUTES` minutes, in minutes of at least
+    :data:`FAILURE_RATE_MIN_ATTEMPTS` attempts.
 """
 
 from __future__ import annotations
@@ -31,6 +43,26 @@ from constructs import Construct
 NAMESPACE = "TaskExecutor"
 FAILED_EVENT = "execution_failed"
 RECLAIMED_EVENT = "reclaimed"
+QUEUE_HEALTH_EVENT = "queue_health"
+#: queue_health's fields -> the metrics they become.
+QUEUE_HEALTH_METRICS = {
+    "oldest_due_lag_seconds": "OldestDueLagSeconds",
+    "attempts": "DeliveryAttempts",
+    "failed_attempts": "DeliveryAttemptsFailed",
+}
+# A healthy worker claims due work within its poll interval, so the lag stays at seconds;
+# the lean profile's scheduler adds at most a minute to a DELAYED run it promotes late.
+# Twice that, for 5 minutes running (the oldest then at least 7 minutes late): the workers
+# are down or saturated, or an endpoint's flow control admits less than arrives. The
+# Prometheus rule (docs/alerts/prometheus-rules.yml) holds per endpoint the same 120 s.
+LAG_THRESHOLD_SEC = 120
+LAG_MINUTES = 5
+# Retries absorb a failure now and then; a fifth of all attempts failing for 5 minutes
+# running is a target down or refusing. Minutes of fewer than 5 attempts count as not
+# failing (one of one is 100%): a quiet deployment's failures reach ExecutionsFailed.
+FAILURE_RATE_PERCENT = 20
+FAILURE_RATE_MINUTES = 5
+FAILURE_RATE_MIN_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +91,7 @@ class Observability(Construct):
         reclaimed: EventMetric,
         failed_threshold: int,
         reclaimed_threshold: int,
+        queue_health_log_group_name: str,
         lambda_function_names: dict[str, str],
         alarm_email: str | None,
     ) -> None:
@@ -80,6 +113,32 @@ class Observability(Construct):
             reclaimed_threshold,
             "The reclaimer returned executions whose lease expired: a worker died or "
             "overran its lease.",
+        )
+        figures = self._queue_health_metrics(queue_health_log_group_name)
+        self.lag_alarm = self._alarm(
+            "QueueLag",
+            f"Due executions have waited more than {LAG_THRESHOLD_SEC} s past their run_at "
+            f"for {LAG_MINUTES} minutes (paused endpoints left out).",
+            figures["oldest_due_lag_seconds"],
+            threshold=LAG_THRESHOLD_SEC,
+            minutes=LAG_MINUTES,
+        )
+        attempts, failed = figures["attempts"], figures["failed_attempts"]
+        self.failure_rate_alarm = self._alarm(
+            "DeliveryFailureRate",
+            f"More than {FAILURE_RATE_PERCENT} % of the delivery attempts failed, "
+            f"{FAILURE_RATE_MINUTES} minutes running (minutes of fewer than "
+            f"{FAILURE_RATE_MIN_ATTEMPTS} attempts count as not failing).",
+            cloudwatch.MathExpression(
+                expression=(
+                    f"IF(attempts >= {FAILURE_RATE_MIN_ATTEMPTS}, 100 * failed / attempts, 0)"
+                ),
+                using_metrics={"attempts": attempts, "failed": failed},
+                label="Failed delivery attempts (%)",
+                period=Duration.minutes(1),
+            ),
+            threshold=FAILURE_RATE_PERCENT,
+            minutes=FAILURE_RATE_MINUTES,
         )
         self.lambda_error_alarms = [
             self._lambda_errors_alarm(logical_id, function_name)
@@ -116,6 +175,53 @@ class Observability(Construct):
             threshold=threshold,
             evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        alarm.add_alarm_action(self._action)
+        return alarm
+
+    def _queue_health_metrics(self, log_group_name: str) -> dict[str, cloudwatch.Metric]:
+        """One metric filter per queue_health field; the metrics as each minute's Maximum."""
+        log_group = logs.LogGroup.from_log_group_name(self, "QueueHealthLogGroup", log_group_name)
+        metrics = {}
+        for field, metric_name in QUEUE_HEALTH_METRICS.items():
+            logs.MetricFilter(
+                self,
+                f"{metric_name}Filter",
+                log_group=log_group,
+                filter_pattern=logs.FilterPattern.string_value("$.event", "=", QUEUE_HEALTH_EVENT),
+                metric_namespace=NAMESPACE,
+                metric_name=metric_name,
+                metric_value=f"$.{field}",
+            )
+            metrics[field] = cloudwatch.Metric(
+                namespace=NAMESPACE,
+                metric_name=metric_name,
+                statistic=cloudwatch.Stats.MAXIMUM,
+                period=Duration.minutes(1),
+            )
+        return metrics
+
+    def _alarm(
+        self,
+        construct_id: str,
+        description: str,
+        metric: cloudwatch.IMetric,
+        *,
+        threshold: float,
+        minutes: int,
+    ) -> cloudwatch.Alarm:
+        """Above ``threshold`` in each of ``minutes`` minutes in a row; no data (no
+        scheduler logging: the Lambda Errors alarms' business) is not breaching."""
+        alarm = cloudwatch.Alarm(
+            self,
+            f"{construct_id}Alarm",
+            alarm_description=description,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=minutes,
+            datapoints_to_alarm=minutes,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         alarm.add_alarm_action(self._action)

@@ -270,6 +270,10 @@ class TaskExecutorStack(Stack):
             ),
             failed_threshold=self.config.failed_executions_threshold,
             reclaimed_threshold=self.config.reclaimed_executions_threshold,
+            # The housekeeper, which logs queue_health, runs beside the reclaimer.
+            queue_health_log_group_name=lambda_log_group(
+                SCHEDULED_FUNCTIONS["reclaim_stuck_executions"]
+            ),
             lambda_function_names={
                 logical_id: self.chalice.get_resource(logical_id).ref
                 for logical_id in self.functions

@@ -135,12 +135,25 @@ def test_the_alarms_are_as_documented(profile: tuple[dict[str, str], Synthesis])
     cells, synthesis = profile
     alarms = list(synthesis.resources("AWS::CloudWatch::Alarm").values())
     assert len(alarms) == int(cells["CloudWatch alarms"])
-    metrics = sorted((a["Properties"]["Namespace"], a["Properties"]["MetricName"]) for a in alarms)
+
+    def watched(alarm: dict[str, Any]) -> list[tuple[str, str]]:
+        """(namespace, metric) of a plain alarm, or of each metric its math reads."""
+        props = alarm["Properties"]
+        if "MetricName" in props:
+            return [(props["Namespace"], props["MetricName"])]
+        stats = [q["MetricStat"]["Metric"] for q in props["Metrics"] if "MetricStat" in q]
+        return [(m["Namespace"], m["MetricName"]) for m in stats]
+
+    metrics = sorted(metric for alarm in alarms for metric in watched(alarm))
     functions = _functions(synthesis)
     assert metrics == sorted(
         [("TaskExecutor", "ExecutionsFailed"), ("TaskExecutor", "ExecutionsReclaimed")]
+        + [("TaskExecutor", "OldestDueLagSeconds")]
+        + [("TaskExecutor", "DeliveryAttempts"), ("TaskExecutor", "DeliveryAttemptsFailed")]
         + [("AWS/Lambda", "Errors")] * len(functions)
     )
+    # What an operator pays for: one alarm metric per metric an alarm reads.
+    assert len(metrics) == int(cells["CloudWatch alarm metrics"])
     # One Errors alarm per deployed function, and none for a function left out.
     alarmed = {
         d["Value"]["Ref"]
