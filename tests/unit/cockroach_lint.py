@@ -3,7 +3,8 @@
 CockroachDB cannot run on the build machines, so this is what keeps it a first-class
 target: every migration and named query is checked for constructs CockroachDB rejects or
 treats differently from PostgreSQL (sources: CockroachDB's "PostgreSQL compatibility" page,
-its SQL feature support list, and the database rules of docs/explanation/design.md). Each rule says why.
+its SQL feature support list, and the database rules of
+docs/explanation/design.md). Each rule says why.
 
 Matching runs on the SQL with comments, string literals and quoted identifiers blanked
 out (:func:`strip`), so a rule never fires on prose in a why-comment or inside a value.
@@ -142,7 +143,8 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "on_conflict_without_target",
         r"\bON\s+CONFLICT\s+DO\b",
-        "docs/explanation/design.md: ON CONFLICT names its target. Arbiter inference without one differs "
+        "docs/explanation/design.md: ON CONFLICT names its target. Arbiter inference "
+        "without one differs "
         "between the two with partial unique indexes.",
         "INSERT INTO t (a) VALUES (1) ON CONFLICT DO NOTHING",
     ),
