@@ -20,14 +20,25 @@ SET last_error_type = (
 )
 WHERE e.status <> 'SUCCESS' AND e.attempt_count > 0;
 
--- The dead letters (and cancelled executions) of one error type, newest first: GET
--- /executions?status=FAILED&error_type=X reads the first page of its range and stops, or
--- finds the range empty at once. Partial on the ended statuses that can carry an error and
--- on a type being there: a delivery that succeeds never writes it, one that ends FAILED
--- writes it once (with idx_executions_ended, in the same non-HOT update).
-CREATE INDEX idx_executions_ended_by_error
+-- The executions whose last attempt failed with one error type, by status newest first:
+-- GET /executions?status=FAILED&error_type=X (or any status that can carry an error) reads
+-- the first page of its range and stops, or finds the range empty at once. Partial on a
+-- type being there and on the statuses that keep one: a delivery that succeeds at once
+-- never writes it; an attempt that fails writes one entry (RETRYING, or FAILED beside
+-- idx_executions_ended in the same non-HOT update), and a claim none (RUNNING is left out:
+-- few rows, read on idx_executions_running). PENDING rows have made no attempt.
+CREATE INDEX idx_executions_by_error
     ON executions (status, last_error_type, created_at DESC, execution_id DESC)
-    WHERE status IN ('FAILED', 'CANCELLED') AND last_error_type IS NOT NULL;
+    WHERE last_error_type IS NOT NULL
+      AND status IN ('QUEUED', 'RETRYING', 'FAILED', 'CANCELLED');
+
+-- GET /jobs/{id}/versions walks a job's versions forward (jobs_version_chain: the next
+-- version names the one it replaced); without an index each step read the whole jobs
+-- table. Partial: only a version made by PUT has a previous one, so creating a job never
+-- writes it.
+CREATE INDEX idx_jobs_previous_version
+    ON jobs (previous_version_id)
+    WHERE previous_version_id IS NOT NULL;
 
 -- Executions waiting to run, by status newest first: the listing of PENDING, QUEUED or
 -- RETRYING executions (GET /executions, with or without a status) and of the ACTIVE

@@ -137,13 +137,17 @@ class DeadLetterService:
         return moved
 
 
+#: Statuses whose executions never carry a last error type.
+_NO_ERROR = frozenset({ExecutionStatus.SUCCESS, ExecutionStatus.PENDING})
+
+
 def list_query(filters: ExecutionFilter, page: PageRequest) -> tuple[Query, dict[str, Any]]:
     """The statement of GET /executions for these filters, cut to their shape
-    (chalicelib/db/shapes.py). With an error type SUCCESS is not asked for: a success's last
-    attempt has no error."""
+    (chalicelib/db/shapes.py). With an error type SUCCESS and PENDING are not asked for: a
+    success's last attempt has no error, and a PENDING execution has made no attempt."""
     params = {**filters.params(), **page.params()}
     if filters.error_type is not None:
-        params["statuses"] = [s for s in params["statuses"] if s != ExecutionStatus.SUCCESS]
+        params["statuses"] = [s for s in params["statuses"] if s not in _NO_ERROR]
     if filters.is_dead_letters_of_endpoint:  # one range of idx_executions_failed_by_endpoint
         return shaped(queries["dead_letters_list_failed_of_endpoint"], params)
     return shaped(queries["dead_letters_list"], params)

@@ -216,7 +216,7 @@ def test_every_shape_of_the_executions_list_reads_a_few_pages(
     ):
         query, params = dead_letters.list_query(filters, page)
         waiting = {"PENDING", "QUEUED", "RETRYING"} & set(filters.statuses)
-        live = bool(waiting) and (filters.endpoint or filters.error_type)
+        live = bool(waiting) and filters.endpoint is not None
         bounded(database, query, params, at_most=LIVE + PAGES if live else PAGES)
 
 
@@ -228,6 +228,25 @@ def test_a_page_deep_in_a_jobs_executions_reads_a_page(
             params = {"job_id": history.cron_job, "status": status, **page.params()}
             query, params = shaped(queries["executions_list_for_job"], params)
             bounded(database, query, params, at_most=60)
+
+
+def test_a_jobs_versions_are_walked_on_an_index(database: Database, history: History) -> None:
+    """GET /jobs/{id}/versions follows previous_version_id forward one version at a time:
+    each step is an index probe (idx_jobs_previous_version), not a read of every job."""
+    database.run(
+        "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, status, version,"
+        " previous_version_id, cron_expression, cron_timezone)"
+        " SELECT 'job_v' || g, :endpoint, 'HTTP', 'CRON', 'RETIRED', g + 1,"
+        " CASE WHEN g = 1 THEN :root ELSE 'job_v' || (g - 1) END, '* * * * *', 'UTC'"
+        " FROM generate_series(1, 3) AS g",
+        endpoint=history.endpoint,
+        root=history.cron_job,
+    )
+    database.run("ANALYZE jobs")
+    params = {"root_id": history.cron_job, "after_id": None, "limit_plus_one": 51}
+    bounded(database, queries["jobs_version_chain"], params, at_most=20, tables=("jobs",))
+    chain = database.run(queries["jobs_version_chain"].sql, **params)
+    assert [r["job_id"] for r in chain] == [history.cron_job, "job_v1", "job_v2", "job_v3"]
 
 
 def test_a_cron_jobs_status_reads_what_is_live_and_a_capped_window(

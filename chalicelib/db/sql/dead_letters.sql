@@ -23,8 +23,9 @@
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
 -- of its own whose generic plan is as good as its custom one: since, until and the cursor
 -- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), an index key for the ended
--- statuses, never a probe of each row's attempts.
+-- the error type is the row's last_error_type (migration 014), a key of
+-- idx_executions_by_error for the statuses that keep one, never a probe of each row's
+-- attempts.
       AND e.endpoint = :endpoint                                    -- if endpoint
       AND e.created_at >= :since                                    -- if since
       AND e.created_at < :until                                     -- if until
@@ -37,9 +38,9 @@
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
--- ones idx_executions_ended (idx_executions_ended_by_error with an error type), the
--- waiting ones idx_executions_waiting, both keyed (status, created_at DESC, execution_id
--- DESC): the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). The endpoint is checked on the rows read.
