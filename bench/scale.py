@@ -76,12 +76,21 @@ def main() -> None:
     sizes = [s for s in SIZES if s <= args.max] or [args.max]
 
     sys.path.insert(0, str(BENCH))
-    import ours
-    from common import PROJECT_PY, machine, progress
     from pgserver import PgServer
 
     server = PgServer()
     server.start()
+    try:
+        run(server, sizes, args)
+    finally:
+        server.stop()
+
+
+def run(server: Any, sizes: list[int], args: argparse.Namespace) -> None:
+    """Seed each size in turn, probe it, write the results after each."""
+    import ours
+    from common import PROJECT_PY, machine, progress
+
     results: dict[str, Any] = {
         "machine": machine(),
         "method": {
@@ -94,43 +103,40 @@ def main() -> None:
         "seeded": {},
         "calls": {},
     }
-    try:
-        url = ours.prepare_db(server, DB)
-        t_end = datetime.now().astimezone()
+    url = ours.prepare_db(server, DB)
+    t_end = datetime.now().astimezone()
+    with server.connect(DB) as conn:
+        progress("scale: endpoints and cron jobs")
+        setup(conn, ours, t_end)
+    have = 0
+    for size in sizes:
+        started = time.monotonic()
         with server.connect(DB) as conn:
-            progress("scale: endpoints and cron jobs")
-            setup(conn, ours, t_end)
-        have = 0
-        for size in sizes:
-            started = time.monotonic()
-            with server.connect(DB) as conn:
-                grow(conn, have, size, t_end, progress)
-                extras(conn, have, size, t_end, progress)
-                progress(f"scale {size}: VACUUM ANALYZE, CHECKPOINT")
-                conn.execute("VACUUM ANALYZE")
-                conn.execute("CHECKPOINT")
-                results["seeded"][str(size)] = counts(conn)
-                targets = pick_targets(conn, size, t_end)
-            have = size
-            progress(f"scale {size}: seeded in {time.monotonic() - started:.0f}s")
-            env = ours.project_env(url)
-            spec = json.dumps({**targets, "warmup": args.warmup, "repeat": args.repeat})
-            api = _project_json([str(PROJECT_PY), __file__, "probe", spec], env)
-            progress(f"scale {size}: loops on a copy of the database")
-            with server.connect() as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{LOOPS_DB}" WITH (FORCE)')
-                conn.execute(f'CREATE DATABASE "{LOOPS_DB}" TEMPLATE "{DB}" STRATEGY FILE_COPY')
-            loops = _project_json(
-                [str(PROJECT_PY), __file__, "loops", spec], ours.project_env(server.url(LOOPS_DB))
-            )
-            with server.connect() as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{LOOPS_DB}" WITH (FORCE)')
-            for name, value in {**api, **loops}.items():
-                results["calls"].setdefault(name, {})[str(size)] = value
-            write(results, args.out)
-            progress(f"scale {size}: done; {args.out / 'scale.md'} updated")
-    finally:
-        server.stop()
+            grow(conn, have, size, t_end, progress)
+            extras(conn, have, size, t_end, progress)
+            progress(f"scale {size}: VACUUM ANALYZE, CHECKPOINT")
+            conn.execute("VACUUM ANALYZE")
+            conn.execute("CHECKPOINT")
+            results["seeded"][str(size)] = counts(conn)
+            targets = pick_targets(conn, size, t_end)
+        have = size
+        progress(f"scale {size}: seeded in {time.monotonic() - started:.0f}s")
+        env = ours.project_env(url)
+        spec = json.dumps({**targets, "warmup": args.warmup, "repeat": args.repeat})
+        api = _project_json([str(PROJECT_PY), __file__, "probe", spec], env)
+        progress(f"scale {size}: loops on a copy of the database")
+        with server.connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{LOOPS_DB}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{LOOPS_DB}" TEMPLATE "{DB}" STRATEGY FILE_COPY')
+        loops = _project_json(
+            [str(PROJECT_PY), __file__, "loops", spec], ours.project_env(server.url(LOOPS_DB))
+        )
+        with server.connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{LOOPS_DB}" WITH (FORCE)')
+        for name, value in {**api, **loops}.items():
+            results["calls"].setdefault(name, {})[str(size)] = value
+        write(results, args.out)
+        progress(f"scale {size}: done; {args.out / 'scale.md'} updated")
 
 
 def _project_json(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:

@@ -31,11 +31,12 @@ from tests.integration.worker.factories import http_spec, seed
 
 HISTORY = 20_000  #: ended one-shot jobs (one execution each), and ticks of the cron job
 BACKLOG = 2_000  #: QUEUED executions, and PENDING ones, all older than the history
+RUNNING = 500  #: RUNNING executions (one-shot)
 #: Rows any table may give one listing: a few pages (arms of 51 rows, their probes).
 PAGES = 1_000
 #: Every live execution: a listing of live work filtered by endpoint may read them all
 #: (the indexes of waiting work are not keyed by endpoint), never the history.
-LIVE = 2 * BACKLOG + 2 * 20 + 7 + 2
+LIVE = 2 * BACKLOG + 20 + RUNNING + 7 + 2
 
 
 @dataclass(frozen=True)
@@ -73,14 +74,15 @@ SEED = [
               jsonb_build_object('type', last_error_type, 'message', 'm')
        FROM executions WHERE status = 'FAILED'""",
     # The backlogs, older than the history: QUEUED (due; half of them DELAYED jobs already
-    # promoted), PENDING (DELAYED, due in a day), a few RETRYING and RUNNING.
+    # promoted), PENDING (DELAYED, due in a day), a few RETRYING, and as many RUNNING as a
+    # few busy workers hold (enough that joining them to jobs by a hash would read every job).
     """INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, created_at)
        SELECT 'job_' || s || g, :other, 'HTTP',
               CASE WHEN s = 'p' OR g % 2 = 0 THEN 'DELAYED' ELSE 'IMMEDIATE' END,
               now() - INTERVAL '40 days' - g * INTERVAL '1 second'
        FROM generate_series(1, :backlog) AS g,
             unnest(CAST('{q,p,r,x}' AS TEXT[])) AS s
-       WHERE s IN ('q', 'p') OR g <= 20""",
+       WHERE s IN ('q', 'p') OR (s = 'r' AND g <= 20) OR (s = 'x' AND g <= :running)""",
     """INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, status,
                                attempt_count, created_at, run_at, started_at,
                                last_error_type)
@@ -127,6 +129,7 @@ def history(database: Database) -> History:
         "cron_job": "job_cronmain",
         "history": HISTORY,
         "backlog": BACKLOG,
+        "running": RUNNING,
     }
     for statement in SEED:
         named = {k: v for k, v in params.items() if f":{k}" in statement}

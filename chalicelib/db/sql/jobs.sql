@@ -136,8 +136,20 @@ LIMIT :limit_plus_one
 --   job_id, which the index does not hold). The trigger and endpoint are checked on the
 --   rows read: their share of the live rows sets how far a page reads.
 -- running: one-shot jobs whose execution runs: few (what the workers hold), read whole on
---   idx_executions_running and sorted.
--- A cron job's ticks are in no arm: a cron job's status is its own.
+--   idx_executions_running and sorted. MATERIALIZED: planned alone, the running rows are
+--   read on their index; planned under the page's LIMIT, the planner could prefer a
+--   sequential scan of executions sorted in parallel, a read of the whole history.
+-- A cron job's ticks are in no arm: a cron job's status is its own. Each execution's job is
+-- one probe of pk_jobs (a LATERAL kept apart by its LIMIT): joined plainly, a few hundred
+-- running rows are enough for the planner to hash the whole jobs table instead.
+WITH running AS MATERIALIZED (
+    SELECT x.job_id, x.created_at
+    FROM executions AS x
+    WHERE CAST(:one_shot AS BOOLEAN)
+      AND x.status = 'RUNNING'
+      AND x.endpoint = :endpoint                                        -- if endpoint
+      AND (x.created_at, x.job_id) < (:after_ts, :after_id)             -- if after_ts
+)
 SELECT s.job_id, s.endpoint, s.endpoint_type, s.trigger_type, s.status, s.version,
        s.previous_version_id, s.replaced_by_id, s.idempotency_key, s.input, s.run_at,
        s.cron_expression, s.cron_timezone, s.cron_starts_at, s.cron_ends_at,
@@ -162,7 +174,9 @@ FROM (
         CROSS JOIN LATERAL (
             SELECT x.job_id, x.created_at
             FROM executions AS x
-            JOIN jobs AS j ON j.job_id = x.job_id
+            CROSS JOIN LATERAL (
+                SELECT j.trigger_type FROM jobs AS j WHERE j.job_id = x.job_id LIMIT 1
+            ) AS j
             WHERE x.status = statuses.status
               AND x.status IN ('PENDING', 'QUEUED', 'RETRYING')
               AND j.trigger_type <> 'CRON'
@@ -176,14 +190,12 @@ FROM (
         UNION ALL
         (
         SELECT x.job_id, x.created_at
-        FROM executions AS x
-        JOIN jobs AS j ON j.job_id = x.job_id
-        WHERE CAST(:one_shot AS BOOLEAN)
-          AND x.status = 'RUNNING'
-          AND j.trigger_type <> 'CRON'
+        FROM running AS x
+        CROSS JOIN LATERAL (
+            SELECT j.trigger_type FROM jobs AS j WHERE j.job_id = x.job_id LIMIT 1
+        ) AS j
+        WHERE j.trigger_type <> 'CRON'
           AND j.trigger_type = :trigger_type                            -- if trigger_type
-          AND x.endpoint = :endpoint                                    -- if endpoint
-          AND (x.created_at, x.job_id) < (:after_ts, :after_id)         -- if after_ts
         ORDER BY x.created_at DESC, x.job_id DESC
         LIMIT :limit_plus_one
         )
