@@ -7,7 +7,7 @@ BENCH_VENV := bench/.work/venv
 BENCH_PY := $(BENCH_VENV)/bin/python
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: bench bench-quick bench-profile bench-deps bench-package
+.PHONY: bench bench-quick bench-profile bench-deps bench-package bench-scale
 
 $(BENCH_STAMP): bench/requirements.txt
 	@mkdir -p bench/.work
@@ -44,3 +44,9 @@ bench-quick: bench-deps
 ## bench-profile: py-spy profiles of the worker (workload 1) and the API (workload 4).
 bench-profile: bench-deps
 	$(BENCH_PY) bench/profile.py
+
+## bench-scale: every read route, the claim and one pass of each loop at 10^4, 10^5 and
+## 10^6 executions of history (about 30-40 minutes at 10^6); bench/results/scale.{json,md}.
+## SCALE_ARGS adds scale.py options, e.g. make bench-scale SCALE_ARGS="--max 100000".
+bench-scale: $(STAMP) $(BENCH_STAMP)
+	$(BENCH_PY) bench/scale.py $(SCALE_ARGS)

@@ -27,7 +27,8 @@ from typing import Any
 from chalicelib import wakeup
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Transaction
-from chalicelib.db.queries import queries
+from chalicelib.db.queries import Query, queries
+from chalicelib.db.shapes import shaped
 from chalicelib.domain.dead_letters import (
     REDRIVE_BATCH,
     REDRIVE_MAX_PER_REQUEST,
@@ -35,7 +36,7 @@ from chalicelib.domain.dead_letters import (
     RedriveRequest,
 )
 from chalicelib.domain.pagination import PageRequest
-from chalicelib.domain.statuses import requeue_sources
+from chalicelib.domain.statuses import ExecutionStatus, requeue_sources
 from chalicelib.errors import EndpointNotFound, ExecutionNotFound, ExecutionNotRetryable
 from chalicelib.services.executions import detail_in
 from chalicelib.services.views import Execution, ExecutionDetail
@@ -75,13 +76,8 @@ class DeadLetterService:
 
     def list(self, filters: ExecutionFilter, page: PageRequest) -> list[ListedExecution]:
         """GET /executions: newest first (created_at, execution_id), up to limit + 1."""
-        params = {**filters.params(), **page.params()}
-        if filters.is_dead_letters_of_endpoint:
-            del params["statuses"]  # one range of idx_executions_failed_by_endpoint
-            rows = self.db.run(queries["dead_letters_list_failed_of_endpoint"], **params)
-        else:
-            rows = self.db.run(queries["dead_letters_list"], **params)
-        return [ListedExecution.from_row(row) for row in rows]
+        query, params = list_query(filters, page)
+        return [ListedExecution.from_row(row) for row in self.db.run(query, **params)]
 
     def retry(self, execution_id: str) -> ExecutionDetail:
         """POST /executions/{id}/retry: FAILED -> QUEUED with a new attempt budget.
@@ -139,6 +135,22 @@ class DeadLetterService:
         if moved:
             notify.publish(tx, self.db, self.wakeup_notify)
         return moved
+
+
+#: Statuses whose executions never carry a last error type.
+_NO_ERROR = frozenset({ExecutionStatus.SUCCESS, ExecutionStatus.PENDING})
+
+
+def list_query(filters: ExecutionFilter, page: PageRequest) -> tuple[Query, dict[str, Any]]:
+    """The statement of GET /executions for these filters, cut to their shape
+    (chalicelib/db/shapes.py). With an error type SUCCESS and PENDING are not asked for: a
+    success's last attempt has no error, and a PENDING execution has made no attempt."""
+    params = {**filters.params(), **page.params()}
+    if filters.error_type is not None:
+        params["statuses"] = [s for s in params["statuses"] if s not in _NO_ERROR]
+    if filters.is_dead_letters_of_endpoint:  # one range of idx_executions_failed_by_endpoint
+        return shaped(queries["dead_letters_list_failed_of_endpoint"], params)
+    return shaped(queries["dead_letters_list"], params)
 
 
 def _require_endpoint(tx: Transaction, name: str) -> None:

@@ -32,6 +32,11 @@ class HasStatus(Protocol):
 
 CANCEL_MESSAGE = "Execution cancelled by API request."
 
+#: Executions ahead of one that ``queue_position`` counts at most: a position of
+#: ``QUEUE_POSITION_MAX_AHEAD + 1`` means at least that many are ahead. Reading a deep
+#: backlog to the end would cost its length on every GET /executions/{id}.
+QUEUE_POSITION_MAX_AHEAD = 1000
+
 
 def parse_execution_status(raw: str | None) -> str | None:
     """A ``status`` filter value, or 400 naming the allowed ones."""
@@ -100,6 +105,7 @@ def detail_in(tx: Transaction, execution_id: str) -> ExecutionDetail:
             queries["executions_queue_position"],
             run_at=execution.run_at,
             execution_id=execution_id,
+            max_ahead=QUEUE_POSITION_MAX_AHEAD,
         )
     return ExecutionDetail(execution, position)
 

@@ -8,13 +8,18 @@ from datetime import datetime
 
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
+from chalicelib.db.shapes import shaped
 from chalicelib.domain.health import WINDOW, Health, compute_health
 from chalicelib.domain.pagination import PageRequest
+from chalicelib.domain.statuses import TriggerType
 from chalicelib.services.jobs import get_job_in
 from chalicelib.services.views import Execution, ExecutionSummary, Job
 
 #: The stats and the health count the same executions: those created in the health window.
 STATS_WINDOW = WINDOW
+#: The window's executions read at most (the newest): the status of a job that runs very
+#: often costs a bounded read (jobs_window_stats).
+STATS_MAX_ROWS = 10_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,9 +70,12 @@ class JobStatusService:
     def _status_in(self, tx: Transaction, job_id: str, since: datetime) -> JobHealthReport:
         job = get_job_in(tx, job_id)
         stats = WindowStats.from_row(
-            tx.one(queries["jobs_window_stats"], job_id=job_id, since=since) or {}
+            tx.one(
+                queries["jobs_window_stats"], job_id=job_id, since=since, max_rows=STATS_MAX_ROWS
+            )
+            or {}
         )
-        active = tx.one(queries["jobs_active_counts"], job_id=job_id) or {}
+        active = _active_counts(tx, job) or {}
         latest = tx.one(queries["jobs_latest_execution"], job_id=job_id)
         view = Job.from_row(job)
         return JobHealthReport(
@@ -84,15 +92,23 @@ class JobStatusService:
 
         def work(tx: Transaction) -> list[Execution]:
             get_job_in(tx, job_id)
-            rows = tx.run(
+            query, params = shaped(
                 queries["executions_list_for_job"],
-                job_id=job_id,
-                status=status,
-                **page.params(),
+                {"job_id": job_id, "status": status, **page.params()},
             )
+            rows = tx.run(query, **params)
             return [Execution.from_row(row) for row in rows]
 
         return self.db.transaction(work, name="job_executions")
+
+
+def _active_counts(tx: Transaction, job: Row) -> Row | None:
+    """In-flight executions: a one-shot job's one, or a cron job's from live work only."""
+    if job["trigger_type"] == TriggerType.CRON:
+        return tx.one(
+            queries["jobs_active_counts_cron"], job_id=job["job_id"], endpoint=job["endpoint"]
+        )
+    return tx.one(queries["jobs_active_counts"], job_id=job["job_id"])
 
 
 def _health(job: Job, stats: WindowStats) -> Health:

@@ -18,6 +18,7 @@ from chalicelib import wakeup
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import Query, queries
+from chalicelib.db.shapes import shaped
 from chalicelib.domain.endpoints import endpoint_snapshot
 from chalicelib.domain.jobs import (
     CronSchedule,
@@ -27,7 +28,7 @@ from chalicelib.domain.jobs import (
 )
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.payload_specs import request_budget
-from chalicelib.domain.statuses import JobStatus, TriggerType
+from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
 from chalicelib.errors import (
     EndpointNotFound,
     JobNotFound,
@@ -181,8 +182,8 @@ class JobService:
         """A keyset page of jobs, newest first; one-shot jobs carry their execution."""
 
         def work(tx: Transaction) -> list[JobView]:
-            query, params = _list_query(filters)
-            jobs = tx.run(query, **params, **page.params())
+            query, params = list_query(filters, page)
+            jobs = tx.run(query, **params)
             one_shot = [j["job_id"] for j in jobs if j["trigger_type"] != TriggerType.CRON]
             executions: dict[str, Row] = {}
             if one_shot:
@@ -326,12 +327,35 @@ def _trigger_in(tx: Transaction, job_id: str, db: Database, wakeup_notify: str) 
     return str(execution_id)
 
 
-def _list_query(filters: Mapping[str, str | None]) -> tuple[Query, dict[str, Any]]:
-    """``jobs_list`` (no status, or RETIRED), or ``jobs_list_live`` for ACTIVE (jobs.sql)."""
-    if filters.get("status") == JobStatus.ACTIVE:
-        rest = {k: v for k, v in filters.items() if k != "status"}
-        return queries["jobs_list_live"], rest
-    return queries["jobs_list"], dict(filters)
+def list_query(
+    filters: Mapping[str, str | None], page: PageRequest
+) -> tuple[Query, dict[str, Any]]:
+    """The statement of ``GET /jobs`` for these filters, cut to their shape (jobs.sql).
+
+    ``jobs_list`` for no status or RETIRED; for ACTIVE ``jobs_list_active``, drawn from
+    live work, with the arms that can hold the trigger asked for (cron, one-shot, or both).
+    """
+    params: dict[str, Any] = {**filters, **page.params()}
+    status = params.pop("status", None)
+    if status != JobStatus.ACTIVE:
+        params["retired"] = True if status == JobStatus.RETIRED else None
+        if params.get("trigger_type") == TriggerType.CRON:
+            params["trigger_type"], params["cron"] = None, True
+        return shaped(queries["jobs_list"], params)
+    trigger = params.get("trigger_type")
+    one_shot = trigger != TriggerType.CRON
+    params["cron"] = trigger in (None, TriggerType.CRON)
+    params["one_shot"] = one_shot
+    params["waiting"] = [s.value for s in _waiting(trigger)] if one_shot else []
+    if not one_shot:
+        params["trigger_type"] = None  # the cron arm is all cron
+    return shaped(queries["jobs_list_active"], params)
+
+
+def _waiting(trigger: str | None) -> tuple[ExecutionStatus, ...]:
+    """The statuses a one-shot job waits in: never PENDING for an IMMEDIATE job."""
+    waiting = (ExecutionStatus.PENDING, ExecutionStatus.QUEUED, ExecutionStatus.RETRYING)
+    return waiting[1:] if trigger == TriggerType.IMMEDIATE else waiting
 
 
 def _retired_message(job: Row) -> str:

@@ -53,14 +53,17 @@ def fail(
     created_at: datetime | None = None,
 ) -> None:
     """Make executions FAILED after ``attempts`` failed attempts (the last with
-    ``error_type``; the earlier ones TIMEOUT), created at ``created_at`` when given."""
+    ``error_type``; the earlier ones TIMEOUT), created at ``created_at`` when given, with
+    ``last_error_type`` as the finalize writes it."""
     db.run(
         "UPDATE executions SET status = 'FAILED', attempt_count = :n, max_attempts = :n,"
+        " last_error_type = :error_type,"
         " started_at = now(), completed_at = now(), duration_ms = 7, worker_id = 'w-old',"
         " created_at = COALESCE(CAST(:created_at AS TIMESTAMPTZ), created_at)"
         " WHERE execution_id = ANY(CAST(:ids AS TEXT[]))",
         ids=execution_ids,
         n=attempts,
+        error_type=error_type,
         created_at=created_at,
     )
     for number in range(1, attempts + 1):

@@ -18,29 +18,32 @@
     ) AS last ON true
 
 -- part: dead_letters_list_filters
--- The listing's optional filters, checked on the rows of the range being read, and its
--- keyset order (created_at, execution_id) descending, cut at the page size. since/until
--- bound the range itself (created_at is the index's second column). A SUCCESS execution's
--- last attempt succeeded, so with an error type its branch is false at once instead of
--- reading every success for a match that cannot come.
-      AND (CAST(:endpoint AS TEXT) IS NULL OR e.endpoint = :endpoint)
-      AND (CAST(:since AS TIMESTAMPTZ) IS NULL OR e.created_at >= :since)
-      AND (CAST(:until AS TIMESTAMPTZ) IS NULL OR e.created_at < :until)
-      AND (CAST(:error_type AS TEXT) IS NULL
-           OR (e.status <> 'SUCCESS' AND last.error ->> 'type' = :error_type))
-      AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
-           OR (e.created_at, e.execution_id) < (:after_ts, :after_id))
+-- The listing's optional filters and its keyset order (created_at, execution_id)
+-- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
+-- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
+-- of its own whose generic plan is as good as its custom one: since, until and the cursor
+-- bound the range of the index being read (created_at is its key after the status), and
+-- the error type is the row's last_error_type (migration 014), a key of
+-- idx_executions_by_error for the statuses that keep one, never a probe of each row's
+-- attempts.
+      AND e.endpoint = :endpoint                                    -- if endpoint
+      AND e.created_at >= :since                                    -- if since
+      AND e.created_at < :until                                     -- if until
+      AND e.last_error_type = :error_type                           -- if error_type
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
     ORDER BY e.created_at DESC, e.execution_id DESC
     LIMIT :limit_plus_one
 
 -- name: dead_letters_list
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
--- its status as a literal so that it reads its status's partial index: the ended ones
--- idx_executions_ended in order (the first page and stop, whatever the history), the live
--- ones the indexes of live work (their cost is what is live). A status not asked for
--- (:statuses) has a branch that is false at once (a constant once the parameters are
--- bound). The endpoint, time range and error type are checked on the rows read.
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). The endpoint is checked on the rows read.
 SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
        p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
        p.duration_ms, p.created_at, p.error
@@ -156,7 +159,8 @@ SELECT name FROM endpoints WHERE name = :name AND deleted_at IS NULL
 
 -- part: dead_letters_redrive_match
 -- The dead letters a redrive moves: the endpoint's FAILED executions created in
--- [since, until) whose last attempt failed with :error_type (any type when NULL). The
+-- [since, until) whose last attempt failed with :error_type (any type when NULL; the
+-- type is the row's last_error_type, the one GET /executions filters on). The
 -- literal status matches idx_executions_failed_by_endpoint's predicate, so the range is
 -- read on that partial index.
     FROM executions AS x
@@ -164,10 +168,7 @@ SELECT name FROM endpoints WHERE name = :name AND deleted_at IS NULL
       AND x.status = 'FAILED'
       AND x.created_at >= :since
       AND x.created_at < :until
-      AND (CAST(:error_type AS TEXT) IS NULL
-           OR (SELECT a.error ->> 'type' FROM attempts AS a
-               WHERE a.execution_id = x.execution_id
-               ORDER BY a.attempt_number DESC LIMIT 1) = :error_type)
+      AND (CAST(:error_type AS TEXT) IS NULL OR x.last_error_type = :error_type)
 
 -- name: dead_letters_redrive_batch
 -- POST /endpoints/{name}/redrive, one batch (one transaction): the endpoint's next :batch

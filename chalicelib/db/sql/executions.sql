@@ -10,13 +10,23 @@ SELECT status FROM executions WHERE execution_id = :execution_id
 
 -- name: executions_queue_position
 -- 1-based place in the claim order (run_at ASC among due QUEUED/RETRYING rows), counted on
--- idx_executions_due. execution_id breaks run_at ties so positions are distinct; the
--- claim itself does not promise an order among equal run_at values.
+-- idx_executions_due (run_at, execution_id), in its order: the row comparison bounds the
+-- range at this execution, and at most :max_ahead rows of it are counted (the ORDER BY
+-- keeps the planner on the index, where a bare LIMIT lets it hope a sequential scan meets
+-- them first), so the answer costs a bounded read however long the backlog; a position of
+-- :max_ahead + 1 means "at least that far".
+-- execution_id breaks run_at ties so positions are distinct; the claim itself does not
+-- promise an order among equal run_at values.
 SELECT count(*) + 1 AS position
-FROM executions
-WHERE status IN ('QUEUED', 'RETRYING')
-  AND run_at <= now()
-  AND (run_at < :run_at OR (run_at = :run_at AND execution_id < :execution_id))
+FROM (
+    SELECT 1
+    FROM executions
+    WHERE status IN ('QUEUED', 'RETRYING')
+      AND run_at <= now()
+      AND (run_at, execution_id) < (:run_at, :execution_id)
+    ORDER BY run_at ASC, execution_id ASC
+    LIMIT :max_ahead
+) AS ahead
 
 -- name: executions_cancel
 -- The CANCELLED transition and its log line in one statement. The WHERE guard lists the
@@ -43,14 +53,18 @@ ORDER BY created_at ASC, execution_id ASC
 LIMIT 1
 
 -- name: executions_list_for_job
--- Keyset page on (created_at, execution_id) descending over idx_executions_by_job.
+-- GET /jobs/{id}/executions: a keyset page on (created_at, execution_id) descending over
+-- idx_executions_by_job (job_id, created_at DESC). Tagged lines ("-- if <param>") are
+-- kept only when the parameter is given (chalicelib/db/shapes.py): the cursor's row
+-- comparison is then a bound of the index range (created_at <= the cursor's) in the
+-- generic plan as in the custom one, so a page deep in a long history reads a page, not
+-- every newer execution of the job.
 SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
        max_attempts, run_at, started_at, completed_at, duration_ms, created_at
 FROM executions
 WHERE job_id = :job_id
-  AND (CAST(:status AS TEXT) IS NULL OR status = :status)
-  AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
-       OR (created_at, execution_id) < (:after_ts, :after_id))
+  AND status = :status                                              -- if status
+  AND (created_at, execution_id) < (:after_ts, :after_id)           -- if after_ts
 ORDER BY created_at DESC, execution_id DESC
 LIMIT :limit_plus_one
 

@@ -92,42 +92,119 @@ FROM executions
 WHERE job_id = ANY(CAST(:job_ids AS TEXT[]))
 
 -- name: jobs_list
--- Keyset page on (created_at, job_id) descending: stable while jobs are being inserted.
--- Each filter is off when its parameter is NULL. Through job_states, so status is the
--- derived one. Used without a status filter and for RETIRED (most of history): it walks
--- idx_jobs_created and stops at a page. ACTIVE has its own query (jobs_list_live). The
+-- GET /jobs without a status, or with RETIRED (most of history): a keyset page on
+-- (created_at, job_id) descending, stable while jobs are being inserted. It walks
+-- idx_jobs_created (idx_jobs_endpoint for one endpoint) newest first and stops at a page;
+-- the cursor bounds the walk. Through job_states, so status is the derived one. Each line
+-- tagged "-- if <param>" is kept only when the parameter is given (chalicelib/db/shapes.py):
+-- every filter shape is its own statement, whose generic plan is its custom plan. The
 -- RETIRED filter is written "status <> 'ACTIVE'" (the only other value): the planner
 -- estimates a derived "<>" to keep most rows, as it does, and walks the index to the first
--- page; for "=" it expects a handful and sorts the whole table instead.
-SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
-       replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
-       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
-       batch_id, on_success, on_failure, parent_execution_id, paused_at, schedule_error
-FROM job_states
-WHERE (CAST(:endpoint AS TEXT) IS NULL OR endpoint = :endpoint)
-  AND (CAST(:trigger_type AS TEXT) IS NULL OR trigger_type = :trigger_type)
-  AND (CAST(:status AS TEXT) IS NULL OR status <> 'ACTIVE')
-  AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL OR (created_at, job_id) < (:after_ts, :after_id))
-ORDER BY created_at DESC, job_id DESC
+-- page; for "=" it expects a handful and sorts the whole table instead. CRON is written
+-- as a literal: the planner then knows cron jobs are few (they are definitions) and reads
+-- them on idx_jobs_cron, where a generic "trigger_type = $1" would walk the history of
+-- one-shot jobs looking for them. ACTIVE has its own statements (jobs_list_active*).
+SELECT s.job_id, s.endpoint, s.endpoint_type, s.trigger_type, s.status, s.version,
+       s.previous_version_id, s.replaced_by_id, s.idempotency_key, s.input, s.run_at,
+       s.cron_expression, s.cron_timezone, s.cron_starts_at, s.cron_ends_at,
+       s.cron_next_run_at, s.cron_last_tick_at, s.created_at, s.retired_at, s.batch_id,
+       s.on_success, s.on_failure, s.parent_execution_id, s.paused_at, s.schedule_error
+FROM job_states AS s
+WHERE TRUE
+  AND s.endpoint = :endpoint                                    -- if endpoint
+  AND s.trigger_type = :trigger_type                            -- if trigger_type
+  AND s.trigger_type = 'CRON'                                   -- if cron
+  AND s.status <> 'ACTIVE'                                      -- if retired
+  AND (s.created_at, s.job_id) < (:after_ts, :after_id)         -- if after_ts
+ORDER BY s.created_at DESC, s.job_id DESC
 LIMIT :limit_plus_one
 
--- name: jobs_list_live
--- GET /jobs?status=ACTIVE: the same page as jobs_list, drawn from live_jobs (ACTIVE cron
--- jobs and jobs with a non-terminal execution, read on partial indexes), so its cost
--- follows the live work, not the history that jobs_list would walk through to find it.
--- The status filter then drops retired cron jobs whose last ticks are still in flight.
-SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
-       replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
-       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
-       batch_id, on_success, on_failure, parent_execution_id, paused_at, schedule_error
-FROM job_states
-WHERE job_id IN (SELECT job_id FROM live_jobs)
-  AND status = 'ACTIVE'
-  AND (CAST(:endpoint AS TEXT) IS NULL OR endpoint = :endpoint)
-  AND (CAST(:trigger_type AS TEXT) IS NULL OR trigger_type = :trigger_type)
-  AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL OR (created_at, job_id) < (:after_ts, :after_id))
-ORDER BY created_at DESC, job_id DESC
-LIMIT :limit_plus_one
+-- name: jobs_list_active
+-- GET /jobs?status=ACTIVE: the same page as jobs_list, drawn from what is live instead of
+-- walking the history to find it, in three arms, each cut at the page size, merged and
+-- cut again, then shown through job_states (one probe per job shown). Tagged lines: as
+-- jobs_list. An arm the trigger filter rules out is off at once: :cron and :one_shot are
+-- one-time filters (parameters only), and :waiting lists the statuses read.
+-- cron: the ACTIVE cron jobs (stored status) on idx_jobs_cron_due, read whole and sorted:
+--   they cost the cron definitions, never the history of their ticks.
+-- waiting: one-shot jobs whose (only) execution waits, found from the execution (its
+--   created_at is its job's: one statement writes both), per status of :waiting on
+--   idx_executions_waiting (migration 014), newest first, a page each. The lateral's
+--   literal IN list lets the partial index serve "status = statuses.status"; an IMMEDIATE
+--   job's execution is never PENDING, so the service leaves PENDING out for it;
+--   created_at <= :after_ts bounds the range at the cursor (the row comparison is on
+--   job_id, which the index does not hold). The trigger and endpoint are checked on the
+--   rows read: their share of the live rows sets how far a page reads.
+-- running: one-shot jobs whose execution runs: few (what the workers hold), read whole on
+--   idx_executions_running and sorted. MATERIALIZED: planned alone, the running rows are
+--   read on their index; planned under the page's LIMIT, the planner could prefer a
+--   sequential scan of executions sorted in parallel, a read of the whole history.
+-- A cron job's ticks are in no arm: a cron job's status is its own. Each execution's job is
+-- one probe of pk_jobs (a LATERAL kept apart by its LIMIT): joined plainly, a few hundred
+-- running rows are enough for the planner to hash the whole jobs table instead.
+WITH running AS MATERIALIZED (
+    SELECT x.job_id, x.created_at
+    FROM executions AS x
+    WHERE CAST(:one_shot AS BOOLEAN)
+      AND x.status = 'RUNNING'
+      AND x.endpoint = :endpoint                                        -- if endpoint
+      AND (x.created_at, x.job_id) < (:after_ts, :after_id)             -- if after_ts
+)
+SELECT s.job_id, s.endpoint, s.endpoint_type, s.trigger_type, s.status, s.version,
+       s.previous_version_id, s.replaced_by_id, s.idempotency_key, s.input, s.run_at,
+       s.cron_expression, s.cron_timezone, s.cron_starts_at, s.cron_ends_at,
+       s.cron_next_run_at, s.cron_last_tick_at, s.created_at, s.retired_at, s.batch_id,
+       s.on_success, s.on_failure, s.parent_execution_id, s.paused_at, s.schedule_error
+FROM (
+    SELECT arms.job_id, arms.created_at
+    FROM (
+        (
+        SELECT j.job_id, j.created_at
+        FROM jobs AS j
+        WHERE CAST(:cron AS BOOLEAN)
+          AND j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
+          AND j.endpoint = :endpoint                                    -- if endpoint
+          AND (j.created_at, j.job_id) < (:after_ts, :after_id)         -- if after_ts
+        ORDER BY j.created_at DESC, j.job_id DESC
+        LIMIT :limit_plus_one
+        )
+        UNION ALL
+        SELECT waiting.job_id, waiting.created_at
+        FROM unnest(CAST(:waiting AS TEXT[])) AS statuses (status)
+        CROSS JOIN LATERAL (
+            SELECT x.job_id, x.created_at
+            FROM executions AS x
+            CROSS JOIN LATERAL (
+                SELECT j.trigger_type FROM jobs AS j WHERE j.job_id = x.job_id LIMIT 1
+            ) AS j
+            WHERE x.status = statuses.status
+              AND x.status IN ('PENDING', 'QUEUED', 'RETRYING')
+              AND j.trigger_type <> 'CRON'
+              AND j.trigger_type = :trigger_type                        -- if trigger_type
+              AND x.endpoint = :endpoint                                -- if endpoint
+              AND x.created_at <= :after_ts                             -- if after_ts
+              AND (x.created_at, x.job_id) < (:after_ts, :after_id)     -- if after_ts
+            ORDER BY x.created_at DESC, x.job_id DESC
+            LIMIT :limit_plus_one
+        ) AS waiting
+        UNION ALL
+        (
+        SELECT x.job_id, x.created_at
+        FROM running AS x
+        CROSS JOIN LATERAL (
+            SELECT j.trigger_type FROM jobs AS j WHERE j.job_id = x.job_id LIMIT 1
+        ) AS j
+        WHERE j.trigger_type <> 'CRON'
+          AND j.trigger_type = :trigger_type                            -- if trigger_type
+        ORDER BY x.created_at DESC, x.job_id DESC
+        LIMIT :limit_plus_one
+        )
+    ) AS arms
+    ORDER BY arms.created_at DESC, arms.job_id DESC
+    LIMIT :limit_plus_one
+) AS page
+JOIN job_states AS s ON s.job_id = page.job_id
+ORDER BY page.created_at DESC, page.job_id DESC
 
 -- name: jobs_retire
 -- Retires a cron job: cancel (replaced_by_id NULL) or replacement by a new version (PUT).
@@ -195,14 +272,18 @@ ORDER BY chain.version ASC
 LIMIT :limit_plus_one
 
 -- name: jobs_window_stats
--- GET /jobs/{id}/status: executions created since :since (the last 24 hours), on
--- idx_executions_by_job. Durations are averaged over executions that have one (finished
+-- GET /jobs/{id}/status: executions created since :since (the last 24 hours), newest
+-- first on idx_executions_by_job, at most :max_rows of them: a job that runs very often
+-- is judged on its latest :max_rows executions of the window, so the read is bounded
+-- whatever its rate. Durations are averaged over executions that have one (finished
 -- ones). percentile_cont takes FLOAT8 on both PostgreSQL and CockroachDB (CockroachDB has
 -- no INT overload), hence the casts; the results are rounded to whole milliseconds here.
 WITH recent AS (
     SELECT status, duration_ms
     FROM executions
     WHERE job_id = :job_id AND created_at >= :since
+    ORDER BY created_at DESC
+    LIMIT :max_rows
 )
 SELECT
     count(*) AS total,
@@ -215,14 +296,37 @@ SELECT
 FROM recent
 
 -- name: jobs_active_counts
--- In-flight executions of a job regardless of age: "pending" is everything not yet
--- running (PENDING, QUEUED and RETRYING), "running" is RUNNING.
+-- A one-shot job's in-flight executions (it has one), on idx_executions_by_job: "pending"
+-- is everything not yet running (PENDING, QUEUED and RETRYING), "running" is RUNNING. A
+-- cron job's are counted by jobs_active_counts_cron instead: its executions are its
+-- whole history.
 SELECT
     COALESCE(sum(CASE WHEN status IN ('PENDING', 'QUEUED', 'RETRYING') THEN 1 ELSE 0 END), 0)
         AS pending,
     COALESCE(sum(CASE WHEN status = 'RUNNING' THEN 1 ELSE 0 END), 0) AS running
 FROM executions
 WHERE job_id = :job_id AND status IN ('PENDING', 'QUEUED', 'RETRYING', 'RUNNING')
+
+-- name: jobs_active_counts_cron
+-- jobs_active_counts for a cron job, read on the partial indexes of live work so the
+-- count costs what is live, never the job's history of ticks: its due ticks among its
+-- endpoint's (idx_executions_due_by_endpoint), PENDING ones among the PENDING rows (a
+-- tick is born QUEUED, so there are none unless written by hand; the PENDING rows are the
+-- delayed jobs not yet due), its running ones among the running rows
+-- (idx_executions_running, bounded by what the workers hold). The live rows are
+-- MATERIALIZED before the job is picked out of them: with "job_id = :job_id" beside them a
+-- generic plan, which expects a job to have a handful of executions, reads the job's
+-- whole history on idx_executions_by_job instead.
+WITH waiting AS MATERIALIZED (
+    SELECT job_id FROM executions
+    WHERE endpoint = :endpoint AND status IN ('QUEUED', 'RETRYING')
+    UNION ALL
+    SELECT job_id FROM executions WHERE status = 'PENDING'
+), running AS MATERIALIZED (
+    SELECT job_id FROM executions WHERE status = 'RUNNING'
+)
+SELECT (SELECT count(*) FROM waiting WHERE job_id = :job_id) AS pending,
+       (SELECT count(*) FROM running WHERE job_id = :job_id) AS running
 
 -- name: jobs_get_endpoints
 -- jobs_get_endpoint for every endpoint a request names (the jobs' endpoints and their

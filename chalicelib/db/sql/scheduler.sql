@@ -169,7 +169,9 @@ reclaimed AS (
         completed_at = CASE WHEN attempt_count >= max_attempts THEN CAST(:now AS TIMESTAMPTZ)
                             ELSE completed_at END,
         worker_id = NULL,
-        lease_expires_at = NULL
+        lease_expires_at = NULL,
+        last_error_type = CASE WHEN attempt_count > 0 THEN 'WORKER_LOST'
+                               ELSE last_error_type END
     WHERE execution_id IN (SELECT execution_id FROM stuck)
       AND status = ANY(CAST(:from_statuses AS TEXT[]))
       AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
@@ -220,6 +222,8 @@ FROM described AS d
 -- that finished in the meantime wins and a second reclaimer finds nothing.
 -- lost: the attempt record of the lost attempt. ON CONFLICT DO NOTHING: the worker may
 -- have recorded that attempt just before it died, and its record is the better one.
+-- reclaimed also sets last_error_type (migration 014) to the lost attempt's type, as the
+-- worker's finalize does for the attempts it records: GET /executions filters on it.
 -- logged: one WARN line per reclaimed execution.
 -- callback / batch_id: what follows an execution this FAILED (its on_failure callback, its
 -- batch's completion), created by the reclaimer in this transaction
@@ -255,8 +259,8 @@ WITH stuck AS (
 -- An expired execution the reclaimer cannot reclaim even alone (scheduler_reclaim_listed
 -- failed on it) goes to FAILED at once, with what little can always be written: the
 -- status, an ERROR log line saying why, and, when an attempt was running, a FAILED
--- attempt of type UNPROCESSABLE (the dead-letter view filters on it; ON CONFLICT: the
--- worker may have recorded that attempt). Only while still RUNNING on an expired lease: a
+-- attempt of type UNPROCESSABLE (the dead-letter view filters on it, as the row's
+-- last_error_type; ON CONFLICT: the worker may have recorded that attempt). Only while still RUNNING on an expired lease: a
 -- worker that finished or renewed it meanwhile wins. No callback or batch completion follows (they may be
 -- what failed); the log line says so.
 WITH failed AS (
@@ -264,7 +268,9 @@ WITH failed AS (
     SET status = 'FAILED',
         completed_at = CAST(:now AS TIMESTAMPTZ),
         worker_id = NULL,
-        lease_expires_at = NULL
+        lease_expires_at = NULL,
+        last_error_type = CASE WHEN attempt_count > 0 THEN 'UNPROCESSABLE'
+                               ELSE last_error_type END
     WHERE execution_id = :execution_id
       AND status = 'RUNNING'
       AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)

@@ -258,7 +258,9 @@ RETURNING execution_id
 -- works on PostgreSQL and CockroachDB alike). The UPDATE is a compare-and-set on
 -- (RUNNING, worker_id, attempt_count): if the reclaimer took the execution back, or another
 -- worker has claimed it since, this late result changes nothing and records nothing.
--- config_snapshot is kept from the first attempt that stored one. The attempt's log line
+-- config_snapshot is kept from the first attempt that stored one; last_error_type is the
+-- error type of this attempt (NULL when it succeeded), what GET /executions?error_type=
+-- filters on (migration 014). The attempt's log line
 -- ("Attempt 2 failed (...); attempt 3 of 5 scheduled in 800 ms [worker w]") is written on
 -- its attempts row, not as an execution_logs row of its own (migration 013 says why);
 -- executions_logs_page lists both. The batch's attempts are also added to the summary
@@ -298,7 +300,8 @@ WITH done AS (
                       THEN now() + d.retry_delay_ms * INTERVAL '1 millisecond'
                       ELSE e.run_at END,
         worker_id = CASE WHEN d.next_status = 'RETRYING' THEN NULL ELSE e.worker_id END,
-        config_snapshot = COALESCE(e.config_snapshot, d.config_snapshot)
+        config_snapshot = COALESCE(e.config_snapshot, d.config_snapshot),
+        last_error_type = CASE WHEN d.attempt_status = 'FAILED' THEN d.error ->> 'type' END
     FROM done AS d
     WHERE e.execution_id = d.execution_id
       AND e.status = 'RUNNING'

@@ -1,0 +1,604 @@
+"""Scale benchmark: how the reads and the background passes grow with history.
+
+Seeds, by SQL, a history of 10^4, 10^5 and 10^6 executions in turn (each size adds to the
+one before) on the benchmark's durable PostgreSQL (bench/pgserver.py), and at each size
+times every read route of the API, the worker's claim statement and one pass of each
+background loop. Writes bench/results/scale.json and bench/results/scale.md (10^6 / 10^4
+ratios).
+
+The history (every size):
+
+* 200 endpoints; half the executions are cron ticks, one cron job holding 10 % of all of
+  them (a tick a minute), the rest spread over 99 more cron jobs; the other half are
+  one-shot jobs (one execution each; a quarter DELAYED), a fifth of them in batches of
+  1,000 (sharing one created_at);
+* 86.5 % SUCCESS, 8 % FAILED, 3 % CANCELLED, the rest live (QUEUED, PENDING, RETRYING);
+  0-3 attempts and about 2.2 log lines per execution; the
+  last error types HTTP_ERROR, TIMEOUT, CONNECTION_ERROR and a rare TLS_ERROR (one in
+  10,007); an execution every 6 seconds back in time (10^6 span 69 days);
+* beside it, scaled to a tenth of the size (10^5 at 10^6): a live QUEUED backlog created
+  in the last hour, and a paused endpoint's QUEUED backlog; and as many attempts as the
+  size recorded in the last hour (10^6 at 10^6); and 500 RUNNING executions whose lease
+  expired (what the workers hold is bounded by their slots, not by history; these give
+  the reclaimer's passes work);
+* VACUUM ANALYZE and CHECKPOINT after each size.
+
+Timing: the routes are called in-process through ``chalice.test.Client`` (the API Gateway
+event path, no HTTP), in one process per size, so one pool connection serves them all:
+each call runs ``--warmup`` times first (6: more than the five custom plans PostgreSQL
+makes for a prepared statement before it may switch to a generic one), then ``--repeat``
+times (median reported). Each list is timed on its first page and on a deep cursor (the
+middle of the history), with no filter and with each filter. The claim statement is run
+in a transaction rolled back (the due rows stay due). The loops run on a copy of the
+database (they write: promote, reclaim, purge), a pass being ``run_once()`` of the loop
+the scheduler builds from default settings; the first passes do the work that was due,
+later ones what remains.
+
+Usage (bench venv, as ``make bench-scale``):
+    bench/.work/venv/bin/python bench/scale.py [--max 100000] [--repeat 20] [--warmup 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+SIZES = (10_000, 100_000, 1_000_000)
+DB = "bench_scale_reads"
+LOOPS_DB = "bench_scale_loops"
+SECONDS_APART = 6  #: one execution every 6 s back from the end of history
+BATCH_BLOCK = 2_000  #: executions per block; a fifth of the blocks' one-shots are a batch
+ENDPOINT_SPEC_URL = "http://127.0.0.1:9/unused"  # nothing is delivered
+
+
+# -- the harness (bench venv) --------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--max", type=int, default=SIZES[-1], help="largest size to seed")
+    parser.add_argument("--repeat", type=int, default=20, help="timed calls (median)")
+    parser.add_argument("--warmup", type=int, default=6, help="untimed calls before")
+    parser.add_argument("--out", type=Path, default=BENCH / "results", help="results dir")
+    args = parser.parse_args()
+    if args.warmup < 6:
+        parser.error("--warmup must be at least 6: generic plans start after five runs")
+    sizes = [s for s in SIZES if s <= args.max] or [args.max]
+
+    sys.path.insert(0, str(BENCH))
+    from pgserver import PgServer
+
+    server = PgServer()
+    server.start()
+    try:
+        run(server, sizes, args)
+    finally:
+        server.stop()
+
+
+def run(server: Any, sizes: list[int], args: argparse.Namespace) -> None:
+    """Seed each size in turn, probe it, write the results after each."""
+    import ours
+    from common import PROJECT_PY, machine, progress
+
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "method": {
+            "client": "chalice.test.Client, in-process (no HTTP)",
+            "warmup": args.warmup,
+            "repeat": args.repeat,
+            "statistic": "median ms",
+        },
+        "sizes": sizes,
+        "seeded": {},
+        "calls": {},
+    }
+    url = ours.prepare_db(server, DB)
+    t_end = datetime.now().astimezone()
+    with server.connect(DB) as conn:
+        progress("scale: endpoints and cron jobs")
+        setup(conn, ours, t_end)
+    have = 0
+    for size in sizes:
+        started = time.monotonic()
+        with server.connect(DB) as conn:
+            grow(conn, have, size, t_end, progress)
+            extras(conn, have, size, t_end, progress)
+            progress(f"scale {size}: VACUUM ANALYZE, CHECKPOINT")
+            conn.execute("VACUUM ANALYZE")
+            conn.execute("CHECKPOINT")
+            results["seeded"][str(size)] = counts(conn)
+            targets = pick_targets(conn, size, t_end)
+        have = size
+        progress(f"scale {size}: seeded in {time.monotonic() - started:.0f}s")
+        env = ours.project_env(url)
+        spec = json.dumps({**targets, "warmup": args.warmup, "repeat": args.repeat})
+        api = _project_json([str(PROJECT_PY), __file__, "probe", spec], env)
+        progress(f"scale {size}: loops on a copy of the database")
+        with server.connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{LOOPS_DB}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{LOOPS_DB}" TEMPLATE "{DB}" STRATEGY FILE_COPY')
+        loops = _project_json(
+            [str(PROJECT_PY), __file__, "loops", spec], ours.project_env(server.url(LOOPS_DB))
+        )
+        with server.connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{LOOPS_DB}" WITH (FORCE)')
+        for name, value in {**api, **loops}.items():
+            results["calls"].setdefault(name, {})[str(size)] = value
+        write(results, args.out)
+        progress(f"scale {size}: done; {args.out / 'scale.md'} updated")
+
+
+def _project_json(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run a probe in the project's venv: its progress lines pass through, its last stdout
+    line is the JSON result."""
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[2]} failed ({proc.returncode}):\n{proc.stdout[-2000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def setup(conn: Any, ours: Any, t_end: datetime) -> None:
+    """200 endpoints (the last paused), 100 cron jobs on the first 100 (ten of them due, for
+    the materializer's passes)."""
+    for i in range(200):
+        ours.seed_endpoint_sql(conn, ENDPOINT_SPEC_URL, name=f"ep{i:03d}")
+    conn.execute("UPDATE endpoints SET paused_at = now() WHERE name = 'ep199'")
+    for i in range(100):
+        conn.execute(
+            "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, cron_expression,"
+            " cron_timezone, cron_next_run_at, created_at, endpoint_snapshot)"
+            " VALUES (%s, %s, 'HTTP', 'CRON', '* * * * *', 'UTC', %s, %s, %s::jsonb)",
+            (
+                f"job_cron{i:03d}",
+                f"ep{i:03d}",
+                t_end + (timedelta(minutes=-5) if i < 10 else timedelta(minutes=1)),
+                t_end - timedelta(days=400),
+                ours.snapshot(ENDPOINT_SPEC_URL, name=f"ep{i:03d}"),
+            ),
+        )
+
+
+def _has_column(conn: Any, table: str, column: str) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = %s"
+        " AND column_name = %s",
+        (table, column),
+    ).fetchone()
+    return bool(row[0])
+
+
+# One row per execution of (lo, hi]: what it belongs to, its status and times. g counts back
+# from the end of history; cron ticks every tenth g (the big job) and four in ten (the
+# others), one-shot jobs the other half.
+SEED_ROWS = """
+CREATE TEMP TABLE seed AS
+WITH base AS (
+    SELECT g,
+           CASE WHEN g %% 10 = 0 THEN 'big' WHEN g %% 10 < 5 THEN 'cron' ELSE 'one' END AS kind,
+           (g - 1) / %(block)s AS block,
+           (g * 7919) %% 1000 AS h
+    FROM generate_series(%(lo)s + 1, %(hi)s) AS g
+), shaped AS (
+    SELECT g, kind, h,
+           kind = 'one' AND block %% 5 = 0 AS batched, block,
+           CASE WHEN h < 865 THEN 'SUCCESS' WHEN h < 945 THEN 'FAILED'
+                WHEN h < 975 THEN 'CANCELLED'
+                WHEN h %% 4 = 0 THEN 'QUEUED'
+                WHEN h %% 4 = 1 THEN CASE WHEN kind = 'one' THEN 'PENDING' ELSE 'QUEUED' END
+                WHEN h %% 4 = 2 THEN 'RETRYING' ELSE 'QUEUED' END AS status,
+           CASE WHEN g %% 10007 = 0 THEN 'TLS_ERROR' WHEN g %% 20 = 0 THEN 'CONNECTION_ERROR'
+                WHEN g %% 4 = 0 THEN 'TIMEOUT' ELSE 'HTTP_ERROR' END AS error_type
+    FROM base
+)
+SELECT g, kind, status, error_type, batched,
+       CASE WHEN batched THEN 'batch_b' || block END AS batch_id,
+       CASE kind WHEN 'big' THEN 'job_cron000'
+                 WHEN 'cron' THEN 'job_cron' || lpad(CAST(1 + (g / 10) %% 99 AS TEXT), 3, '0')
+                 ELSE 'job_o' || g END AS job_id,
+       'exec_s' || g AS execution_id,
+       CASE kind WHEN 'big' THEN 'ep000'
+                 WHEN 'cron' THEN 'ep' || lpad(CAST(1 + (g / 10) %% 99 AS TEXT), 3, '0')
+                 ELSE 'ep' || lpad(CAST((g * 31) %% 199 AS TEXT), 3, '0') END AS endpoint,
+       CASE WHEN kind <> 'one' THEN 'CRON'
+            WHEN status = 'PENDING' OR g %% 4 = 0 THEN 'DELAYED' ELSE 'IMMEDIATE' END AS trigger,
+       CAST(%(t_end)s AS TIMESTAMPTZ) - CASE WHEN batched
+            THEN (block * %(block)s + 1) * %(apart)s ELSE g * %(apart)s END
+            * INTERVAL '1 second' AS created_at,
+       CASE status WHEN 'SUCCESS' THEN 1 + CAST(g %% 5 = 0 AS INT)
+                   WHEN 'FAILED' THEN 1 + g %% 3 WHEN 'CANCELLED' THEN g %% 2
+                   WHEN 'RETRYING' THEN 1 ELSE 0 END AS attempt_count
+FROM shaped
+"""
+
+
+def grow(conn: Any, lo: int, hi: int, t_end: datetime, progress: Any) -> None:
+    """Executions (lo, hi] of the history, with their jobs, batches, attempts and logs."""
+    params = {"lo": lo, "hi": hi, "t_end": t_end, "block": BATCH_BLOCK, "apart": SECONDS_APART}
+    conn.execute("DROP TABLE IF EXISTS seed")
+    conn.execute(SEED_ROWS, params)
+    progress(f"scale {hi}: history {lo + 1:,}..{hi:,}: jobs and batches")
+    conn.execute(
+        "INSERT INTO batches (batch_id, total, created_at)"
+        " SELECT batch_id, count(*), min(created_at) FROM seed WHERE batched GROUP BY batch_id"
+    )
+    conn.execute(
+        "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, run_at, created_at,"
+        " batch_id, input)"
+        " SELECT job_id, endpoint, 'HTTP', trigger,"
+        " CASE WHEN trigger = 'DELAYED' THEN created_at END, created_at, batch_id,"
+        " jsonb_build_object('n', g)"
+        " FROM seed WHERE kind = 'one'"
+    )
+    progress(f"scale {hi}: history {lo + 1:,}..{hi:,}: executions")
+    error_column = _has_column(conn, "executions", "last_error_type")
+    conn.execute(
+        "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type,"
+        " idempotency_key, status, input, output, attempt_count, max_attempts, worker_id,"
+        " run_at, started_at, completed_at, duration_ms, created_at, batch_id"
+        + (", last_error_type" if error_column else "")
+        + ") SELECT execution_id, job_id, endpoint, 'HTTP',"
+        " CASE WHEN kind <> 'one' THEN 'tick:' || g END, status, jsonb_build_object('n', g),"
+        " CASE WHEN status = 'SUCCESS' THEN CAST('{\"ok\": true}' AS JSONB) END,"
+        " attempt_count, 3, NULL,"
+        " CASE WHEN status = 'PENDING' THEN now() + INTERVAL '1 day' ELSE created_at END,"
+        " CASE WHEN attempt_count > 0 THEN created_at END,"
+        " CASE WHEN status IN ('SUCCESS', 'FAILED', 'CANCELLED')"
+        "      THEN created_at + INTERVAL '200 ms' END,"
+        " CASE WHEN status IN ('SUCCESS', 'FAILED') THEN 200 END, created_at, batch_id"
+        + (
+            ", CASE WHEN status IN ('FAILED', 'RETRYING')"
+            " OR (status = 'CANCELLED' AND attempt_count > 0) THEN error_type END"
+            if error_column
+            else ""
+        )
+        + " FROM seed"
+    )
+    progress(f"scale {hi}: history {lo + 1:,}..{hi:,}: attempts and logs")
+    conn.execute(
+        "INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,"
+        " duration_ms, output, error)"
+        " SELECT s.execution_id, a, CASE WHEN s.status = 'SUCCESS' AND a = s.attempt_count"
+        "   THEN 'SUCCESS' ELSE 'FAILED' END,"
+        " s.created_at + (a - 1) * INTERVAL '100 ms', s.created_at + a * INTERVAL '100 ms', 100,"
+        " CASE WHEN s.status = 'SUCCESS' AND a = s.attempt_count"
+        "   THEN CAST('{\"ok\": true}' AS JSONB) END,"
+        " CASE WHEN s.status = 'SUCCESS' AND a = s.attempt_count THEN NULL"
+        "   ELSE jsonb_build_object('type', CASE WHEN a = s.attempt_count THEN s.error_type"
+        "        ELSE 'TIMEOUT' END, 'message', 'seeded failure') END"
+        " FROM seed AS s"
+        " CROSS JOIN LATERAL generate_series(1, s.attempt_count) AS a"
+    )
+    conn.execute(
+        "INSERT INTO execution_logs (execution_id, attempt_number, level, message, logged_at)"
+        " SELECT execution_id, 0, 'INFO', 'Execution created (seeded).', created_at FROM seed"
+        " UNION ALL"
+        " SELECT s.execution_id, a, 'INFO', 'Attempt ' || a || ' ended (seeded).',"
+        "   s.created_at + a * INTERVAL '100 ms'"
+        " FROM seed AS s CROSS JOIN LATERAL generate_series(1, s.attempt_count) AS a"
+    )
+    conn.execute("DROP TABLE seed")
+
+
+def extras(conn: Any, lo: int, hi: int, t_end: datetime, progress: Any) -> None:
+    """Scaled with the size, (lo/10, hi/10] more of each: the QUEUED backlog created in the
+    last hour, the paused endpoint's backlog, and (lo, hi] attempts recorded in the last
+    hour (ten more on each of the newest history executions)."""
+    a, b = lo // 10, hi // 10
+    progress(f"scale {hi}: backlogs to {b:,} each, attempts in the last hour to {hi:,}")
+    if lo == 0:
+        running = "FROM generate_series(1, 500) AS i"
+        conn.execute(
+            "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, created_at)"
+            " SELECT 'job_r' || i, 'ep' || lpad(CAST(i % 199 AS TEXT), 3, '0'), 'HTTP',"
+            " 'IMMEDIATE', now() - INTERVAL '20 minutes' " + running
+        )
+        conn.execute(
+            "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, status,"
+            " attempt_count, max_attempts, worker_id, run_at, started_at, lease_expires_at,"
+            " created_at)"
+            " SELECT 'exec_r' || i, j.job_id, j.endpoint, 'HTTP', 'RUNNING', 1, 3,"
+            " 'bench-gone', j.created_at, j.created_at, j.created_at + INTERVAL '5 minutes',"
+            " j.created_at FROM jobs AS j JOIN generate_series(1, 500) AS i"
+            " ON j.job_id = 'job_r' || i"
+        )
+    for prefix, endpoint, window in (("q", None, 3600), ("p", "ep199", 86400)):
+        params = {"a": a, "b": b, "t_end": t_end, "step": window / max(b, 1)}
+        where = (
+            "CAST(%(endpoint)s AS TEXT)"
+            if endpoint
+            else ("'ep' || lpad(CAST(100 + i %% 99 AS TEXT), 3, '0')")
+        )
+        params["endpoint"] = endpoint
+        rows = (
+            f"SELECT i, {where} AS endpoint,"
+            " CAST(%(t_end)s AS TIMESTAMPTZ) - i * %(step)s * INTERVAL '1 second' AS t"
+            " FROM generate_series(%(a)s + 1, %(b)s) AS i"
+        )
+        conn.execute(
+            "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, created_at, input)"
+            f" SELECT 'job_{prefix}' || i, endpoint, 'HTTP', 'IMMEDIATE', t,"
+            " jsonb_build_object('n', i) FROM (" + rows + ") AS r",
+            params,
+        )
+        conn.execute(
+            "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, status,"
+            " input, run_at, created_at, max_attempts)"
+            f" SELECT 'exec_{prefix}' || i, 'job_{prefix}' || i, endpoint, 'HTTP', 'QUEUED',"
+            " jsonb_build_object('n', i), t, t, 3 FROM (" + rows + ") AS r",
+            params,
+        )
+        conn.execute(
+            "INSERT INTO execution_logs (execution_id, attempt_number, level, message,"
+            " logged_at)"
+            f" SELECT 'exec_{prefix}' || i, 0, 'INFO', 'Execution created (seeded).', t"
+            " FROM (" + rows + ") AS r",
+            params,
+        )
+    conn.execute(
+        "INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,"
+        " duration_ms, error)"
+        " SELECT 'exec_s' || i, 10 + k, CASE WHEN k %% 10 = 0 THEN 'FAILED' ELSE 'SUCCESS' END,"
+        " t, t + INTERVAL '100 ms', 100,"
+        ' CASE WHEN k %% 10 = 0 THEN CAST(\'{"type": "HTTP_ERROR"}\' AS JSONB) END'
+        " FROM generate_series(%(a)s + 1, %(b)s) AS i"
+        " CROSS JOIN generate_series(0, 9) AS k"
+        " CROSS JOIN LATERAL (SELECT CAST(%(t_end)s AS TIMESTAMPTZ)"
+        "   - ((i - 1) * 10 + k) * %(step)s * INTERVAL '1 second' AS t) AS at",
+        {"a": a, "b": b, "t_end": t_end, "step": 3600 / max(hi, 1)},
+    )
+
+
+def counts(conn: Any) -> dict[str, int]:
+    out = {}
+    for table in ("jobs", "executions", "attempts", "execution_logs", "batches"):
+        out[table] = int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    return out
+
+
+def pick_targets(conn: Any, size: int, t_end: datetime) -> dict[str, Any]:
+    """The ids and cursors the probe calls: the big cron job, a one-shot job, the newest
+    batch, a FAILED execution, the last of the QUEUED backlog, the middle of history."""
+
+    def one(sql: str) -> Any:
+        row = conn.execute(sql).fetchone()
+        return row[0] if row else None
+
+    middle = t_end - timedelta(seconds=SECONDS_APART * size / 2)
+    return {
+        "size": size,
+        "cron_job": "job_cron000",
+        "one_shot_job": "job_o5",
+        "batch": one("SELECT batch_id FROM batches ORDER BY created_at DESC LIMIT 1"),
+        "failed": one(
+            "SELECT execution_id FROM executions WHERE status = 'FAILED'"
+            " ORDER BY created_at DESC LIMIT 1"
+        ),
+        "last_queued": one(
+            "SELECT execution_id FROM executions WHERE status = 'QUEUED' AND run_at <= now()"
+            " AND endpoint <> 'ep199' ORDER BY run_at DESC, execution_id DESC LIMIT 1"
+        ),
+        "middle": middle.isoformat(),
+        "range": [(middle - timedelta(hours=1)).isoformat(), middle.isoformat()],
+    }
+
+
+def write(results: dict[str, Any], out: Path) -> None:
+    """scale.json, and scale.md: a row per call, a column per size, the last / first ratio."""
+    sizes = [str(s) for s in results["sizes"]]
+    for calls in results["calls"].values():
+        first, last = calls.get(sizes[0]), calls.get(sizes[-1])
+        if len(sizes) > 1 and first and last and "ms" in first and "ms" in last:
+            calls["ratio"] = round(last["ms"] / first["ms"], 2) if first["ms"] else None
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scale.json").write_text(json.dumps(results, indent=1) + "\n")
+    header = " | ".join(f"{int(s):,}" for s in sizes)
+    lines = [
+        "# Scale: median latency (ms) by executions of history",
+        "",
+        f"{results['method']['client']}; median of {results['method']['repeat']} calls after"
+        f" {results['method']['warmup']} warm-up calls (generic plans allowed);"
+        f" ratio = {int(sizes[-1]):,} / {int(sizes[0]):,}.",
+        "",
+        f"| call | {header} | ratio |",
+        "|---|" + "---:|" * (len(sizes) + 1),
+    ]
+    for name, calls in results["calls"].items():
+        cells = []
+        for size in sizes:
+            value = calls.get(size, {})
+            cells.append(f"{value['ms']:.2f}" if "ms" in value else value.get("error", ""))
+        ratio = calls.get("ratio")
+        lines.append(f"| `{name}` | {' | '.join(cells)} | {ratio if ratio is not None else ''} |")
+    (out / "scale.md").write_text("\n".join(lines) + "\n")
+
+
+# -- the probes (project venv) -------------------------------------------------------------
+
+
+def _timer(warmup: int, repeat: int) -> Any:
+    def measure(call: Any) -> dict[str, Any]:
+        try:
+            for _ in range(warmup):
+                call()
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                call()
+                times.append(time.perf_counter() - start)
+        except Exception as exc:  # one broken call must not hide the others' figures
+            return {"error": f"{type(exc).__name__}: {exc}"[:200]}
+        return {"ms": round(statistics.median(times) * 1000, 3)}
+
+    return measure
+
+
+def _cursor(at: str, key: str = "z") -> str:
+    from chalicelib.api.pagination import encode_cursor
+
+    return encode_cursor(datetime.fromisoformat(at), key)
+
+
+def api_calls(t: dict[str, Any]) -> dict[str, str]:
+    """name -> path of every read route: each list with each filter, first page and deep
+    (the middle of the history). since=…&until=… is the hour before the middle."""
+    deep = _cursor(t["middle"])
+    since, until = t["range"]
+    lists = {
+        "/jobs": [
+            "",
+            "status=ACTIVE",
+            "status=RETIRED",
+            "trigger=CRON",
+            "trigger=IMMEDIATE",
+            "trigger=DELAYED",
+            "endpoint=ep005",
+            "status=ACTIVE&trigger=CRON",
+            "status=ACTIVE&trigger=IMMEDIATE",
+            "status=ACTIVE&endpoint=ep005",
+            "status=RETIRED&endpoint=ep005",
+        ],
+        "/executions": [
+            "",
+            *[f"status={s}" for s in ("PENDING", "QUEUED", "RUNNING", "RETRYING")],
+            *[f"status={s}" for s in ("SUCCESS", "FAILED", "CANCELLED")],
+            "endpoint=ep005",
+            "status=FAILED&endpoint=ep005",
+            "error_type=HTTP_ERROR",
+            "status=FAILED&error_type=HTTP_ERROR",
+            "status=FAILED&error_type=TLS_ERROR",
+            "status=FAILED&error_type=NEVER_SEEN",
+            "since=…&until=…",
+            "status=FAILED&since=…&until=…",
+        ],
+        f"/jobs/{t['cron_job']}/executions": ["", "status=FAILED"],
+        "/endpoints": [""],
+    }
+    paths: dict[str, str] = {}
+    for base, filters in lists.items():
+        shown = "GET " + base.replace(t["cron_job"], "{cron}")
+        for query in filters:
+            q = query.replace("since=…&until=…", f"since={since}&until={until}")
+            q = q.replace("+", "%2B")
+            name = f"{shown}?{query}" if query else shown
+            paths[name] = f"{base}?limit=50" + (f"&{q}" if q else "")
+            if base != "/endpoints":
+                paths[f"{name} (deep)"] = f"{paths[name]}&cursor={deep}"
+    singles = {
+        "GET /jobs/{cron}": f"/jobs/{t['cron_job']}",
+        "GET /jobs/{cron}/status": f"/jobs/{t['cron_job']}/status",
+        "GET /jobs/{cron}/versions": f"/jobs/{t['cron_job']}/versions",
+        "GET /jobs/{one-shot}": f"/jobs/{t['one_shot_job']}",
+        "GET /jobs/{one-shot}/status": f"/jobs/{t['one_shot_job']}/status",
+        "GET /batches/{id}": f"/batches/{t['batch']}",
+        "GET /batches/{id}/jobs": f"/batches/{t['batch']}/jobs?limit=50",
+        "GET /executions/{failed}": f"/executions/{t['failed']}",
+        "GET /executions/{failed}/attempts": f"/executions/{t['failed']}/attempts",
+        "GET /executions/{failed}/logs": f"/executions/{t['failed']}/logs",
+        "GET /executions/{last queued} (queue_position)": f"/executions/{t['last_queued']}",
+        "GET /endpoints/{name}": "/endpoints/ep005",
+        "GET /overview": "/overview",
+        "GET /metrics": "/metrics",
+        "GET /health": "/health",
+    }
+    return {**paths, **singles}
+
+
+def probe(spec: str) -> None:
+    """Time every read route and the claim statement; print one JSON line."""
+    from chalice.test import Client
+
+    import app as app_module
+    from chalicelib import wiring
+
+    t = json.loads(spec)
+    measure = _timer(t["warmup"], t["repeat"])
+    headers = {"Authorization": f"Bearer {os.environ['TE_BOOTSTRAP_API_KEY']}"}
+    out: dict[str, Any] = {}
+    with Client(app_module.app) as client:
+        for name, path in api_calls(t).items():
+            ok = (200, 503) if path == "/health" else (200,)  # 503: no loop beats here
+
+            def call(path: str = path, ok: tuple[int, ...] = ok) -> None:
+                reply = client.http.get(path, headers=headers)
+                if reply.status_code not in ok:
+                    raise RuntimeError(f"{reply.status_code}: {reply.body[:200]!r}")
+
+            out[name] = measure(call)
+            _say(f"scale {t['size']}: {name}: {out[name]}")
+    out["claim statement (rolled back)"] = measure(_claim_call(wiring.database("worker")))
+    _say(f"scale {t['size']}: claim: {out['claim statement (rolled back)']}")
+    print(json.dumps(out))
+
+
+class _Rollback(Exception):
+    pass
+
+
+def _claim_call(db: Any) -> Any:
+    """The worker's claim as the worker renders it, 50 slots, in a transaction rolled back."""
+    sys.path.insert(0, str(BENCH))
+    from ours_inproc import _claim_query
+
+    from chalicelib.worker.claims import ClaimLimits
+
+    _, claim = _claim_query()
+    params = {"worker_id": "bench-probe", "batch": 50, **ClaimLimits(default_cap=25).params()}
+
+    def call() -> None:
+        def work(tx: Any) -> None:
+            tx.run(claim, **params)
+            raise _Rollback
+
+        with contextlib.suppress(_Rollback):
+            db.transaction(work, name="bench_claim_probe")
+
+    return call
+
+
+def loops(spec: str) -> None:
+    """One pass of each background loop, timed like the routes; print one JSON line."""
+    from chalicelib import wiring
+    from chalicelib.domain.clock import utcnow
+    from chalicelib.domain.regions import ALL_REGIONS
+    from chalicelib.scheduler.names import (
+        CRON_MATERIALIZER,
+        DELAYED_PROMOTER,
+        HOUSEKEEPER,
+        STUCK_RECLAIMER,
+    )
+    from chalicelib.scheduler.service import build_loop
+
+    t = json.loads(spec)
+    measure = _timer(t["warmup"], t["repeat"])
+    db = wiring.database("scheduler")
+    out: dict[str, Any] = {}
+    for name in (CRON_MATERIALIZER, DELAYED_PROMOTER, STUCK_RECLAIMER, HOUSEKEEPER):
+        loop = build_loop(name, wiring.settings(), db, utcnow, lambda: ALL_REGIONS)
+        out[f"loop pass: {name}"] = measure(loop.iteration)
+        _say(f"scale {t['size']}: loop {name}: {out[f'loop pass: {name}']}")
+    print(json.dumps(out))
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "probe":
+        probe(sys.argv[2])
+    elif len(sys.argv) > 2 and sys.argv[1] == "loops":
+        loops(sys.argv[2])
+    else:
+        main()
