@@ -1,10 +1,19 @@
 """Health: one definition for a job (``GET /jobs/{id}/status``) and an endpoint (the
 overview, the endpoint list and page), so every view that shows a health agrees.
 
-What is counted, for a job or an endpoint alike: its executions *created* in the last
-:data:`WINDOW` (24 hours), by outcome. The thresholds are the job status's:
+What is counted: executions of the last :data:`WINDOW` (24 hours), by outcome. Each read
+is bounded whatever the traffic, so the two subjects read them from different places:
 
-* IDLE: no execution was created in the window.
+* a job: its executions created in the window, the newest 10,000 (jobs_window_stats);
+* an endpoint: its executions that ended in the window, from the summary rows every
+  finalize adds to (delivery_counts), plus those live now.
+
+For executions delivered when they are due (the rule), both judge the same executions; an
+execution created before the window and ending inside it counts for its endpoint only, and
+a cancelled one counts in its job's total, not its endpoint's.
+The thresholds are the job status's:
+
+* IDLE: nothing in the window.
 * The failure ratio is ``failed / (succeeded + failed)``: only finished executions count;
   CANCELLED and in-flight ones are neither successes nor failures. Executions, not
   attempts: a delivery that succeeded on its third attempt is one success.

@@ -2,9 +2,10 @@
 
 Executions by status (every live one; those that ended in the last 24 h), attempts per
 minute over the last hour, the lag of the oldest due execution, the worker processes whose
-heartbeats were seen, and per endpoint its health: its executions created in the last 24 h
-by outcome, judged by :func:`chalicelib.domain.health.compute_health`, the definition
-``GET /jobs/{id}/status`` applies to a job (so an endpoint and its only job agree). Read in
+heartbeats were seen, and per endpoint its health: its executions that ended in the last
+24 h by outcome (from the delivery summary rows) and those live now, judged by
+:func:`chalicelib.domain.health.compute_health`, the definition ``GET /jobs/{id}/status``
+applies to a job. Read in
 one transaction, at the service clock's ``now``. The counts and the lag are the statements
 ``GET /metrics`` reads (``metrics.sql``): live work from the partial indexes of live rows,
 what was delivered from the summary rows every finalize adds to (``delivery_counts``:
@@ -53,7 +54,8 @@ class WorkerSeen:
 
 @dataclass(frozen=True, kw_only=True)
 class EndpointHealth:
-    """An endpoint's executions created in the health window, by outcome, and its health."""
+    """An endpoint's executions of the health window (ended in it, or live now), the ended
+    ones by outcome, and its health."""
 
     endpoint: str
     total: int
@@ -63,15 +65,6 @@ class EndpointHealth:
     @property
     def health(self) -> Health:
         return compute_health(total=self.total, succeeded=self.succeeded, failed=self.failed)
-
-    @classmethod
-    def from_row(cls, row: Row) -> EndpointHealth:
-        return cls(
-            endpoint=row["endpoint"],
-            total=int(row["total"] or 0),
-            succeeded=int(row["succeeded"] or 0),
-            failed=int(row["failed"] or 0),
-        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,8 +119,10 @@ class OverviewService:
         # The series starts at the first of its 60 minutes, not an hour before now.
         series_start = now.replace(second=0, microsecond=0) - timedelta(minutes=WINDOW_MINUTES - 1)
         counts = {status.value: 0 for status in ExecutionStatus}
+        live: dict[str, int] = {}  # endpoint -> executions not yet ended
         for row in tx.run(queries["metrics_queue_depth"]):  # by status and endpoint
             counts[row["status"]] += int(row["n"])
+            live[row["endpoint"]] = live.get(row["endpoint"], 0) + int(row["n"])
         for row in tx.run(queries["metrics_ended_since"], since=now - ENDED_WINDOW):
             counts[row["status"]] = int(row["n"])
         pending = tx.one(queries["metrics_oldest_due"], now=now)  # min() over no rows: NULL
@@ -147,11 +142,27 @@ class OverviewService:
                 )
                 for row in tx.run(queries["overview_workers"], since=since)
             ],
-            endpoints=[
-                EndpointHealth.from_row(row)
-                for row in tx.run(queries["endpoint_health_counts"], since=now - HEALTH_WINDOW)
-            ],
+            endpoints=_endpoint_health(
+                tx.run(queries["overview_endpoint_health"], since=now - HEALTH_WINDOW), live
+            ),
         )
+
+
+def _endpoint_health(ended: list[Row], live: dict[str, int]) -> list[EndpointHealth]:
+    """Each endpoint with executions that ended in the window or are live now: ``total``
+    counts both, the outcomes count the ended ones (what :func:`compute_health` judges)."""
+    by_name = {
+        row["endpoint"]: (int(row["succeeded"] or 0), int(row["failed"] or 0)) for row in ended
+    }
+    return [
+        EndpointHealth(
+            endpoint=name,
+            total=sum(by_name.get(name, (0, 0))) + live.get(name, 0),
+            succeeded=by_name.get(name, (0, 0))[0],
+            failed=by_name.get(name, (0, 0))[1],
+        )
+        for name in sorted(set(by_name) | set(live))
+    ]
 
 
 def _ms(delta: timedelta) -> int:

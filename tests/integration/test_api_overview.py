@@ -93,9 +93,10 @@ def test_overview_counts_series_lag_workers_and_endpoint_outcomes(
     assert 7000 <= body["oldest_due_lag_ms"] < 120_000
     workers = {w["component"]: w["status"] for w in body["workers"]}
     assert workers == {"worker@a:1": "ALIVE", "worker@b:2": "DEAD", "worker@c:3": "DEAD"}
-    # Executions created in the last 24 h (not attempts): 2 succeeded, 1 failed, 1 queued.
+    # Executions (not attempts) that ended in the last 24 h, and live ones: 1 succeeded,
+    # 1 failed, 1 retrying; the one that ended two days ago is out of the window.
     assert body["endpoints"] == [
-        {"endpoint": "hook", "total": 4, "succeeded": 2, "failed": 1, "health": "DEGRADED"}
+        {"endpoint": "hook", "total": 3, "succeeded": 1, "failed": 1, "health": "FAILING"}
     ]
 
 
@@ -112,15 +113,23 @@ def test_an_endpoint_and_its_only_job_have_the_same_health(
     api: ApiClient, database: Database, outcomes: dict[str, int], health: str
 ) -> None:
     """One definition, one window: the overview's endpoint health (the endpoint list and
-    page show it) and ``GET /jobs/{id}/status`` count the same executions."""
+    page show it, from the delivery summary rows and the live counts) and
+    ``GET /jobs/{id}/status`` (from the job's executions) judge the same executions."""
     assert api.post("/endpoints", ENDPOINT).status == 201
     cron = {"endpoint": "hook", "trigger": "CRON", "cron": "0 3 * * *", "timezone": "UTC"}
     job_id = api.post("/jobs", cron).body["job_id"]
     now = datetime.now(UTC)
     for status, count in outcomes.items():
         for _ in range(count):
-            add_execution(database, job_id, status=status, created_at=now - timedelta(hours=1))
-    # Created two days ago: out of both windows, whatever its outcome.
+            if status in ("SUCCESS", "FAILED"):  # delivered as the worker records them
+                execution_id = add_execution(
+                    database, job_id, status="QUEUED", created_at=now - timedelta(hours=1)
+                )
+                error = None if status == "SUCCESS" else "HTTP_ERROR"
+                record_attempts(database, execution_id, [(status, 5, error)])
+            else:
+                add_execution(database, job_id, status=status, created_at=now - timedelta(hours=1))
+    # Ended two days ago: out of both windows, whatever its outcome.
     for _ in range(5):
         add_execution(database, job_id, status="FAILED", created_at=now - timedelta(days=2))
 
@@ -129,14 +138,17 @@ def test_an_endpoint_and_its_only_job_have_the_same_health(
 
     assert status["health"] == endpoint["health"] == health
     stats = status["stats"]["last_24h"]
-    counted = {k: stats[k] for k in ("total", "succeeded", "failed")}
-    assert counted == {k: endpoint[k] for k in ("total", "succeeded", "failed")}
-    assert counted["total"] == sum(outcomes.values())
+    assert {k: stats[k] for k in ("succeeded", "failed")} == {
+        k: endpoint[k] for k in ("succeeded", "failed")
+    }
+    assert stats["total"] == sum(outcomes.values())
+    # A cancelled execution is in its job's window, not in its endpoint's deliveries.
+    assert endpoint["total"] == sum(outcomes.values()) - outcomes.get("CANCELLED", 0)
 
 
-def test_endpoint_health_reads_indexes_not_the_history(database: Database) -> None:
-    used = indexes_used(database, "endpoint_health_counts", since="2026-01-01T00:00:00Z")
-    assert "idx_executions_ended" in used, used
+def test_endpoint_health_reads_the_summary_rows_not_the_history(database: Database) -> None:
+    used = indexes_used(database, "overview_endpoint_health", since="2026-01-01T00:00:00Z")
+    assert "pk_delivery_counts" in used, used
 
 
 def test_overview_of_an_empty_service_and_without_a_key(api: ApiClient) -> None:

@@ -13,10 +13,11 @@ _OUTCOMES = {"succeeded": _COUNT, "failed": _COUNT}
 _OVERVIEW = (
     "Executions by status (every status, 0 included), attempts finished per minute over "
     "the last hour (60 entries, oldest first, the current minute last), the lag of the "
-    "oldest due QUEUED/RETRYING execution (null when none is due), the worker processes "
-    "whose heartbeats were seen in the last hour (DEAD when stopped or silent for 30 s), "
-    "and per endpoint with an execution created in the last 24 hours its health and those "
-    "executions by outcome (the health of GET /jobs/{job_id}/status, same thresholds)."
+    "oldest due QUEUED/RETRYING execution of an endpoint that is not paused (null when "
+    "none is due), the worker processes whose heartbeats were seen in the last hour (DEAD "
+    "when stopped or silent for 30 s), and per endpoint with executions that ended in the "
+    "last 24 hours or are live its health, those executions (total) and the ended ones by "
+    "outcome (the health of GET /jobs/{job_id}/status, same thresholds)."
 )
 
 

@@ -25,3 +25,17 @@ FROM region_heartbeats
 WHERE component LIKE 'worker%' AND last_beat_at >= CAST(:since AS TIMESTAMPTZ)
 ORDER BY component ASC
 LIMIT 100
+
+-- name: overview_endpoint_health
+-- Per endpoint, the executions that ended since :since (the health window, a day) by
+-- outcome: the summary rows the finalize adds to (delivery_counts: minute rows for the last
+-- two hours, hour rows before; two ranges of the primary key). With the live counts of
+-- metrics_queue_depth, an endpoint's health (chalicelib/domain/health.py), read at a cost
+-- that follows the number of endpoints and workers, never the day's traffic.
+SELECT endpoint,
+       sum(CASE WHEN outcome = 'SUCCESS' THEN ended ELSE 0 END) AS succeeded,
+       sum(CASE WHEN outcome = 'FAILED' THEN ended ELSE 0 END) AS failed
+FROM delivery_counts
+WHERE grain IN ('minute', 'hour') AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
+GROUP BY endpoint
+ORDER BY endpoint ASC
