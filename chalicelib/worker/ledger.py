@@ -339,9 +339,13 @@ class Ledger:
         if wake:
             self._wake()
 
-    def release(self, execution_id: str, attempt: int) -> None:
-        """It leaves the worker: recorded, or left RUNNING for the reclaimer."""
+    def release(self, execution_id: str, attempt: int, *, counter: str | None = None) -> None:
+        """It leaves the worker: recorded (``counter``: the outcome it is counted under), or
+        left RUNNING for the reclaimer. Counted in the same step as it leaves, so whoever
+        waits for the worker to be empty (:meth:`wait_empty`) finds it counted."""
         with self._cond:
+            if counter is not None:
+                self._counts[counter] += 1
             slot = self._holds.release(execution_id, attempt)
             self._cond.notify_all()
         if slot:
@@ -352,11 +356,8 @@ class Ledger:
     def recorded(self, finished: FinishedExecution, applied: bool) -> None:
         """Its attempt was written (``applied``), or lost its compare-and-set (reclaimed
         meanwhile): either way it is no longer held."""
-        self.release(finished.execution_id, finished.attempt_number)
         counter = log_finalized(finished, applied)
-        if counter is not None:
-            with self._cond:
-                self._counts[counter] += 1
+        self.release(finished.execution_id, finished.attempt_number, counter=counter)
 
     # -- draining ------------------------------------------------------------------------
 
