@@ -45,7 +45,7 @@ def _throughput_rows(t: dict[str, Any]) -> list[tuple[str, str, str]]:
             continue  # optional (--spread-endpoints K), or a result from before that run
         rows.append((label, _status(first.get(key)) or _f(med.get(key)), ""))
     targets = {
-        "ours_1w/pgqueuer": ">= 1.0",
+        "ours_1w/pgqueuer": ">= 1.5",
         "ours_1w_all_slots/pgqueuer": "",
         "ours_1w_spread/pgqueuer": ">= 1.5",
         "ours_1w_crdb_config/pgqueuer": "",

@@ -189,7 +189,7 @@ WITH base AS (
            CASE WHEN g %% 10 = 0 THEN 'big' WHEN g %% 10 < 5 THEN 'cron' ELSE 'one' END AS kind,
            (g - 1) / %(block)s AS block,
            (g * 7919) %% 1000 AS h
-    FROM generate_series(%(lo)s + 1, %(hi)s) AS g
+    FROM generate_series(CAST(%(lo)s AS BIGINT) + 1, CAST(%(hi)s AS BIGINT)) AS g
 ), shaped AS (
     SELECT g, kind, h,
            kind = 'one' AND block %% 5 = 0 AS batched, block,
