@@ -42,20 +42,23 @@ run: $(RUN_STAMP)
 	$(PY) -m chalicelib.local
 
 ## test: lint (ruff, the import-linter layer contracts), type check, then the whole test
-## suite (unit + integration), then the worker and scheduler integration tests again in
-## CockroachDB's configuration (test-cockroach).
+## suite (unit + integration), then the claim- and wake-up-sensitive tests again in
+## CockroachDB's configuration (test-cockroach); it says how long the suite took.
 test: $(TEST_STAMP) lint typecheck browser binutils promtool
-	$(PY) -m pytest -m "not chaos"
-	$(MAKE) --no-print-directory test-cockroach
+	@start=$$(date +%s); \
+	  $(PY) -m pytest -m "not chaos" && \
+	  $(MAKE) --no-print-directory test-cockroach && \
+	  echo "==> make test: the suite took $$(( $$(date +%s) - start )) s"
 
-## test-cockroach: the worker and scheduler integration tests with the settings production
-## uses on CockroachDB (no SKIP LOCKED claim, no LISTEN/NOTIFY), PostgreSQL at SERIALIZABLE
-## as always. Tests of PostgreSQL-only behaviour are deselected by their marker (the
-## summary counts them), never skipped.
+## test-cockroach: the worker and scheduler tests whose behaviour depends on the claim
+## strategy or the wake-up (marker claim_path), again with the settings production uses on
+## CockroachDB (no SKIP LOCKED claim, no LISTEN/NOTIFY), PostgreSQL at SERIALIZABLE as
+## always. Tests of PostgreSQL-only behaviour are deselected by their marker (the summary
+## counts them), never skipped.
 test-cockroach: $(TEST_STAMP)
-	@echo "==> worker and scheduler tests in CockroachDB's configuration"
+	@echo "==> claim- and wake-up-sensitive tests in CockroachDB's configuration"
 	TE_CLAIM_STRATEGY=conditional_update TE_WAKEUP_NOTIFY=off \
-	  $(PY) -m pytest -m "not chaos and not postgres_only" \
+	  $(PY) -m pytest -m "claim_path and not chaos and not postgres_only" \
 	  tests/integration/worker tests/integration/scheduler
 
 ## test-hidden-tools: `make test` in a fresh clone of HEAD, with a PATH of only the venv and

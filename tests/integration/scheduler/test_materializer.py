@@ -31,6 +31,10 @@ from tests.integration.scheduler.factory import (
     utc,
 )
 
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
+
 MINUTE = timedelta(minutes=1)
 
 

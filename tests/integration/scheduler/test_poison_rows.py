@@ -29,6 +29,10 @@ from tests.integration.scheduler.factory import (
     seed_one_shot_job,
 )
 
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
+
 #: What makes the materializer's per-row code (or its round statement) fail today, each
 #: something plain SQL can still store.
 CRON_POISONS = {

@@ -22,6 +22,10 @@ from tests.integration.scheduler.factory import (
     seed_one_shot_job,
 )
 
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
+
 
 @pytest.fixture
 def job_id(database: Database) -> str:

@@ -21,6 +21,10 @@ from tests.integration.scheduler.factory import (
     seed_one_shot_job,
 )
 
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
+
 TIMEOUT = 300
 EXPIRED = T0 - timedelta(seconds=TIMEOUT + 1)
 

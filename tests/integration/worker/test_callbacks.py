@@ -20,6 +20,10 @@ from tests.conftest import ApiClient
 from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settle
 
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
+
 
 def register(api: ApiClient, target: HttpTarget, name: str, **extra: Any) -> None:
     spec = {"url": target.url(f"/{name}"), "method": "POST", "expected_status_codes": [200]}

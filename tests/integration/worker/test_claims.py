@@ -21,6 +21,10 @@ from tests.conftest import PROFILE
 from tests.fixtures.services import HttpTarget
 from tests.integration.worker.factories import http_spec, seed, statuses
 
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
+
 #: Both strategies, every run; the skip_locked cases are PostgreSQL's, left to the first pass.
 STRATEGIES = [
     pytest.param("skip_locked", marks=pytest.mark.postgres_only),

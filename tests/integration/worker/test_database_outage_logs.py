@@ -15,6 +15,10 @@ from chalicelib.db.connection import Database
 from chalicelib.worker import build_worker
 from tests.fixtures.services import free_port
 
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
+
 
 def test_a_database_outage_is_logged_once_then_counted(
     app_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture

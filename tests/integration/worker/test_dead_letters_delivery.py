@@ -33,6 +33,10 @@ from tests.integration.worker.factories import (
 from tests.integration.worker.test_callbacks import register
 from tests.integration.worker.test_wakeup import LONG_POLL_MS, running, wait_for
 
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
+
 __all__ = ["running"]  # a fixture, used by name
 
 EXECUTION_HEADER = "x-task-executor-execution-id"

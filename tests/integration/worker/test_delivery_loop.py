@@ -8,10 +8,16 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.domain.delivery import DeliveryOutcome, DeliveryRequest, succeeded
 from tests.integration.worker.conftest import settle
 from tests.integration.worker.factories import http_spec, seed, statuses
+
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
 
 SPEC = http_spec("http://127.0.0.1:9/unused")
 

@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import pytest
+
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.worker import Worker
@@ -27,6 +29,10 @@ from tests.integration.worker.factories import (
     seed,
     statuses,
 )
+
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
 
 EXECUTION = "x-task-executor-execution-id"
 ATTEMPT = "x-task-executor-attempt"

@@ -27,10 +27,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from chalicelib.db.connection import Database
 from chalicelib.services.endpoints import EndpointService
 from tests.conftest import ENCRYPTION_KEY, PROFILE
 from tests.integration.worker.factories import http_spec, retry_policy, seed, statuses
+
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
 
 ROOT = Path(__file__).resolve().parents[3]
 

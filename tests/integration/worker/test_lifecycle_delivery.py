@@ -11,6 +11,10 @@ from tests.conftest import ApiClient
 from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settle
 
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
+
 
 @pytest.mark.parametrize(("code", "final"), [(200, "SUCCESS"), (500, "FAILED")])
 def test_a_delivered_one_shot_job_retires_with_its_execution(

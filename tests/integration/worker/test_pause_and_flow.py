@@ -20,6 +20,10 @@ from chalicelib.worker.flow import MeteredClaim
 from tests.fixtures.services import Reply
 from tests.integration.worker.factories import execution, http_spec, retry_policy, seed
 
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
+
 STRATEGIES = ("skip_locked", "conditional_update")
 
 

@@ -22,6 +22,10 @@ from tests.integration.worker.factories import (
     seed,
 )
 
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
+
 #: SQL that makes one execution (:e, of job :j) one the worker cannot process, and the
 #: attempt error type it must end FAILED with.
 POISONS = {

@@ -19,6 +19,10 @@ from chalicelib import wiring
 from chalicelib.db.connection import Database
 from tests.integration.worker.factories import http_spec, seed
 
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
+
 CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SET TRANSACTION")
 
 

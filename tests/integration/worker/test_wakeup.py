@@ -17,6 +17,10 @@ from chalicelib.worker import Worker
 from tests.conftest import ApiClient
 from tests.integration.worker.factories import execution, http_spec, seed
 
+#: The claim or the wake-up decides what these tests see: make test runs them again in
+#: CockroachDB's configuration (test-cockroach).
+pytestmark = pytest.mark.claim_path
+
 LONG_POLL_MS = 10_000
 
 
