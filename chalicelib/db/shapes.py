@@ -33,6 +33,7 @@ _TAG = re.compile(r"\s*--\s*if\s+([a-z_][a-z0-9_]*)\s*$")
 _PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 
 
+@functools.lru_cache(maxsize=64)
 def tags(query: Query) -> frozenset[str]:
     """The parameters whose presence changes ``query``'s shape."""
     return frozenset(m.group(1) for line in query.sql.splitlines() if (m := _TAG.search(line)))

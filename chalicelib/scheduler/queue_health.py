@@ -27,6 +27,7 @@ from typing import Any
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.logs import log_event
+from chalicelib.services.metrics import read_due
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +63,16 @@ def read(db: Database, now: datetime) -> QueueHealth:
     minute = minute_before(now)
 
     def figures(tx: Transaction) -> QueueHealth:
-        pending = tx.one(queries["metrics_oldest_due"], now=now)
-        lags = tx.run(queries["metrics_endpoint_lag"], now=now)
+        oldest = read_due(tx, now).oldest
         per_minute = tx.run(queries["overview_last_hour"], since=minute)
-        due = [r["oldest_run_at"] for r in [*lags, pending or {}] if r.get("oldest_run_at")]
         counted = [r for r in per_minute if r["minute"] == minute]
         succeeded = sum(int(r["succeeded"]) for r in counted)
         failed = sum(int(r["failed"]) for r in counted)
         return QueueHealth(
             minute=minute,
-            oldest_due_lag_seconds=max(0.0, (now - min(due)).total_seconds()) if due else 0.0,
+            oldest_due_lag_seconds=0.0
+            if oldest is None
+            else max(0.0, (now - oldest).total_seconds()),
             attempts=succeeded + failed,
             failed_attempts=failed,
         )

@@ -63,6 +63,29 @@ class MetricsSnapshot:
     totals: tuple[tuple[str, str, str, int, int], ...] = ()
 
 
+@dataclass(frozen=True)
+class Due:
+    """The oldest due run_at, paused endpoints left out: per endpoint (claimable work, None
+    when nothing is due) and overall (PENDING executions due but not yet promoted too)."""
+
+    oldest: datetime | None
+    by_endpoint: tuple[tuple[str, datetime | None], ...]
+
+
+def read_due(tx: Transaction, now: datetime) -> Due:
+    """What lag GET /metrics, GET /overview and the queue_health line report: one probe
+    per endpoint (metrics_endpoint_lag) and one of the due PENDING range."""
+    pending = tx.one(queries["metrics_oldest_due"], now=now)
+    by_endpoint = tuple(
+        (r["endpoint"], r["oldest_run_at"])
+        for r in tx.run(queries["metrics_endpoint_lag"], now=now)
+    )
+    due = [at for _, at in by_endpoint if at is not None]
+    if pending is not None and pending["oldest_run_at"] is not None:
+        due.append(pending["oldest_run_at"])
+    return Due(oldest=min(due, default=None), by_endpoint=by_endpoint)
+
+
 class MetricsService:
     """Reads the snapshot and renders it; pings the database for /health."""
 
@@ -99,19 +122,16 @@ class MetricsService:
 
         def read(tx: Transaction) -> MetricsSnapshot:
             depth = tx.run(queries["metrics_queue_depth"])
-            pending = tx.one(queries["metrics_oldest_due"], now=now)
-            lags = tx.run(queries["metrics_endpoint_lag"], now=now)
+            due = read_due(tx, now)
             finished = tx.run(queries["metrics_ended_since"], since=buckets_since)
             durations = tx.one(queries["metrics_attempts_since"], since=buckets_since)
             totals = tx.run(queries["metrics_delivery_totals"])
             events = tx.run(queries["metrics_events_since"], since=since)
             beats = tx.run(queries["metrics_loop_states"], since=self._fresh_since())
-            endpoint_lag = tuple((r["endpoint"], lag(r["oldest_run_at"])) for r in lags)
-            pending_lag = lag(pending["oldest_run_at"] if pending else None)
             return MetricsSnapshot(
                 queue_depth=tuple((r["status"], r["endpoint"], int(r["n"])) for r in depth),
-                oldest_due_lag_sec=max([pending_lag, *(v for _, v in endpoint_lag)]),
-                endpoint_lag_sec=endpoint_lag,
+                oldest_due_lag_sec=lag(due.oldest),
+                endpoint_lag_sec=tuple((e, lag(at)) for e, at in due.by_endpoint),
                 finished={s: 0 for s in TERMINAL_STATUSES}
                 | {r["status"]: int(r["n"]) for r in finished},
                 attempts=_durations(durations),

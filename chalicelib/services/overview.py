@@ -25,6 +25,7 @@ from chalicelib.db.queries import queries
 from chalicelib.domain.health import WINDOW as HEALTH_WINDOW
 from chalicelib.domain.health import Health, compute_health
 from chalicelib.domain.statuses import ExecutionStatus
+from chalicelib.services.metrics import read_due
 
 WINDOW = timedelta(hours=1)
 #: Ended executions (SUCCESS, FAILED, CANCELLED) are counted over this window.
@@ -125,10 +126,7 @@ class OverviewService:
             live[row["endpoint"]] = live.get(row["endpoint"], 0) + int(row["n"])
         for row in tx.run(queries["metrics_ended_since"], since=now - ENDED_WINDOW):
             counts[row["status"]] = int(row["n"])
-        pending = tx.one(queries["metrics_oldest_due"], now=now)  # min() over no rows: NULL
-        due = [row["oldest_run_at"] for row in tx.run(queries["metrics_endpoint_lag"], now=now)]
-        due.append(None if pending is None else pending["oldest_run_at"])
-        oldest = min((at for at in due if at is not None), default=None)
+        oldest = read_due(tx, now).oldest
         lag = None if oldest is None else max(0, _ms(now - oldest))
         return Overview(
             executions_by_status=counts,

@@ -65,7 +65,6 @@ class Worker:
         self.worker_id = worker_id or new_worker_id()
         self.capacity = settings.worker_max_concurrent
         poll_interval = settings.worker_poll_interval_ms / 1000
-        self._poll_interval = poll_interval
         self._dispatchers = dispatchers
         self.loops = LoopRegistry()  #: its loops' states (claim, finalize), for its heartbeat
         self._idle = IdleWait(db, settings.wakeup_notify)
