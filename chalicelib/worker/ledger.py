@@ -23,8 +23,6 @@ Every held execution has a lease in the database (``executions.lease_expires_at`
 :class:`LeaseKeeper` renews in one statement per round. Locally each hold keeps a
 conservative deadline (measured from before the claim or renewal was sent, so it never
 outlives the database's); a delivery whose deadline has passed is not sent.
-
-Not thread-safe: the worker calls it under its own lock.
 """
 
 from __future__ import annotations
@@ -77,7 +75,8 @@ class _Hold:
 
 
 class Holds:
-    """Slots, per-endpoint shares and lease deadlines of one worker."""
+    """Slots, per-endpoint shares and lease deadlines of one worker (not thread-safe: the
+    :class:`Ledger` calls it under its lock)."""
 
     def __init__(
         self,
