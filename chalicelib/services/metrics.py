@@ -123,8 +123,8 @@ class MetricsService:
         def read(tx: Transaction) -> MetricsSnapshot:
             depth = tx.run(queries["metrics_queue_depth"])
             due = read_due(tx, now)
-            finished = tx.run(queries["metrics_ended_since"], since=buckets_since)
-            durations = tx.one(queries["metrics_attempts_since"], since=buckets_since)
+            finished = tx.run(queries["metrics_ended_since"], since=buckets_since, until=now)
+            durations = tx.one(queries["metrics_attempts_since"], since=buckets_since, until=now)
             totals = tx.run(queries["metrics_delivery_totals"])
             events = tx.run(queries["metrics_events_since"], since=since)
             beats = tx.run(queries["metrics_loop_states"], since=self._fresh_since())

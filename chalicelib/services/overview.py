@@ -124,13 +124,15 @@ class OverviewService:
         for row in tx.run(queries["metrics_queue_depth"]):  # by status and endpoint
             counts[row["status"]] += int(row["n"])
             live[row["endpoint"]] = live.get(row["endpoint"], 0) + int(row["n"])
-        for row in tx.run(queries["metrics_ended_since"], since=now - ENDED_WINDOW):
+        for row in tx.run(queries["metrics_ended_since"], since=now - ENDED_WINDOW, until=now):
             counts[row["status"]] = int(row["n"])
         oldest = read_due(tx, now).oldest
         lag = None if oldest is None else max(0, _ms(now - oldest))
         return Overview(
             executions_by_status=counts,
-            last_hour=minute_series(tx.run(queries["overview_last_hour"], since=series_start), now),
+            last_hour=minute_series(
+                tx.run(queries["overview_last_hour"], since=series_start, until=now), now
+            ),
             oldest_due_lag_ms=lag,
             workers=[
                 WorkerSeen(
@@ -141,7 +143,8 @@ class OverviewService:
                 for row in tx.run(queries["overview_workers"], since=since)
             ],
             endpoints=_endpoint_health(
-                tx.run(queries["overview_endpoint_health"], since=now - HEALTH_WINDOW), live
+                tx.run(queries["overview_endpoint_health"], since=now - HEALTH_WINDOW, until=now),
+                live,
             ),
         )
 

@@ -14,13 +14,16 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from chalicelib.db.connection import Database
+from chalicelib.db.queries import queries
 from chalicelib.scheduler.housekeeper import Housekeeper
 from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from tests.conftest import ApiClient
 from tests.fixtures.services import free_port
 from tests.integration import jobs_factories as f
+from tests.integration.plan_probe import bounded
 from tests.integration.test_lifecycle_plans import indexes_used
+from tests.integration.worker.factories import http_spec, seed
 
 
 def scrape(api: ApiClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -240,8 +243,16 @@ def test_metric_events_refuse_unknown_events_and_empty_counts(database: Database
 @pytest.mark.parametrize(
     ("name", "params", "expected"),
     [
-        ("metrics_ended_since", {"since": "2026-01-01T00:00:00Z"}, {"pk_delivery_counts"}),
-        ("metrics_attempts_since", {"since": "2026-01-01T00:00:00Z"}, {"pk_delivery_counts"}),
+        (
+            "metrics_ended_since",
+            {"since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z"},
+            {"pk_delivery_counts"},
+        ),
+        (
+            "metrics_attempts_since",
+            {"since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z"},
+            {"pk_delivery_counts"},
+        ),
         ("metrics_events_since", {"since": "2026-01-01T00:00:00Z"}, {"pk_metric_events"}),
         ("metrics_oldest_due", {"now": "2026-01-01T00:00:00Z"}, {"idx_executions_pending"}),
         (
@@ -255,7 +266,11 @@ def test_metric_events_refuse_unknown_events_and_empty_counts(database: Database
             {"idx_executions_pending", "idx_executions_running"},
         ),
         # GET /overview (the dashboard, polled every few seconds) reads these too.
-        ("overview_last_hour", {"since": "2026-01-01T00:00:00Z"}, {"pk_delivery_counts"}),
+        (
+            "overview_last_hour",
+            {"since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z"},
+            {"pk_delivery_counts"},
+        ),
     ],
 )
 def test_each_metrics_query_reads_an_index_not_the_history(
@@ -269,3 +284,68 @@ def test_each_metrics_query_reads_an_index_not_the_history(
             "idx_executions_due_by_endpoint",
         }
         assert used & due_indexes, used
+
+
+def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Database) -> None:
+    """The statements /metrics, /overview and the queue_health line read, prepared as the
+    service runs them, with the custom and the forced generic plan, over a history of
+    5,000 ended executions, a paused endpoint's due backlog of 2,000 and two days of
+    summary rows: none reads a table sequentially, the lag probes read no backlog, and the
+    windowed figures read only their window's summary rows."""
+    busy = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
+    paused = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
+    for job, status, n, age in (
+        (busy, "SUCCESS", 5000, "1 day"),
+        (paused, "QUEUED", 2000, "1 hour"),
+    ):
+        database.execute(
+            "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at,"
+            " created_at, completed_at)"
+            " SELECT :job, :endpoint, 'HTTP', :status, now() - CAST(:age AS INTERVAL),"
+            " now() - CAST(:age AS INTERVAL),"
+            " CASE WHEN :status = 'SUCCESS' THEN now() - CAST(:age AS INTERVAL) END"
+            " FROM generate_series(1, :n)",
+            job=job.job_id,
+            endpoint=job.endpoint,
+            status=status,
+            n=n,
+            age=age,
+        )
+    database.execute("UPDATE endpoints SET paused_at = now() WHERE name = :n", n=paused.endpoint)
+    # Two days of hour rows and two hours of minute rows, 20 writers each.
+    database.execute(
+        "INSERT INTO delivery_counts (grain, bucket_start, endpoint, outcome, error_type,"
+        " writer, attempts, ended, duration_ms, le_10, le_50, le_100, le_250, le_500,"
+        " le_1000, le_5000, le_30000)"
+        " SELECT g.grain, date_trunc(g.unit, now()) - s * CAST('1 ' || g.unit AS INTERVAL),"
+        " :endpoint, 'SUCCESS', '', 'w' || w, 1, 1, 5, 1, 1, 1, 1, 1, 1, 1, 1"
+        " FROM (VALUES ('minute', 'minute', 120), ('hour', 'hour', 48)) AS g (grain, unit, n)"
+        " CROSS JOIN LATERAL generate_series(3, g.n) AS s CROSS JOIN generate_series(1, 20) AS w",
+        endpoint=busy.endpoint,
+    )
+    database.execute("ANALYZE")
+    now = datetime.now(UTC)
+    minute = now.replace(second=0, microsecond=0)
+    # The live probes: one index probe per endpoint that is not paused.
+    for name in ("metrics_endpoint_lag", "metrics_oldest_due"):
+        bounded(database, queries[name], {"now": now}, at_most=10)
+    # Windowed reads: the window's summary rows (at most 2 minutes x 20 writers here), not
+    # the two days (2,300 rows); no execution of the history.
+    for name in ("metrics_attempts_since", "overview_last_hour", "metrics_ended_since"):
+        bounded(
+            database,
+            queries[name],
+            {"since": minute - timedelta(minutes=1), "until": now},
+            at_most=40,
+            tables=("delivery_counts", "executions"),
+        )
+    # A day's health reads most of the summary table, whose size the folds bound (two hours
+    # of minute rows, two days of hour rows): a scan of it is the plan's choice, but no
+    # execution is read.
+    bounded(
+        database,
+        queries["overview_endpoint_health"],
+        {"since": now - timedelta(hours=24), "until": now},
+        at_most=0,
+        tables=("executions",),
+    )

@@ -50,22 +50,32 @@ WHERE status = 'PENDING' AND run_at <= CAST(:now AS TIMESTAMPTZ)
 -- Per endpoint that is not paused, the run_at of its oldest due claimable execution (NULL:
 -- nothing due): one probe of idx_executions_due_by_endpoint per endpoint (a constant LIMIT
 -- in the LATERAL, which CockroachDB accepts), so the read follows the number of endpoints,
--- never the backlog or the history. A paused endpoint's backlog is the operator's choice,
+-- never the backlog or the history. The endpoint is bounded as a range of that index's
+-- key, (endpoint, run_at) from (name, 1970) to (name, now) (run_at is never before 1970:
+-- migration 010), which only that index can serve: written as endpoint = name ordered by
+-- run_at, the planner may walk idx_executions_due in run_at order instead, filtering every
+-- other endpoint's due rows (a paused backlog) one by one (a plan test in
+-- tests/integration/test_metrics.py caught it). A paused endpoint's backlog is the operator's choice,
 -- not lag; a held or flow-controlled one's is lag (its work is due and waiting).
 SELECT en.name AS endpoint, due.run_at AS oldest_run_at
 FROM endpoints AS en
 LEFT JOIN LATERAL (
     SELECT x.run_at
     FROM executions AS x
-    WHERE x.endpoint = en.name
-      AND x.status IN ('QUEUED', 'RETRYING')
-      AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
-    ORDER BY x.run_at ASC
+    WHERE x.status IN ('QUEUED', 'RETRYING')
+      AND (x.endpoint, x.run_at) >= (en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
+      AND (x.endpoint, x.run_at) <= (en.name, CAST(:now AS TIMESTAMPTZ))
+    ORDER BY x.endpoint ASC, x.run_at ASC
     LIMIT 1
 ) AS due ON TRUE
 WHERE en.paused_at IS NULL
   AND en.deleted_at IS NULL
 ORDER BY en.name ASC
+
+-- The summary-row reads below (and overview.sql's) take a closed window [:since, :until]:
+-- with both ends given, a prepared statement's generic plan estimates a narrow range and
+-- reads it on the primary key, where a lone lower bound is estimated at a third of the
+-- table and read sequentially (two days of hour rows with the window's minutes).
 
 -- name: metrics_ended_since
 -- Executions that ended since :since, by status: SUCCESS and FAILED from the summary rows
@@ -75,11 +85,13 @@ ORDER BY en.name ASC
 SELECT outcome AS status, COALESCE(sum(ended), 0) AS n
 FROM delivery_counts
 WHERE grain IN ('minute', 'hour') AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
+  AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
 GROUP BY outcome
 UNION ALL
 SELECT 'CANCELLED' AS status, count(*) AS n
 FROM executions
 WHERE status = 'CANCELLED' AND completed_at >= CAST(:since AS TIMESTAMPTZ)
+  AND completed_at <= CAST(:until AS TIMESTAMPTZ)
 
 -- name: metrics_attempts_since
 -- Delivery attempts finished in the minutes since :since (a range of delivery_counts'
@@ -92,6 +104,7 @@ SELECT COALESCE(sum(attempts), 0) AS n, COALESCE(sum(duration_ms), 0) AS total_m
        COALESCE(sum(le_5000), 0) AS le_5000, COALESCE(sum(le_30000), 0) AS le_30000
 FROM delivery_counts
 WHERE grain = 'minute' AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
+  AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
 
 -- name: metrics_delivery_totals
 -- Every delivery attempt ever recorded (since migration 017), by endpoint, outcome and

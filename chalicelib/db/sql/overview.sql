@@ -14,6 +14,7 @@ SELECT bucket_start AS minute,
        sum(CASE WHEN outcome = 'FAILED' THEN attempts ELSE 0 END) AS failed
 FROM delivery_counts
 WHERE grain = 'minute' AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
+  AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
 GROUP BY bucket_start
 
 -- name: overview_workers
@@ -37,5 +38,6 @@ SELECT endpoint,
        sum(CASE WHEN outcome = 'FAILED' THEN ended ELSE 0 END) AS failed
 FROM delivery_counts
 WHERE grain IN ('minute', 'hour') AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
+  AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
 GROUP BY endpoint
 ORDER BY endpoint ASC
