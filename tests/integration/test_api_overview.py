@@ -10,6 +10,7 @@ import pytest
 from chalicelib.api.ui import UI_DIR
 from chalicelib.db.connection import Database
 from chalicelib.domain.statuses import ExecutionStatus
+from chalicelib.scheduler.promoter import recount_live
 from tests.conftest import ApiClient
 from tests.integration.jobs_factories import add_execution, record_attempts, set_execution
 from tests.integration.test_lifecycle_plans import indexes_used
@@ -77,6 +78,7 @@ def test_overview_counts_series_lag_workers_and_endpoint_outcomes(
     _beat(database, "worker@c:3", "ALIVE", now - timedelta(minutes=2))  # silent: DEAD
     _beat(database, "worker@gone:4", "ALIVE", now - timedelta(hours=2))  # history
     _beat(database, "scheduler@a:1", "ALIVE", now)  # not a worker
+    recount_live(database)  # the promoter's count of what waits (every 15 s)
 
     reply = api.get("/overview")
 
@@ -133,6 +135,7 @@ def test_an_endpoint_and_its_only_job_have_the_same_health(
     for _ in range(5):
         add_execution(database, job_id, status="FAILED", created_at=now - timedelta(days=2))
 
+    recount_live(database)  # the promoter's count of what waits (every 15 s)
     status = api.get(f"/jobs/{job_id}/status").body
     (endpoint,) = api.get("/overview").body["endpoints"]
 

@@ -16,12 +16,14 @@ SELECT status FROM executions WHERE execution_id = :execution_id
 -- them first), so the answer costs a bounded read however long the backlog; a position of
 -- :max_ahead + 1 means "at least that far".
 -- execution_id breaks run_at ties so positions are distinct; the claim itself does not
--- promise an order among equal run_at values.
+-- promise an order among equal run_at values. Parked rows (a paused or held endpoint's,
+-- migration 018) are not ahead of anyone: the claim does not read them.
 SELECT count(*) + 1 AS position
 FROM (
     SELECT 1
     FROM executions
     WHERE status IN ('QUEUED', 'RETRYING')
+      AND NOT parked
       AND run_at <= now()
       AND (run_at, execution_id) < (:run_at, :execution_id)
     ORDER BY run_at ASC, execution_id ASC

@@ -24,17 +24,17 @@ ORDER BY last_beat_at DESC
 LIMIT 500
 
 -- name: metrics_queue_depth
--- Non-terminal executions by status and endpoint. One branch per status group, each
--- shaped as a partial index's predicate (idx_executions_pending, idx_executions_due,
--- idx_executions_running), so no branch reads a terminal row.
+-- Non-terminal executions by status and endpoint: the waiting ones (PENDING, QUEUED,
+-- RETRYING) as the delayed promoter last counted them into live_counts (every 15 s,
+-- migration 018: a row per endpoint and status, so this read follows the number of
+-- endpoints, not the backlog), the RUNNING ones counted now on idx_executions_running
+-- (bounded by the workers' slots).
+SELECT status, endpoint, n
+FROM live_counts
+UNION ALL
 SELECT status, endpoint, count(*) AS n
-FROM (
-    SELECT status, endpoint FROM executions WHERE status = 'PENDING'
-    UNION ALL
-    SELECT status, endpoint FROM executions WHERE status IN ('QUEUED', 'RETRYING')
-    UNION ALL
-    SELECT status, endpoint FROM executions WHERE status = 'RUNNING'
-) AS live
+FROM executions
+WHERE status = 'RUNNING'
 GROUP BY status, endpoint
 ORDER BY status, endpoint
 
@@ -48,26 +48,42 @@ WHERE status = 'PENDING' AND run_at <= CAST(:now AS TIMESTAMPTZ)
 
 -- name: metrics_endpoint_lag
 -- Per endpoint that is not paused, the run_at of its oldest due claimable execution (NULL:
--- nothing due): one probe of idx_executions_due_by_endpoint per endpoint (a constant LIMIT
--- in the LATERAL, which CockroachDB accepts), so the read follows the number of endpoints,
--- never the backlog or the history. The endpoint is bounded as a range of that index's
--- key, (endpoint, run_at) from (name, 1970) to (name, now) (run_at is never before 1970:
--- migration 010), which only that index can serve: written as endpoint = name ordered by
--- run_at, the planner may walk idx_executions_due in run_at order instead, filtering every
--- other endpoint's due rows (a paused backlog) one by one (a plan test in
--- tests/integration/test_metrics.py caught it). A paused endpoint's backlog is the operator's choice,
--- not lag; a held or flow-controlled one's is lag (its work is due and waiting).
-SELECT en.name AS endpoint, due.run_at AS oldest_run_at
+-- nothing due): two probes of idx_executions_due_by_endpoint per endpoint, its rows not
+-- parked and its parked ones (a held or flow-controlled endpoint's backlog is parked by
+-- the promoter, migration 018, and is lag: its work is due and waiting), each with a
+-- constant LIMIT in a LATERAL (which CockroachDB accepts), so the read follows the number
+-- of endpoints, never the backlog or the history. Each probe is bounded as a range of that
+-- index's key, (endpoint, parked, run_at) from (name, p, 1970) to (name, p, now) (run_at is
+-- never before 1970: migration 010), which only that index can serve: written as endpoint =
+-- name ordered by run_at, the planner may walk idx_executions_due in run_at order instead,
+-- filtering every other endpoint's due rows one by one (a plan test in
+-- tests/integration/test_metrics.py caught it). A paused endpoint's backlog is the
+-- operator's choice, not lag.
+SELECT en.name AS endpoint,
+       CASE WHEN waiting.run_at IS NULL THEN parked.run_at
+            WHEN parked.run_at IS NULL THEN waiting.run_at
+            ELSE LEAST(waiting.run_at, parked.run_at) END AS oldest_run_at
 FROM endpoints AS en
 LEFT JOIN LATERAL (
     SELECT x.run_at
     FROM executions AS x
     WHERE x.status IN ('QUEUED', 'RETRYING')
-      AND (x.endpoint, x.run_at) >= (en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
-      AND (x.endpoint, x.run_at) <= (en.name, CAST(:now AS TIMESTAMPTZ))
-    ORDER BY x.endpoint ASC, x.run_at ASC
+      AND (x.endpoint, x.parked, x.run_at)
+          >= (en.name, FALSE, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
+      AND (x.endpoint, x.parked, x.run_at) <= (en.name, FALSE, CAST(:now AS TIMESTAMPTZ))
+    ORDER BY x.endpoint ASC, x.parked ASC, x.run_at ASC
     LIMIT 1
-) AS due ON TRUE
+) AS waiting ON TRUE
+LEFT JOIN LATERAL (
+    SELECT x.run_at
+    FROM executions AS x
+    WHERE x.status IN ('QUEUED', 'RETRYING')
+      AND (x.endpoint, x.parked, x.run_at)
+          >= (en.name, TRUE, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
+      AND (x.endpoint, x.parked, x.run_at) <= (en.name, TRUE, CAST(:now AS TIMESTAMPTZ))
+    ORDER BY x.endpoint ASC, x.parked ASC, x.run_at ASC
+    LIMIT 1
+) AS parked ON TRUE
 WHERE en.paused_at IS NULL
   AND en.deleted_at IS NULL
 ORDER BY en.name ASC

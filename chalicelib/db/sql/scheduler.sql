@@ -143,6 +143,113 @@ WITH due AS (
 )
 SELECT count(*) AS promoted FROM logged
 
+-- name: scheduler_park
+-- One page of parking (migration 018): due rows of the endpoints nobody may claim from the
+-- fast claim (paused, flow-controlled, or held past :hold_ms from now; a shorter hold is
+-- over before parking would pay) that are not parked yet, oldest first per endpoint, at
+-- most :page in all. The endpoints are idx_endpoints_controlled's few; each one's rows a
+-- range of idx_executions_due_by_endpoint, (name, false, ...). The UPDATE re-checks status
+-- and parked, so a row claimed or cancelled meanwhile is left alone, and flags each
+-- endpoint it parked rows of (parked_rows), which is what unparking reads.
+WITH page AS (
+    SELECT x.execution_id
+    FROM endpoints AS en
+    CROSS JOIN LATERAL (
+        SELECT d.execution_id
+        FROM executions AS d
+        WHERE d.endpoint = en.name
+          AND d.parked = FALSE
+          AND d.status IN ('QUEUED', 'RETRYING')
+        ORDER BY d.parked ASC, d.run_at ASC
+        LIMIT :page
+    ) AS x
+    WHERE (en.paused_at IS NOT NULL OR en.held_until IS NOT NULL OR en.flow_control IS NOT NULL)
+      AND (en.paused_at IS NOT NULL OR en.flow_control IS NOT NULL
+           OR en.held_until > now() + CAST(:hold_ms AS BIGINT) * INTERVAL '1 millisecond')
+    LIMIT :page
+), moved AS (
+    UPDATE executions AS e
+    SET parked = TRUE
+    FROM page
+    WHERE e.execution_id = page.execution_id
+      AND e.status IN ('QUEUED', 'RETRYING')
+      AND e.parked = FALSE
+    RETURNING e.endpoint
+), flagged AS (
+    UPDATE endpoints
+    SET parked_rows = TRUE
+    WHERE name IN (SELECT endpoint FROM moved) AND parked_rows = FALSE
+    RETURNING name
+)
+SELECT count(*) AS n FROM moved
+
+-- name: scheduler_unpark
+-- One page of unparking: the parked rows of endpoints released since (neither paused nor
+-- flow-controlled, and no hold left), oldest first per endpoint, at most :page in all, back
+-- into the claim's index. Reads only the flagged endpoints (idx_endpoints_parked_rows). An
+-- endpoint released and without a parked due row left (as of this statement's snapshot, so
+-- the pass after its last page) loses its flag.
+WITH released AS (
+    SELECT name
+    FROM endpoints
+    WHERE parked_rows
+      AND paused_at IS NULL
+      AND flow_control IS NULL
+      AND (held_until IS NULL OR held_until <= now())
+), page AS (
+    SELECT x.execution_id
+    FROM released AS r
+    CROSS JOIN LATERAL (
+        SELECT d.execution_id
+        FROM executions AS d
+        WHERE d.endpoint = r.name
+          AND d.parked = TRUE
+          AND d.status IN ('QUEUED', 'RETRYING')
+        ORDER BY d.parked ASC, d.run_at ASC
+        LIMIT :page
+    ) AS x
+    LIMIT :page
+), moved AS (
+    UPDATE executions AS e
+    SET parked = FALSE
+    FROM page
+    WHERE e.execution_id = page.execution_id
+      AND e.status IN ('QUEUED', 'RETRYING')
+      AND e.parked = TRUE
+    RETURNING e.endpoint
+), cleared AS (
+    UPDATE endpoints AS en
+    SET parked_rows = FALSE
+    WHERE en.name IN (SELECT name FROM released)
+      AND NOT EXISTS (
+          SELECT 1 FROM executions AS d
+          WHERE d.endpoint = en.name AND d.parked = TRUE AND d.status IN ('QUEUED', 'RETRYING')
+      )
+    RETURNING en.name
+)
+SELECT count(*) AS n FROM moved
+
+-- name: scheduler_live_counts_clear
+-- The live counts are replaced whole (chalicelib/scheduler/promoter.py): first the old set
+-- goes, in the transaction that writes the new one (scheduler_live_counts_write), so a
+-- reader sees one count or the other, never a mix. A few rows per endpoint.
+DELETE FROM live_counts
+
+-- name: scheduler_live_counts_write
+-- The executions not yet ended, by endpoint and status, RUNNING left out (the workers'
+-- slots bound those; readers count them live on idx_executions_running). One branch per
+-- partial index of waiting work (idx_executions_pending, idx_executions_due_by_endpoint),
+-- so the count reads the live backlog, never history, and runs once per LIVE_COUNTS_EVERY
+-- in a deployment, not once per dashboard poll and scrape.
+INSERT INTO live_counts (endpoint, status, n, counted_at)
+SELECT endpoint, status, count(*), now()
+FROM (
+    SELECT endpoint, status FROM executions WHERE status = 'PENDING'
+    UNION ALL
+    SELECT endpoint, status FROM executions WHERE status IN ('QUEUED', 'RETRYING')
+) AS live
+GROUP BY endpoint, status
+
 -- part: scheduler_reclaim_expired
 -- RUNNING executions whose lease expired, oldest first, at most :batch: the scan of
 -- scheduler_reclaim_stuck and the candidates its row-by-row fallback walks.

@@ -3,13 +3,14 @@
 
 -- part: worker_claim_due
 -- The due candidates of both claim strategies, oldest first, on idx_executions_due
--- (run_at order, partial: only QUEUED/RETRYING rows, so the claim reads :batch rows and
--- stops, whatever the terminal history or the due backlog: migration 004 says why).
--- Endpoints whose share of this worker is full (:full) are passed over. At most :batch,
--- the worker's free delivery slots.
+-- (run_at order, partial: only QUEUED/RETRYING rows that are not parked, so the claim reads
+-- :batch rows and stops, whatever the terminal history, the due backlog or a paused
+-- endpoint's backlog: migrations 004 and 018 say why). Endpoints whose share of this
+-- worker is full (:full) are passed over. At most :batch, the worker's free delivery slots.
 SELECT execution_id, endpoint, run_at
 FROM executions
 WHERE status IN ('QUEUED', 'RETRYING')
+  AND NOT parked
   AND run_at <= now()
   AND endpoint <> ALL(CAST(:full AS TEXT[]))
   AND /*region_filter*/ TRUE
@@ -137,9 +138,11 @@ WITH fair AS (
 --     fast path does.
 -- Paused and held endpoints get nothing, nor does one without its endpoint_flow row (no
 -- lock, no limit: never claimed unlimited). The due rows come from
--- idx_executions_due_by_endpoint (one range per endpoint, oldest first, at most :batch: a
--- constant LIMIT, which CockroachDB accepts in a LATERAL subquery where a correlated one
--- is doubtful), cut to the allowance by rank, then to :batch by run_at, and the take is the fast path's compare-and-set, without SKIP
+-- idx_executions_due_by_endpoint, two ranges per endpoint (its parked rows, which are
+-- most of a flow-controlled backlog, and the ones not parked yet: migration 018), each
+-- oldest first and at most :batch (a constant LIMIT, which CockroachDB accepts in a
+-- LATERAL subquery where a correlated one is doubtful), cut to the allowance by rank, then
+-- to :batch by run_at, and the take is the fast path's compare-and-set, without SKIP
 -- LOCKED: only this (serialized) claim takes these endpoints' executions.
 WITH flow AS (
     SELECT en.name,
@@ -159,20 +162,38 @@ WITH flow AS (
       AND en.flow_control IS NOT NULL
       AND en.paused_at IS NULL
       AND (en.held_until IS NULL OR en.held_until <= now())
-), due AS (
-    SELECT d.execution_id, d.run_at, f.allowance,
-           row_number() OVER (PARTITION BY f.name ORDER BY d.run_at ASC) AS rank
+), ranges AS (
+    SELECT f.name, f.allowance, d.execution_id, d.run_at
     FROM flow AS f
     CROSS JOIN LATERAL (
         SELECT x.execution_id, x.run_at
         FROM executions AS x
         WHERE x.endpoint = f.name
+          AND x.parked = FALSE
           AND x.status IN ('QUEUED', 'RETRYING')
           AND x.run_at <= now()
-        ORDER BY x.run_at ASC
+        ORDER BY x.parked ASC, x.run_at ASC
         LIMIT :batch
     ) AS d
     WHERE f.allowance > 0
+    UNION ALL
+    SELECT f.name, f.allowance, d.execution_id, d.run_at
+    FROM flow AS f
+    CROSS JOIN LATERAL (
+        SELECT x.execution_id, x.run_at
+        FROM executions AS x
+        WHERE x.endpoint = f.name
+          AND x.parked = TRUE
+          AND x.status IN ('QUEUED', 'RETRYING')
+          AND x.run_at <= now()
+        ORDER BY x.parked ASC, x.run_at ASC
+        LIMIT :batch
+    ) AS d
+    WHERE f.allowance > 0
+), due AS (
+    SELECT execution_id, run_at, allowance,
+           row_number() OVER (PARTITION BY name ORDER BY run_at ASC) AS rank
+    FROM ranges
 ), fair AS (
     SELECT execution_id FROM due WHERE rank <= allowance ORDER BY run_at ASC LIMIT :batch
 ),
