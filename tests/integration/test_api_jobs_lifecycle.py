@@ -271,7 +271,8 @@ def seed_ticks(database: Database, job_id: str, now: datetime) -> None:
             created_at=now - timedelta(minutes=minutes),
             duration_ms=duration,
         )
-    for status in ("QUEUED", "RETRYING", "PENDING"):
+    # A cron job's executions are never PENDING: ticks and runs-now are born QUEUED.
+    for status in ("QUEUED", "RETRYING", "QUEUED"):
         f.add_execution(database, job_id, status=status, created_at=now - timedelta(minutes=5))
     f.add_execution(database, job_id, status="RUNNING", created_at=now - timedelta(minutes=1))
     # Outside the 24-hour window: not in stats, and its failure does not count.

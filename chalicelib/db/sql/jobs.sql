@@ -310,18 +310,19 @@ WHERE job_id = :job_id AND status IN ('PENDING', 'QUEUED', 'RETRYING', 'RUNNING'
 -- name: jobs_active_counts_cron
 -- jobs_active_counts for a cron job, read on the partial indexes of live work so the
 -- count costs what is live, never the job's history of ticks: its due ticks among its
--- endpoint's (idx_executions_due_by_endpoint), PENDING ones among the PENDING rows (a
--- tick is born QUEUED, so there are none unless written by hand; the PENDING rows are the
--- delayed jobs not yet due), its running ones among the running rows
--- (idx_executions_running, bounded by what the workers hold). The live rows are
--- MATERIALIZED before the job is picked out of them: with "job_id = :job_id" beside them a
--- generic plan, which expects a job to have a handful of executions, reads the job's
--- whole history on idx_executions_by_job instead.
+-- endpoint's (idx_executions_due_by_endpoint), its running ones among the running rows
+-- (idx_executions_running, bounded by what the workers hold). A cron job's executions are
+-- never PENDING (a tick and a run-now are born QUEUED: scheduler_cron_apply_ticks,
+-- jobs_trigger_execution), so "pending" is its waiting ticks; reading the PENDING rows
+-- too would read every delayed job of the deployment. The live rows are MATERIALIZED
+-- before the job is picked out of them: with "job_id = :job_id" beside them a generic
+-- plan, which expects a job to have a handful of executions, reads the job's whole
+-- history on idx_executions_by_job instead. (The planner estimates "endpoint = :endpoint"
+-- from the endpoint's whole history, so it may read the deployment's due rows on
+-- idx_executions_waiting and filter the endpoint's out: live work, never history.)
 WITH waiting AS MATERIALIZED (
     SELECT job_id FROM executions
     WHERE endpoint = :endpoint AND status IN ('QUEUED', 'RETRYING')
-    UNION ALL
-    SELECT job_id FROM executions WHERE status = 'PENDING'
 ), running AS MATERIALIZED (
     SELECT job_id FROM executions WHERE status = 'RUNNING'
 )
