@@ -21,7 +21,11 @@ The history (every size):
   size recorded in the last hour (10^6 at 10^6); and 500 RUNNING executions whose lease
   expired (what the workers hold is bounded by their slots, not by history; these give
   the reclaimer's passes work);
-* VACUUM ANALYZE and CHECKPOINT after each size.
+* the delivery summary rows of 1 M attempts an hour (minute rows of the last two hours
+  from four writers, hour rows of the two days before), the same at every size;
+* VACUUM ANALYZE and CHECKPOINT after each size; then, as the delayed promoter leaves a
+  running deployment, the paused backlog parked and the waiting work counted into
+  live_counts (migration 018).
 
 Timing: the routes are called in-process through ``chalice.test.Client`` (the API Gateway
 event path, no HTTP), in one process per size, so one pool connection serves them all:
@@ -298,6 +302,36 @@ def extras(conn: Any, lo: int, hi: int, t_end: datetime, progress: Any) -> None:
     a, b = lo // 10, hi // 10
     progress(f"scale {hi}: backlogs to {b:,} each, attempts in the last hour to {hi:,}")
     if lo == 0:
+        # The summary rows a deployment delivering 1 M attempts an hour has written (the
+        # same at every size: traffic, not history): per minute of the last two hours, per
+        # endpoint, outcome and writer (four finalizer threads), and the hour rows of the
+        # two days before, as the housekeeper folds them.
+        progress("scale: delivery_counts of 1 M attempts an hour")
+        conn.execute(
+            "INSERT INTO delivery_counts (grain, bucket_start, endpoint, outcome, error_type,"
+            " writer, attempts, ended, duration_ms, le_10, le_50, le_100, le_250, le_500,"
+            " le_1000, le_5000, le_30000)"
+            " SELECT 'minute', date_trunc('minute', %(t_end)s::timestamptz) - m * INTERVAL"
+            "   '1 minute', 'ep' || lpad(CAST(e AS TEXT), 3, '0'), o.outcome, o.error_type,"
+            "   'w' || w, o.n, o.n, o.n * 100, 0, 0, o.n, o.n, o.n, o.n, o.n, o.n"
+            " FROM generate_series(0, 119) AS m, generate_series(0, 199) AS e,"
+            "   generate_series(1, 4) AS w,"
+            "   (VALUES ('SUCCESS', '', 19), ('FAILED', 'HTTP_ERROR', 2)) AS o (outcome,"
+            "   error_type, n)",
+            {"t_end": t_end},
+        )
+        conn.execute(
+            "INSERT INTO delivery_counts (grain, bucket_start, endpoint, outcome, error_type,"
+            " writer, attempts, ended, duration_ms, le_10, le_50, le_100, le_250, le_500,"
+            " le_1000, le_5000, le_30000)"
+            " SELECT 'hour', date_trunc('hour', %(t_end)s::timestamptz) - h * INTERVAL"
+            "   '1 hour', 'ep' || lpad(CAST(e AS TEXT), 3, '0'), o.outcome, o.error_type,"
+            "   'fold', o.n, o.n, o.n * 100, 0, 0, o.n, o.n, o.n, o.n, o.n, o.n"
+            " FROM generate_series(2, 49) AS h, generate_series(0, 199) AS e,"
+            "   (VALUES ('SUCCESS', '', 4560), ('FAILED', 'HTTP_ERROR', 480)) AS o (outcome,"
+            "   error_type, n)",
+            {"t_end": t_end},
+        )
         running = "FROM generate_series(1, 500) AS i"
         conn.execute(
             "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, created_at)"
@@ -525,6 +559,7 @@ def probe(spec: str) -> None:
     t = json.loads(spec)
     measure = _timer(t["warmup"], t["repeat"])
     headers = {"Authorization": f"Bearer {os.environ['TE_BOOTSTRAP_API_KEY']}"}
+    _settle(wiring.database("scheduler"), t["size"])
     out: dict[str, Any] = {}
     with Client(app_module.app) as client:
         for name, path in api_calls(t).items():
@@ -540,6 +575,28 @@ def probe(spec: str) -> None:
     out["claim statement (rolled back)"] = measure(_claim_call(wiring.database("worker")))
     _say(f"scale {t['size']}: claim: {out['claim statement (rolled back)']}")
     print(json.dumps(out))
+
+
+def _settle(db: Any, size: int) -> None:
+    """What the delayed promoter leaves behind in a running deployment, and nothing else
+    (it would promote too): the paused endpoint's backlog parked, page by page, and the
+    waiting work counted into live_counts."""
+    from chalicelib.db.queries import queries
+    from chalicelib.scheduler.promoter import PARK_HOLDS_OVER, PARK_PAGE, recount_live
+
+    hold_ms = int(PARK_HOLDS_OVER.total_seconds() * 1000)
+    parked = 0
+    while True:
+        n = int(
+            db.transaction(
+                lambda tx: tx.scalar(queries["scheduler_park"], page=PARK_PAGE, hold_ms=hold_ms)
+            )
+        )
+        parked += n
+        if n < PARK_PAGE:
+            break
+    recount_live(db)
+    _say(f"scale {size}: {parked:,} executions parked, live counts written")
 
 
 class _Rollback(Exception):
@@ -572,22 +629,33 @@ def loops(spec: str) -> None:
     from chalicelib import wiring
     from chalicelib.domain.clock import utcnow
     from chalicelib.domain.regions import ALL_REGIONS
+    from chalicelib.scheduler.housekeeper import Housekeeper
     from chalicelib.scheduler.names import (
         CRON_MATERIALIZER,
         DELAYED_PROMOTER,
         HOUSEKEEPER,
         STUCK_RECLAIMER,
     )
+    from chalicelib.scheduler.promoter import recount_live
     from chalicelib.scheduler.service import build_loop
 
     t = json.loads(spec)
     measure = _timer(t["warmup"], t["repeat"])
     db = wiring.database("scheduler")
     out: dict[str, Any] = {}
+    _settle(db, t["size"])
     for name in (CRON_MATERIALIZER, DELAYED_PROMOTER, STUCK_RECLAIMER, HOUSEKEEPER):
         loop = build_loop(name, wiring.settings(), db, utcnow, lambda: ALL_REGIONS)
         out[f"loop pass: {name}"] = measure(loop.iteration)
         _say(f"scale {t['size']}: loop {name}: {out[f'loop pass: {name}']}")
+    # The housekeeper above purges a full page of expired history on every pass where the
+    # history is older than the retention (10^6 spans 69 days), none at 10^4: its pass with
+    # nothing to purge is the one to compare across sizes.
+    keeper = Housekeeper(db, retention_days=0)
+    out["loop pass: housekeeper (nothing to purge)"] = measure(keeper.run_once)
+    # The promoter recounts the waiting work every 15 s: it reads the live backlog (scaled
+    # with the size here), never history.
+    out["live count (promoter, every 15 s)"] = measure(lambda: recount_live(db))
     print(json.dumps(out))
 
 
