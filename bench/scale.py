@@ -21,8 +21,9 @@ The history (every size):
   size recorded in the last hour (10^6 at 10^6); and 500 RUNNING executions whose lease
   expired (what the workers hold is bounded by their slots, not by history; these give
   the reclaimer's passes work);
-* the delivery summary rows of 1 M attempts an hour (minute rows of the last two hours
-  from four writers, hour rows of the two days before), the same at every size;
+* the delivery summary rows of 1 M attempts an hour as the housekeeper keeps them (four
+  writers' minute rows of the last three minutes, two hours of series rows, the totals,
+  two days of hourly marks), the same at every size;
 * VACUUM ANALYZE and CHECKPOINT after each size; then, as the delayed promoter leaves a
   running deployment, the paused backlog parked and the waiting work counted into
   live_counts (migration 018).
@@ -302,34 +303,48 @@ def extras(conn: Any, lo: int, hi: int, t_end: datetime, progress: Any) -> None:
     a, b = lo // 10, hi // 10
     progress(f"scale {hi}: backlogs to {b:,} each, attempts in the last hour to {hi:,}")
     if lo == 0:
-        # The summary rows a deployment delivering 1 M attempts an hour has written (the
-        # same at every size: traffic, not history): per minute of the last two hours, per
-        # endpoint, outcome and writer (four finalizer threads), and the hour rows of the
-        # two days before, as the housekeeper folds them.
+        # The summary rows of a deployment delivering 1 M attempts an hour (the same at
+        # every size: traffic, not history), as the housekeeper keeps them (migration
+        # 019): each of four writers' minute rows of the last three minutes not rolled up
+        # yet, per endpoint and outcome; two hours of series rows; the totals; and two
+        # days of hourly marks of them.
         progress("scale: delivery_counts of 1 M attempts an hour")
-        conn.execute(
+        columns = (
             "INSERT INTO delivery_counts (grain, bucket_start, endpoint, outcome, error_type,"
             " writer, attempts, ended, duration_ms, le_10, le_50, le_100, le_250, le_500,"
             " le_1000, le_5000, le_30000)"
-            " SELECT 'minute', date_trunc('minute', %(t_end)s::timestamptz) - m * INTERVAL"
-            "   '1 minute', 'ep' || lpad(CAST(e AS TEXT), 3, '0'), o.outcome, o.error_type,"
-            "   'w' || w, o.n, o.n, o.n * 100, 0, 0, o.n, o.n, o.n, o.n, o.n, o.n"
-            " FROM generate_series(0, 119) AS m, generate_series(0, 199) AS e,"
-            "   generate_series(1, 4) AS w,"
-            "   (VALUES ('SUCCESS', '', 19), ('FAILED', 'HTTP_ERROR', 2)) AS o (outcome,"
-            "   error_type, n)",
+        )
+        outcomes = (
+            "(VALUES ('SUCCESS', '', 19), ('FAILED', 'HTTP_ERROR', 2))"
+            " AS o (outcome, error_type, n)"
+        )
+        conn.execute(
+            columns + " SELECT 'minute', date_trunc('minute', %(t_end)s::timestamptz)"
+            " - m * INTERVAL '1 minute', 'ep' || lpad(CAST(e AS TEXT), 3, '0'), o.outcome,"
+            " o.error_type, 'w' || w, o.n, o.n, o.n * 100, 0, 0, o.n, o.n, o.n, o.n, o.n, o.n"
+            " FROM generate_series(0, 2) AS m, generate_series(0, 199) AS e,"
+            " generate_series(1, 4) AS w, " + outcomes,
             {"t_end": t_end},
         )
         conn.execute(
-            "INSERT INTO delivery_counts (grain, bucket_start, endpoint, outcome, error_type,"
-            " writer, attempts, ended, duration_ms, le_10, le_50, le_100, le_250, le_500,"
-            " le_1000, le_5000, le_30000)"
-            " SELECT 'hour', date_trunc('hour', %(t_end)s::timestamptz) - h * INTERVAL"
-            "   '1 hour', 'ep' || lpad(CAST(e AS TEXT), 3, '0'), o.outcome, o.error_type,"
-            "   'fold', o.n, o.n, o.n * 100, 0, 0, o.n, o.n, o.n, o.n, o.n, o.n"
-            " FROM generate_series(2, 49) AS h, generate_series(0, 199) AS e,"
-            "   (VALUES ('SUCCESS', '', 4560), ('FAILED', 'HTTP_ERROR', 480)) AS o (outcome,"
-            "   error_type, n)",
+            columns + " SELECT 'series', date_trunc('minute', %(t_end)s::timestamptz)"
+            " - m * INTERVAL '1 minute', '', o.outcome, '', 'fold', o.n * 800, o.n * 800,"
+            " o.n * 80000, 0, 0, 0, 0, 0, 0, 0, 0"
+            " FROM generate_series(3, 119) AS m, " + outcomes,
+            {"t_end": t_end},
+        )
+        conn.execute(
+            columns + " SELECT 'total', TIMESTAMPTZ '1970-01-01Z',"
+            " 'ep' || lpad(CAST(e AS TEXT), 3, '0'), o.outcome, o.error_type, 'fold',"
+            " o.n * 100000, o.n * 100000, o.n * 10000000, 0, 0, 0, 0, 0, 0, 0, 0"
+            " FROM generate_series(0, 199) AS e, " + outcomes,
+        )
+        conn.execute(
+            "INSERT INTO delivery_marks (hour, endpoint, outcome, attempts, ended)"
+            " SELECT date_trunc('hour', %(t_end)s::timestamptz) - h * INTERVAL '1 hour',"
+            " 'ep' || lpad(CAST(e AS TEXT), 3, '0'), o.outcome, o.n * (100000 - h * 240),"
+            " o.n * (100000 - h * 240)"
+            " FROM generate_series(0, 48) AS h, generate_series(0, 199) AS e, " + outcomes,
             {"t_end": t_end},
         )
         running = "FROM generate_series(1, 500) AS i"

@@ -50,12 +50,14 @@ HOUSEKEEPING_INTERVAL_SEC = 60.0
 HEARTBEAT_TTL = timedelta(days=1)
 #: metric_events rows (GET /metrics reads the last minute) are kept this long.
 METRIC_EVENTS_TTL = timedelta(days=1)
-#: delivery_counts' grains (migration 017): minute rows are folded into hour rows after
-#: MINUTE_ROWS_KEPT, hour rows into the totals after HOUR_ROWS_KEPT. The dashboard reads
-#: the last hour by minute and the last day by hour.
-MINUTE_ROWS_KEPT = timedelta(hours=2)
-HOUR_ROWS_KEPT = timedelta(days=2)
-FOLDS = (("minute", "hour", MINUTE_ROWS_KEPT), ("hour", "total", HOUR_ROWS_KEPT))
+#: delivery_counts (migrations 017, 019): each writer's minute rows are rolled up into
+#: the totals and the all-endpoint series once their minute ended this long ago (no
+#: finalize adds to a minute after it, and the last minute's gauges read them raw).
+MINUTE_ROWS_KEPT = timedelta(minutes=3)
+#: Series rows (the dashboard's last hour, by minute) and hourly marks of the totals (a
+#: day's window subtracts the mark of a day ago) are kept this long.
+SERIES_KEPT = timedelta(hours=2)
+MARKS_KEPT = timedelta(days=2)
 
 _COUNTED = ("executions", "attempts", "logs", "jobs")
 
@@ -165,20 +167,22 @@ class Housekeeper:
         return {}, False
 
     def _fold_delivery_counts(self, now: datetime) -> tuple[dict[str, int], bool]:
-        """One batch of each fold of the delivery summary rows (minute -> hour -> total)."""
-        full = False
-        for grain, into, kept in FOLDS:
-            params = {"grain": grain, "into": into, "cutoff": now - kept, "batch": self._batch_size}
+        """One batch of minute rows rolled up into the totals and the series, the hour's
+        mark of the totals (once), and series and marks past their time pruned."""
+        params = {"cutoff": now - MINUTE_ROWS_KEPT, "batch": self._batch_size}
 
-            def fold(tx: Transaction, params: dict[str, object] = params) -> int:
-                folded = int(tx.scalar(queries["housekeeping_fold_counts"], **params) or 0)
-                if folded:
-                    tx.execute(queries["housekeeping_fold_delete"], **params)
-                return folded
+        def fold(tx: Transaction) -> int:
+            folded = int(tx.scalar(queries["housekeeping_fold_counts"], **params) or 0)
+            if folded:
+                tx.execute(queries["housekeeping_fold_delete"], **params)
+            return folded
 
-            folded = self._db.transaction(fold, name="housekeeping_fold_counts")
-            full = full or folded >= self._batch_size
-        return {}, full
+        folded = self._db.transaction(fold, name="housekeeping_fold_counts")
+        hour = now.replace(minute=0, second=0, microsecond=0)
+        self._db.execute(queries["housekeeping_mark_totals"], hour=hour)
+        self._db.execute(queries["housekeeping_prune_series"], cutoff=now - SERIES_KEPT)
+        self._db.execute(queries["housekeeping_prune_marks"], cutoff=now - MARKS_KEPT)
+        return {}, folded >= self._batch_size
 
     def _purge_one_shot(self, now: datetime) -> tuple[dict[str, int], bool]:
         return self._purge("housekeeping_purge_one_shot", now)

@@ -1,17 +1,21 @@
 """The operator's overview (``GET /overview``): the dashboard's first screen in one read.
 
-Executions by status (every live one; those that ended in the last 24 h), attempts per
+Executions by status (every live one; those that ended in the last day), attempts per
 minute over the last hour, the lag of the oldest due execution, the worker processes whose
 heartbeats were seen, and per endpoint its health: its executions that ended in the last
-24 h by outcome (from the delivery summary rows) and those live now, judged by
+day by outcome (from the delivery summary rows) and those live now, judged by
 :func:`chalicelib.domain.health.compute_health`, the definition ``GET /jobs/{id}/status``
-applies to a job. Read in
-one transaction, at the service clock's ``now``. The counts and the lag are the statements
-``GET /metrics`` reads (``metrics.sql``): live work from the partial indexes of live rows,
-what was delivered from the summary rows every finalize adds to (``delivery_counts``:
-minute rows for the last two hours, hour rows for the days before), so a dashboard left
-open polls at a cost that follows the backlog and the traffic's shape, never the history.
-The lag leaves paused endpoints out.
+applies to a job. Read in one transaction, at the service clock's ``now``.
+
+Nothing here counts rows per execution or per attempt: the waiting work comes from the
+delayed promoter's live counts and the running from the rows the workers hold
+(``metrics_queue_depth``); what was delivered from the summary rows (``delivery_counts``,
+migrations 017 and 019): the housekeeper's roll-ups (a total per endpoint, outcome and
+error type, an hourly mark of them, a row per minute for all endpoints) plus the few
+minutes each writer added since. "The last day" is since the last hourly mark at or
+before 24 hours ago (24 to 25 hours; everything counted so far while there is no such
+mark). So a dashboard left open polls at a cost that follows the number of endpoints,
+never the history, the backlog or the traffic. The lag leaves paused endpoints out.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from chalicelib.domain.statuses import ExecutionStatus
 from chalicelib.services.metrics import read_due
 
 WINDOW = timedelta(hours=1)
-#: Ended executions (SUCCESS, FAILED, CANCELLED) are counted over this window.
-ENDED_WINDOW = timedelta(hours=24)
+#: Cancelled executions are counted over this window (SUCCESS and FAILED over the health
+#: window, the same day, from the summary rows).
+ENDED_WINDOW = HEALTH_WINDOW
 WINDOW_MINUTES = 60
 #: A worker beats every 5 s: one silent for longer than this is shown DEAD.
 WORKER_SILENCE = timedelta(seconds=30)
@@ -124,8 +129,12 @@ class OverviewService:
         for row in tx.run(queries["metrics_queue_depth"]):  # by status and endpoint
             counts[row["status"]] += int(row["n"])
             live[row["endpoint"]] = live.get(row["endpoint"], 0) + int(row["n"])
-        for row in tx.run(queries["metrics_ended_since"], since=now - ENDED_WINDOW, until=now):
-            counts[row["status"]] = int(row["n"])
+        ended = tx.run(queries["overview_endpoint_health"], since=now - HEALTH_WINDOW, until=now)
+        counts["SUCCESS"] = sum(int(row["succeeded"] or 0) for row in ended)
+        counts["FAILED"] = sum(int(row["failed"] or 0) for row in ended)
+        counts["CANCELLED"] = int(
+            tx.scalar(queries["overview_cancelled_since"], since=now - ENDED_WINDOW, until=now)
+        )
         oldest = read_due(tx, now).oldest
         lag = None if oldest is None else max(0, _ms(now - oldest))
         return Overview(
@@ -142,10 +151,7 @@ class OverviewService:
                 )
                 for row in tx.run(queries["overview_workers"], since=since)
             ],
-            endpoints=_endpoint_health(
-                tx.run(queries["overview_endpoint_health"], since=now - HEALTH_WINDOW, until=now),
-                live,
-            ),
+            endpoints=_endpoint_health(ended, live),
         )
 
 

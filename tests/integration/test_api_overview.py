@@ -10,6 +10,7 @@ import pytest
 from chalicelib.api.ui import UI_DIR
 from chalicelib.db.connection import Database
 from chalicelib.domain.statuses import ExecutionStatus
+from chalicelib.scheduler.housekeeper import Housekeeper
 from chalicelib.scheduler.promoter import recount_live
 from tests.conftest import ApiClient
 from tests.integration.jobs_factories import add_execution, record_attempts, set_execution
@@ -34,21 +35,33 @@ def _executions(api: ApiClient, count: int) -> list[str]:
 
 
 def _delivered(
-    db: Database, execution_id: str, next_status: str, ago: timedelta, *, grain: str = "minute"
+    db: Database, execution_id: str, next_status: str, ago: timedelta, *, rolled: bool = False
 ) -> None:
-    """One attempt recorded by the real finalize statement, its summary row then moved
-    ``ago`` into the past (as if recorded then; ``grain``: as the housekeeper folds it)."""
+    """One attempt recorded by the real finalize statement, its writer's minute row then
+    moved ``ago`` into the past (as if recorded then). ``rolled``: as the housekeeper
+    leaves it a day later: added to the endpoint's total, which the mark of 25 hours ago
+    (the one a day's window subtracts) already holds."""
     worker = f"w-{execution_id}-{next_status}"
     error = None if next_status == "SUCCESS" else "TIMEOUT"
     record_attempts(db, execution_id, [(next_status, 5, error)], worker_id=worker)
     db.execute(
-        "UPDATE delivery_counts SET grain = :grain,"
-        " bucket_start = date_trunc(CASE WHEN :grain = 'hour' THEN 'hour' ELSE 'minute' END,"
+        "UPDATE delivery_counts SET bucket_start = date_trunc('minute',"
         " bucket_start - CAST(:ago AS INTERVAL)) WHERE writer LIKE :w",
-        grain=grain,
         ago=f"{int(ago.total_seconds())} seconds",
         w=f"{worker}/%",
     )
+    if rolled:
+        db.execute(
+            "UPDATE delivery_counts SET grain = 'total', writer = 'fold',"
+            " bucket_start = '1970-01-01T00:00:00Z' WHERE writer LIKE :w",
+            w=f"{worker}/%",
+        )
+        db.execute(
+            "INSERT INTO delivery_marks (hour, endpoint, outcome, attempts, ended)"
+            " SELECT date_trunc('hour', now() - INTERVAL '25 hours'), endpoint, outcome,"
+            " sum(attempts), sum(ended)"
+            " FROM delivery_counts WHERE grain = 'total' GROUP BY endpoint, outcome"
+        )
 
 
 def _beat(db: Database, component: str, status: str, at: datetime) -> None:
@@ -72,7 +85,7 @@ def test_overview_counts_series_lag_workers_and_endpoint_outcomes(
     _delivered(database, waiting, "RETRYING", timedelta(minutes=90))  # out of the hour
     set_execution(database, waiting, run_at=now - timedelta(seconds=7))
     # Ended two days ago: out of the counts' day (ended executions count over 24 h).
-    _delivered(database, ended_long_ago, "SUCCESS", timedelta(days=2), grain="hour")
+    _delivered(database, ended_long_ago, "SUCCESS", timedelta(days=2), rolled=True)
     _beat(database, "worker@a:1", "ALIVE", now)
     _beat(database, "worker@b:2", "DEAD", now)
     _beat(database, "worker@c:3", "ALIVE", now - timedelta(minutes=2))  # silent: DEAD
@@ -210,3 +223,32 @@ def test_dashboard_code_never_parses_data_as_html() -> None:
         imports |= set(re.findall(r"from '\./([a-z]+\.js)'", path.read_text()))
     assert imports <= {p.name for p in UI_DIR.glob("*.js")}
     assert sum(p.stat().st_size for p in UI_DIR.iterdir()) < 64 * 1024  # the Lambda zip's budget
+
+
+def test_rolling_the_summary_rows_up_changes_no_figure(api: ApiClient, database: Database) -> None:
+    """The housekeeper moves each writer's minute rows into the totals and the all-endpoint
+    series a few minutes after their minute (migration 019), and marks the totals each
+    hour: the dashboard's last hour, its day by status and each endpoint's outcomes read
+    the same before and after, only from fewer rows."""
+    ok, failed, retried, fresh = _executions(api, 4)
+    _delivered(database, ok, "SUCCESS", timedelta(minutes=30))
+    _delivered(database, failed, "FAILED", timedelta(minutes=10))
+    _delivered(database, retried, "RETRYING", timedelta(minutes=5))
+    _delivered(database, fresh, "SUCCESS", timedelta(0))  # this minute: not rolled up
+    before = api.get("/overview").body
+
+    Housekeeper(database, retention_days=0).run_once()
+
+    rows = database.run(
+        "SELECT grain, count(*) AS n FROM delivery_counts GROUP BY grain ORDER BY grain"
+    )
+    assert rows == [
+        {"grain": "minute", "n": 1},  # the fresh one's
+        {"grain": "series", "n": 3},  # a row per minute and outcome
+        {"grain": "total", "n": 2},  # hook's SUCCESS, and FAILED with TIMEOUT (both)
+    ]
+    after = api.get("/overview").body
+    for key in ("last_hour", "executions_by_status", "endpoints"):
+        assert after[key] == before[key], key
+    (endpoint,) = after["endpoints"]
+    assert (endpoint["succeeded"], endpoint["failed"]) == (2, 1)

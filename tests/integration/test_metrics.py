@@ -168,7 +168,8 @@ def test_counters_never_go_down_when_the_housekeeper_folds_old_summary_rows(
     before = scrape(api)
     key = ("te_delivery_attempts_total", (("endpoint", "a"), ("outcome", "SUCCESS")))
     assert before[key] == 3
-    # Two days and more later, the minute rows fold into hour rows, then into the totals.
+    # Days later, the writers' minute rows are rolled up into the totals (and the series,
+    # pruned by then) and the hour's mark of the totals is taken.
     keeper = Housekeeper(
         database,
         retention_days=0,
@@ -177,8 +178,10 @@ def test_counters_never_go_down_when_the_housekeeper_folds_old_summary_rows(
     )
     for _ in range(4):
         keeper.run_once()
-    grains = database.run("SELECT grain, attempts FROM delivery_counts")
+    grains = database.run("SELECT grain, attempts FROM delivery_counts ORDER BY grain")
     assert grains == [{"grain": "total", "attempts": 3}]
+    marks = database.run("SELECT attempts, ended FROM delivery_marks")
+    assert marks == [{"attempts": 3, "ended": 3}]  # the hour's mark of the totals
     after = scrape(api)
     assert after[key] == 3
     finished = ("te_executions_finished_last_minute", (("status", "SUCCESS"),))
@@ -307,15 +310,30 @@ def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Da
             age=age,
         )
     database.execute("UPDATE endpoints SET paused_at = now() WHERE name = :n", n=paused.endpoint)
-    # Two days of hour rows and two hours of minute rows, 20 writers each.
+    # The summary rows as the housekeeper keeps them (migration 019), for 20 endpoints:
+    # three minutes of each of 10 writers' rows not rolled up yet, two hours of series
+    # rows, the totals, and two days of hourly marks.
     database.execute(
         "INSERT INTO delivery_counts (grain, bucket_start, endpoint, outcome, error_type,"
         " writer, attempts, ended, duration_ms, le_10, le_50, le_100, le_250, le_500,"
         " le_1000, le_5000, le_30000)"
-        " SELECT g.grain, date_trunc(g.unit, now()) - s * CAST('1 ' || g.unit AS INTERVAL),"
-        " :endpoint, 'SUCCESS', '', 'w' || w, 1, 1, 5, 1, 1, 1, 1, 1, 1, 1, 1"
-        " FROM (VALUES ('minute', 'minute', 120), ('hour', 'hour', 48)) AS g (grain, unit, n)"
-        " CROSS JOIN LATERAL generate_series(3, g.n) AS s CROSS JOIN generate_series(1, 20) AS w",
+        " SELECT DISTINCT ON (1, 2, 3, 6) g.grain,"
+        " CASE WHEN g.grain = 'total' THEN TIMESTAMPTZ '1970-01-01Z'"
+        "   ELSE date_trunc('minute', now()) - s * INTERVAL '1 minute' END,"
+        " CASE WHEN g.grain = 'series' THEN '' ELSE :endpoint || e END, 'SUCCESS', '',"
+        " CASE WHEN g.grain = 'minute' THEN 'w' || w ELSE 'fold' END,"
+        " 1, 1, 5, 1, 1, 1, 1, 1, 1, 1, 1"
+        " FROM (VALUES ('minute', 2, 10), ('series', 119, 1), ('total', 0, 1))"
+        "   AS g (grain, n, writers)"
+        " CROSS JOIN LATERAL generate_series(0, g.n) AS s"
+        " CROSS JOIN LATERAL generate_series(1, g.writers) AS w"
+        " CROSS JOIN generate_series(1, 20) AS e",
+        endpoint=busy.endpoint,
+    )
+    database.execute(
+        "INSERT INTO delivery_marks (hour, endpoint, outcome, attempts, ended)"
+        " SELECT date_trunc('hour', now()) - h * INTERVAL '1 hour', :endpoint || e,"
+        " 'SUCCESS', 1, 1 FROM generate_series(0, 48) AS h, generate_series(1, 20) AS e",
         endpoint=busy.endpoint,
     )
     database.execute("ANALYZE")
@@ -324,23 +342,26 @@ def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Da
     # The live probes: one index probe per endpoint that is not paused.
     for name in ("metrics_endpoint_lag", "metrics_oldest_due"):
         bounded(database, queries[name], {"now": now}, at_most=10)
-    # Windowed reads: the window's summary rows (at most 2 minutes x 20 writers here), not
-    # the two days (2,300 rows); no execution of the history.
+    # Windowed reads: the window's summary rows, or the summary table whole (the plan's
+    # choice: the housekeeper keeps it to the totals, two hours of series and a few
+    # minutes of writers' rows, 740 rows here), never a mark or an execution.
+    summary = int(database.run("SELECT count(*) AS n FROM delivery_counts")[0]["n"])
     for name in ("metrics_attempts_since", "overview_last_hour", "metrics_ended_since"):
-        bounded(
+        for plan in bounded(
             database,
             queries[name],
             {"since": minute - timedelta(minutes=1), "until": now},
-            at_most=40,
-            tables=("delivery_counts", "executions"),
-        )
-    # A day's health reads most of the summary table, whose size the folds bound (two hours
-    # of minute rows, two days of hour rows): a scan of it is the plan's choice, but no
-    # execution is read.
+            at_most=0,
+            tables=("executions", "delivery_marks"),
+        ):
+            assert plan.read()["delivery_counts"] <= summary, plan
+    # A day's health: one hour's marks, and the totals and the rows not rolled up yet (a
+    # row per endpoint and three minutes of writers: the summary table is what the
+    # housekeeper keeps, so reading it whole is bounded), never two days of marks.
     bounded(
         database,
         queries["overview_endpoint_health"],
         {"since": now - timedelta(hours=24), "until": now},
-        at_most=0,
-        tables=("executions",),
+        at_most=21,
+        tables=("delivery_marks", "executions"),
     )

@@ -104,46 +104,78 @@ WHERE event IN ('cron_ticks_materialized', 'reclaimed')
   AND recorded_at < CAST(:cutoff AS TIMESTAMPTZ)
 
 -- part: housekeeping_fold_batch
--- The oldest :batch summary rows of grain :grain older than :cutoff, in primary key order
--- (deterministic, so the fold's two statements see the same rows in their transaction).
+-- The oldest :batch minute rows older than :cutoff (their minute over long enough ago that
+-- no finalize still adds to them), in primary key order (deterministic, so the roll-up's
+-- two statements see the same rows in their transaction).
 SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
        duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
 FROM delivery_counts
-WHERE grain = :grain AND bucket_start < CAST(:cutoff AS TIMESTAMPTZ)
+WHERE grain = 'minute' AND bucket_start < CAST(:cutoff AS TIMESTAMPTZ)
 ORDER BY grain, bucket_start, endpoint, outcome, error_type, writer
 LIMIT :batch
 
 -- name: housekeeping_fold_counts
--- First statement of a fold (delivery_counts, migration 017): adds the oldest :batch rows
--- of grain :grain older than :cutoff into coarser rows of grain :into ('hour': the hour
--- they fall in; 'total': one row per endpoint, outcome and error type), written only by
--- the housekeeper (writer 'fold'). housekeeping_fold_delete then deletes the same rows in
--- the same transaction (two statements: CockroachDB refuses one that modifies a table
--- twice). At SERIALIZABLE, two schedulers folding at once cannot both count a row: one
--- of them fails (40001) and its retry finds the rows gone. Returns how many were folded.
+-- First statement of a roll-up (delivery_counts, migration 019): adds the oldest :batch
+-- minute rows older than :cutoff into the rows only the housekeeper writes (writer
+-- 'fold'): each (endpoint, outcome, error type)'s 'total', and each minute's 'series' row
+-- per outcome for all endpoints. housekeeping_fold_delete then deletes the same rows in the
+-- same transaction (two statements: CockroachDB refuses one that modifies a table twice).
+-- At SERIALIZABLE, two schedulers rolling up at once cannot both count a row: one of them
+-- fails (40001) and its retry finds the rows gone. Returns how many were rolled up.
 WITH old AS (
 -- include: housekeeping_fold_batch
 ), additions AS (
-    SELECT CAST(:into AS TEXT) AS grain,
-           CASE WHEN CAST(:into AS TEXT) = 'hour' THEN date_trunc('hour', bucket_start)
-                ELSE CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ) END AS bucket_start,
+    SELECT 'total' AS grain, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ) AS bucket_start,
            endpoint, outcome, error_type, 'fold' AS writer,
            sum(attempts) AS attempts, sum(ended) AS ended, sum(duration_ms) AS duration_ms,
            sum(le_10) AS le_10, sum(le_50) AS le_50, sum(le_100) AS le_100,
            sum(le_250) AS le_250, sum(le_500) AS le_500, sum(le_1000) AS le_1000,
            sum(le_5000) AS le_5000, sum(le_30000) AS le_30000
     FROM old
-    GROUP BY 2, endpoint, outcome, error_type
+    GROUP BY endpoint, outcome, error_type
+    UNION ALL
+    SELECT 'series' AS grain, bucket_start, '' AS endpoint, outcome, '' AS error_type,
+           'fold' AS writer,
+           sum(attempts) AS attempts, sum(ended) AS ended, sum(duration_ms) AS duration_ms,
+           sum(le_10) AS le_10, sum(le_50) AS le_50, sum(le_100) AS le_100,
+           sum(le_250) AS le_250, sum(le_500) AS le_500, sum(le_1000) AS le_1000,
+           sum(le_5000) AS le_5000, sum(le_30000) AS le_30000
+    FROM old
+    GROUP BY bucket_start, outcome
 ), folded AS (
 -- include: delivery_counts_add
 )
 SELECT (SELECT count(*) FROM old) AS folded
 
 -- name: housekeeping_fold_delete
--- Second statement of a fold: the rows housekeeping_fold_counts added up.
+-- Second statement of a roll-up: the rows housekeeping_fold_counts added up.
 DELETE FROM delivery_counts
 WHERE (grain, bucket_start, endpoint, outcome, error_type, writer) IN (
     SELECT grain, bucket_start, endpoint, outcome, error_type, writer FROM (
 -- include: housekeeping_fold_batch
     ) AS old
 )
+
+-- name: housekeeping_mark_totals
+-- Once an hour (:hour, the hour's start): each endpoint's totals by outcome as they stand,
+-- the marks a window of a day subtracts (overview_endpoint_health). Written once: a later
+-- pass in the same hour, or a second scheduler, changes nothing. Reads the totals (a row
+-- per endpoint, outcome and error type).
+INSERT INTO delivery_marks (hour, endpoint, outcome, attempts, ended)
+SELECT CAST(:hour AS TIMESTAMPTZ), endpoint, outcome, sum(attempts), sum(ended)
+FROM delivery_counts
+WHERE grain = 'total'
+GROUP BY endpoint, outcome
+ON CONFLICT (hour, endpoint, outcome) DO NOTHING
+
+-- name: housekeeping_prune_series
+-- Series rows older than :cutoff (the dashboard shows the last hour): one range of the
+-- primary key, a pass's worth of minutes.
+DELETE FROM delivery_counts
+WHERE grain = 'series' AND bucket_start < CAST(:cutoff AS TIMESTAMPTZ)
+
+-- name: housekeeping_prune_marks
+-- Marks older than :cutoff (a window subtracts the mark of a day ago): one range of the
+-- primary key, an hour's marks a pass at most.
+DELETE FROM delivery_marks
+WHERE hour < CAST(:cutoff AS TIMESTAMPTZ)

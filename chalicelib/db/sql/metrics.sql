@@ -94,13 +94,13 @@ ORDER BY en.name ASC
 -- table and read sequentially (two days of hour rows with the window's minutes).
 
 -- name: metrics_ended_since
--- Executions that ended since :since, by status: SUCCESS and FAILED from the summary rows
--- the finalize writes (delivery_counts, migration 017: minute rows for the last two hours,
--- hour rows before, two ranges of the primary key), CANCELLED from one range of
+-- Executions that ended in [:since, :until] (the last minute or two), by status: SUCCESS
+-- and FAILED from the writers' minute rows (delivery_counts; the housekeeper rolls a
+-- minute up only minutes after it ends, migration 019), CANCELLED from one range of
 -- idx_executions_cancelled (cancellations end through the API, not the finalize).
 SELECT outcome AS status, COALESCE(sum(ended), 0) AS n
 FROM delivery_counts
-WHERE grain IN ('minute', 'hour') AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
+WHERE grain = 'minute' AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
   AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
 GROUP BY outcome
 UNION ALL
@@ -110,9 +110,9 @@ WHERE status = 'CANCELLED' AND completed_at >= CAST(:since AS TIMESTAMPTZ)
   AND completed_at <= CAST(:until AS TIMESTAMPTZ)
 
 -- name: metrics_attempts_since
--- Delivery attempts finished in the minutes since :since (a range of delivery_counts'
--- minute rows): how many, their total duration and the histogram buckets the quantiles
--- are estimated from.
+-- Delivery attempts finished in the minutes of [:since, :until] (the writers' minute rows,
+-- not yet rolled up): how many, their total duration and the histogram buckets the
+-- quantiles are estimated from.
 SELECT COALESCE(sum(attempts), 0) AS n, COALESCE(sum(duration_ms), 0) AS total_ms,
        COALESCE(sum(le_10), 0) AS le_10, COALESCE(sum(le_50), 0) AS le_50,
        COALESCE(sum(le_100), 0) AS le_100, COALESCE(sum(le_250), 0) AS le_250,
@@ -124,11 +124,13 @@ WHERE grain = 'minute' AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
 
 -- name: metrics_delivery_totals
 -- Every delivery attempt ever recorded (since migration 017), by endpoint, outcome and
--- error type, and the executions those attempts ended: the monotonic counters. Sums every
--- summary row: two hours of minute rows, two days of hour rows and one total row per key,
--- so the read follows the traffic's shape (endpoints, workers, error types), not history.
+-- error type, and the executions those attempts ended: the monotonic counters. The
+-- housekeeper's 'total' rows plus the writers' minute rows not rolled up yet (a roll-up
+-- moves a row from one to the other in one transaction, so nothing is counted twice or
+-- lost): a row per key and a few minutes of rows, whatever the history.
 SELECT endpoint, outcome, error_type, sum(attempts) AS attempts, sum(ended) AS ended
 FROM delivery_counts
+WHERE grain IN ('total', 'minute')
 GROUP BY endpoint, outcome, error_type
 ORDER BY endpoint, outcome, error_type
 

@@ -1,19 +1,21 @@
 -- The operator's overview (GET /overview, the dashboard's first view): read-only
 -- aggregates, each one statement, all read in one transaction so the numbers agree. The
 -- counts by status and the oldest due execution are metrics.sql's statements; what was
--- delivered comes from the summary rows the finalize writes (delivery_counts), never from
--- counting attempts.
+-- delivered comes from the summary rows (delivery_counts, migrations 017 and 019): the
+-- housekeeper's roll-ups plus the few minutes of each writer's rows not rolled up yet,
+-- never from counting attempts, and never a row per minute of the window per endpoint.
 
 -- name: overview_last_hour
--- Attempts finished per minute since :since, by outcome (a delivery is one attempt): a
--- range of delivery_counts' minute rows (migration 017), summed over endpoints and
--- writers; the API gets 60 rows. sum(CASE ...) instead of FILTER: the subset PostgreSQL
--- and CockroachDB both accept.
+-- Attempts finished per minute in [:since, :until], by outcome (a delivery is one
+-- attempt): the 'series' rows of the minutes rolled up (one per minute and outcome, all
+-- endpoints together) and the writers' minute rows of those not rolled up yet (the last
+-- few), two ranges of the primary key; the API gets 60 rows. sum(CASE ...) instead of
+-- FILTER: the subset PostgreSQL and CockroachDB both accept.
 SELECT bucket_start AS minute,
        sum(CASE WHEN outcome = 'SUCCESS' THEN attempts ELSE 0 END) AS succeeded,
        sum(CASE WHEN outcome = 'FAILED' THEN attempts ELSE 0 END) AS failed
 FROM delivery_counts
-WHERE grain = 'minute' AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
+WHERE grain IN ('series', 'minute') AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
   AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
 GROUP BY bucket_start
 
@@ -28,16 +30,36 @@ ORDER BY component ASC
 LIMIT 100
 
 -- name: overview_endpoint_health
--- Per endpoint, the executions that ended since :since (the health window, a day) by
--- outcome: the summary rows the finalize adds to (delivery_counts: minute rows for the last
--- two hours, hour rows before; two ranges of the primary key). With the live counts of
--- metrics_queue_depth, an endpoint's health (chalicelib/domain/health.py), read at a cost
--- that follows the number of endpoints and workers, never the day's traffic.
+-- Per endpoint, the executions that ended in the last day by outcome: its totals now,
+-- less the last hourly mark of its totals at or before :since (delivery_marks; the window
+-- is then 24 to 25 hours; none in the two hours before :since, as in a deployment younger
+-- than a day: all of them), plus its writers' minute rows not rolled up yet. A row per endpoint, outcome and error type and a few minutes of writers' rows,
+-- whatever the day's traffic; endpoints with nothing in the window are left out. With the live counts of metrics_queue_depth,
+-- an endpoint's health (chalicelib/domain/health.py); summed, the overview's day of
+-- SUCCESS and FAILED.
+WITH mark AS (
+    SELECT max(hour) AS at
+    FROM delivery_marks
+    WHERE hour >= CAST(:since AS TIMESTAMPTZ) - INTERVAL '2 hours'
+      AND hour <= CAST(:since AS TIMESTAMPTZ)
+), counted AS (
+    SELECT endpoint, outcome, ended FROM delivery_counts WHERE grain IN ('total', 'minute')
+    UNION ALL
+    SELECT endpoint, outcome, -ended FROM delivery_marks WHERE hour = (SELECT at FROM mark)
+)
 SELECT endpoint,
        sum(CASE WHEN outcome = 'SUCCESS' THEN ended ELSE 0 END) AS succeeded,
        sum(CASE WHEN outcome = 'FAILED' THEN ended ELSE 0 END) AS failed
-FROM delivery_counts
-WHERE grain IN ('minute', 'hour') AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
-  AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
+FROM counted
 GROUP BY endpoint
+HAVING sum(ended) <> 0
 ORDER BY endpoint ASC
+
+-- name: overview_cancelled_since
+-- Executions cancelled in [:since, :until]: one range of idx_executions_cancelled
+-- (cancellations end through the API, not the finalize, so no summary row counts them).
+SELECT count(*) AS n
+FROM executions
+WHERE status = 'CANCELLED' AND completed_at >= CAST(:since AS TIMESTAMPTZ)
+  AND completed_at <= CAST(:until AS TIMESTAMPTZ)
+
