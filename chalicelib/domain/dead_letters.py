@@ -40,11 +40,6 @@ class ExecutionFilter:
     until: datetime | None = None  #: created_at < until
     error_type: str | None = None  #: the last attempt's error type
 
-    @property
-    def is_dead_letters_of_endpoint(self) -> bool:
-        """FAILED executions of one endpoint: the view its own partial index serves."""
-        return self.statuses == (ExecutionStatus.FAILED.value,) and self.endpoint is not None
-
     def params(self) -> dict[str, Any]:
         return {
             "statuses": list(self.statuses),

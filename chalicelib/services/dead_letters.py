@@ -148,8 +148,8 @@ def list_query(filters: ExecutionFilter, page: PageRequest) -> tuple[Query, dict
     params = {**filters.params(), **page.params()}
     if filters.error_type is not None:
         params["statuses"] = [s for s in params["statuses"] if s not in _NO_ERROR]
-    if filters.is_dead_letters_of_endpoint:  # one range of idx_executions_failed_by_endpoint
-        return shaped(queries["dead_letters_list_failed_of_endpoint"], params)
+    if filters.endpoint is not None:  # ranges of idx_executions_by_endpoint
+        return shaped(queries["dead_letters_list_of_endpoint"], params)
     return shaped(queries["dead_letters_list"], params)
 
 

@@ -34,6 +34,15 @@
     ORDER BY e.created_at DESC, e.execution_id DESC
     LIMIT :limit_plus_one
 
+-- part: dead_letters_list_running
+-- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- idx_executions_running, filtered and cut to a page.
+(
+-- include: dead_letters_list_rows
+    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+)
+
 -- name: dead_letters_list
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
@@ -43,7 +52,7 @@
 -- the first page and stop, whatever the history or the backlog. RUNNING rows are
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
--- in a generic plan as in a custom one). The endpoint is checked on the rows read.
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
 SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
        p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
        p.duration_ms, p.created_at, p.error
@@ -60,11 +69,7 @@ UNION ALL
 -- include: dead_letters_list_filters
 )
 UNION ALL
-(
--- include: dead_letters_list_rows
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- include: dead_letters_list_filters
-)
+-- include: dead_letters_list_running
 UNION ALL
 (
 -- include: dead_letters_list_rows
@@ -93,15 +98,37 @@ UNION ALL
 ORDER BY p.created_at DESC, p.execution_id DESC
 LIMIT :limit_plus_one
 
--- name: dead_letters_list_failed_of_endpoint
--- GET /executions?status=FAILED&endpoint=NAME, the dead letters of one endpoint: the same
--- rows and filters as dead_letters_list, on the range of idx_executions_failed_by_endpoint
--- (the literal status matches its partial predicate), so the endpoint's dead letters are
--- read in order without passing over other endpoints' ones.
+-- name: dead_letters_list_of_endpoint
+-- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list, each status asked for (:statuses) one range of
+-- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
+-- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
+-- rows are few (what the workers hold), read on idx_executions_running. The statuses come
+-- from unnest, and the literal list beside them is the index's predicate and no other's:
+-- the status partial indexes (idx_executions_waiting, idx_executions_ended,
+-- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
+-- endpoint from its whole history would walk one of them filtering everyone else's rows
+-- out (a plan test with an endpoint of one execution caught it).
+SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+       newest.created_at, newest.error
+FROM (
+    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+           x.completed_at, x.duration_ms, x.created_at, x.error
+    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+    CROSS JOIN LATERAL (
 -- include: dead_letters_list_rows
-    WHERE e.status = 'FAILED'
-      AND e.endpoint = :endpoint
+    WHERE e.status = st.status
+      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'SUCCESS', 'FAILED', 'CANCELLED')
 -- include: dead_letters_list_filters
+    ) AS x
+    UNION ALL
+-- include: dead_letters_list_running
+) AS newest
+ORDER BY newest.created_at DESC, newest.execution_id DESC
+LIMIT :limit_plus_one
 
 -- part: dead_letters_requeue
 -- The requeue shared by retry and redrive: QUEUED and due now (a worker claims it on its
@@ -161,8 +188,8 @@ SELECT name FROM endpoints WHERE name = :name AND deleted_at IS NULL
 -- The dead letters a redrive moves: the endpoint's FAILED executions created in
 -- [since, until) whose last attempt failed with :error_type (any type when NULL; the
 -- type is the row's last_error_type, the one GET /executions filters on). The
--- literal status matches idx_executions_failed_by_endpoint's predicate, so the range is
--- read on that partial index.
+-- endpoint and the literal status are the first keys of idx_executions_by_endpoint, so
+-- the endpoint's dead letters are one range of it.
     FROM executions AS x
     WHERE x.endpoint = :endpoint
       AND x.status = 'FAILED'
@@ -172,8 +199,8 @@ SELECT name FROM endpoints WHERE name = :name AND deleted_at IS NULL
 
 -- name: dead_letters_redrive_batch
 -- POST /endpoints/{name}/redrive, one batch (one transaction): the endpoint's next :batch
--- dead letters of dead_letters_redrive_match, requeued. picked walks
--- idx_executions_failed_by_endpoint newest first and stops at :batch; the UPDATE re-checks
+-- dead letters of dead_letters_redrive_match, requeued. picked walks the endpoint's
+-- (endpoint, 'FAILED') range of idx_executions_by_endpoint newest first and stops at :batch; the UPDATE re-checks
 -- the source statuses, so a row another redrive or retry moved meanwhile is left alone. Idempotent by construction:
 -- it only moves FAILED rows, so a second call over the same range finds none (unless some
 -- failed again since). No cursor is needed between batches: moved rows leave the index.

@@ -103,7 +103,13 @@ WHERE job_id = ANY(CAST(:job_ids AS TEXT[]))
 -- page; for "=" it expects a handful and sorts the whole table instead. CRON is written
 -- as a literal: the planner then knows cron jobs are few (they are definitions) and reads
 -- them on idx_jobs_cron, where a generic "trigger_type = $1" would walk the history of
--- one-shot jobs looking for them. ACTIVE has its own statements (jobs_list_active*).
+-- one-shot jobs looking for them. One endpoint is a range of idx_jobs_endpoint's key
+-- (endpoint, created_at) from (name, 1970) to (name, 9999), in that order (one endpoint:
+-- the same order): written "endpoint = :endpoint", the planner drops the endpoint from
+-- the order, and a generic plan that guesses the endpoint holds a third of the jobs may
+-- walk idx_jobs_created filtering every other endpoint's out (a plan test with an
+-- endpoint of one job caught it); created_at <= :after_ts bounds that range at the cursor
+-- (the index does not hold job_id). ACTIVE has its own statements (jobs_list_active*).
 SELECT s.job_id, s.endpoint, s.endpoint_type, s.trigger_type, s.status, s.version,
        s.previous_version_id, s.replaced_by_id, s.idempotency_key, s.input, s.run_at,
        s.cron_expression, s.cron_timezone, s.cron_starts_at, s.cron_ends_at,
@@ -111,12 +117,16 @@ SELECT s.job_id, s.endpoint, s.endpoint_type, s.trigger_type, s.status, s.versio
        s.on_success, s.on_failure, s.parent_execution_id, s.paused_at, s.schedule_error
 FROM job_states AS s
 WHERE TRUE
-  AND s.endpoint = :endpoint                                    -- if endpoint
+  AND (s.endpoint, s.created_at) >= (:endpoint, TIMESTAMPTZ '1970-01-01 00:00:00+00') -- if endpoint
+  AND (s.endpoint, s.created_at) <= (:endpoint, TIMESTAMPTZ '9999-12-31 00:00:00+00') -- if endpoint
   AND s.trigger_type = :trigger_type                            -- if trigger_type
   AND s.trigger_type = 'CRON'                                   -- if cron
   AND s.status <> 'ACTIVE'                                      -- if retired
+  AND s.created_at <= :after_ts                                 -- if after_ts
   AND (s.created_at, s.job_id) < (:after_ts, :after_id)         -- if after_ts
-ORDER BY s.created_at DESC, s.job_id DESC
+ORDER BY
+    s.endpoint ASC,                                             -- if endpoint
+    s.created_at DESC, s.job_id DESC
 LIMIT :limit_plus_one
 
 -- name: jobs_list_active
@@ -133,8 +143,11 @@ LIMIT :limit_plus_one
 --   literal IN list lets the partial index serve "status = statuses.status"; an IMMEDIATE
 --   job's execution is never PENDING, so the service leaves PENDING out for it;
 --   created_at <= :after_ts bounds the range at the cursor (the row comparison is on
---   job_id, which the index does not hold). The trigger and endpoint are checked on the
---   rows read: their share of the live rows sets how far a page reads.
+--   job_id, which the index does not hold). One endpoint's are a range of
+--   idx_executions_by_endpoint's key (endpoint, status, created_at) instead (migration
+--   020; written as a range, which only that index serves, since the planner estimates
+--   "endpoint = :endpoint" from the endpoint's history). The trigger is checked on the rows
+--   read: its share of the live rows sets how far a page reads.
 -- running: one-shot jobs whose execution runs: few (what the workers hold), read whole on
 --   idx_executions_running and sorted. MATERIALIZED: planned alone, the running rows are
 --   read on their index; planned under the page's LIMIT, the planner could prefer a
@@ -181,10 +194,13 @@ FROM (
               AND x.status IN ('PENDING', 'QUEUED', 'RETRYING')
               AND j.trigger_type <> 'CRON'
               AND j.trigger_type = :trigger_type                        -- if trigger_type
-              AND x.endpoint = :endpoint                                -- if endpoint
+              AND (x.endpoint, x.status, x.created_at) >= (:endpoint, statuses.status, TIMESTAMPTZ '1970-01-01 00:00:00+00') -- if endpoint
+              AND (x.endpoint, x.status, x.created_at) <= (:endpoint, statuses.status, TIMESTAMPTZ '9999-12-31 00:00:00+00') -- if endpoint
               AND x.created_at <= :after_ts                             -- if after_ts
               AND (x.created_at, x.job_id) < (:after_ts, :after_id)     -- if after_ts
-            ORDER BY x.created_at DESC, x.job_id DESC
+            ORDER BY
+                x.endpoint ASC, x.status ASC,                           -- if endpoint
+                x.created_at DESC, x.job_id DESC
             LIMIT :limit_plus_one
         ) AS waiting
         UNION ALL
