@@ -520,7 +520,7 @@ def probe(spec: str) -> None:
     from chalice.test import Client
 
     import app as app_module
-    from chalicelib import wiring
+    from chalicelib.wiring.process import ProcessRoot
 
     t = json.loads(spec)
     measure = _timer(t["warmup"], t["repeat"])
@@ -537,7 +537,7 @@ def probe(spec: str) -> None:
 
             out[name] = measure(call)
             _say(f"scale {t['size']}: {name}: {out[name]}")
-    out["claim statement (rolled back)"] = measure(_claim_call(wiring.database("worker")))
+    out["claim statement (rolled back)"] = measure(_claim_call(ProcessRoot().database("worker")))
     _say(f"scale {t['size']}: claim: {out['claim statement (rolled back)']}")
     print(json.dumps(out))
 
@@ -569,23 +569,24 @@ def _claim_call(db: Any) -> Any:
 
 def loops(spec: str) -> None:
     """One pass of each background loop, timed like the routes; print one JSON line."""
-    from chalicelib import wiring
     from chalicelib.domain.clock import utcnow
     from chalicelib.domain.regions import ALL_REGIONS
+    from chalicelib.scheduler.loops import build_loop
     from chalicelib.scheduler.names import (
         CRON_MATERIALIZER,
         DELAYED_PROMOTER,
         HOUSEKEEPER,
         STUCK_RECLAIMER,
     )
-    from chalicelib.scheduler.service import build_loop
+    from chalicelib.wiring.process import ProcessRoot
 
     t = json.loads(spec)
     measure = _timer(t["warmup"], t["repeat"])
-    db = wiring.database("scheduler")
+    process = ProcessRoot()
+    db = process.database("scheduler")
     out: dict[str, Any] = {}
     for name in (CRON_MATERIALIZER, DELAYED_PROMOTER, STUCK_RECLAIMER, HOUSEKEEPER):
-        loop = build_loop(name, wiring.settings(), db, utcnow, lambda: ALL_REGIONS)
+        loop = build_loop(name, process.settings, db, utcnow, lambda: ALL_REGIONS)
         out[f"loop pass: {name}"] = measure(loop.iteration)
         _say(f"scale {t['size']}: loop {name}: {out[f'loop pass: {name}']}")
     print(json.dumps(out))
