@@ -10,7 +10,7 @@ minute): every loop is idempotent, and the worker's claims are leased.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chalice import Blueprint
 from chalice.app import CloudWatchEvent
@@ -24,6 +24,9 @@ from chalicelib.scheduler.names import (
 )
 from chalicelib.wiring.process import ProcessRoot
 
+if TYPE_CHECKING:
+    from chalicelib.wiring.worker import LambdaWorker
+
 bp = Blueprint(__name__)
 
 
@@ -32,7 +35,7 @@ class LambdaRoot:
 
     def __init__(self, process: ProcessRoot | None = None) -> None:
         self.process = process or ProcessRoot()
-        self._worker: Any = None
+        self._worker: LambdaWorker | None = None
 
     def run_worker(self, context: Any) -> dict[str, Any]:
         if self._worker is None:
@@ -41,11 +44,10 @@ class LambdaRoot:
             from chalicelib.wiring.worker import LambdaWorker
 
             self._worker = LambdaWorker(self.process)
-        result: dict[str, Any] = self._worker.invoke(context)
-        return result
+        return self._worker.invoke(context)
 
     def run_loop(self, loop: str, context: Any, beside: tuple[str, ...] = ()) -> dict[str, Any]:
-        from chalicelib.wiring import scheduler
+        from chalicelib.wiring import scheduler  # on first use, as the worker above
 
         return scheduler.invoke(self.process, loop, context, beside=beside)
 
