@@ -23,9 +23,10 @@ from typing import Any
 
 
 def serve_api(host: str, port: int) -> None:
-    from chalicelib.local import make_api_server
+    from chalicelib.local_server import make_api_server
+    from chalicelib.wiring.app import build_app
 
-    server = make_api_server(host, port)
+    server = make_api_server(build_app(), host, port)
 
     def stop(*_: Any) -> None:
         # shutdown() from the thread running serve_forever() would deadlock: leave instead.
@@ -85,10 +86,10 @@ def _claim_query() -> tuple[str, str]:
 
 
 def scale_probe(job_id: str, repeat: int) -> None:
-    from chalicelib import wiring
+    from chalicelib.wiring.process import ProcessRoot
 
     name, claim = _claim_query()
-    db = wiring.database("worker")
+    db = ProcessRoot().database("worker")
     from chalicelib.worker.claims import ClaimLimits
 
     # As a worker with 50 free slots claims: the default lease and per-endpoint share.

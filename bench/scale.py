@@ -569,12 +569,13 @@ def probe(spec: str) -> None:
     from chalice.test import Client
 
     import app as app_module
-    from chalicelib import wiring
+    from chalicelib.wiring.process import ProcessRoot
 
     t = json.loads(spec)
     measure = _timer(t["warmup"], t["repeat"])
     headers = {"Authorization": f"Bearer {os.environ['TE_BOOTSTRAP_API_KEY']}"}
-    _settle(wiring.database("scheduler"), t["size"])
+    process = ProcessRoot()
+    _settle(process.database("scheduler"), t["size"])
     out: dict[str, Any] = {}
     with Client(app_module.app) as client:
         for name, path in api_calls(t).items():
@@ -587,7 +588,7 @@ def probe(spec: str) -> None:
 
             out[name] = measure(call)
             _say(f"scale {t['size']}: {name}: {out[name]}")
-    out["claim statement (rolled back)"] = measure(_claim_call(wiring.database("worker")))
+    out["claim statement (rolled back)"] = measure(_claim_call(process.database("worker")))
     _say(f"scale {t['size']}: claim: {out['claim statement (rolled back)']}")
     print(json.dumps(out))
 
@@ -641,10 +642,10 @@ def _claim_call(db: Any) -> Any:
 
 def loops(spec: str) -> None:
     """One pass of each background loop, timed like the routes; print one JSON line."""
-    from chalicelib import wiring
     from chalicelib.domain.clock import utcnow
     from chalicelib.domain.regions import ALL_REGIONS
     from chalicelib.scheduler.housekeeper import Housekeeper
+    from chalicelib.scheduler.loops import build_loop
     from chalicelib.scheduler.names import (
         CRON_MATERIALIZER,
         DELAYED_PROMOTER,
@@ -652,15 +653,16 @@ def loops(spec: str) -> None:
         STUCK_RECLAIMER,
     )
     from chalicelib.scheduler.promoter import recount_live
-    from chalicelib.scheduler.service import build_loop
+    from chalicelib.wiring.process import ProcessRoot
 
     t = json.loads(spec)
     measure = _timer(t["warmup"], t["repeat"])
-    db = wiring.database("scheduler")
+    process = ProcessRoot()
+    db = process.database("scheduler")
     out: dict[str, Any] = {}
     _settle(db, t["size"])
     for name in (CRON_MATERIALIZER, DELAYED_PROMOTER, STUCK_RECLAIMER, HOUSEKEEPER):
-        loop = build_loop(name, wiring.settings(), db, utcnow, lambda: ALL_REGIONS)
+        loop = build_loop(name, process.settings, db, utcnow, lambda: ALL_REGIONS)
         out[f"loop pass: {name}"] = measure(loop.iteration)
         _say(f"scale {t['size']}: loop {name}: {out[f'loop pass: {name}']}")
     # The housekeeper above purges a full page of expired history on every pass where the

@@ -205,9 +205,8 @@ class FramedRequestHandler(BaseHTTPRequestHandler):
         return self._framing_ok() and super().handle_expect_100()
 
     def body_limit(self) -> int:
-        from chalicelib.settings import get_settings
-
-        return get_settings().max_body_bytes
+        """The largest body accepted (the API's ``TE_MAX_BODY_BYTES``): subclasses say."""
+        raise NotImplementedError
 
     def _framing_ok(self) -> bool:
         if self._length != -1:

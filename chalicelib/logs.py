@@ -61,7 +61,8 @@ def configure_logging(fmt: str, level: str) -> None:
     """Install one stderr handler on the root logger (idempotent).
 
     ``fmt`` is ``json`` or ``text``, ``level`` a level name: entry points pass
-    ``TE_LOG_FORMAT`` and ``TE_LOG_LEVEL`` through :func:`chalicelib.wiring.configure_logging`
+    ``TE_LOG_FORMAT`` and ``TE_LOG_LEVEL`` through the composition root
+    (:meth:`chalicelib.wiring.process.ProcessRoot.configure_logging`)
     (this module reads no settings, so every layer may log).
     """
     root = logging.getLogger()

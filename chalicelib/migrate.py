@@ -2,7 +2,8 @@
 operator's bootstrap of the first API key.
 
 The command line over :func:`chalicelib.db.migrate.migrate`. It lives beside the other entry
-points, not in ``db/``: it resolves the database through :mod:`chalicelib.wiring`
+points, not in ``db/``: it resolves the database through the composition root's
+:class:`~chalicelib.wiring.process.ProcessRoot`
 (``TE_DATABASE_URL``, its Secrets Manager ARN, or in local mode the embedded database),
 and ``db/`` knows neither wiring nor settings. (``python -m chalicelib.db.migrate`` runs
 this same command.)
@@ -39,12 +40,13 @@ def main(argv: list[str] | None = None) -> int:
         "database has no active admin key (a fresh database's first key)",
     )
     args = parser.parse_args(argv)
-    from chalicelib import wiring
     from chalicelib.db.connection import Database
     from chalicelib.db.migrate import migrate
+    from chalicelib.wiring.process import ProcessRoot
 
-    wiring.configure_logging()
-    db = Database.from_url(args.database_url) if args.database_url else wiring.database("cli")
+    process = ProcessRoot()
+    process.configure_logging()
+    db = Database.from_url(args.database_url) if args.database_url else process.database("cli")
     applied = migrate(db)
     print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none pending'}")
     if args.first_admin_key is None:

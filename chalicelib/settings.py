@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -195,14 +194,3 @@ def decode_key(raw: str, name: str) -> bytes:
     if len(key) != 32:
         raise ConfigurationError(f"{name} must decode to 32 bytes, got {len(key)}")
     return key
-
-
-@functools.lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    """The process-wide settings, read once on first use."""
-    return load_settings()
-
-
-def reset_settings_cache() -> None:
-    """Forget the cached settings (tests and the local runner change the environment)."""
-    get_settings.cache_clear()

@@ -53,15 +53,31 @@ def pytest_configure(config: pytest.Config) -> None:
 ENCRYPTION_KEY = base64.b64encode(bytes(range(32))).decode()
 
 
-def reset_process_state() -> None:
-    """Forget every per-process cache that depends on settings."""
-    from chalicelib import wiring
-    from chalicelib.api import reset_guards
-    from chalicelib.settings import reset_settings_cache
+class Roots:
+    """The process roots one test builds: one per process it pretends to be (a restart
+    after the environment changed is a new root); every pool is closed at the end."""
 
-    reset_settings_cache()
-    wiring.reset()
-    reset_guards()
+    def __init__(self) -> None:
+        from chalicelib.wiring.process import ProcessRoot
+
+        self.built: list[ProcessRoot] = []
+
+    def new(self) -> Any:
+        """A new process: settings, pools and keys read afresh from the environment."""
+        from chalicelib.wiring.process import ProcessRoot
+
+        root = ProcessRoot()
+        self.built.append(root)
+        return root
+
+    @property
+    def current(self) -> Any:
+        """The latest process (the first one is built on first use)."""
+        return self.built[-1] if self.built else self.new()
+
+    def close(self) -> None:
+        for root in self.built:
+            root.close()
 
 
 @pytest.fixture
@@ -86,9 +102,15 @@ def app_env(
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    reset_process_state()
     yield env
-    reset_process_state()
+
+
+@pytest.fixture
+def roots(app_env: dict[str, str]) -> Iterator[Roots]:
+    """This test's processes (:class:`Roots`), over :func:`app_env`'s environment."""
+    built = Roots()
+    yield built
+    built.close()
 
 
 @dataclass
@@ -107,9 +129,19 @@ class Reply:
 class ApiClient:
     """The app through ``chalice.test.Client`` (the same path as API Gateway events)."""
 
-    def __init__(self, client: Any, key: str | None = BOOTSTRAP_KEY) -> None:
+    def __init__(
+        self, client: Any, key: str | None = BOOTSTRAP_KEY, *, app: Any = None, roots: Any = None
+    ) -> None:
         self._client = client
         self.key = key
+        self.app = app
+        self._roots = roots
+
+    def restart(self) -> None:
+        """A new API process (the environment changed): the app serves from a new root."""
+        from chalicelib.wiring.api import ApiRoot
+
+        self.app.use(ApiRoot(self._roots.new()))
 
     def request(
         self,
@@ -150,13 +182,33 @@ class ApiClient:
 
 
 @pytest.fixture
-def api(app_env: dict[str, str]) -> Iterator[ApiClient]:
+def lambda_root(app_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A new Lambda container for the scheduled functions (``chalicelib.wiring.lambdas``)."""
+    from chalicelib.wiring import lambdas
+
+    root = lambdas.LambdaRoot()
+    monkeypatch.setattr(lambdas, "root", root)
+    yield root
+    root.close()
+
+
+@pytest.fixture
+def chalice_app(roots: Roots) -> Any:
+    """``app.py``'s app (one per process: Chalice registers a blueprint once), serving from
+    this test's current process root."""
+    import app as app_module
+    from chalicelib.wiring.api import ApiRoot
+
+    app_module.app.use(ApiRoot(roots.current))
+    return app_module.app
+
+
+@pytest.fixture
+def api(chalice_app: Any, roots: Roots) -> Iterator[ApiClient]:
     from chalice.test import Client
 
-    import app as app_module
-
-    with Client(app_module.app) as client:
-        yield ApiClient(client)
+    with Client(chalice_app) as client:
+        yield ApiClient(client, app=chalice_app, roots=roots)
 
 
 #: The process environment as the session started with it (an ``os._Environ``).

@@ -15,9 +15,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from chalice import Chalice, Response
+from chalice import Response
 from chalice.app import Request
 
+from chalicelib.api.auth import authorize
+from chalicelib.api.context import ApiApp, ApiContext
 from chalicelib.api.http import contains_nul, error_body, error_response, new_request_id
 from chalicelib.errors import (
     InvalidRequest,
@@ -34,33 +36,6 @@ log = logging.getLogger(__name__)
 PUBLIC_ROUTES = frozenset(
     {("GET", "/openapi.json"), ("GET", "/health"), ("GET", "/ui"), ("GET", "/ui/{name}")}
 )
-
-_guards: dict[str, Any] = {}
-
-
-def _authenticator() -> Any:
-    """The process's Authenticator and RateLimiter, built on first request."""
-    if "auth" not in _guards:
-        from chalicelib import services, wiring
-        from chalicelib.api.auth import Authenticator, RateLimiter
-        from chalicelib.domain.api_keys import Scope
-
-        def lookup(digest: bytes) -> Scope | None:
-            return services.api_key_service().scope_of(digest)
-
-        settings = wiring.settings()
-        _guards["auth"] = Authenticator(
-            lookup=lookup,
-            bootstrap_key=wiring.bootstrap_api_key(),
-            cache_ttl_sec=settings.api_key_cache_ttl_sec,
-        )
-        _guards["limiter"] = RateLimiter(rate=settings.rate_limit_per_sec)
-    return _guards["auth"], _guards["limiter"]
-
-
-def reset_guards() -> None:
-    """Forget cached authenticator/limiter (tests that change settings)."""
-    _guards.clear()
 
 
 def _native_error_to_envelope(response: Response, request_id: str) -> Response:
@@ -87,30 +62,29 @@ def _native_error_to_envelope(response: Response, request_id: str) -> Response:
     return converted
 
 
-def _guard(request: Request) -> None:
-    from chalicelib.settings import get_settings
-
+def _guard(request: Request, context: ApiContext) -> None:
     route = (request.method, request.context.get("resourcePath", ""))
     params = list((request.query_params or {}).values()) + list((request.uri_params or {}).values())
     if contains_nul(params):
         raise InvalidRequest("Query and path parameters must not contain NUL (%00).")
     raw = request.raw_body if request.method in ("POST", "PUT", "PATCH") else b""
-    if raw and len(raw) > get_settings().max_body_bytes:
-        raise PayloadTooLarge(f"Request body exceeds {get_settings().max_body_bytes} bytes.")
+    if raw and len(raw) > context.max_body_bytes:
+        raise PayloadTooLarge(f"Request body exceeds {context.max_body_bytes} bytes.")
     if route in PUBLIC_ROUTES:
         return
-    from chalicelib.api.auth import authorize
-
-    authenticator, limiter = _authenticator()
+    authenticator, limiter = context.guards()
     principal = authenticator.authenticate(request.headers.get("authorization"))
     limiter.check(principal.key_hash)
     authorize(principal, *route)
 
 
-def envelope_middleware(request: Request, get_response: Callable[[Request], Response]) -> Any:
+def envelope_middleware(
+    app: ApiApp, request: Request, get_response: Callable[[Request], Response]
+) -> Any:
+    """Request id, guards (:func:`_guard`) and the error envelope around every request."""
     request_id = new_request_id()
     try:
-        _guard(request)
+        _guard(request, app.context)
         response = get_response(request)
     except TaskExecutorError as exc:
         response = error_response(exc)
@@ -128,7 +102,7 @@ def envelope_middleware(request: Request, get_response: Callable[[Request], Resp
     return response
 
 
-def register_api(app: Chalice) -> None:
+def register_api(app: ApiApp) -> None:
     """Attach the middleware and every resource blueprint to ``app``."""
     from chalicelib.api import (
         batches,
@@ -146,7 +120,10 @@ def register_api(app: Chalice) -> None:
         ui,
     )
 
-    app.register_middleware(envelope_middleware, "http")
+    def middleware(request: Request, get_response: Callable[[Request], Response]) -> Any:
+        return envelope_middleware(app, request, get_response)
+
+    app.register_middleware(middleware, "http")
     modules = (payload_specs, configs, secrets, endpoints, jobs, batches, executions, meta)
     for module in (*modules, metrics, overview, ui, keys):
         app.register_blueprint(module.resource.blueprint)

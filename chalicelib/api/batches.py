@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib import services
 from chalicelib.api.http import Resource, shown
 from chalicelib.api.jobs import render_job
 from chalicelib.api.pagination import page_response, parse_page
@@ -39,14 +38,14 @@ def render_batch(batch: Batch) -> dict[str, Any]:
 @resource.route("/jobs/batch", methods=["POST"])
 def create_batch() -> dict[str, Any]:
     """Up to 1,000 job requests in one transaction; per-item status, in order."""
-    result = services.batch_service().create(resource.json_body())
+    result = resource.services.batch_service().create(resource.json_body())
     return {"batch_id": result.batch_id, "items": [render_item(o) for o in result.items]}
 
 
 @resource.route("/batches/{batch_id}", methods=["GET"])
 def get_batch(batch_id: str) -> dict[str, Any]:
     """Total, counts by execution status, RUNNING or COMPLETED (with completed_at)."""
-    return render_batch(services.batch_service().get(batch_id))
+    return render_batch(resource.services.batch_service().get(batch_id))
 
 
 @resource.route("/batches/{batch_id}/jobs", methods=["GET"])
@@ -55,14 +54,14 @@ def list_batch_jobs(batch_id: str) -> dict[str, Any]:
     params: Mapping[str, str] = resource.request.query_params or {}
     page = parse_page(params)
     status = parse_execution_status(params.get("status"))
-    views = services.batch_service().jobs_page(batch_id, status, page)
+    views = resource.services.batch_service().jobs_page(batch_id, status, page)
     return page_response(views, page, render=render_job, id_field="job_id")
 
 
 @resource.route("/batches/{batch_id}/cancel", methods=["POST"])
 def cancel_batch(batch_id: str) -> dict[str, Any]:
     """Cancel every cancellable child in one transaction; says how many."""
-    result = services.batch_service().cancel(batch_id)
+    result = resource.services.batch_service().cancel(batch_id)
     return {
         "cancelled": result.cancelled,
         "retired": result.retired,

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib import services
 from chalicelib.api import crud
 from chalicelib.api.http import Resource, expect_type
 
@@ -23,4 +22,6 @@ def _values(body: Mapping[str, Any]) -> Any:
     return expect_type(body, "values", dict)
 
 
-crud.value_routes(resource, "/configs", "values", services.config_service, _values)
+crud.value_routes(
+    resource, "/configs", "values", lambda: resource.services.config_service(), _values
+)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib import services
 from chalicelib.api.executions import EXECUTION_FIELDS, render_execution_detail
 from chalicelib.api.http import Resource, shown
 from chalicelib.api.pagination import page_response, parse_page
@@ -33,14 +32,14 @@ def list_executions() -> dict[str, Any]:
     params: Mapping[str, str] = resource.request.query_params or {}
     page = parse_page(params)
     filters = parse_execution_filter(params)
-    listed = services.dead_letter_service().list(filters, page)
+    listed = resource.services.dead_letter_service().list(filters, page)
     return page_response(listed, page, render=render_listed, id_field="execution_id")
 
 
 @resource.route("/executions/{execution_id}/retry", methods=["POST"])
 def retry_execution(execution_id: str) -> dict[str, Any]:
     """A FAILED execution QUEUED again with a new attempt budget (numbering continues)."""
-    return render_execution_detail(services.dead_letter_service().retry(execution_id))
+    return render_execution_detail(resource.services.dead_letter_service().retry(execution_id))
 
 
 @resource.route("/endpoints/{name}/redrive", methods=["POST"])
@@ -48,5 +47,5 @@ def redrive_endpoint(name: str) -> dict[str, Any]:
     """Requeue the endpoint's FAILED executions created in [since, until), optionally of one
     error type; ``{"requeued": n, "more": bool}`` (call again while ``more``)."""
     request = parse_redrive_request(resource.json_body())
-    result = services.dead_letter_service().redrive(name, request)
+    result = resource.services.dead_letter_service().redrive(name, request)
     return {"requeued": result.requeued, "more": result.more}

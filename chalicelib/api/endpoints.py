@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib import services
 from chalicelib.api import crud
 from chalicelib.api.http import Resource, shown
 from chalicelib.api.pagination import page_response, parse_page
@@ -72,44 +71,44 @@ def _controls(endpoint: EndpointView) -> dict[str, Any]:
 def create_endpoint() -> dict[str, Any]:
     """Register an endpoint."""
     definition = parse_endpoint(resource.json_body())
-    return render(services.endpoint_service().create(definition))
+    return render(resource.services.endpoint_service().create(definition))
 
 
 @resource.route("/endpoints", methods=["GET"])
 def list_endpoints() -> dict[str, Any]:
     """List endpoints, newest first."""
     page = parse_page(resource.request.query_params)
-    endpoints = services.endpoint_service().list_page(page)
+    endpoints = resource.services.endpoint_service().list_page(page)
     return page_response(endpoints, page, render=render, id_field="name")
 
 
 @resource.route("/endpoints/{name}", methods=["GET"])
 def get_endpoint(name: str) -> dict[str, Any]:
     """Get one endpoint, defaults applied."""
-    return render(services.endpoint_service().get(name))
+    return render(resource.services.endpoint_service().get(name))
 
 
 @resource.route("/endpoints/{name}", methods=["PUT"])
 def update_endpoint(name: str) -> dict[str, Any]:
     """Replace an endpoint's definition (future jobs only)."""
     definition = parse_endpoint(resource.json_body(), path_name=name)
-    return render(services.endpoint_service().replace(definition))
+    return render(resource.services.endpoint_service().replace(definition))
 
 
 @resource.route("/endpoints/{name}", methods=["DELETE"])
 def delete_endpoint(name: str) -> Any:
     """Soft-delete an endpoint unless live jobs use it."""
-    services.endpoint_service().delete(name)
+    resource.services.endpoint_service().delete(name)
     return crud.no_content()
 
 
 @resource.route("/endpoints/{name}/pause", methods=["POST"])
 def pause_endpoint(name: str) -> dict[str, Any]:
     """Pause: no execution of the endpoint is claimed until resumed (idempotent)."""
-    return render(services.endpoint_service().pause(name))
+    return render(resource.services.endpoint_service().pause(name))
 
 
 @resource.route("/endpoints/{name}/resume", methods=["POST"])
 def resume_endpoint(name: str) -> dict[str, Any]:
     """Resume a paused endpoint (idempotent)."""
-    return render(services.endpoint_service().resume(name))
+    return render(resource.services.endpoint_service().resume(name))

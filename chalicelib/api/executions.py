@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib import services
 from chalicelib.api.http import ApiResponse, Resource, shown
 from chalicelib.api.pagination import page_response, parse_page
 from chalicelib.services.executions import parse_execution_status
@@ -105,7 +104,7 @@ def waited(body: Any, wait: int | None) -> Any:
 def get_execution(execution_id: str) -> Any:
     """One execution; ``queue_position`` is its 1-based place in the claim order while QUEUED."""
     wait = requested_wait()
-    detail = services.execution_service().get(execution_id, wait=wait)
+    detail = resource.services.execution_service().get(execution_id, wait=wait)
     return waited(render_execution_detail(detail), wait)
 
 
@@ -115,14 +114,14 @@ def cancel_execution(execution_id: str) -> dict[str, Any]:
 
     409 EXECUTION_NOT_CANCELLABLE when RUNNING, SUCCESS or FAILED.
     """
-    return render_execution_detail(services.execution_service().cancel(execution_id))
+    return render_execution_detail(resource.services.execution_service().cancel(execution_id))
 
 
 @resource.route("/executions/{execution_id}/attempts", methods=["GET"])
 def list_attempts(execution_id: str) -> dict[str, Any]:
     """Attempts, by attempt_number ascending."""
     page = parse_page(resource.request.query_params)
-    attempts = services.execution_service().attempts(execution_id, page)
+    attempts = resource.services.execution_service().attempts(execution_id, page)
     return page_response(attempts, page, render=render_attempt, id_field="attempt_id")
 
 
@@ -130,7 +129,7 @@ def list_attempts(execution_id: str) -> dict[str, Any]:
 def list_logs(execution_id: str) -> dict[str, Any]:
     """Log lines, oldest first."""
     page = parse_page(resource.request.query_params)
-    lines = services.execution_service().logs(execution_id, page)
+    lines = resource.services.execution_service().logs(execution_id, page)
     return page_response(lines, page, render=render_log, ts_field="logged_at", id_field="log_id")
 
 
@@ -140,5 +139,5 @@ def list_job_executions(job_id: str) -> dict[str, Any]:
     params: Mapping[str, str] = resource.request.query_params or {}
     page = parse_page(params)
     status = parse_execution_status(params.get("status"))
-    executions = services.job_status_service().executions(job_id, status, page)
+    executions = resource.services.job_status_service().executions(job_id, status, page)
     return page_response(executions, page, render=render_execution, id_field="execution_id")

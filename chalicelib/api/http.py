@@ -21,6 +21,7 @@ from typing import Any
 from chalice import Blueprint, Response
 from chalice.app import Request
 
+from chalicelib.api.context import ApiApp, ApiContext
 from chalicelib.domain.timefmt import iso
 from chalicelib.errors import (
     DatabaseError,
@@ -308,12 +309,17 @@ class Resource:
         assert request is not None
         return request
 
-    def json_body(self) -> dict[str, Any]:
-        from chalicelib.settings import get_settings
+    @property
+    def services(self) -> ApiContext:
+        """The process's services (:class:`~chalicelib.api.context.ApiContext`)."""
+        app = self.blueprint.current_app
+        assert isinstance(app, ApiApp), "register the resource on an ApiApp"
+        return app.context
 
+    def json_body(self) -> dict[str, Any]:
         raw = self.request.raw_body
         data = raw.encode("utf-8") if isinstance(raw, str) else raw
-        return parse_json_body(data, max_bytes=get_settings().max_body_bytes)
+        return parse_json_body(data, max_bytes=self.services.max_body_bytes)
 
     def route(
         self, path: str, *, methods: list[str], status: int = 200

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from chalicelib import services
 from chalicelib.api.executions import (
     render_execution_detail,
     render_execution_summary,
@@ -171,7 +170,7 @@ def render_status(report: JobHealthReport) -> dict[str, Any]:
 @resource.route("/jobs", methods=["POST"], status=201)
 def create_job() -> Any:
     """201 with the new job, or 200 with the existing one on an idempotency-key hit."""
-    result = services.job_service().create(resource.json_body())
+    result = resource.services.job_service().create(resource.json_body())
     return ApiResponse(render_job(result.view), status=201 if result.created else 200)
 
 
@@ -180,7 +179,7 @@ def list_jobs() -> dict[str, Any]:
     """Jobs newest first; filters ``endpoint``, ``trigger``, ``status``."""
     params: Mapping[str, str] = resource.request.query_params or {}
     page = parse_page(params)
-    views = services.job_service().list_page(parse_job_filters(params), page)
+    views = resource.services.job_service().list_page(parse_job_filters(params), page)
     return page_response(views, page, render=render_job, id_field="job_id")
 
 
@@ -188,14 +187,14 @@ def list_jobs() -> dict[str, Any]:
 def get_job(job_id: str) -> Any:
     """A job with its (latest) execution; ``Prefer: wait=N`` long-polls for a final one."""
     wait = requested_wait()
-    view = services.job_service().get(job_id, wait=wait)
+    view = resource.services.job_service().get(job_id, wait=wait)
     return waited(render_job(view, with_latest=True), wait)
 
 
 @resource.route("/jobs/{job_id}", methods=["PUT"])
 def update_job(job_id: str) -> dict[str, Any]:
     """New version of a CRON job (old one RETIRED); 409 JOB_NOT_UPDATABLE otherwise."""
-    return render_job(services.job_service().update(job_id, resource.json_body()))
+    return render_job(resource.services.job_service().update(job_id, resource.json_body()))
 
 
 @resource.route("/jobs/{job_id}/cancel", methods=["POST"])
@@ -205,7 +204,7 @@ def cancel_job(job_id: str) -> dict[str, Any]:
     Idempotent: an already retired or cancelled job answers 200 with its current state;
     409 EXECUTION_NOT_CANCELLABLE for a one-shot whose execution is RUNNING/SUCCESS/FAILED.
     """
-    return render_job(services.job_service().cancel(job_id), with_latest=True)
+    return render_job(resource.services.job_service().cancel(job_id), with_latest=True)
 
 
 @resource.route("/jobs/{job_id}/trigger", methods=["POST"], status=201)
@@ -213,15 +212,15 @@ def trigger_job(job_id: str) -> dict[str, Any]:
     """Run an ACTIVE cron job now: one extra execution, due now (its own idempotency key,
     listed with the job's executions); the schedule does not move. 409 JOB_NOT_TRIGGERABLE
     for a one-shot or RETIRED job."""
-    execution_id = services.job_service().trigger(job_id)
-    return render_execution_detail(services.execution_service().get(execution_id))
+    execution_id = resource.services.job_service().trigger(job_id)
+    return render_execution_detail(resource.services.execution_service().get(execution_id))
 
 
 @resource.route("/jobs/{job_id}/pause", methods=["POST"])
 def pause_job(job_id: str) -> dict[str, Any]:
     """Pause an ACTIVE cron job: no ticks until resumed (idempotent); 409 JOB_NOT_PAUSABLE
     otherwise."""
-    return render_job(services.job_service().pause(job_id), with_latest=True)
+    return render_job(resource.services.job_service().pause(job_id), with_latest=True)
 
 
 @resource.route("/jobs/{job_id}/resume", methods=["POST"])
@@ -229,7 +228,7 @@ def resume_job(job_id: str) -> dict[str, Any]:
     """Resume a paused cron job; ``{"catch_up": true}`` fires the ticks missed meanwhile
     (default: skipped)."""
     return render_job(
-        services.job_service().resume(job_id, catch_up=_catch_up()),
+        resource.services.job_service().resume(job_id, catch_up=_catch_up()),
         with_latest=True,
     )
 
@@ -247,14 +246,14 @@ def _catch_up() -> bool:
 @resource.route("/jobs/{job_id}/status", methods=["GET"])
 def job_status(job_id: str) -> dict[str, Any]:
     """Health, last execution, in-flight counts, cron block and 24-hour stats."""
-    return render_status(services.job_status_service().status(job_id))
+    return render_status(resource.services.job_status_service().status(job_id))
 
 
 @resource.route("/jobs/{job_id}/versions", methods=["GET"])
 def job_versions(job_id: str) -> dict[str, Any]:
     """Every version of the job's chain (from any version's id), oldest first."""
     page = parse_page(resource.request.query_params)
-    versions = services.job_service().versions(job_id, page)
+    versions = resource.services.job_service().versions(job_id, page)
     return page_response(
         versions, page, render=lambda job: render_job(JobView(job)), id_field="job_id"
     )

@@ -12,7 +12,6 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib import services
 from chalicelib.api.http import Resource, check_fields, shown
 from chalicelib.api.pagination import page_response, parse_page
 from chalicelib.domain.api_keys import parse_scope
@@ -32,7 +31,7 @@ def create_key() -> dict[str, Any]:
     """``{"name", "scope"}`` -> the key's representation plus ``api_key``, shown once."""
     body = resource.json_body()
     check_fields(body, required=["name", "scope"])
-    created = services.api_key_service().create(body["name"], parse_scope(body["scope"]))
+    created = resource.services.api_key_service().create(body["name"], parse_scope(body["scope"]))
     return {**render_key(created.api_key), "api_key": created.key}
 
 
@@ -41,14 +40,14 @@ def list_keys() -> dict[str, Any]:
     """Every key, revoked ones included, newest first (never a key or its hash)."""
     params: Mapping[str, str] = resource.request.query_params or {}
     page = parse_page(params)
-    keys = services.api_key_service().list(page)
+    keys = resource.services.api_key_service().list(page)
     return page_response(keys, page, render=render_key, id_field="key_id")
 
 
 @resource.route("/keys/{key_id}/revoke", methods=["POST"])
 def revoke_key(key_id: str) -> dict[str, Any]:
     """The key stops working (idempotent: a revoked key keeps its first ``revoked_at``)."""
-    return render_key(services.api_key_service().revoke(key_id))
+    return render_key(resource.services.api_key_service().revoke(key_id))
 
 
 if __name__ == "__main__":

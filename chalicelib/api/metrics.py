@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from chalice import Response
 
-from chalicelib import services
 from chalicelib.api.http import Resource
 from chalicelib.errors import LoopDown
 
@@ -22,7 +21,7 @@ resource = Resource(__name__)
 @resource.route("/health", methods=["GET"])
 def health() -> dict[str, str]:
     """200 when the process is up, the database reachable and no loop down (no API key)."""
-    down = services.metrics_service().health()
+    down = resource.services.metrics_service().health()
     if down:
         names = ", ".join(sorted({loop.loop for loop in down}))
         raise LoopDown(
@@ -40,5 +39,5 @@ def metrics() -> Response:
     """The Prometheus text exposition (format 0.0.4) of the deployment's figures."""
     from chalicelib.domain.prometheus import CONTENT_TYPE
 
-    text = services.metrics_service().exposition()
+    text = resource.services.metrics_service().exposition()
     return Response(body=text, status_code=200, headers={"Content-Type": CONTENT_TYPE})

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chalicelib import services
 from chalicelib.api.http import Resource, shown
 
 if TYPE_CHECKING:
@@ -35,4 +34,4 @@ def render_overview(overview: Overview) -> dict[str, Any]:
 @resource.route("/overview", methods=["GET"])
 def get_overview() -> dict[str, Any]:
     """Executions by status, the last hour's deliveries, lag and workers."""
-    return render_overview(services.overview_service().overview())
+    return render_overview(resource.services.overview_service().overview())

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib import services
 from chalicelib.api import crud
 from chalicelib.api.http import Resource
 
@@ -24,4 +23,6 @@ def _schema(body: Mapping[str, Any]) -> Any:
     return body["schema"]  # validated by the service (check_schema)
 
 
-crud.value_routes(resource, "/payload-specs", "schema", services.payload_spec_service, _schema)
+crud.value_routes(
+    resource, "/payload-specs", "schema", lambda: resource.services.payload_spec_service(), _schema
+)

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib import services
 from chalicelib.api import crud
 from chalicelib.api.http import Resource, expect_type
 
@@ -26,4 +25,6 @@ def _value(body: Mapping[str, Any]) -> Any:
     return expect_type(body, "value", str)
 
 
-crud.value_routes(resource, "/secrets", "value", services.secret_service, _value, shown=False)
+crud.value_routes(
+    resource, "/secrets", "value", lambda: resource.services.secret_service(), _value, shown=False
+)

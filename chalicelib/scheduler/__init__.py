@@ -1,9 +1,10 @@
-"""The scheduler: cron tick materializer, delayed promoter, stuck reclaimer.
+"""The scheduler: cron tick materializer, delayed promoter, stuck reclaimer, housekeeper.
 
-Entry points: ``python -m chalicelib.scheduler`` (all loops, long-lived),
-:func:`chalicelib.scheduler.runner.run_scheduler_until` (the local stack runs it in a
-thread), and the EventBridge-scheduled Lambda functions in
-:mod:`chalicelib.scheduler.lambdas` (one loop each). The loops themselves live in
-``materializer``, ``promoter``, ``reclaimer`` and ``housekeeper``; ``service`` wires them;
-they run on the shared loop runtime (:mod:`chalicelib.runtime`).
+The loops live in ``materializer``, ``promoter``, ``reclaimer`` and ``housekeeper``;
+``loops`` builds each from its settings and runs any subset of them as one
+:class:`~chalicelib.scheduler.loops.Scheduler` (a loop group on :mod:`chalicelib.runtime`).
+Entry points: ``python -m chalicelib.scheduler`` (every loop, long-lived), the local stack
+(:mod:`chalicelib.wiring.local`) and the scheduled Lambda functions
+(:mod:`chalicelib.wiring.lambdas`, one loop each; ``lambdas`` says how they split their
+minute). The composition root (:mod:`chalicelib.wiring.scheduler`) builds them all.
 """

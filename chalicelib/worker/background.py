@@ -5,7 +5,7 @@
   the claim and finalize loops: :attr:`Worker.loops`) for ``/health`` and ``/metrics``;
 * region status refresher (every 10 s, stub): reads ``region_status``, serves ``["default"]``;
 * metrics reporter (every 15 s): one ``worker_metrics`` log line with the worker's counters
-  and the process's 40001 retries and reconnects; at INFO when they moved since the last
+  and its pool's 40001 retries and reconnects; at INFO when they moved since the last
   report, at DEBUG when idle (an idle process logs nothing at INFO); with
   ``TE_WORKER_METRICS_PORT`` set, the same counters in Prometheus text on that port
   (:mod:`chalicelib.worker.metrics_http`).
@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from chalicelib import wiring
 from chalicelib.db.connection import Database
 from chalicelib.domain import prometheus as prom
 from chalicelib.health.heartbeat import DEAD, HeartbeatWriter, instance_name
@@ -41,7 +40,13 @@ METRICS_INTERVAL_SEC = 15.0
 
 def worker_counters(worker: Worker) -> dict[str, int]:
     """What the ``worker_metrics`` log line and the metrics port show."""
-    return {"in_flight": worker.in_flight, **worker.counts(), **wiring.database_stats()}
+    pool = worker.db.stats
+    return {
+        "in_flight": worker.in_flight,
+        **worker.counts(),
+        "serialization_retries": pool.serialization_retries,
+        "reconnects": pool.reconnects,
+    }
 
 
 def report_metrics(worker: Worker, last: dict[str, Any] | None = None) -> Progress:

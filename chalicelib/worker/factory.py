@@ -1,9 +1,7 @@
-"""Builds a worker from settings (see the package docstring for the entry points).
+"""Builds a worker from its settings, pool and keyring.
 
-Entry points: ``python -m chalicelib.worker`` (long-running process, the Fargate shape) and
-the ``run_worker`` Lambda (``chalicelib.worker.lambdas``). Both build a :class:`Worker`
-with :func:`build_worker`; tests and the local stack build one the same way and run it in
-a thread.
+The composition root (:mod:`chalicelib.wiring.worker`) calls :func:`build_worker` with the
+process's collaborators; tests build one the same way and pass what they replace.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from datetime import datetime, timedelta
 from chalicelib.crypto import SecretBox
 from chalicelib.db.connection import Database
 from chalicelib.domain.backoff import Rand
+from chalicelib.domain.clock import utcnow
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.settings import Settings
 from chalicelib.worker.caches import ConfigCache, SecretCache
@@ -29,23 +28,17 @@ __all__ = ["Worker", "build_worker"]
 
 def build_worker(
     *,
-    db: Database | None = None,
-    settings: Settings | None = None,
-    secret_box: Callable[[], SecretBox] | None = None,
+    db: Database,
+    settings: Settings,
+    secret_box: Callable[[], SecretBox],
     dispatchers: Mapping[str, Dispatcher] | None = None,
-    clock: Callable[[], datetime] | None = None,
+    clock: Callable[[], datetime] = utcnow,
     monotonic: Callable[[], float] = time.monotonic,
     rand: Rand = random.random,
     region: RegionFilter = ALL_REGIONS,
     worker_id: str | None = None,
 ) -> Worker:
-    """A worker wired from settings; every collaborator can be passed in instead."""
-    from chalicelib import wiring
-
-    settings = settings or wiring.settings()
-    db = db or wiring.database("worker")
-    clock = clock or wiring.utcnow
-    box = secret_box or _secret_box
+    """A worker over ``db`` as ``settings`` say; the other collaborators can be replaced."""
     if dispatchers is None:
         dispatchers = default_dispatchers(
             allow_private=settings.allow_private_targets,
@@ -54,7 +47,7 @@ def build_worker(
         )
     pipeline = Pipeline(
         configs=ConfigCache(db, settings.config_cache_ttl_sec, monotonic),
-        secrets=SecretCache(db, box, settings.secret_cache_ttl_sec, monotonic),
+        secrets=SecretCache(db, secret_box, settings.secret_cache_ttl_sec, monotonic),
         clock=clock,
         rand=rand,
         rotation_window=timedelta(seconds=settings.signing_rotation_window_sec),
@@ -67,10 +60,3 @@ def build_worker(
         dispatchers=dispatchers,
         worker_id=worker_id,
     )
-
-
-def _secret_box() -> SecretBox:
-    from chalicelib import wiring
-
-    current, older = wiring.encryption_keys()
-    return SecretBox(current, older)

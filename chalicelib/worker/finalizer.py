@@ -226,8 +226,8 @@ class Finalizer:
 
     def _finalize_alone(self, payload: str) -> list[Row]:
         """``worker_finalize_batch`` sent alone, without BEGIN/SET/COMMIT: one round trip
-        instead of four, at the worker pool's READ COMMITTED (wiring.ISOLATION). Sent twice
-        after a lost connection, the second finds nothing RUNNING and changes nothing."""
+        instead of four, at the worker pool's READ COMMITTED (wiring.process.ISOLATION). Sent
+        twice after a lost connection, the second finds nothing RUNNING and changes nothing."""
         return self._db.transaction(
             lambda tx: tx.run(
                 queries["worker_finalize_batch"],

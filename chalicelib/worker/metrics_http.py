@@ -3,7 +3,7 @@
 ``TE_WORKER_METRICS_PORT`` set (local and Fargate runs): ``GET /metrics`` on
 ``TE_WORKER_METRICS_HOST`` (``127.0.0.1`` unless chosen otherwise) answers with this
 process's counters since it started: executions claimed, finalized by outcome, in flight,
-and its database pools' 40001 retries and reconnects. The same figures go to the log as
+and its database pool's 40001 retries and reconnects. The same figures go to the log as
 ``worker_metrics`` lines (CloudWatch metric filters read those in AWS). Figures of the
 whole deployment (queue depth, lag, durations) are the API's ``GET /metrics``.
 """

@@ -1,36 +1,73 @@
-"""Run a worker in a thread of another process (the local stack, tests, benchmarks)."""
+"""The worker as a part of a process (:class:`~chalicelib.runtime.process.Part`).
+
+The long-lived process, the local stack and each Lambda invocation run a :class:`Worker`
+through a :class:`WorkerPart`: claim and deliver until stopped (or ``until()``), then drain
+in-flight deliveries for ``drain_timeout()`` seconds and, unless the worker is kept for the
+next invocation, close it. The long-lived shapes run the worker's background loops
+(heartbeat, region refresher, metrics) beside it.
+"""
 
 from __future__ import annotations
 
-import logging
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
-from chalicelib import wakeup
-from chalicelib.logs import log_event
-from chalicelib.worker import build_worker
+from chalicelib.settings import Settings
 from chalicelib.worker.background import running_background
+from chalicelib.worker.ring import Worker
 
-log = logging.getLogger("chalicelib.worker")
 
+class WorkerPart:
+    """Run ``worker`` until :meth:`stop` or ``until()``; drain, then close unless ``keep``.
 
-def run_worker_until(stop: threading.Event, *, nudge_from_api: bool = False) -> None:
-    """Run a worker built from settings until ``stop`` is set, then drain and close it.
-
-    With ``nudge_from_api`` the worker claims as soon as code in this process calls
-    :func:`chalicelib.wakeup.notify` (e.g. POST /jobs after its commit).
+    ``background`` runs the heartbeat, region refresher and metrics reporter beside it
+    (the long-lived shapes; a Lambda invocation runs none).
     """
-    from chalicelib.settings import get_settings
 
-    settings = get_settings()
-    worker = build_worker(settings=settings)
-    unregister = wakeup.register(worker.nudge) if nudge_from_api else None
-    log_event(log, "worker_started", worker_id=worker.worker_id)
-    try:
-        with running_background(worker, settings):
-            worker.run(stop)
-            drained = worker.drain(settings.worker_shutdown_timeout_sec)
-            worker.close(abandon=not drained)
-        log_event(log, "worker_stopped", worker_id=worker.worker_id, drained=drained)
-    finally:
-        if unregister is not None:
-            unregister()
+    name = "worker"
+
+    def __init__(
+        self,
+        worker: Worker,
+        settings: Settings,
+        *,
+        drain_timeout: Callable[[], float],
+        until: Callable[[], bool] | None = None,
+        background: bool = True,
+        keep: bool = False,
+    ) -> None:
+        self.worker = worker
+        self._settings = settings
+        self._drain_timeout = drain_timeout
+        self._until = until
+        self._background = background
+        self._keep = keep
+        self._stop = threading.Event()
+
+    @property
+    def about(self) -> dict[str, Any]:
+        return {
+            "worker_id": self.worker.worker_id,
+            "max_concurrent": self._settings.worker_max_concurrent,
+            "claim_strategy": self._settings.claim_strategy,
+        }
+
+    def run(self) -> dict[str, Any]:
+        with self._beside():
+            self.worker.run(self._stop, until=self._until)
+            drained = self.worker.drain(self._drain_timeout())
+            left = self.worker.in_flight
+            if not self._keep:
+                self.worker.close(abandon=not drained)
+        return {"worker_id": self.worker.worker_id, "drained": drained, "left_running": left}
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.worker.nudge()  # out of the poll sleep now
+
+    def _beside(self) -> AbstractContextManager[None]:
+        if not self._background:
+            return nullcontext()
+        return running_background(self.worker, self._settings)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.local import prepare_environment
+from chalicelib.local_server import prepare_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY_POINTS = [

@@ -34,11 +34,11 @@ def _post(port: int, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         conn.close()
 
 
-def test_concurrent_posts_each_get_their_own_reply(app_env: dict[str, str]) -> None:
-    from chalicelib.local import make_api_server
+def test_concurrent_posts_each_get_their_own_reply(chalice_app: Any) -> None:
+    from chalicelib.local_server import make_api_server
 
     port = free_port()
-    server = make_api_server("127.0.0.1", port)
+    server = make_api_server(chalice_app, "127.0.0.1", port)
     thread = threading.Thread(target=server.server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -83,13 +83,13 @@ def test_concurrent_posts_each_get_their_own_reply(app_env: dict[str, str]) -> N
     assert mismatched == {}
 
 
-def test_a_burst_of_connections_is_queued_not_dropped(app_env: dict[str, str]) -> None:
+def test_a_burst_of_connections_is_queued_not_dropped(chalice_app: Any) -> None:
     """Before anything is accepted, 50 connections all complete their handshake (the accept
     backlog is 128; socketserver's default of 5 drops the rest, costing 1 s retransmits)."""
-    from chalicelib.local import make_api_server
+    from chalicelib.local_server import make_api_server
 
     port = free_port()
-    server = make_api_server("127.0.0.1", port)  # listening, not yet serving
+    server = make_api_server(chalice_app, "127.0.0.1", port)  # listening, not yet serving
     sockets = []
     try:
         for _ in range(50):

@@ -6,6 +6,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -13,11 +14,11 @@ from tests.fixtures.services import free_port
 
 
 @pytest.fixture
-def port(app_env: dict[str, str]) -> Iterator[int]:
-    from chalicelib.local import make_api_server
+def port(chalice_app: Any) -> Iterator[int]:
+    from chalicelib.local_server import make_api_server
 
     chosen = free_port()
-    server = make_api_server("127.0.0.1", chosen)
+    server = make_api_server(chalice_app, "127.0.0.1", chosen)
     threading.Thread(target=server.server.serve_forever, daemon=True).start()
     yield chosen
     server.shutdown()

@@ -66,12 +66,12 @@ def _evil_job(n: int) -> dict[str, Any]:
 
 
 def test_worst_patterns_answer_within_a_second_and_do_not_stall_others(
-    app_env: dict[str, str],
+    chalice_app: Any,
 ) -> None:
-    from chalicelib.local import make_api_server
+    from chalicelib.local_server import make_api_server
 
     port = free_port()
-    server = make_api_server("127.0.0.1", port)
+    server = make_api_server(chalice_app, "127.0.0.1", port)
     threading.Thread(target=server.server.serve_forever, daemon=True).start()
     try:
         _setup(port)

@@ -271,12 +271,10 @@ def test_lag_fires_for_due_work_that_waits_not_for_a_paused_endpoint_and_scrapes
     job(api, "late", "l1")
     job(api, "held", "h1")
     assert api.post("/endpoints/held/pause", {}).status == 200
-    from chalicelib import wiring
-
     start = datetime.now(UTC)
     minutes = [0]
     clock: Callable[[], datetime] = lambda: start + timedelta(minutes=minutes[0])  # noqa: E731
-    monkeypatch.setattr(wiring, "utcnow", clock)
+    monkeypatch.setattr(api.app.context.process, "clock", clock)
     recording = Recording()
     for minute in range(10):
         minutes[0] = minute
@@ -286,11 +284,9 @@ def test_lag_fires_for_due_work_that_waits_not_for_a_paused_endpoint_and_scrapes
         assert found[("te_endpoint_lag_seconds", (("endpoint", "idle"), *TARGET_SORTED))] == 0
         assert ("te_endpoint_lag_seconds", (("endpoint", "held"), *TARGET_SORTED)) not in found
 
-    from chalicelib.settings import reset_settings_cache
-
     monkeypatch.setenv("TE_DATABASE_URL", f"postgresql://te@127.0.0.1:{free_port()}/te")
-    reset_settings_cache()
-    wiring.reset()
+    api.restart()
+    monkeypatch.setattr(api.app.context.process, "clock", clock)
     for _ in range(10, 17):
         assert recording.scrape(api) == {}
     assert recording.up == [1] * 10 + [0] * 7

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 import app as app_module
-from chalicelib.api import PUBLIC_ROUTES, reset_guards
+from chalicelib.api import PUBLIC_ROUTES
 from chalicelib.db.connection import Database
 from chalicelib.domain.api_keys import Scope
 from chalicelib.errors import Unauthorized
 from chalicelib.services.api_keys import ApiKeyService
-from tests.conftest import ApiClient, reset_process_state
+from tests.conftest import ApiClient
 
 #: Served without a key: the OpenAPI document, the load balancers' health check, and the
 #: dashboard's page and files (whose data calls carry the key).
@@ -101,7 +101,7 @@ def test_json_at_the_depth_limit_is_accepted(api: ApiClient) -> None:
 
 def test_body_over_the_limit_is_413(api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TE_MAX_BODY_BYTES", "2048")
-    reset_process_state()
+    api.restart()
     small = api.post("/configs", {"name": "small", "values": {"v": "x" * 1000}})
     assert small.status == 201
     reply = api.post("/configs", {"name": "big", "values": {"v": "x" * 4000}})
@@ -132,7 +132,7 @@ def test_database_api_keys_work_until_revoked(api: ApiClient, database: Database
     first = ApiKeyService(database).revoke(created.key_id)
     again = ApiKeyService(database).revoke(created.key_id)
     assert first.revoked_at is not None and again.revoked_at == first.revoked_at
-    reset_guards()  # a new API process: the short auth cache is gone
+    api.restart()  # a new API process: the short auth cache is gone
     assert_envelope(api.get("/configs"), 401, "UNAUTHORIZED")
 
 
@@ -173,7 +173,7 @@ def test_the_key_cache_ttl_is_a_setting(
     api: ApiClient, database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TE_API_KEY_CACHE_TTL_SEC", "0")
-    reset_process_state()
+    api.restart()
     created = ApiKeyService(database).create("uncached", Scope.READ)
     api.key = created.key
     assert api.get("/configs").status == 200
@@ -192,7 +192,7 @@ def test_rate_limit_answers_429_with_retry_after(
     api: ApiClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TE_RATE_LIMIT_PER_SEC", "1")
-    reset_process_state()
+    api.restart()
     replies = [api.get("/configs") for _ in range(12)]
     limited = [r for r in replies if r.status == 429]
     assert replies[0].status == 200

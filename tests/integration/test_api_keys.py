@@ -20,7 +20,7 @@ from chalicelib.db.migrate import MIGRATIONS_DIR, migrate
 from chalicelib.domain.api_keys import hash_key
 from chalicelib.migrate import ADMIN_KEY_EXISTS
 from chalicelib.migrate import main as migrate_main
-from tests.conftest import ApiClient, reset_process_state
+from tests.conftest import ApiClient
 from tests.integration.test_api_foundation import assert_envelope
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +52,7 @@ def make_key(api: ApiClient, name: str, scope: str) -> str:
 def uncached(api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> ApiClient:
     """The API with no key cache, so a revocation is seen by the next request."""
     monkeypatch.setenv("TE_API_KEY_CACHE_TTL_SEC", "0")
-    reset_process_state()
+    api.restart()
     return api
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient, reset_process_state
+from tests.conftest import ApiClient
 
 SCHEMA = {
     "type": "object",
@@ -211,11 +211,10 @@ def test_secret_lifecycle_never_returns_or_stores_the_plaintext(
     blob = bytes(stored[0]["encrypted_value"])
     assert b"sk-live" not in blob and rotated_value.encode() not in blob
 
-    from chalicelib import wiring
-    from chalicelib.crypto import SecretBox
+    from chalicelib.wiring.process import ProcessRoot
 
-    current, older = wiring.encryption_keys()
-    assert SecretBox(current, older).decrypt("email_api_key", blob) == rotated_value
+    keyring = ProcessRoot().reading_box()  # the keys as the process reads them
+    assert keyring.decrypt("email_api_key", blob) == rotated_value
 
 
 def test_secret_errors(api: ApiClient) -> None:
@@ -240,7 +239,7 @@ def test_secret_without_encryption_key_is_a_clear_500(
     api: ApiClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("TE_SECRET_ENCRYPTION_KEY")
-    reset_process_state()
+    api.restart()
     reply = api.post("/secrets", {"name": "k", "value": SECRET_VALUE})
     assert reply.status == 500 and reply.error_code == "INTERNAL_ERROR"
     assert "TE_SECRET_ENCRYPTION_KEY" in reply.body["error"]["message"]

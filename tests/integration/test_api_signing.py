@@ -48,11 +48,9 @@ def previous_columns(database: Database, name: str) -> dict[str, Any]:
 
 
 def decrypt(name: str, blob: bytes) -> str:
-    from chalicelib import wiring
-    from chalicelib.crypto import SecretBox
+    from chalicelib.wiring.process import ProcessRoot
 
-    current, older = wiring.encryption_keys()
-    return SecretBox(current, older).decrypt(name, bytes(blob))
+    return ProcessRoot().reading_box().decrypt(name, bytes(blob))  # the process's keys
 
 
 def test_an_endpoint_signs_with_an_existing_whsec_secret(api: ApiClient) -> None:

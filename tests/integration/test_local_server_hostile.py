@@ -27,15 +27,15 @@ Response = tuple[int, dict[str, str], bytes]
 
 
 @pytest.fixture
-def serve(app_env: dict[str, str]) -> Iterator[Serve]:
+def serve(chalice_app: Any) -> Iterator[Serve]:
     """Start the local API server on a free loopback port (``make_api_server`` options)."""
-    from chalicelib.local import make_api_server
+    from chalicelib.local_server import make_api_server
 
     servers: list[Any] = []
 
     def start(**options: Any) -> int:
         port = free_port()
-        server = make_api_server("127.0.0.1", port, **options)
+        server = make_api_server(chalice_app, "127.0.0.1", port, **options)
         threading.Thread(target=server.server.serve_forever, daemon=True).start()
         servers.append(server)
         return port

@@ -18,7 +18,7 @@ from chalicelib.db.connection import Database
 from chalicelib.health.heartbeat import DEAD, HeartbeatWriter
 from chalicelib.runtime.loop import LoopSpec, Progress
 from chalicelib.runtime.registry import LoopRegistry
-from chalicelib.scheduler.service import Scheduler
+from chalicelib.scheduler.loops import Scheduler
 from tests.conftest import ApiClient
 from tests.integration.scheduler.test_entry_points import wait_for
 from tests.integration.test_lifecycle_plans import indexes_used

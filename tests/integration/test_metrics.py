@@ -54,13 +54,9 @@ def test_health_needs_no_key_and_says_the_database_answers(api: ApiClient) -> No
 def test_health_is_503_in_the_envelope_when_the_database_is_unreachable(
     api: ApiClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from chalicelib import wiring
-    from chalicelib.settings import reset_settings_cache
-
     # Nothing listens on this loopback port: the pool cannot connect.
     monkeypatch.setenv("TE_DATABASE_URL", f"postgresql://te@127.0.0.1:{free_port()}/te")
-    reset_settings_cache()
-    wiring.reset()
+    api.restart()
     reply = api.get("/health", auth=False)
     assert reply.status == 503
     error = reply.body["error"]

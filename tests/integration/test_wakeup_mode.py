@@ -15,10 +15,10 @@ import pytest
 from chalicelib.db import notify
 from chalicelib.db.connection import ConnectionParams, Database
 from chalicelib.domain.regions import ALL_REGIONS
+from chalicelib.scheduler.loops import build_loop
 from chalicelib.scheduler.names import CRON_MATERIALIZER, DELAYED_PROMOTER
-from chalicelib.scheduler.service import build_loop
 from chalicelib.settings import Settings
-from tests.conftest import ApiClient, reset_process_state
+from tests.conftest import ApiClient
 from tests.integration import jobs_factories as f
 from tests.integration.scheduler.factory import (
     T0,
@@ -85,7 +85,7 @@ def test_post_jobs_follows_te_wakeup_notify(
     expected: list[str],
 ) -> None:
     monkeypatch.setenv("TE_WAKEUP_NOTIFY", mode)
-    reset_process_state()
+    api.restart()
     body = {
         "endpoint": f.welcome_endpoint(database),
         "trigger": "IMMEDIATE",

@@ -1,6 +1,6 @@
 """Fuzz the API from its own OpenAPI document with schemathesis (issue 8, "bad input").
 
-The app runs as the local stack serves it (``chalicelib.local.make_api_server``) on a free
+The app runs as the local stack serves it (``chalicelib.local_server.make_api_server``) on a free
 loopback port in a thread of the test process, on the test's database. Every operation of
 ``GET /openapi.json`` gets hypothesis-generated cases in both modes (POSITIVE: valid per the
 document; NEGATIVE: deliberately invalid), each sent with the bootstrap key, and every
@@ -52,10 +52,15 @@ class FuzzReport:
 @contextmanager
 def api_server() -> Iterator[str]:
     """The app on a free loopback port (the caller has set TE_* for its database)."""
-    from chalicelib.local import make_api_server
+    import app as app_module
+    from chalicelib.local_server import make_api_server
+    from chalicelib.wiring.api import ApiRoot
+    from chalicelib.wiring.process import ProcessRoot
 
     port = free_port()
-    server = make_api_server("127.0.0.1", port)
+    process = ProcessRoot()
+    app_module.app.use(ApiRoot(process))
+    server = make_api_server(app_module.app, "127.0.0.1", port)
     thread = threading.Thread(target=server.server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -64,6 +69,7 @@ def api_server() -> Iterator[str]:
         server.server.shutdown()
         server.server.server_close()
         thread.join(timeout=5)
+        process.close()
 
 
 def fetch_document(base_url: str) -> dict[str, Any]:

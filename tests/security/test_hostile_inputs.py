@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from chalicelib.worker import build_worker
-from tests.conftest import ApiClient
+from chalicelib.wiring.worker import worker_of
+from tests.conftest import ApiClient, Roots
 from tests.fixtures.services import HttpTarget
 
 NUL = "\u0000"
@@ -142,7 +142,7 @@ def test_database_failures_do_not_leak_sql_or_server_text(
 
 
 def test_placeholders_in_input_values_are_delivered_literally(
-    api: ApiClient, http_target: HttpTarget
+    api: ApiClient, http_target: HttpTarget, roots: Roots
 ) -> None:
     """Input is data: a value that looks like {{secret.x}} must not be expanded."""
     assert api.post("/secrets", {"name": "k", "value": "the-real-secret"}).status == 201
@@ -173,7 +173,7 @@ def test_placeholders_in_input_values_are_delivered_literally(
         },
     )
     assert job.status == 201
-    worker = build_worker()
+    worker = worker_of(roots.current)
     try:
         deadline = time.monotonic() + 20
         while not http_target.received("/echo"):

@@ -23,8 +23,9 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.logs import JsonFormatter
-from chalicelib.worker import Worker, build_worker
-from tests.conftest import ApiClient, Reply, reset_process_state
+from chalicelib.wiring.worker import worker_of
+from chalicelib.worker import Worker
+from tests.conftest import ApiClient, Reply, Roots
 from tests.fixtures.services import HttpTarget
 from tests.fixtures.services import Reply as TargetReply
 
@@ -38,6 +39,9 @@ class RecordingApi:
     def __init__(self, api: ApiClient) -> None:
         self._api = api
         self.replies: list[Reply] = []
+
+    def restart(self) -> None:
+        self._api.restart()
 
     def call(self, method: str, path: str, body: Any = None, expect: int = 200) -> Any:
         reply = self._api.request(method, path, body)
@@ -55,8 +59,8 @@ def recording_api(api: ApiClient) -> RecordingApi:
 
 
 @pytest.fixture
-def worker(app_env: dict[str, str]) -> Iterator[Worker]:
-    built = build_worker()
+def worker(roots: Roots) -> Iterator[Worker]:
+    built = worker_of(roots.current)
     yield built
     built.stop()
     built.drain(5)
@@ -129,6 +133,7 @@ def log_lines(records: list[logging.LogRecord]) -> list[str]:
 
 
 def test_secret_values_never_leave_the_request_they_are_sent_in(
+    roots: Roots,
     recording_api: RecordingApi,
     worker: Worker,
     http_target: HttpTarget,
@@ -150,7 +155,7 @@ def test_secret_values_never_leave_the_request_they_are_sent_in(
     http_target.script("/ok", TargetReply(200, body=f"your key {second}"))
     http_target.script("/down", TargetReply(500, body=f"bad {second}", headers={"X-K": second}))
     worker.close()  # a new worker process: no cached value from before the rotation
-    rotated = build_worker()
+    rotated = worker_of(roots.current)
     try:
         assert deliver(api, rotated, "partner-ok", "u2")["status"] == "SUCCESS"
         assert deliver(api, rotated, "partner-down", "u3")["status"] == "FAILED"
@@ -169,17 +174,18 @@ def test_secret_values_never_leave_the_request_they_are_sent_in(
     assert leaks == [], "\n".join(leaks)
 
 
-def _restart_with(monkeypatch: pytest.MonkeyPatch, **env: str | None) -> None:
+def _restart_with(api: RecordingApi, monkeypatch: pytest.MonkeyPatch, **env: str | None) -> None:
     """A process restart as far as settings go: new env, every per-process cache dropped."""
     for name, value in env.items():
         if value is None:
             monkeypatch.delenv(name, raising=False)
         else:
             monkeypatch.setenv(name, value)
-    reset_process_state()
+    api.restart()
 
 
 def test_wrong_encryption_key_fails_the_delivery_with_a_clear_error(
+    roots: Roots,
     recording_api: RecordingApi,
     app_env: dict[str, str],
     http_target: HttpTarget,
@@ -188,9 +194,9 @@ def test_wrong_encryption_key_fails_the_delivery_with_a_clear_error(
     api = recording_api
     api.call("POST", "/secrets", {"name": SECRET, "value": "sk-under-key-a"}, expect=201)
     register_endpoint(api, "partner", http_target.url("/ok"))
-    _restart_with(monkeypatch, TE_SECRET_ENCRYPTION_KEY=KEY_B)
+    _restart_with(api, monkeypatch, TE_SECRET_ENCRYPTION_KEY=KEY_B)
 
-    worker = build_worker()
+    worker = worker_of(roots.current)
     try:
         execution = deliver(api, worker, "partner", "u1")
     finally:
@@ -208,6 +214,7 @@ def test_wrong_encryption_key_fails_the_delivery_with_a_clear_error(
 
 
 def test_key_rotation_keeps_old_secrets_readable_and_seals_new_ones_with_the_new_key(
+    roots: Roots,
     recording_api: RecordingApi,
     app_env: dict[str, str],
     http_target: HttpTarget,
@@ -221,10 +228,10 @@ def test_key_rotation_keeps_old_secrets_readable_and_seals_new_ones_with_the_new
     key_a = app_env["TE_SECRET_ENCRYPTION_KEY"]
     api.call("POST", "/secrets", {"name": SECRET, "value": "sk-old"}, expect=201)
     register_endpoint(api, "partner", http_target.url("/ok"))
-    _restart_with(monkeypatch, TE_SECRET_ENCRYPTION_KEY=KEY_B, TE_SECRET_DECRYPTION_KEYS=key_a)
+    _restart_with(api, monkeypatch, TE_SECRET_ENCRYPTION_KEY=KEY_B, TE_SECRET_DECRYPTION_KEYS=key_a)
 
     api.call("POST", "/secrets", {"name": "other_key", "value": "sk-new"}, expect=201)
-    worker = build_worker()
+    worker = worker_of(roots.current)
     try:
         assert deliver(api, worker, "partner", "u1")["status"] == "SUCCESS"
     finally:

@@ -45,6 +45,24 @@ VIOLATIONS = {
         "from chalicelib.scheduler.names import HOUSEKEEPER",
         "chalicelib.health.heartbeat -> chalicelib.scheduler.names",
     ),
+    # A service reaching for the composition root instead of taking its collaborators.
+    "root-at-entry-points": (
+        "chalicelib/services/configs.py",
+        "from chalicelib.wiring.process import ProcessRoot",
+        "chalicelib.services.configs -> chalicelib.wiring.process",
+    ),
+    # The old app <-> local cycle: the local server took the app from app.py.
+    "app-is-top": (
+        "chalicelib/local_server.py",
+        "import app",
+        "chalicelib.local_server -> app",
+    ),
+    # The CLI reaching into the service instead of going over HTTP.
+    "client-apart": (
+        "te/cli/keys.py",
+        "from chalicelib.services.api_keys import ApiKeyService",
+        "te.cli.keys -> chalicelib.services.api_keys",
+    ),
     # The migrate <-> wiring cycle: db sits below wiring in the stack.
     "stack": (
         "chalicelib/db/migrate.py",
@@ -68,9 +86,10 @@ def lint_imports(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def copy_of_the_package(target: Path) -> Path:
-    shutil.copytree(
-        ROOT / "chalicelib", target / "chalicelib", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    for package in ("chalicelib", "te"):
+        shutil.copytree(
+            ROOT / package, target / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
     shutil.copy(ROOT / "pyproject.toml", target / "pyproject.toml")
     return target
 

@@ -13,7 +13,7 @@ from chalicelib.errors import DatabaseUnavailable
 from chalicelib.runtime.group import LoopCrashed, LoopGroup
 from chalicelib.runtime.loop import Backoff, LoopClock, LoopSpec, Progress, run_loop
 from chalicelib.runtime.registry import LoopRegistry
-from chalicelib.scheduler.service import Scheduler
+from chalicelib.scheduler.loops import Scheduler
 
 T0 = datetime(2026, 3, 16, 9, 0, tzinfo=UTC)
 

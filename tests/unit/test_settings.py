@@ -93,19 +93,13 @@ def test_a_missing_database_url_outside_local_mode_is_a_startup_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Never a silently started embedded database in a deployment (issue 12, point 6)."""
-    from chalicelib import wiring
-    from chalicelib.settings import reset_settings_cache
+    from chalicelib.wiring.process import ProcessRoot
 
     for name in list(os.environ):
         if name.startswith("TE_") and not name.startswith("TE_TEST_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("TE_DATA_DIR", str(tmp_path / "data"))
-    reset_settings_cache()
-    wiring.reset()
-    try:
-        with pytest.raises(ConfigurationError, match="TE_DATABASE_URL is not set"):
-            wiring.database("worker")
-        assert not (tmp_path / "data").exists()
-    finally:
-        reset_settings_cache()
-        wiring.reset()
+    process = ProcessRoot()
+    with pytest.raises(ConfigurationError, match="TE_DATABASE_URL is not set"):
+        process.database("worker")
+    assert not (tmp_path / "data").exists()

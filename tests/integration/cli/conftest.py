@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from tests.conftest import BOOTSTRAP_KEY
+from tests.conftest import BOOTSTRAP_KEY, Roots
 from tests.fixtures.services import free_port
 
 
@@ -48,28 +48,29 @@ class Te:
 
 
 @pytest.fixture
-def stack(app_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def stack(chalice_app: Any, roots: Roots, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Base URL of the app served over loopback HTTP, with a worker running beside it."""
     monkeypatch.setenv("TE_WORKER_POLL_INTERVAL_MS", "50")
     monkeypatch.setenv("TE_API_KEY_CACHE_TTL_SEC", "0")  # a revoked key stops at once
-    from chalicelib.local import make_api_server
-    from chalicelib.worker.runner import run_worker_until
+    from chalicelib import wakeup
+    from chalicelib.local_server import ApiServerPart, make_api_server
+    from chalicelib.runtime.process import ProcessRunner
+    from chalicelib.wiring import worker
 
     port = free_port()
-    server = make_api_server("127.0.0.1", port)
-    serving = threading.Thread(target=server.server.serve_forever, daemon=True)
-    serving.start()
-    stop = threading.Event()
-    worker = threading.Thread(
-        target=run_worker_until, args=(stop,), kwargs={"nudge_from_api": True}, daemon=True
-    )
-    worker.start()
+    process = roots.current
+    server = make_api_server(chalice_app, "127.0.0.1", port)
+    worker_part = worker.long_lived_part(process)
+    unregister = wakeup.register(worker_part.worker.nudge)
+    runner = ProcessRunner([ApiServerPart(server), worker_part], name="stack", join_timeout=30)
+    running = threading.Thread(target=runner.run, daemon=True)
+    running.start()
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        stop.set()
-        worker.join(timeout=30)
-        server.server.shutdown()
+        runner.stop()
+        running.join(timeout=40)
+        unregister()
         server.server.server_close()
 
 

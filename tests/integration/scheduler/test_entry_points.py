@@ -22,9 +22,9 @@ from chalice.test import Client
 
 from chalicelib.db.connection import Database
 from chalicelib.runtime.loop import LoopStats
+from chalicelib.scheduler.loops import LOOP_NAMES, Scheduler
 from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.promoter import DelayedPromoter
-from chalicelib.scheduler.service import LOOP_NAMES, Scheduler
 from chalicelib.settings import Settings
 from tests.integration.scheduler.factory import (
     T0,
@@ -157,10 +157,8 @@ FUNCTIONS = {
 
 
 @pytest.fixture
-def chalice_client(app_env: dict[str, str]) -> Any:
-    import app as app_module
-
-    with Client(app_module.app) as client:
+def chalice_client(chalice_app: Any, lambda_root: Any) -> Any:
+    with Client(chalice_app) as client:
         yield client
 
 

@@ -14,6 +14,7 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.worker import build_worker
 from tests.fixtures.services import free_port
+from tests.integration.worker.factories import BOX
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).
@@ -28,7 +29,7 @@ def test_a_database_outage_is_logged_once_then_counted(
     monkeypatch.setenv("TE_WORKER_POLL_INTERVAL_MS", "10")
     monkeypatch.setenv("TE_WAKEUP_NOTIFY", "off")
     down = Database.from_url(f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere")
-    worker = build_worker(db=down, settings=load_settings())
+    worker = build_worker(db=down, settings=load_settings(), secret_box=lambda: BOX)
     stop = threading.Event()
     with caplog.at_level(logging.INFO):
         runner = threading.Thread(target=worker.run, args=(stop,))

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,16 +73,14 @@ def test_sigterm_drains_in_flight_and_leaves_the_rest_running(
 
 
 @pytest.fixture
-def lambda_client(app_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+def lambda_client(
+    chalice_app: Any, lambda_root: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[object]:
     from chalice.test import Client
 
-    import app as app_module
-    from chalicelib.worker import lambdas
-
     monkeypatch.setenv("TE_WORKER_POLL_INTERVAL_MS", "20")
-    with Client(app_module.app) as client:
+    with Client(chalice_app) as client:
         yield client
-    lambdas.reset_shared_worker()
 
 
 def test_lambda_entry_point_delivers_then_drains(

@@ -3,7 +3,7 @@
 The worker's claim, lease renewal and the finalize of executions nothing follows are each
 one statement sent alone: no BEGIN, SET TRANSACTION or COMMIT around them. Each one is a
 guarded compare-and-set, correct at READ COMMITTED (the worker pool's session isolation in
-production, ``wiring.ISOLATION``) and at SERIALIZABLE (the tests' pool: only retried more).
+production, ``wiring.process.ISOLATION``) and at SERIALIZABLE (the tests' pool: only retried more).
 A finalize that something follows (a callback, a batch's progress) keeps its transaction.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import pg8000.core
 import pytest
 
-from chalicelib import wiring
 from chalicelib.db.connection import Database
+from tests.conftest import Roots
 from tests.integration.worker.factories import http_spec, seed
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
@@ -92,11 +92,9 @@ def test_a_finalize_something_follows_keeps_its_transaction(
     assert control and control[0].startswith("BEGIN") and "COMMIT" in control
 
 
-def test_the_worker_pool_runs_single_statements_at_read_committed(
-    app_env: dict[str, str],
-) -> None:
-    worker_db = wiring.database("worker")
-    api_db = wiring.database("api")
+def test_the_worker_pool_runs_single_statements_at_read_committed(roots: Roots) -> None:
+    worker_db = roots.current.database("worker")
+    api_db = roots.current.database("api")
     show = "SELECT current_setting('transaction_isolation') AS level"
     assert worker_db.transaction(lambda tx: tx.run(show), single=True)[0]["level"] == (
         "read committed"

@@ -1,0 +1,95 @@
+"""The API process: its services over the ``api`` pool, the key check and the rate limiter.
+
+:class:`ApiRoot` is the :class:`~chalicelib.api.context.ApiContext` the routes use. Each
+service is built per call (services are cheap values over a cached pool, and a new one
+sees the root's clock); the authenticator and the rate limiter are built on the first
+request and kept, since they hold the key cache and the token buckets.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from chalicelib.api.auth import Authenticator, RateLimiter
+from chalicelib.domain.api_keys import Scope
+from chalicelib.services.api_keys import ApiKeyService
+from chalicelib.services.batches import BatchService
+from chalicelib.services.configs import ConfigService
+from chalicelib.services.dead_letters import DeadLetterService
+from chalicelib.services.endpoints import EndpointService
+from chalicelib.services.executions import ExecutionService
+from chalicelib.services.job_status import JobStatusService
+from chalicelib.services.jobs import JobService
+from chalicelib.services.metrics import MetricsService
+from chalicelib.services.overview import OverviewService
+from chalicelib.services.payload_specs import PayloadSpecService
+from chalicelib.services.secrets import SecretService
+from chalicelib.wiring.process import ProcessRoot
+
+
+class ApiRoot:
+    """The API's collaborators over one :class:`ProcessRoot` (its ``api`` pool)."""
+
+    def __init__(self, process: ProcessRoot) -> None:
+        self.process = process
+        self._lock = threading.Lock()
+        self._guards: tuple[Authenticator, RateLimiter] | None = None
+
+    @property
+    def max_body_bytes(self) -> int:
+        return self.process.settings.max_body_bytes
+
+    def guards(self) -> tuple[Authenticator, RateLimiter]:
+        """The process's Authenticator and RateLimiter, built on the first request."""
+        with self._lock:
+            if self._guards is None:
+                settings = self.process.settings
+                authenticator = Authenticator(
+                    lookup=self._scope_of,
+                    bootstrap_key=self.process.bootstrap_api_key(),
+                    cache_ttl_sec=settings.api_key_cache_ttl_sec,
+                )
+                self._guards = authenticator, RateLimiter(rate=settings.rate_limit_per_sec)
+            return self._guards
+
+    def _scope_of(self, digest: bytes) -> Scope | None:
+        return self.api_key_service().scope_of(digest)
+
+    def job_service(self) -> JobService:
+        p = self.process
+        return JobService(p.database("api"), p.clock, wakeup_notify=p.settings.wakeup_notify)
+
+    def batch_service(self) -> BatchService:
+        p = self.process
+        return BatchService(p.database("api"), p.clock, wakeup_notify=p.settings.wakeup_notify)
+
+    def job_status_service(self) -> JobStatusService:
+        return JobStatusService(self.process.database("api"), self.process.clock)
+
+    def execution_service(self) -> ExecutionService:
+        return ExecutionService(self.process.database("api"))
+
+    def dead_letter_service(self) -> DeadLetterService:
+        p = self.process
+        return DeadLetterService(p.database("api"), wakeup_notify=p.settings.wakeup_notify)
+
+    def endpoint_service(self) -> EndpointService:
+        return EndpointService(self.process.database("api"), box=self.process.reading_box)
+
+    def config_service(self) -> ConfigService:
+        return ConfigService(self.process.database("api"))
+
+    def payload_spec_service(self) -> PayloadSpecService:
+        return PayloadSpecService(self.process.database("api"))
+
+    def secret_service(self) -> SecretService:
+        return SecretService(self.process.database("api"), self.process.writing_box)
+
+    def api_key_service(self) -> ApiKeyService:
+        return ApiKeyService(self.process.database("api"))
+
+    def metrics_service(self) -> MetricsService:
+        return MetricsService(self.process.database("api"), self.process.clock)
+
+    def overview_service(self) -> OverviewService:
+        return OverviewService(self.process.database("api"), self.process.clock)

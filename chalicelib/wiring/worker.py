@@ -1,0 +1,101 @@
+"""The worker's process kinds: the long-lived process (Fargate), a Lambda invocation, and
+the worker part of the local stack, each a :class:`~chalicelib.worker.runner.WorkerPart`
+over a worker built from one :class:`~chalicelib.wiring.process.ProcessRoot`.
+
+``python -m chalicelib.worker`` runs :func:`main`: SIGTERM or SIGINT stops claiming;
+in-flight deliveries get up to ``TE_WORKER_SHUTDOWN_TIMEOUT_SEC`` to finish and be
+recorded. Whatever is still running then stays RUNNING in the database for the stuck
+reclaimer, and the process exits without waiting for those delivery threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from chalicelib.logs import log_event
+from chalicelib.runtime.process import ProcessRunner
+from chalicelib.wiring.process import ProcessRoot
+from chalicelib.worker.factory import Worker, build_worker
+from chalicelib.worker.lambdas import LambdaContext, invocation_limits
+from chalicelib.worker.runner import WorkerPart
+
+log = logging.getLogger("chalicelib.worker")
+
+
+def worker_of(process: ProcessRoot) -> Worker:
+    """A worker over the process's ``worker`` pool, clock and keyring."""
+    return build_worker(
+        db=process.database("worker"),
+        settings=process.settings,
+        secret_box=process.reading_box,
+        clock=process.clock,
+    )
+
+
+def long_lived_part(process: ProcessRoot) -> WorkerPart:
+    """The worker with its background loops, draining for TE_WORKER_SHUTDOWN_TIMEOUT_SEC."""
+    settings = process.settings
+    return WorkerPart(
+        worker_of(process), settings, drain_timeout=lambda: settings.worker_shutdown_timeout_sec
+    )
+
+
+def main() -> int:
+    """``python -m chalicelib.worker``: run until SIGTERM/SIGINT, drain, exit."""
+    process = ProcessRoot()
+    process.configure_logging()
+    runner = ProcessRunner(
+        [long_lived_part(process)], name="worker", counters=process.database_stats
+    )
+    runner.stop_on_signals()
+    return runner.exit(runner.run())
+
+
+class LambdaWorker:
+    """One worker per Lambda container, built on the first invocation, kept for warm ones."""
+
+    def __init__(self, process: ProcessRoot) -> None:
+        self.process = process
+        self._lock = threading.Lock()
+        self._worker: Worker | None = None
+
+    def invoke(self, context: LambdaContext) -> dict[str, Any]:
+        """Claim until the invocation's margin, then drain (:mod:`chalicelib.worker.lambdas`)."""
+        worker = self._shared()
+        until, drain_timeout = invocation_limits(context)
+        part = WorkerPart(
+            worker,
+            self.process.settings,
+            drain_timeout=drain_timeout,
+            until=until,
+            background=False,
+            keep=True,
+        )
+        outcome = ProcessRunner([part], name="worker", announce=False).run()
+        for failure in outcome.failures.values():
+            raise failure
+        stats = outcome.stats[part.name]
+        result = {
+            "worker_id": worker.worker_id,
+            "drained": stats["drained"],
+            "in_flight": worker.in_flight,
+        }
+        log_event(log, "worker_invocation_done", **result)
+        return result
+
+    def _shared(self) -> Worker:
+        with self._lock:
+            if self._worker is None:
+                self.process.configure_logging()
+                self._worker = worker_of(self.process)
+            return self._worker
+
+    def close(self) -> None:
+        """Stop and close the container's worker (tests; the next invocation builds one)."""
+        with self._lock:
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.stop()
+            worker.close(abandon=not worker.drain(5))
