@@ -56,10 +56,14 @@ ranked AS (
 -- written at finalize, names the worker (a row per claim cost a fifth of the database's
 -- work per delivery in bench/). "follows": whether the execution's end has something to
 -- follow it (a callback, its batch's progress): only then does its finalize need a
--- transaction of its own; otherwise it is one statement sent alone.
+-- transaction of its own; otherwise it is one statement sent alone. A claimed row is
+-- never parked (the metered claim takes parked rows): whatever comes back to QUEUED or
+-- RETRYING from RUNNING comes back unparked, and the promoter parks it again if its
+-- endpoint is still controlled (migration 018).
 claimed AS (
     UPDATE executions AS e
     SET status = 'RUNNING',
+        parked = FALSE,
         worker_id = CAST(:worker_id AS TEXT),
         started_at = now(),
         lease_expires_at = now() + CAST(:lease_ms AS BIGINT) * INTERVAL '1 millisecond',

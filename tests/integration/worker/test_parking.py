@@ -159,6 +159,20 @@ def test_a_flow_controlled_backlog_is_parked_and_still_metered(database: Databas
     )
     assert sorted(c.execution_id for c in claimed) == sorted(r["execution_id"] for r in oldest)
 
+    # Flow control lifted while they run: the unparking pass clears the endpoint's flag
+    # once no due row is parked, and what comes back from RUNNING (a retry, a reclaim) is
+    # not parked either, so the fast claim sees it.
+    database.run("UPDATE endpoints SET flow_control = NULL WHERE name = :name", name=metered)
+    _passes(database)
+    _passes(database)
+    database.run(
+        "UPDATE executions SET status = 'RETRYING', run_at = now() - INTERVAL '3 hours'"
+        " WHERE endpoint = :e AND status = 'RUNNING'",
+        e=metered,
+    )
+    assert _parked(database, metered) == (0, 30)
+    assert len(_claim("skip_locked", database, 12)) == 12
+
 
 def test_parked_rows_are_not_ahead_in_the_queue(database: Database) -> None:
     paused = _backlog(database, 50)
