@@ -70,7 +70,7 @@ def test_chalice_local_serves_the_api_with_the_local_key_and_never_reloads(
         for _ in range(8):
             status, body = call_api(base, key, "GET", "/endpoints")
             assert status == 200, body
-            time.sleep(0.5)
+            time.sleep(0.5)  # the scenario: requests spread over the reloader's polls
         for auth in (key, ""):
             status, body = call_api(base, auth, "GET", "/no/such/route")
             assert status == 404 and body["error"]["code"] == "ROUTE_NOT_FOUND", body
