@@ -26,6 +26,7 @@ from chalicelib.worker import Worker, build_worker
 from tests.conftest import ApiClient, Reply, reset_process_state
 from tests.fixtures.services import HttpTarget
 from tests.fixtures.services import Reply as TargetReply
+from tests.support.factories import endpoint_body
 from tests.support.waiting import wait_for
 
 KEY_B = base64.b64encode(bytes(range(100, 132))).decode()
@@ -102,7 +103,7 @@ def register_endpoint(api: RecordingApi, name: str, url: str) -> None:
         "timeout_ms": 3000,
         "expected_status_codes": [200],
     }
-    body = {"name": name, "type": "HTTP", "spec": spec, "retry_policy": {"max_attempts": 1}}
+    body = endpoint_body(name, spec=spec, retry_policy={"max_attempts": 1})
     api.call("POST", "/endpoints", body, expect=201)
 
 
