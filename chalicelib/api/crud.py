@@ -1,8 +1,8 @@
-"""What the four setup/register routes share: timestamps, the DELETE answer, PUT names.
+"""What the four catalogue/register routes share: timestamps, the DELETE answer, PUT names.
 
 Payload specs, configs, secrets and endpoints are named resources with the same lifecycle
 (create, list, get, replace, delete-unless-referenced), run by the services in
-:mod:`chalicelib.services.setup` and documented once in :mod:`chalicelib.api.openapi.setup`.
+:mod:`chalicelib.services.catalogue` and documented once in :mod:`chalicelib.api.openapi.catalogue`.
 This module holds the HTTP pieces that would otherwise be copied four times.
 
 Conventions every one of them follows:
@@ -22,9 +22,9 @@ from chalice import Response
 
 from chalicelib.api.http import Resource, check_fields, shown
 from chalicelib.api.pagination import page_response, parse_page
-from chalicelib.domain.names import check_setup_name
+from chalicelib.domain.names import check_catalogue_name
 from chalicelib.errors import ValidationFailed
-from chalicelib.services.setup import NamedValueService, Stamped
+from chalicelib.services.catalogue import NamedValueService, Stamped
 
 
 def timestamps(view: Stamped) -> dict[str, Any]:
@@ -74,7 +74,7 @@ def value_routes(
     def create() -> dict[str, Any]:
         body = resource.json_body()
         check_fields(body, required=["name", field])
-        name = check_setup_name(body["name"])
+        name = check_catalogue_name(body["name"])
         return render(service().create(name, read_value(body)))
 
     def listing() -> dict[str, Any]:

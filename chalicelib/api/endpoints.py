@@ -35,7 +35,7 @@ from chalicelib.services.endpoints import EndpointView
 resource = Resource(__name__)
 
 
-ENDPOINT_FIELDS = (
+ENDPOINT_RESPONSE_FIELDS = (
     "name",
     "type",
     "payload_spec",
@@ -49,7 +49,7 @@ ENDPOINT_FIELDS = (
 
 def render(endpoint: EndpointView) -> dict[str, Any]:
     """An endpoint with its defaults applied; its default callbacks when it has them."""
-    body = shown(endpoint, ENDPOINT_FIELDS)
+    body = shown(endpoint, ENDPOINT_RESPONSE_FIELDS)
     for name in ("on_success", "on_failure"):
         if (value := getattr(endpoint, name)) is not None:
             body[name] = value

@@ -6,7 +6,7 @@ and nothing here logs it. Creating or rotating a secret without a configured key
 server misconfiguration: 500 INTERNAL_ERROR whose message names TE_SECRET_ENCRYPTION_KEY.
 A value is a non-empty string of at most 64 KiB (UTF-8). A secret that a live endpoint's
 spec or the endpoint snapshot of a live job references cannot be deleted (409 CONFLICT
-naming them). Unlike the other setup resources, DELETE really deletes: history names a
+naming them). Unlike the other catalogue resources, DELETE really deletes: history names a
 secret only inside snapshot text, and the ciphertext must not outlive it.
 """
 

@@ -411,7 +411,7 @@ def _optional_ref(body: Mapping[str, Any], name: str) -> str | None:
     return value
 
 
-ENDPOINT_FIELDS = (
+ENDPOINT_BODY_FIELDS = (
     "name",
     "type",
     "payload_spec",
@@ -430,7 +430,7 @@ def parse_endpoint(body: Mapping[str, Any], *, path_name: str | None = None) -> 
     For PUT the name comes from the path; a ``name`` in the body must equal it.
     """
     required = ["type", "spec"] if path_name is not None else ["name", "type", "spec"]
-    _check_unknown_and_missing("body", body, ENDPOINT_FIELDS, required)
+    _check_unknown_and_missing("body", body, ENDPOINT_BODY_FIELDS, required)
     if path_name is not None and body.get("name") not in (None, path_name):
         raise ValidationFailed("Field 'name' cannot change: it must match the URL.")
     name = check_endpoint_name(path_name if path_name is not None else body["name"])

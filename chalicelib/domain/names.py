@@ -1,4 +1,4 @@
-"""Names of setup and register resources: what a client may call them.
+"""Names of catalogue and register resources: what a client may call them.
 
 Endpoint names follow the specification ("URL-safe: lowercase alphanumeric, hyphens"):
 ``^[a-z0-9]+(-[a-z0-9]+)*$``. Payload specs, configs and secrets additionally allow ``_``
@@ -14,10 +14,10 @@ from chalicelib.errors import ValidationFailed
 
 MAX_NAME_LENGTH = 100
 ENDPOINT_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-SETUP_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+CATALOGUE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
 ENDPOINT_NAME_RULE = "lowercase letters, digits and single hyphens between them"
-SETUP_NAME_RULE = "lowercase letters, digits, '-' and '_', starting with a letter or digit"
+CATALOGUE_NAME_RULE = "lowercase letters, digits, '-' and '_', starting with a letter or digit"
 
 
 def _check(name: object, pattern: re.Pattern[str], rule: str) -> str:
@@ -35,6 +35,6 @@ def check_endpoint_name(name: object) -> str:
     return _check(name, ENDPOINT_NAME, ENDPOINT_NAME_RULE)
 
 
-def check_setup_name(name: object) -> str:
+def check_catalogue_name(name: object) -> str:
     """``name`` if it is a valid payload spec, config or secret name, else 400."""
-    return _check(name, SETUP_NAME, SETUP_NAME_RULE)
+    return _check(name, CATALOGUE_NAME, CATALOGUE_NAME_RULE)

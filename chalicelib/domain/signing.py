@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from chalicelib.domain.names import MAX_NAME_LENGTH, SETUP_NAME
+from chalicelib.domain.names import CATALOGUE_NAME, MAX_NAME_LENGTH
 from chalicelib.domain.redaction import byte_forms
 from chalicelib.errors import ValidationFailed
 
@@ -67,7 +67,11 @@ class MalformedSigningSecret(ValueError):
 
 def check_signing_secret_field(where: str, value: Any) -> None:
     """``spec.signing_secret``: a secret's name (400 otherwise; existence is the service's)."""
-    if not isinstance(value, str) or len(value) > MAX_NAME_LENGTH or not SETUP_NAME.match(value):
+    if (
+        not isinstance(value, str)
+        or len(value) > MAX_NAME_LENGTH
+        or not CATALOGUE_NAME.match(value)
+    ):
         raise ValidationFailed(f"Field '{where}' must be the name of a secret.")
 
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from chalicelib.db.connection import Row
 from chalicelib.errors import ConfigNotFound
-from chalicelib.services.setup import Kind, NamedValueService, Stamped
+from chalicelib.services.catalogue import Kind, NamedValueService, Stamped
 
 
 @dataclass(frozen=True, kw_only=True)

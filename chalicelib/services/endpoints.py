@@ -40,9 +40,9 @@ from chalicelib.errors import (
     InvalidPayloadSpecRef,
     TemplateResolutionFailed,
 )
-from chalicelib.services import setup
+from chalicelib.services import catalogue
+from chalicelib.services.catalogue import AnyKind, CatalogueService, Stamped
 from chalicelib.services.secrets import check_signing_secret
-from chalicelib.services.setup import AnyKind, SetupService, Stamped
 
 Box = Callable[[], SecretBox]
 
@@ -89,17 +89,17 @@ def check_references(
 ) -> None:
     """Payload spec, config and secrets the endpoint names must exist (422 otherwise); a
     signing secret must hold a whsec_ key (checked with ``box`` when given)."""
-    if definition.payload_spec and not setup.get(tx, "payload_spec", definition.payload_spec):
+    if definition.payload_spec and not catalogue.get(tx, "payload_spec", definition.payload_spec):
         raise InvalidPayloadSpecRef(
             f"Payload spec '{definition.payload_spec}' does not exist: create it first."
         )
-    if definition.config and not setup.get(tx, "config", definition.config):
+    if definition.config and not catalogue.get(tx, "config", definition.config):
         raise InvalidConfigRef(f"Config '{definition.config}' does not exist: create it first.")
     for callback in (definition.on_success, definition.on_failure):
-        if callback and callback != definition.name and not setup.get(tx, "endpoint", callback):
+        if callback and callback != definition.name and not catalogue.get(tx, "endpoint", callback):
             raise InvalidCallback(f"Callback endpoint '{callback}' does not exist.")
     wanted = sorted(definition.secrets)
-    missing = sorted(set(wanted) - setup.existing_secrets(tx, wanted))
+    missing = sorted(set(wanted) - catalogue.existing_secrets(tx, wanted))
     if missing:
         raise TemplateResolutionFailed(
             "The spec references secret(s) that do not exist: "
@@ -113,10 +113,10 @@ def check_references(
 
 def register(tx: Transaction, definition: EndpointDefinition, box: Box | None = None) -> Row:
     """Insert a new endpoint after checking its name and references (one transaction)."""
-    if setup.get(tx, "endpoint", definition.name) is not None:
+    if catalogue.get(tx, "endpoint", definition.name) is not None:
         raise Conflict(f"Endpoint '{definition.name}' already exists.")
     check_references(tx, definition, box)
-    row = setup.insert_endpoint(tx, definition)
+    row = catalogue.insert_endpoint(tx, definition)
     if row is None:
         raise Conflict(f"Endpoint '{definition.name}' already exists.")
     _ensure_flow_row(tx, definition, previous=None)
@@ -125,11 +125,11 @@ def register(tx: Transaction, definition: EndpointDefinition, box: Box | None = 
 
 def replace_in(tx: Transaction, definition: EndpointDefinition, box: Box | None = None) -> Row:
     """Replace an existing endpoint's definition (404 if there is none; never creates)."""
-    previous = setup.get(tx, "endpoint", definition.name)
+    previous = catalogue.get(tx, "endpoint", definition.name)
     if previous is None:
         raise _not_found(definition.name)
     check_references(tx, definition, box)
-    row = setup.update_endpoint(tx, definition)
+    row = catalogue.update_endpoint(tx, definition)
     if row is None:
         raise _not_found(definition.name)
     _ensure_flow_row(tx, definition, previous=previous)
@@ -167,7 +167,7 @@ def refuse_if_callback_target(tx: Transaction, name: str) -> None:
     on_failure) or of live batches (on_complete) whose callback is still to fire. Finished
     work does not pin it (``setup_endpoint_live_callbacks`` says what is live and what the
     read costs)."""
-    limit = setup.DEPENDENTS_SHOWN + 1
+    limit = catalogue.DEPENDENTS_SHOWN + 1
     endpoints = [
         str(r["name"]) for r in tx.run(queries["setup_endpoint_dependents"], name=name, limit=limit)
     ]
@@ -176,11 +176,13 @@ def refuse_if_callback_target(tx: Transaction, name: str) -> None:
     batches = [str(r["ref"]) for r in rows if r["kind"] == "batch"]
     users = []
     if endpoints:
-        users.append(f"endpoint(s) {setup.name_list(endpoints)} (default on_success / on_failure)")
+        users.append(
+            f"endpoint(s) {catalogue.name_list(endpoints)} (default on_success / on_failure)"
+        )
     if jobs:
-        users.append(f"live job(s) {setup.name_list(jobs)} (on_success / on_failure)")
+        users.append(f"live job(s) {catalogue.name_list(jobs)} (on_success / on_failure)")
     if batches:
-        users.append(f"live batch(es) {setup.name_list(batches)} (on_complete)")
+        users.append(f"live batch(es) {catalogue.name_list(batches)} (on_complete)")
     if users:
         raise Conflict(
             f"Endpoint '{name}' is the callback of {' and of '.join(users)}: deleting it would "
@@ -190,7 +192,7 @@ def refuse_if_callback_target(tx: Transaction, name: str) -> None:
 
 
 @dataclass(frozen=True)
-class EndpointService(SetupService[EndpointView]):
+class EndpointService(CatalogueService[EndpointView]):
     """Register, list, get, replace and delete-unless-used endpoints.
 
     ``box`` decrypts a signing secret to check its form at registration (None: left to the
@@ -214,7 +216,7 @@ class EndpointService(SetupService[EndpointView]):
     def delete_in(self, tx: Transaction, name: str) -> None:
         """Delete unless live jobs of the endpoint use it (the base rule), or a live endpoint
         or live work names it as a callback (409 CONFLICT saying so)."""
-        if setup.get(tx, "endpoint", name) is not None:
+        if catalogue.get(tx, "endpoint", name) is not None:
             refuse_if_callback_target(tx, name)
         super().delete_in(tx, name)
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from chalicelib.db.connection import Row
 from chalicelib.domain.payload_specs import check_schema
 from chalicelib.errors import PayloadSpecNotFound
-from chalicelib.services.setup import Kind, NamedValueService, Stamped
+from chalicelib.services.catalogue import Kind, NamedValueService, Stamped
 
 
 @dataclass(frozen=True, kw_only=True)

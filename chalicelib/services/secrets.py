@@ -3,7 +3,7 @@
 Values are encrypted at rest (AES-256-GCM, :mod:`chalicelib.crypto`) before any
 transaction, by the :class:`~chalicelib.crypto.SecretBox` the service is given; the view
 carries only the name and timestamps, never the value, and nothing here logs it. A value is
-a non-empty string of at most 64 KiB (UTF-8). Unlike the other setup resources, DELETE
+a non-empty string of at most 64 KiB (UTF-8). Unlike the other catalogue resources, DELETE
 really deletes: history names a secret only inside snapshot text, and the ciphertext must
 not outlive it.
 
@@ -31,7 +31,13 @@ from chalicelib.errors import (
     ValidationFailed,
 )
 from chalicelib.logs import log_event
-from chalicelib.services.setup import DEPENDENTS_SHOWN, Kind, NamedValueService, Stamped, name_list
+from chalicelib.services.catalogue import (
+    DEPENDENTS_SHOWN,
+    Kind,
+    NamedValueService,
+    Stamped,
+    name_list,
+)
 
 log = logging.getLogger(__name__)
 

@@ -38,9 +38,9 @@ def main(ctx: click.Context, url: str | None, api_key: str | None) -> None:
 
 
 def _register() -> None:
-    from te.cli import executions, jobs, keys, setup
+    from te.cli import catalogue, executions, jobs, keys
 
-    groups = (*setup.GROUPS, jobs.jobs, jobs.batch, executions.executions, keys.keys)
+    groups = (*catalogue.GROUPS, jobs.jobs, jobs.batch, executions.executions, keys.keys)
     reads = (executions.health, executions.overview, executions.metrics, executions.openapi)
     commands: tuple[click.Command, ...] = (*groups, executions.dead_letters, executions.watch)
     for command in (*commands, *reads):

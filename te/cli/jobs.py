@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
+from te.cli.catalogue import FILE
 from te.cli.output import fail, json_option, read_object, settings, show
-from te.cli.setup import FILE
 from te.client import MAX_BATCH, MAX_BODY_BYTES, Jobs, TeError, encode_body
 
 JOB_COLUMNS = ("job_id", "endpoint", "trigger", "status", "version", "created_at")

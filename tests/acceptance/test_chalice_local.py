@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.test_local_stack import _postgres_processes, _wait_until
+from tests.acceptance.test_local_stack import _postgres_processes
 from tests.fixtures.services import call_api, free_port, wait_for_port
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,7 +71,7 @@ def test_chalice_local_serves_the_api_with_the_local_key_and_never_reloads(
         for _ in range(8):
             status, body = call_api(base, key, "GET", "/endpoints")
             assert status == 200, body
-            time.sleep(0.5)
+            time.sleep(0.5)  # the scenario: requests spread over the reloader's polls
         for auth in (key, ""):
             status, body = call_api(base, auth, "GET", "/no/such/route")
             assert status == 404 and body["error"]["code"] == "ROUTE_NOT_FOUND", body
@@ -84,4 +85,4 @@ def test_chalice_local_serves_the_api_with_the_local_key_and_never_reloads(
     output = log_path.read_text()
     assert "Restarting local dev server" not in output, output
     pgdata = (project / ".te-data").resolve()
-    assert _wait_until(lambda: not _postgres_processes(pgdata), timeout=20) is True
+    wait_for(lambda: _postgres_processes(pgdata), "postgres to exit", until=lambda found: not found)

@@ -15,12 +15,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
 
 from tests.fixtures.services import HttpTarget, call_api, free_port
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,16 +93,6 @@ def _postgres_processes(data_dir: Path) -> list[psutil.Process]:
     return found
 
 
-def _wait_until(predicate: Any, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("condition not met in time")
-
-
 @pytest.fixture
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = Path(tmp_path_factory.mktemp("stack")) / "data"
@@ -145,20 +135,22 @@ def test_local_stack_delivers_a_curl_created_job_and_restarts_on_its_data(
             },
         )
         assert status == 201
-        received = _wait_until(lambda: http_target.received("/hello"))
+        received = wait_for(lambda: http_target.received("/hello"), "the delivery", timeout=30)
         assert received[0].json() == {"who": "world"}
         execution_id = job["execution"]["execution_id"]
-        _wait_until(
-            lambda: (
-                call_api(stack.base, stack.key, "GET", f"/executions/{execution_id}")[1]["status"]
-                == "SUCCESS"
-            )
+        wait_for(
+            lambda: call_api(stack.base, stack.key, "GET", f"/executions/{execution_id}")[1],
+            "the execution to succeed",
+            until=lambda body: body["status"] == "SUCCESS",
+            timeout=30,
         )
         status, body = call_api(stack.base, stack.key, "GET", "/no/such/route")
         assert status == 404 and body["error"]["code"] == "ROUTE_NOT_FOUND"
     finally:
         assert stack.stop() == 0
-    assert _wait_until(lambda: not _postgres_processes(data_dir), timeout=20) is True
+    wait_for(
+        lambda: _postgres_processes(data_dir), "postgres to exit", until=lambda found: not found
+    )
 
     again = Stack(data_dir, port)
     try:
@@ -167,4 +159,6 @@ def test_local_stack_delivers_a_curl_created_job_and_restarts_on_its_data(
         assert status == 200 and job_again["execution"]["status"] == "SUCCESS"
     finally:
         assert again.stop() == 0
-    assert _wait_until(lambda: not _postgres_processes(data_dir), timeout=20) is True
+    wait_for(
+        lambda: _postgres_processes(data_dir), "postgres to exit", until=lambda found: not found
+    )

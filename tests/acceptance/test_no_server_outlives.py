@@ -14,11 +14,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
+
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 MARK = "PROBE_SESSION_MARK"  # not TE_*: the stack passes on everything else
@@ -47,12 +48,9 @@ def _answers(port: int) -> bool:
         return False
 
 
-def _wait_for(path: Path, proc: subprocess.Popen[bytes], timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert proc.poll() is None, "the inner session ended before its servers were up"
-        assert time.monotonic() < deadline, "the inner session's servers did not come up"
-        time.sleep(0.2)
+def _up(path: Path, proc: subprocess.Popen[bytes]) -> bool:
+    assert proc.poll() is None, "the inner session ended before its servers were up"
+    return path.exists()
 
 
 def _stack_log(ready: Path) -> str:
@@ -88,7 +86,12 @@ def test_no_server_outlives_the_session(ending: str, tmp_path: Path) -> None:
             stderr=subprocess.STDOUT,
         )
     try:
-        _wait_for(ready, proc)
+        wait_for(
+            lambda: _up(ready, proc),
+            "the inner session's servers to come up",
+            timeout=180,
+            interval=0.2,
+        )
         if ending != "completes":
             proc.send_signal(getattr(signal, ending))
         returncode = proc.wait(timeout=120)

@@ -30,6 +30,7 @@ import pytest
 from tests.conftest import BOOTSTRAP_KEY, ENCRYPTION_KEY, PROFILE
 from tests.fixtures.pg import TEMPLATE, PgServer
 from tests.fixtures.services import HttpTarget, call_api, free_port
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Debian's packages (`make browser`), or the ones on PATH (the nix shell's).
@@ -105,13 +106,7 @@ class Stack:
         return reply
 
     def wait_for(self, predicate: Callable[[], Any], what: str) -> Any:
-        deadline = time.monotonic() + WAIT_SEC
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(0.1)
-        raise AssertionError(f"not within {WAIT_SEC} s: {what}")
+        return wait_for(predicate, what, timeout=WAIT_SEC, interval=0.1)
 
     def execution_of(self, job: dict[str, Any]) -> str:
         return str(job["execution"]["execution_id"])

@@ -201,9 +201,9 @@ def test_failing_deliveries_fire_the_failure_rate_and_dead_letter_alerts_not_lag
     register(api, http_target, "healthy")
     http_target.script("/broken", Reply(500, body="down"))
     http_target.script("/healthy", Reply(200, body="{}"))
-    from tests.integration.scheduler.test_entry_points import wait_for
+    from tests.support.waiting import wait_for
 
-    wait_for(lambda: reported_down(database), "the heartbeat to report the loop down")
+    wait_for(lambda: reported_down(database), "the heartbeat to report the loop down", timeout=30)
     recording = Recording()
     recording.scrape(api)
     for minute in range(1, 9):

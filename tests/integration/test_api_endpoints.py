@@ -19,7 +19,7 @@ from chalicelib.errors import (
     TaskExecutorError,
     TemplateResolutionFailed,
 )
-from chalicelib.services import setup as repo
+from chalicelib.services import catalogue as repo
 from chalicelib.services.endpoints import check_references, register
 from chalicelib.services.secrets import SecretService
 from tests.conftest import ApiClient

@@ -224,7 +224,7 @@ def finish_soon(database: Database, execution_id: str, started: threading.Event)
     not depend on it.
     """
     started.wait(5)
-    time.sleep(0.5)
+    time.sleep(0.5)  # the scenario: let the request start polling (see the docstring)
     f.set_execution(database, execution_id, status="SUCCESS", duration_ms=7)
 
 

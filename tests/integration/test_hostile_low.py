@@ -15,6 +15,7 @@ from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from tests.conftest import ApiClient
 from tests.integration import jobs_factories as f
+from tests.support.factories import register_endpoint
 
 EP = "send-welcome-email"
 
@@ -146,12 +147,6 @@ LATER = "2030-03-15T18:00:00Z"
 DONE = "2026-03-15T18:00:01+00:00"
 
 
-def register(api: ApiClient, name: str, **callbacks: str) -> None:
-    spec = {"url": "https://example.com/" + name, "method": "POST"}
-    reply = api.post("/endpoints", {"name": name, "type": "HTTP", "spec": spec, **callbacks})
-    assert reply.status == 201, reply.body
-
-
 def later(key: str, **callbacks: str) -> dict[str, Any]:
     """A DELAYED job on "work" (its execution PENDING until 2030)."""
     body = {"endpoint": "work", "trigger": "DELAYED", "idempotency_key": key, "run_at": LATER}
@@ -168,8 +163,8 @@ def refused_as_callback(reply: Any, *names: str) -> None:
 
 @pytest.fixture
 def callbacks(api: ApiClient) -> ApiClient:
-    register(api, "cb")
-    register(api, "work")
+    register_endpoint(api, "cb", "https://example.com/cb")
+    register_endpoint(api, "work", "https://example.com/work")
     return api
 
 
@@ -238,8 +233,8 @@ def test_a_finished_batch_does_not_keep_it(callbacks: ApiClient, database: Datab
 
 def test_an_endpoint_naming_it_as_default_callback_keeps_it(callbacks: ApiClient) -> None:
     api = callbacks
-    register(api, "dflt", on_failure="cb")
-    register(api, "selfish", on_success="selfish")
+    register_endpoint(api, "dflt", "https://example.com/dflt", on_failure="cb")
+    register_endpoint(api, "selfish", "https://example.com/selfish", on_success="selfish")
     refused_as_callback(api.delete("/endpoints/cb"), "dflt", "default on_success / on_failure")
     spec = {"url": "https://example.com/dflt", "method": "POST"}
     assert api.put("/endpoints/dflt", {"name": "dflt", "type": "HTTP", "spec": spec}).status == 200

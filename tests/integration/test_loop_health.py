@@ -20,9 +20,9 @@ from chalicelib.runtime.loop import LoopSpec, Progress
 from chalicelib.runtime.registry import LoopRegistry
 from chalicelib.scheduler.loops import Scheduler
 from tests.conftest import ApiClient
-from tests.integration.scheduler.test_entry_points import wait_for
 from tests.integration.test_lifecycle_plans import indexes_used
 from tests.integration.test_metrics import scrape
+from tests.support.waiting import wait_for
 
 COMPONENT = "scheduler@test-host:1"
 
@@ -70,7 +70,7 @@ def failing_scheduler(database: Database) -> Iterator[Running]:
 def test_health_and_metrics_name_the_loop_that_is_down(
     api: ApiClient, database: Database, failing_scheduler: Running
 ) -> None:
-    wait_for(lambda: reported_down(database), "the heartbeat to report the loop down")
+    wait_for(lambda: reported_down(database), "the heartbeat to report the loop down", timeout=30)
     reply = api.get("/health", auth=False)
     assert reply.status == 503
     assert reply.error_code == "LOOP_DOWN"
@@ -92,7 +92,7 @@ def test_health_and_metrics_name_the_loop_that_is_down(
 def test_health_is_200_again_once_the_process_stopped(
     api: ApiClient, database: Database, failing_scheduler: Running
 ) -> None:
-    wait_for(lambda: reported_down(database), "the heartbeat to report the loop down")
+    wait_for(lambda: reported_down(database), "the heartbeat to report the loop down", timeout=30)
     assert api.get("/health", auth=False).status == 503
     failing_scheduler.stop()  # a graceful stop writes DEAD: a stopped process is not down
     [row] = database.run("SELECT status FROM region_heartbeats WHERE component = :c", c=COMPONENT)

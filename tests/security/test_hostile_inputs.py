@@ -6,7 +6,6 @@ UTF-8, huge limits, forged cursors, content types) and the worker's CRLF header 
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from chalicelib.db.connection import Database
 from chalicelib.wiring.worker import worker_of
 from tests.conftest import ApiClient, Roots
 from tests.fixtures.services import HttpTarget
+from tests.support.waiting import wait_for
 
 NUL = "\u0000"
 
@@ -175,11 +175,13 @@ def test_placeholders_in_input_values_are_delivered_literally(
     assert job.status == 201
     worker = worker_of(roots.current)
     try:
-        deadline = time.monotonic() + 20
-        while not http_target.received("/echo"):
-            assert time.monotonic() < deadline, "not delivered"
+
+        def sent() -> list[Any]:
             worker.run_once()
             worker.drain(5)
+            return http_target.received("/echo")
+
+        wait_for(sent, "the delivery to /echo")
     finally:
         worker.stop()
         worker.drain(5)

@@ -18,15 +18,11 @@ from chalicelib.db.connection import Database, DatabaseError
 from chalicelib.db.statements import timestamptz_in
 from chalicelib.domain.timefmt import EARLIEST_INSTANT, LATEST_INSTANT
 from tests.conftest import ApiClient
+from tests.support.factories import register_endpoint
 
 PAST_THE_END = "9999-12-31T23:59:59-14:00"  # 10000-01-01T13:59:59 in UTC
 BEFORE_YEAR_ONE = "0001-01-01T00:00:00+14:00"  # year 0 in UTC
 OUT_OF_RANGE = [PAST_THE_END, BEFORE_YEAR_ONE, "1969-12-31T23:59:59Z", "9999-01-01T00:00:00Z"]
-
-
-def _endpoint(api: ApiClient, name: str = "e") -> None:
-    spec = {"url": "http://127.0.0.1:9/", "method": "POST"}
-    assert api.post("/endpoints", {"name": name, "type": "HTTP", "spec": spec}).status == 201
 
 
 def _count(database: Database, table: str) -> int:
@@ -50,7 +46,7 @@ def _cursor(t: str, k: str = "job_x") -> str:
 def test_a_job_instant_out_of_range_is_a_400_naming_the_field_and_nothing_is_written(
     api: ApiClient, database: Database, field: str, body: dict[str, Any], value: str
 ) -> None:
-    _endpoint(api)
+    register_endpoint(api, "e")
     reply = api.post("/jobs", {"endpoint": "e", **body, field: value})
     assert reply.status == 400, reply.body
     assert reply.error_code == "INVALID_REQUEST"
@@ -61,7 +57,7 @@ def test_a_job_instant_out_of_range_is_a_400_naming_the_field_and_nothing_is_wri
 
 
 def test_the_last_instants_inside_the_range_are_accepted_and_read_back(api: ApiClient) -> None:
-    _endpoint(api)
+    register_endpoint(api, "e")
     reply = api.post(
         "/jobs",
         {
@@ -80,7 +76,7 @@ def test_the_last_instants_inside_the_range_are_accepted_and_read_back(api: ApiC
 
 
 def test_put_with_an_out_of_range_end_is_a_400(api: ApiClient, database: Database) -> None:
-    _endpoint(api)
+    register_endpoint(api, "e")
     created = api.post(
         "/jobs", {"endpoint": "e", "trigger": "CRON", "cron": "* * * * *", "timezone": "UTC"}
     )
@@ -100,7 +96,7 @@ def test_execution_filters_out_of_range_are_a_400(api: ApiClient, name: str, val
 
 @pytest.mark.parametrize("value", [PAST_THE_END, BEFORE_YEAR_ONE])
 def test_redrive_range_out_of_range_is_a_400(api: ApiClient, value: str) -> None:
-    _endpoint(api)
+    register_endpoint(api, "e")
     reply = api.post("/endpoints/e/redrive", {"since": value, "until": "2030-01-01T00:00:00Z"})
     if value == PAST_THE_END:
         reply = api.post("/endpoints/e/redrive", {"since": "2020-01-01T00:00:00Z", "until": value})
@@ -149,7 +145,7 @@ def test_the_schema_refuses_an_instant_out_of_range(database: Database) -> None:
 def test_a_stored_time_no_datetime_can_hold_still_reads(api: ApiClient, database: Database) -> None:
     """Columns the API never sets have no CHECK; a value written by hand must not make a read
     fail: it reads as the nearest bound of the range."""
-    _endpoint(api)
+    register_endpoint(api, "e")
     created = api.post("/jobs", {"endpoint": "e", "trigger": "IMMEDIATE", "idempotency_key": "k"})
     assert created.status == 201
     execution_id = created.body["execution"]["execution_id"]

@@ -17,6 +17,7 @@ import pytest
 from chalicelib.db.connection import Database
 from tests.conftest import ApiClient
 from tests.fixtures.services import HttpTarget, Reply
+from tests.support.factories import register_endpoint
 
 EVIL = "^(a+)+$"
 EVIL_INPUT = "a" * 28 + "!"  # 19 s on Python's re; 31 characters took 151 s
@@ -24,19 +25,6 @@ EVIL_INPUT = "a" * 28 + "!"  # 19 s on Python's re; 31 characters took 151 s
 
 def _rows(database: Database, table: str) -> int:
     return int(database.run(f"SELECT count(*) AS n FROM {table}")[0]["n"])
-
-
-def _endpoint(api: ApiClient, spec_name: str) -> None:
-    reply = api.post(
-        "/endpoints",
-        {
-            "name": "e",
-            "type": "HTTP",
-            "payload_spec": spec_name,
-            "spec": {"url": "http://example.com/", "method": "POST"},
-        },
-    )
-    assert reply.status == 201, reply.body
 
 
 def _job(api: ApiClient, job_input: Any, key: str = "k") -> Any:
@@ -98,7 +86,7 @@ def test_local_refs_and_embedded_ids_still_work(api: ApiClient) -> None:
         },
     }
     assert api.post("/payload-specs", {"name": "p", "schema": schema}).status == 201
-    _endpoint(api, "p")
+    register_endpoint(api, "e", "http://example.com/", payload_spec="p")
     assert _job(api, {"user": "ab", "qty": 2, "meta": {"type": "object"}}).status == 201
     reply = _job(api, {"user": "a", "qty": "x"}, key="k2")
     assert reply.status == 422 and reply.error_code == "INPUT_VALIDATION_FAILED"
@@ -110,7 +98,7 @@ def test_a_stored_schema_with_an_outside_ref_is_a_422_at_job_creation(
 ) -> None:
     """Specs written before refs were checked at creation still never fetch, nor 500."""
     assert api.post("/payload-specs", {"name": "p", "schema": {"type": "object"}}).status == 201
-    _endpoint(api, "p")
+    register_endpoint(api, "e", "http://example.com/", payload_spec="p")
     stored = {"properties": {"a": {"$ref": http_target.url("/s.json")}}}
     database.run(
         "UPDATE payload_specs SET schema_json = CAST(:s AS JSONB) WHERE name = 'p'",
@@ -166,7 +154,7 @@ def test_catastrophic_patterns_answer_at_once(
     here the point is that they complete with the right answer at all.
     """
     assert api.post("/payload-specs", {"name": "p", "schema": schema}).status == 201
-    _endpoint(api, "p")
+    register_endpoint(api, "e", "http://example.com/", payload_spec="p")
     reply = _job(api, job_input)
     assert reply.status == 422 and reply.error_code == "INPUT_VALIDATION_FAILED", reply.body
     assert _job(api, {"a": "aaaa", "aaaa": "x"}, key="ok").status == 201

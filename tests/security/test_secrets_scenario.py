@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +27,8 @@ from chalicelib.worker import Worker
 from tests.conftest import ApiClient, Reply, Roots
 from tests.fixtures.services import HttpTarget
 from tests.fixtures.services import Reply as TargetReply
+from tests.support.factories import endpoint_body
+from tests.support.waiting import wait_for
 
 KEY_B = base64.b64encode(bytes(range(100, 132))).decode()
 SECRET = "partner_api_key"
@@ -82,18 +83,19 @@ def deliver(api: RecordingApi, worker: Worker, endpoint: str, user: str) -> dict
     )
     page = api.call("GET", f"/jobs/{job['job_id']}/executions")
     execution_id = page["items"][0]["execution_id"]
-    deadline = time.monotonic() + 20
-    while True:
+
+    def delivered() -> dict[str, Any]:
         worker.run_once()
         worker.drain(10)
-        execution = api.call("GET", f"/executions/{execution_id}")
-        if execution["status"] in ("SUCCESS", "FAILED"):
-            api.call("GET", f"/executions/{execution_id}/attempts")
-            api.call("GET", f"/executions/{execution_id}/logs")
-            api.call("GET", f"/jobs/{job['job_id']}")
-            return dict(execution)
-        assert time.monotonic() < deadline, execution
-        time.sleep(0.02)
+        return dict(api.call("GET", f"/executions/{execution_id}"))
+
+    execution = wait_for(
+        delivered, "a terminal status", until=lambda e: e["status"] in ("SUCCESS", "FAILED")
+    )
+    api.call("GET", f"/executions/{execution_id}/attempts")
+    api.call("GET", f"/executions/{execution_id}/logs")
+    api.call("GET", f"/jobs/{job['job_id']}")
+    return execution
 
 
 def register_endpoint(api: RecordingApi, name: str, url: str) -> None:
@@ -105,7 +107,7 @@ def register_endpoint(api: RecordingApi, name: str, url: str) -> None:
         "timeout_ms": 3000,
         "expected_status_codes": [200],
     }
-    body = {"name": name, "type": "HTTP", "spec": spec, "retry_policy": {"max_attempts": 1}}
+    body = endpoint_body(name, spec=spec, retry_policy={"max_attempts": 1})
     api.call("POST", "/endpoints", body, expect=201)
 
 

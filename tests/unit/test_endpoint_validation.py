@@ -15,7 +15,7 @@ from chalicelib.domain.endpoints import (
     parse_endpoint,
     validate_retry_policy,
 )
-from chalicelib.domain.names import check_endpoint_name, check_setup_name
+from chalicelib.domain.names import check_catalogue_name, check_endpoint_name
 from chalicelib.domain.payload_specs import check_schema
 from chalicelib.domain.timefmt import iso
 from chalicelib.errors import (
@@ -246,10 +246,10 @@ def test_invalid_endpoint_names(name: Any) -> None:
 
 
 def test_setup_names_also_allow_underscores() -> None:
-    assert check_setup_name("email_api_key") == "email_api_key"
+    assert check_catalogue_name("email_api_key") == "email_api_key"
     for bad in ("_x", "-x", "A", "a.b", "a b", "x" * 101):
         with pytest.raises(ValidationFailed):
-            check_setup_name(bad)
+            check_catalogue_name(bad)
 
 
 def test_check_schema() -> None:

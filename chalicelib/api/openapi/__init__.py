@@ -16,6 +16,7 @@ from typing import Any
 
 from chalicelib.api.auth import required_scope
 from chalicelib.api.openapi.batches import BATCHES
+from chalicelib.api.openapi.catalogue import CONFIGS, PAYLOAD_SPECS, SECRETS
 from chalicelib.api.openapi.common import COMMON_PARAMETERS, COMMON_RESPONSES, ERROR_SCHEMA
 from chalicelib.api.openapi.dead_letters import DEAD_LETTERS
 from chalicelib.api.openapi.endpoints import ENDPOINTS
@@ -24,7 +25,6 @@ from chalicelib.api.openapi.jobs import JOBS
 from chalicelib.api.openapi.keys import KEYS
 from chalicelib.api.openapi.metrics import METRICS
 from chalicelib.api.openapi.overview import OVERVIEW
-from chalicelib.api.openapi.setup import CONFIGS, PAYLOAD_SPECS, SECRETS
 from chalicelib.domain.api_keys import Scope
 
 _SCOPES = (

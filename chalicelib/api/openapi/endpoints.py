@@ -1,11 +1,11 @@
-"""OpenAPI for ``/endpoints``: the lifecycle of :mod:`.setup` and the three target specs."""
+"""OpenAPI for ``/endpoints``: the lifecycle of :mod:`.catalogue` and the three target specs."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.api.openapi.catalogue import crud_fragment
 from chalicelib.api.openapi.common import TIMESTAMP, operation, paths, schema_ref
-from chalicelib.api.openapi.setup import crud_fragment
 from chalicelib.domain.endpoints import ENDPOINT_TYPES, MAX_CONCURRENT
 
 _REF = {"type": ["string", "null"], "maxLength": 100}

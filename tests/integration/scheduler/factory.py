@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chalicelib.db.connection import Database
+from tests.support.factories import UNREACHABLE_URL, retry_policy
 
 T0 = datetime(2026, 3, 16, 9, 0, tzinfo=UTC)
 
@@ -44,26 +45,21 @@ def seed_endpoint(db: Database, name: str = "ep-test", *, max_attempts: int = 3)
         "INSERT INTO endpoints (name, endpoint_type, spec, retry_policy) "
         "VALUES (:name, 'HTTP', CAST(:spec AS JSONB), CAST(:policy AS JSONB))",
         name=name,
-        spec=json.dumps({"url": "http://127.0.0.1:9/x", "method": "POST"}),
+        spec=json.dumps({"url": UNREACHABLE_URL + "x", "method": "POST"}),
         policy=json.dumps(_policy(max_attempts)),
     )
     return name
 
 
 def _policy(max_attempts: int) -> dict[str, Any]:
-    return {
-        "max_attempts": max_attempts,
-        "backoff": "exponential",
-        "initial_delay_ms": 1000,
-        "max_delay_ms": 60000,
-    }
+    return retry_policy(max_attempts, "exponential", initial_delay_ms=1000)
 
 
 def _snapshot(endpoint: str, max_attempts: int | None) -> str:
     snapshot: dict[str, Any] = {
         "name": endpoint,
         "type": "HTTP",
-        "spec": {"url": "http://127.0.0.1:9/x", "method": "POST"},
+        "spec": {"url": UNREACHABLE_URL + "x", "method": "POST"},
         "config_ref": None,
         "payload_spec_ref": None,
     }

@@ -10,8 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,6 +34,7 @@ from tests.integration.scheduler.factory import (
     seed_execution,
     seed_one_shot_job,
 )
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 FAST = {
@@ -43,15 +42,6 @@ FAST = {
     "TE_PROMOTE_INTERVAL_MS": "100",
     "TE_RECLAIM_INTERVAL_SEC": "1",
 }
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    """Poll until ``condition`` holds; the timeout only guards against hanging forever."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def seed_work(db: Database, now: datetime) -> tuple[str, str, str]:
@@ -99,8 +89,8 @@ def test_scheduler_runs_every_loop_in_threads_until_stopped(database: Database) 
     result: list[dict[str, LoopStats]] = []
     thread = threading.Thread(target=lambda: result.append(scheduler.run(stop)))
     thread.start()
-    wait_for(lambda: work_done(database, *ids), "all three loops to act")
-    wait_for(lambda: heartbeat(database, "scheduler@test") is not None, "a heartbeat")
+    wait_for(lambda: work_done(database, *ids), "all three loops to act", timeout=30)
+    wait_for(lambda: heartbeat(database, "scheduler@test"), "a heartbeat", timeout=30)
     stop.set()
     thread.join()
     [stats] = result
@@ -132,7 +122,7 @@ def test_python_m_scheduler_runs_all_loops_and_stops_on_sigterm(
         text=True,
     )
     try:
-        wait_for(lambda: work_done(database, *ids), "the process to do the seeded work")
+        wait_for(lambda: work_done(database, *ids), "the process to do the seeded work", timeout=30)
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=30)
     finally:

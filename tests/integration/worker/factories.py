@@ -16,22 +16,9 @@ from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.settings import decode_key
 from tests.conftest import ENCRYPTION_KEY
+from tests.support.factories import retry_policy as retry_policy  # re-exported: seeds use it
 
 BOX = SecretBox(decode_key(ENCRYPTION_KEY, "test key"))
-
-
-def retry_policy(
-    max_attempts: int = 1,
-    backoff: str = "fixed",
-    initial_delay_ms: int = 0,
-    max_delay_ms: int = 60000,
-) -> dict[str, Any]:
-    return {
-        "max_attempts": max_attempts,
-        "backoff": backoff,
-        "initial_delay_ms": initial_delay_ms,
-        "max_delay_ms": max_delay_ms,
-    }
 
 
 def http_spec(url: str, **extra: Any) -> dict[str, Any]:

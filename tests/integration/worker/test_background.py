@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import pytest
 
@@ -13,6 +12,7 @@ from chalicelib.worker.background import background_loops, report_metrics
 from tests.fixtures.services import HttpTarget
 from tests.integration.worker.conftest import settings, settle
 from tests.integration.worker.factories import http_spec, seed
+from tests.support.waiting import wait_for
 
 
 def test_metrics_report_counts_claims_and_outcomes(
@@ -49,14 +49,14 @@ def test_heartbeat_is_alive_while_running_and_dead_after(database: Database, mak
     thread = threading.Thread(target=group.run, args=(stop,))
     thread.start()
     try:
-        deadline = time.monotonic() + 10
-        rows: list[dict[str, object]] = []
-        while not rows and time.monotonic() < deadline:
-            rows = database.run(
+        rows = wait_for(
+            lambda: database.run(
                 "SELECT status, metadata FROM region_heartbeats WHERE component LIKE 'worker@%'"
-            )
-            time.sleep(0.05)
-        assert rows and rows[0]["status"] == "ALIVE"
+            ),
+            "the worker's heartbeat row",
+            timeout=10,
+        )
+        assert rows[0]["status"] == "ALIVE"
         assert rows[0]["metadata"]["worker_id"] == worker.worker_id
         # The worker's loops, its claim and finalize among them, as /health reads them.
         assert {"claim", "heartbeat"} <= set(rows[0]["metadata"]["loop_states"])

@@ -19,6 +19,7 @@ from chalicelib.worker.finalizer import _finalize
 from tests.conftest import ApiClient
 from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settle
+from tests.support.factories import register_endpoint
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).
@@ -26,10 +27,9 @@ pytestmark = pytest.mark.claim_path
 
 
 def register(api: ApiClient, target: HttpTarget, name: str, **extra: Any) -> None:
+    """``name`` posting to ``target``'s ``/name``, which must answer 200."""
     spec = {"url": target.url(f"/{name}"), "method": "POST", "expected_status_codes": [200]}
-    body = {"name": name, "type": "HTTP", "spec": spec, **extra}
-    reply = api.post("/endpoints", body)
-    assert reply.status == 201, reply.body
+    register_endpoint(api, name, spec=spec, **extra)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 
 import pytest
@@ -20,6 +19,7 @@ from chalicelib.worker.claims import (
 from tests.conftest import PROFILE
 from tests.fixtures.services import HttpTarget
 from tests.integration.worker.factories import http_spec, seed, statuses
+from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).
@@ -46,15 +46,22 @@ def test_two_workers_never_run_the_same_execution(
     for thread in threads:
         thread.start()
     try:
-        # A deadline: a claim that fails on every round (bad SQL) must fail the test, not
-        # leave it waiting forever while the workers log and retry.
-        deadline = time.monotonic() + 120
-        while statuses(database, seeded.execution_ids).get("SUCCESS", 0) < 400:
-            assert time.monotonic() < deadline, statuses(database, seeded.execution_ids)
+        # The wait's timeout: a claim that fails on every round (bad SQL) must fail the
+        # test, not leave it waiting forever while the workers log and retry.
+        def progress() -> dict[str, int]:
             assert any(t.is_alive() for t in threads)
-            time.sleep(0.05)
-            if len(http_target.received()) > 400:
-                break
+            return statuses(database, seeded.execution_ids)
+
+        # Done when all are delivered, or as soon as one was sent twice (asserted below).
+        wait_for(
+            progress,
+            "400 delivered",
+            until=lambda counts: (
+                counts.get("SUCCESS", 0) >= 400 or len(http_target.received()) > 400
+            ),
+            timeout=120,
+            interval=0.05,
+        )
     finally:
         done.set()
         for thread in threads:

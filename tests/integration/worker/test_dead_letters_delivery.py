@@ -6,7 +6,6 @@ redrive wake an idle worker; the dead-letter view shows errors as recorded (reda
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -31,7 +30,8 @@ from tests.integration.worker.factories import (
     statuses,
 )
 from tests.integration.worker.test_callbacks import register
-from tests.integration.worker.test_wakeup import LONG_POLL_MS, running, wait_for
+from tests.integration.worker.test_wakeup import LONG_POLL_MS, WAKE_GUARD_S, running
+from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).
@@ -165,8 +165,8 @@ def test_retry_and_redrive_wake_an_idle_worker(
     fail(database, seeded.execution_ids)
     worker = make_worker(worker_poll_interval_ms=LONG_POLL_MS)
     running(worker)
-    wait_for(lambda: worker.listener is not None and worker.listener.connects == 1)
-    wait_for(lambda: worker.sleeps.started >= 1)
+    wait_for(lambda: worker.listener is not None and worker.listener.connects == 1, "a listener")
+    wait_for(lambda: worker.sleeps.started >= 1, "the idle sleep")
 
     if how == "retry":
         assert api.post(f"/executions/{seeded.execution_id}/retry").status == 200
@@ -180,7 +180,12 @@ def test_retry_and_redrive_wake_an_idle_worker(
         assert api.post(f"/endpoints/{seeded.endpoint}/redrive", body).body["requeued"] == 2
         moved = seeded.execution_ids
 
-    wait_for(lambda: statuses(database, moved) == {"SUCCESS": len(moved)})
+    wait_for(
+        lambda: statuses(database, moved),
+        "the moved executions delivered",
+        until=lambda counts: counts == {"SUCCESS": len(moved)},
+        timeout=WAKE_GUARD_S,
+    )
     assert worker.sleeps.timed_out == 0  # claimed before the 10 s poll could fire
     assert worker.sleeps.woken >= 1
 
@@ -214,7 +219,13 @@ def test_two_worker_processes_deliver_a_redrive_of_a_thousand_and_a_retry(
         }
         retried = api.post(f"/executions/{single[0]}/retry")
         assert retried.status == 200, retried.body
-        _wait_delivered(database, seeded.execution_ids, timeout=180)
+        wait_for(
+            lambda: statuses(database, seeded.execution_ids),
+            "every execution delivered",
+            until=lambda counts: counts == {"SUCCESS": len(seeded.execution_ids)},
+            timeout=180,
+            interval=0.2,
+        )
         assert api.post(f"/endpoints/{seeded.endpoint}/redrive", body).body == {
             "requeued": 0,
             "more": False,
@@ -243,11 +254,3 @@ def test_two_worker_processes_deliver_a_redrive_of_a_thousand_and_a_retry(
         ids=seeded.execution_ids,
     )
     assert workers[0]["n"] == 2  # both processes delivered
-
-
-def _wait_delivered(database: Database, ids: list[str], *, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while statuses(database, ids) != {"SUCCESS": len(ids)}:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not delivered: {statuses(database, ids)}")
-        time.sleep(0.2)

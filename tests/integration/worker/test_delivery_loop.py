@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any
 
 import pytest
 
@@ -14,6 +13,7 @@ from chalicelib.db.connection import Database, Transaction
 from chalicelib.domain.delivery import DeliveryOutcome, DeliveryRequest, succeeded
 from tests.integration.worker.conftest import settle
 from tests.integration.worker.factories import http_spec, seed, statuses
+from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).
@@ -67,13 +67,6 @@ class BlockingDispatcher:
         pass
 
 
-def wait_until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
-
-
 def test_a_worker_claims_only_into_free_slots_the_rest_stay_queued(
     database: Database, make_worker
 ) -> None:
@@ -84,7 +77,7 @@ def test_a_worker_claims_only_into_free_slots_the_rest_stay_queued(
     )
 
     assert worker.run_once() == 3
-    wait_until(lambda: dispatcher.running == 3)
+    wait_for(lambda: dispatcher.running, "3 deliveries running", until=lambda n: n == 3)
 
     # RUNNING means in delivery: nothing is claimed ahead of a free slot.
     assert worker.run_once() == 0
@@ -117,7 +110,7 @@ def test_a_slot_is_held_until_the_attempt_is_recorded(database: Database, make_w
     try:
         assert locked.wait(10)
         assert worker.run_once() == 2
-        wait_until(lambda: len(dispatcher.seen) == 2)
+        wait_for(lambda: len(dispatcher.seen), "2 sent", until=lambda n: n == 2)
         assert worker.run_once() == 2  # into the two slots being recorded
         for _ in range(5):
             assert worker.run_once() == 0  # a batch already waits for slots
@@ -170,7 +163,7 @@ def test_closing_with_abandon_cancels_deliveries_and_leaves_them_running(
     )
 
     worker.run_once()
-    wait_until(lambda: dispatcher.running == 5)
+    wait_for(lambda: dispatcher.running, "5 deliveries running", until=lambda n: n == 5)
     assert not worker.drain(0.2)
     worker.stop()
     worker.close(abandon=True)
@@ -197,7 +190,12 @@ def test_a_finalize_batch_claims_into_the_slots_it_frees(
     poller = threading.Thread(target=worker.run, args=(stop,))
     poller.start()
     try:
-        wait_until(lambda: statuses(database, seeded.execution_ids).get("SUCCESS", 0) == 300, 60)
+        wait_for(
+            lambda: statuses(database, seeded.execution_ids),
+            "300 delivered",
+            until=lambda counts: counts.get("SUCCESS", 0) == 300,
+            timeout=60,
+        )
     finally:
         stop.set()
         poller.join(10)

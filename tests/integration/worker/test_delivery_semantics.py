@@ -11,8 +11,9 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -29,6 +30,7 @@ from tests.integration.worker.factories import (
     seed,
     statuses,
 )
+from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).
@@ -36,8 +38,6 @@ pytestmark = pytest.mark.claim_path
 
 EXECUTION = "x-task-executor-execution-id"
 ATTEMPT = "x-task-executor-attempt"
-#: The issue's latency bound is 1 s; asserted with headroom for a loaded 2-core machine.
-LATENESS_BOUND_S = 2.5
 
 
 @contextmanager
@@ -57,13 +57,6 @@ def running(*workers: Worker) -> Iterator[None]:
             worker.close(abandon=True)
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
-
-
 def running_by_worker(db: Database, ids: list[str]) -> Counter[str]:
     rows = db.run(
         "SELECT worker_id, count(*) AS n FROM executions "
@@ -74,15 +67,15 @@ def running_by_worker(db: Database, ids: list[str]) -> Counter[str]:
     return Counter({r["worker_id"]: int(r["n"]) for r in rows})
 
 
-def lateness_s(db: Database, ids: list[str]) -> list[float]:
-    """Seconds from each execution's run_at to the start of its (only) attempt."""
-    rows = db.run(
-        "SELECT EXTRACT(EPOCH FROM a.started_at - e.run_at) AS late FROM attempts a "
-        "JOIN executions e ON e.execution_id = a.execution_id "
-        "WHERE a.execution_id = ANY(CAST(:ids AS TEXT[]))",
-        ids=ids,
-    )
-    return [float(r["late"]) for r in rows]
+def most_overlapping(intervals: list[tuple[datetime, datetime]]) -> int:
+    """The largest number of (start, end) intervals open at one instant (ends first on ties:
+    a slot freed and taken again at the same instant is not two at once)."""
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    open_now = peak = 0
+    for _, step in events:
+        open_now += step
+        peak = max(peak, open_now)
+    return peak
 
 
 # -- 1. RUNNING means in flight; attempt times measure the delivery ------------------------
@@ -100,27 +93,33 @@ def test_running_means_in_flight_and_attempt_times_measure_the_delivery(
     worker = make_worker(worker_max_concurrent=4, worker_endpoint_share=1.0)
     peak_running = 0
 
+    def all_delivered() -> dict[str, int]:
+        nonlocal peak_running
+        counts = statuses(database, seeded.execution_ids)
+        peak_running = max(peak_running, counts.get("RUNNING", 0))
+        return counts
+
     with running(worker):
-        while statuses(database, seeded.execution_ids).get("SUCCESS", 0) < 12:
-            counts = statuses(database, seeded.execution_ids)
-            peak_running = max(peak_running, counts.get("RUNNING", 0))
-            time.sleep(0.02)
+        wait_for(all_delivered, "12 delivered", until=lambda c: c.get("SUCCESS", 0) == 12)
 
     # The capacity, plus at most one claim batch claimed into slots being recorded.
     assert 4 <= peak_running <= 8
     received = {r.headers[EXECUTION]: r.at for r in http_target.received("/slow")}
-    for execution_id in seeded.execution_ids:
-        claimed_at = execution(database, execution_id)["started_at"].timestamp()
-        (attempt,) = attempts(database, execution_id)
-        sent_at = attempt["started_at"].timestamp()
-        # Sent within 100 ms of the claim (asserted with headroom for a loaded machine;
-        # a delivery is 2 s, so waiting for one would fail this).
-        assert sent_at - claimed_at < 0.5
-        # Close to what the target saw (the issue's bound is 10 ms; the target's clock is
-        # read in another thread of this process, on a loaded 2-core machine: 270 ms seen).
-        # A claim-time started_at would be off by a whole 2 s delivery.
-        assert abs(sent_at - received[execution_id]) < 0.5
-        assert delay * 1000 <= attempt["duration_ms"] < delay * 1000 + 250
+    sends = {e: attempts(database, e)[0] for e in seeded.execution_ids}
+    # The shortest delivery the database recorded: held for one, a claim would wait this long.
+    shortest = min(a["completed_at"] - a["started_at"] for a in sends.values())
+    for execution_id, attempt in sends.items():
+        claimed_at = execution(database, execution_id)["started_at"]
+        # Sent on its claim: before any delivery it could have waited for would have ended
+        # (the old claim-ahead window held some RUNNING for a whole delivery).
+        assert claimed_at <= attempt["started_at"] < claimed_at + shortest
+        # The attempt spans the request the target saw (a claim-time started_at would start
+        # a whole delivery before it) and lasts at least the target's hold.
+        assert attempt["started_at"].timestamp() <= received[execution_id]
+        assert received[execution_id] <= attempt["completed_at"].timestamp()
+        assert attempt["duration_ms"] >= delay * 1000
+    # Attempt times are the sends: never more open at once than the 4 delivery slots.
+    assert most_overlapping([(a["started_at"], a["completed_at"]) for a in sends.values()]) == 4
 
 
 # -- 2. a live worker keeps its lease; a worker that lost it does not send ----------------
@@ -135,10 +134,17 @@ def test_a_delivery_longer_than_the_lease_is_not_reclaimed(
     worker = make_worker(stuck_execution_timeout_sec=1, worker_endpoint_share=1.0)
     reclaimer = StuckReclaimer(database, timeout_sec=1)
 
+    def delivered_unreclaimed() -> dict[str, int]:
+        assert reclaimer.reclaim() == []
+        return statuses(database, seeded.execution_ids)
+
     with running(worker):
-        while statuses(database, seeded.execution_ids).get("SUCCESS", 0) < 2:
-            assert reclaimer.reclaim() == []
-            time.sleep(0.1)
+        wait_for(
+            delivered_unreclaimed,
+            "both delivered, never reclaimed",
+            until=lambda c: c.get("SUCCESS", 0) == 2,
+            interval=0.1,
+        )
 
     sent = Counter(r.headers[EXECUTION] for r in http_target.received("/long"))
     assert sent == dict.fromkeys(seeded.execution_ids, 1)
@@ -170,7 +176,11 @@ def test_a_worker_that_lost_its_lease_before_the_send_does_not_send(
     claiming = threading.Thread(target=worker.run_once)
     claiming.start()
     try:
-        wait_for(lambda: statuses(database, seeded.execution_ids) == {"RUNNING": 1})
+        wait_for(
+            lambda: statuses(database, seeded.execution_ids),
+            "the claim",
+            until=lambda c: c == {"RUNNING": 1},
+        )
         database.run(
             "UPDATE executions SET lease_expires_at = now() - INTERVAL '1 second' "
             "WHERE execution_id = :id",
@@ -186,7 +196,7 @@ def test_a_worker_that_lost_its_lease_before_the_send_does_not_send(
     assert worker.drain(10)
     assert http_target.received() == []  # attempt 1 was not sent
 
-    wait_for(lambda: worker.run_once() > 0 and worker.drain(10))
+    wait_for(lambda: worker.run_once() > 0 and worker.drain(10), "the retry claimed and sent")
     assert [r.headers[ATTEMPT] for r in http_target.received("/x")] == ["2"]
     history = [
         (a["status"], (a["error"] or {}).get("type"))
@@ -209,21 +219,26 @@ def test_a_killed_workers_executions_are_reclaimed_one_lease_after_its_last_rene
     poller.start()
     reclaimed: list[str] = []
     try:
-        wait_for(lambda: len(http_target.received("/hang")) == 2)
-        time.sleep(1.5)  # longer than the lease: renewed, still held
+        wait_for(lambda: len(http_target.received("/hang")), "2 sent", until=lambda n: n == 2)
+        time.sleep(1.5)  # the scenario: longer than the lease, so only renewals keep it held
         assert reclaimer.reclaim() == []
         stop.set()  # as if the worker died: no claims ...
         poller.join(10)
         worker.leases.stop()  # ... and no renewals from now on
-        stopped = time.monotonic()
+        [lease] = database.run(
+            "SELECT max(lease_expires_at) AS expires, now() AS now FROM executions "
+            "WHERE execution_id = ANY(CAST(:ids AS TEXT[]))",
+            ids=seeded.execution_ids,
+        )
+        # The last renewal held them at most one lease (1 s) past the worker's end ...
+        assert lease["now"] < lease["expires"] <= lease["now"] + timedelta(seconds=1)
 
-        def all_reclaimed() -> bool:
+        def all_reclaimed() -> int:
             reclaimed.extend(r.execution_id for r in reclaimer.reclaim())
-            return len(reclaimed) == 2
+            return len(reclaimed)
 
-        wait_for(all_reclaimed)
-        # Within the lease (1 s) of the last renewal, plus this loop's polling.
-        assert time.monotonic() - stopped <= 1 + LATENESS_BOUND_S
+        # ... and the reclaimer takes them once it has passed (the timeout only guards).
+        wait_for(all_reclaimed, "both reclaimed", until=lambda n: n == 2)
     finally:
         worker.close(abandon=True)
     assert sorted(reclaimed) == sorted(seeded.execution_ids)
@@ -242,12 +257,18 @@ def test_a_hung_endpoint_takes_all_but_the_reserve_and_healthy_ones_are_delivere
     worker = make_worker(worker_max_concurrent=4)
 
     with running(worker):
-        wait_for(lambda: len(http_target.received("/hang")) == 3)
+        wait_for(lambda: len(http_target.received("/hang")), "3 hung", until=lambda n: n == 3)
         healthy = seed(database, spec=http_spec(http_target.url("/ok")), count=10)
-        wait_for(lambda: statuses(database, healthy.execution_ids) == {"SUCCESS": 10})
+        # The wait's 20 s guard is shorter than the 30 s hang: the healthy work cannot have
+        # waited for a hung slot to free.
+        wait_for(
+            lambda: statuses(database, healthy.execution_ids),
+            "the healthy endpoint delivered",
+            until=lambda c: c == {"SUCCESS": 10},
+        )
+        # Every healthy execution was delivered while the hung ones still held their slots.
         assert running_by_worker(database, hung.execution_ids) == {worker.worker_id: 3}
 
-    assert max(lateness_s(database, healthy.execution_ids)) <= LATENESS_BOUND_S
     assert len(http_target.received("/hang")) == 3
 
 
@@ -259,12 +280,16 @@ def test_with_two_workers_each_keeps_its_reserve_from_a_hung_endpoint(
     workers = [make_worker(worker_id=f"w{i}", worker_max_concurrent=4) for i in range(2)]
 
     with running(*workers):
-        wait_for(lambda: len(http_target.received("/hang")) == 6)  # 3 each: all but reserve
+        # 3 each: all but the reserve.
+        wait_for(lambda: len(http_target.received("/hang")), "6 hung", until=lambda n: n == 6)
         healthy = seed(database, spec=http_spec(http_target.url("/ok")), count=10)
-        wait_for(lambda: statuses(database, healthy.execution_ids) == {"SUCCESS": 10})
+        wait_for(  # its 20 s guard is shorter than the 30 s hang
+            lambda: statuses(database, healthy.execution_ids),
+            "the healthy endpoint delivered",
+            until=lambda c: c == {"SUCCESS": 10},
+        )
+        # Delivered through each worker's reserve while the hung ones still held the rest.
         assert running_by_worker(database, hung.execution_ids) == {"w0": 3, "w1": 3}
-
-    assert max(lateness_s(database, healthy.execution_ids)) <= LATENESS_BOUND_S
 
 
 def test_a_worker_with_every_slot_busy_stops_claiming_and_an_idle_one_takes_the_work(
@@ -275,14 +300,18 @@ def test_a_worker_with_every_slot_busy_stops_claiming_and_an_idle_one_takes_the_
     busy = make_worker(worker_id="busy", worker_max_concurrent=2, worker_endpoint_share=1.0)
 
     with running(busy):
-        wait_for(lambda: len(http_target.received("/hang")) == 2)
+        wait_for(lambda: len(http_target.received("/hang")), "2 hung", until=lambda n: n == 2)
         healthy = seed(database, spec=http_spec(http_target.url("/ok")), count=5)
-        time.sleep(0.5)  # the saturated worker polls meanwhile
+        time.sleep(0.5)  # the scenario: the saturated worker polls meanwhile (and must not claim)
         assert statuses(database, healthy.execution_ids) == {"QUEUED": 5}
         assert statuses(database, hung.execution_ids) == {"RUNNING": 2, "QUEUED": 1}
         idle = make_worker(worker_id="idle", worker_max_concurrent=4)
         with running(idle):
-            wait_for(lambda: statuses(database, healthy.execution_ids) == {"SUCCESS": 5})
+            wait_for(
+                lambda: statuses(database, healthy.execution_ids),
+                "the idle worker to deliver",
+                until=lambda c: c == {"SUCCESS": 5},
+            )
 
     owners = {execution(database, e)["worker_id"] for e in healthy.execution_ids}
     assert owners == {"idle"}

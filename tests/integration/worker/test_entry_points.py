@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,16 +16,9 @@ from chalicelib.db.connection import Database
 from tests.conftest import ENCRYPTION_KEY
 from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.factories import execution, http_spec, seed, statuses
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def _wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def test_sigterm_drains_in_flight_and_leaves_the_rest_running(
@@ -54,7 +46,12 @@ def test_sigterm_drains_in_flight_and_leaves_the_rest_running(
         text=True,
     )
     try:
-        _wait_for(lambda: len(http_target.received()) == 5, 30, "all five deliveries to start")
+        wait_for(
+            lambda: len(http_target.received()),
+            "all five deliveries to start",
+            until=lambda n: n == 5,
+            timeout=30,
+        )
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=20)
     finally:

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from chalicelib.db.connection import Database
 from chalicelib.services.endpoints import EndpointService
 from tests.conftest import ENCRYPTION_KEY, PROFILE
 from tests.integration.worker.factories import http_spec, retry_policy, seed, statuses
+from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).
@@ -154,20 +156,12 @@ def _started_together(db: Database, procs: list[subprocess.Popen[str]], endpoint
         )
         return int(rows[0]["n"]) == len(names)
 
-    _wait_for(both_up, 60, "both workers' first heartbeat")
+    wait_for(both_up, "both workers' first heartbeat", timeout=60, interval=0.05)
     db.run("UPDATE endpoints SET paused_at = NULL WHERE name = :name", name=endpoint)
 
 
 def _paused(db: Database, endpoint: str) -> None:
     db.run("UPDATE endpoints SET paused_at = now() WHERE name = :name", name=endpoint)
-
-
-def _wait_for(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def _flow(db: Database, name: str, flow: dict[str, Any]) -> None:
@@ -195,7 +189,13 @@ def test_rate_limit_of_100_per_second_holds_at_the_target(database: Database, db
     try:
         with two_workers(db_url) as procs:
             _started_together(database, procs, seeded.endpoint)
-            _wait_for(lambda: len(meter.arrivals) >= 1450, 120, "1,450 deliveries")
+            wait_for(
+                lambda: len(meter.arrivals),
+                "1,450 deliveries",
+                until=lambda n: n >= 1450,
+                timeout=120,
+                interval=0.05,
+            )
     finally:
         meter.close()
 
@@ -229,10 +229,12 @@ def test_max_concurrency_5_is_never_exceeded_at_the_target(database: Database, d
     try:
         with two_workers(db_url) as procs:
             _started_together(database, procs, seeded.endpoint)
-            _wait_for(
-                lambda: statuses(database, seeded.execution_ids) == {"SUCCESS": 80},
-                90,
+            wait_for(
+                lambda: statuses(database, seeded.execution_ids),
                 "80 deliveries",
+                until=lambda counts: counts == {"SUCCESS": 80},
+                timeout=90,
+                interval=0.05,
             )
     finally:
         meter.close()
@@ -252,30 +254,43 @@ def test_a_pause_stops_both_workers_and_a_resume_restarts_them(
     service = EndpointService(database)
     try:
         with two_workers(db_url):
-            _wait_for(lambda: len(meter.arrivals) >= 10, 60, "the first deliveries")
+            wait_for(
+                lambda: len(meter.arrivals),
+                "the first deliveries",
+                until=lambda n: n >= 10,
+                timeout=60,
+                interval=0.05,
+            )
             service.pause(seeded.endpoint)
-            paused = time.time()
-            time.sleep(2.0)  # many poll intervals; what was in flight has ended
+            # What was in flight when the pause came ends; nothing new starts.
+            wait_for(
+                lambda: statuses(database, seeded.execution_ids),
+                "the deliveries in flight to end",
+                until=lambda counts: "RUNNING" not in counts,
+                timeout=30,
+                interval=0.05,
+            )
             settled = len(meter.arrivals)
-            time.sleep(1.0)
+            time.sleep(1.0)  # the scenario: 20 poll intervals (50 ms) of both workers, paused
             assert len(meter.arrivals) == settled  # nothing sent while paused
-            late = [t for t in meter.arrivals if t > paused + 1.0]
-            assert late == []
-            claimed_after = database.run(
-                "SELECT count(*) AS n FROM executions WHERE endpoint = :e "
-                "AND started_at > to_timestamp(:t)",
+            [after] = database.run(
+                "SELECT count(*) AS n FROM executions x JOIN endpoints e ON e.name = x.endpoint "
+                "WHERE x.endpoint = :e AND x.started_at > e.paused_at",
                 e=seeded.endpoint,
-                t=paused,
-            )[0]["n"]
-            assert claimed_after == 0
-            waiting = statuses(database, seeded.execution_ids).get("QUEUED", 0)
-            assert waiting > 0
+            )
+            assert after["n"] == 0  # nothing claimed after the recorded pause
+            counts = statuses(database, seeded.execution_ids)
+            # Every request the target saw was an execution claimed before the pause.
+            assert settled == counts.get("SUCCESS", 0)
+            assert counts.get("QUEUED", 0) > 0
 
             service.resume(seeded.endpoint)
-            _wait_for(
-                lambda: statuses(database, seeded.execution_ids) == {"SUCCESS": 200},
-                90,
+            wait_for(
+                lambda: statuses(database, seeded.execution_ids),
                 "every delivery after the resume",
+                until=lambda counts: counts == {"SUCCESS": 200},
+                timeout=90,
+                interval=0.05,
             )
     finally:
         meter.close()
@@ -297,14 +312,25 @@ def test_a_429_with_retry_after_holds_the_endpoint_on_both_workers(
     _flow(database, seeded.endpoint, {"max_concurrency": 1})
     try:
         with two_workers(db_url):
-            _wait_for(
-                lambda: statuses(database, seeded.execution_ids) == {"SUCCESS": 6},
-                60,
+            wait_for(
+                lambda: statuses(database, seeded.execution_ids),
                 "every delivery",
+                until=lambda counts: counts == {"SUCCESS": 6},
+                timeout=60,
+                interval=0.05,
             )
     finally:
         meter.close()
 
     arrivals = sorted(meter.arrivals)
     assert len(arrivals) == 7  # one refused, then six delivered (the refused one retried)
-    assert arrivals[1] - arrivals[0] >= 1.9  # the whole endpoint waited for Retry-After
+    [hold] = database.run(
+        "SELECT e.held_until, min(a.completed_at) AS refused_at FROM endpoints e "
+        "JOIN executions x ON x.endpoint = e.name JOIN attempts a USING (execution_id) "
+        "WHERE e.name = :e AND a.status <> 'SUCCESS' GROUP BY e.held_until",
+        e=seeded.endpoint,
+    )
+    # The refusal held the endpoint for its Retry-After (as recorded) ...
+    assert hold["held_until"] >= hold["refused_at"] + timedelta(seconds=2)
+    # ... and the whole endpoint waited for it: the next request came after the hold.
+    assert arrivals[0] < hold["held_until"].timestamp() <= arrivals[1]

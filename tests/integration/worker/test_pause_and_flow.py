@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
-from chalicelib.db.connection import Database
+from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.services.endpoints import EndpointService
 from chalicelib.worker.claims import ClaimLimits, claim_strategy
 from chalicelib.worker.flow import MeteredClaim
 from tests.fixtures.services import Reply
-from tests.integration.worker.factories import execution, http_spec, retry_policy, seed
+from tests.integration.worker.factories import attempts, execution, http_spec, retry_policy, seed
+from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).
@@ -104,12 +105,16 @@ def test_a_pause_binds_every_claim_that_starts_after_it(database: Database, stra
     thread = threading.Thread(target=claim_in_a_loop)
     thread.start()
     try:
-        while sum(n for _, n in claims) < 6:  # the race is on
-            time.sleep(0.005)
+        # The race is on.
+        wait_for(lambda: sum(n for _, n in claims), "6 claimed", until=lambda n: n >= 6)
         EndpointService(database).pause(seeded.endpoint)
-        paused = time.monotonic()
-        while sum(1 for started, _ in claims if started > paused) < 5:
-            time.sleep(0.005)
+        paused = time.monotonic()  # orders the claims: before or after the pause
+        wait_for(
+            lambda: sum(1 for started, _ in claims if started > paused),
+            "5 claims after the pause",
+            until=lambda n: n >= 5,
+            interval=0.005,
+        )
     finally:
         stop.set()
         thread.join()
@@ -277,11 +282,13 @@ def test_retry_after_holds_the_whole_endpoint(
     [endpoint] = database.run(
         "SELECT held_until, now() AS now FROM endpoints WHERE name = :n", n=seeded.endpoint
     )
-    held = (endpoint["held_until"] - endpoint["now"]).total_seconds()
-    assert hold_s - 5 < held <= hold_s
+    [refused] = attempts(database, seeded.execution_id)
+    # Held for the Retry-After asked (as recorded): from the 429's answer, and no longer.
+    assert endpoint["held_until"] >= refused["completed_at"] + timedelta(seconds=hold_s)
+    assert endpoint["held_until"] <= endpoint["now"] + timedelta(seconds=hold_s)
     # Another execution of the endpoint, and the retry (due after 10 ms), wait for the hold.
     other = _another_execution(database, seeded.job_id, seeded.endpoint)
-    time.sleep(0.05)
+    time.sleep(0.05)  # the scenario: the retry (due after 10 ms) is due, yet held
     worker.controls.refresh(force=True)
     assert worker.controls.excluded == (seeded.endpoint,)
     assert worker.run_once() == 0
@@ -305,9 +312,13 @@ def test_a_later_shorter_retry_after_does_not_shorten_the_hold(database: Databas
     assert row["held_until"] == later
 
     database.run("UPDATE endpoints SET held_until = NULL")
-    database.run(queries["worker_hold_endpoints"], holds=json.dumps({seeded.endpoint: 5000}))
-    [row] = database.run("SELECT held_until - now() AS left FROM endpoints")
-    assert timedelta(seconds=4) < row["left"] <= timedelta(seconds=5)
+
+    def hold_and_read(tx: Transaction) -> Any:
+        tx.execute(queries["worker_hold_endpoints"], holds=json.dumps({seeded.endpoint: 5000}))
+        return tx.one("SELECT held_until - now() AS left FROM endpoints")
+
+    # One transaction, one now(): the hold is exactly the 5 s asked for.
+    assert database.transaction(hold_and_read)["left"] == timedelta(seconds=5)
 
 
 @pytest.mark.parametrize(

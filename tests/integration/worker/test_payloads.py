@@ -15,13 +15,9 @@ from tests.conftest import ApiClient
 from tests.fixtures.services import HttpTarget, Received, Reply
 from tests.integration.worker.conftest import settle
 from tests.integration.worker.factories import attempts, execution
+from tests.support.factories import register_endpoint
 
 INPUT = {"order": {"id": 7, "items": ["a", "b"]}, "n": 1.5, "note": "{{secret.x}}"}
-
-
-def register(api: ApiClient, name: str, endpoint_type: str, spec: dict[str, Any]) -> None:
-    reply = api.post("/endpoints", {"name": name, "type": endpoint_type, "spec": spec})
-    assert reply.status == 201, reply.body
 
 
 def http(target: HttpTarget, name: str, **extra: Any) -> dict[str, Any]:
@@ -47,9 +43,9 @@ def only(target: HttpTarget, name: str) -> Received:
 def test_http_without_a_template_sends_the_input_as_a_json_body(
     api: ApiClient, database: Database, make_worker: Any, http_target: HttpTarget
 ) -> None:
-    register(api, "plain", "HTTP", http(http_target, "plain"))
+    register_endpoint(api, "plain", spec=http(http_target, "plain"))
     typed = {"Content-Type": "application/vnd.orders+json"}
-    register(api, "typed", "HTTP", http(http_target, "typed", headers=typed))
+    register_endpoint(api, "typed", spec=http(http_target, "typed", headers=typed))
     worker = make_worker()
 
     run_job(api, database, worker, "plain", input=INPUT)
@@ -67,8 +63,8 @@ def test_http_without_a_template_sends_the_input_as_a_json_body(
 def test_a_job_without_input_sends_no_body_and_a_get_never_does(
     api: ApiClient, database: Database, make_worker: Any, http_target: HttpTarget
 ) -> None:
-    register(api, "no-input", "HTTP", http(http_target, "no-input"))
-    register(api, "get", "HTTP", http(http_target, "get", method="GET"))
+    register_endpoint(api, "no-input", spec=http(http_target, "no-input"))
+    register_endpoint(api, "get", spec=http(http_target, "get", method="GET"))
     worker = make_worker()
 
     run_job(api, database, worker, "no-input")
@@ -90,7 +86,7 @@ def test_one_placeholder_stands_for_a_whole_json_value(
         "inside": {"data": "{{input.order}}", "n": "{{input.n}}", "all": "{{input}}"},
     }
     for name, template in templates.items():
-        register(api, name, "HTTP", http(http_target, name, body_template=template))
+        register_endpoint(api, name, spec=http(http_target, name, body_template=template))
     worker = make_worker()
 
     for name in templates:
@@ -106,8 +102,8 @@ def test_one_placeholder_stands_for_a_whole_json_value(
 def test_a_callback_endpoint_without_a_body_template_receives_the_report(
     api: ApiClient, database: Database, make_worker: Any, http_target: HttpTarget
 ) -> None:
-    register(api, "hook", "HTTP", http(http_target, "hook", body_template={"k": 1}))
-    register(api, "on-done", "HTTP", http(http_target, "on-done"))
+    register_endpoint(api, "hook", spec=http(http_target, "hook", body_template={"k": 1}))
+    register_endpoint(api, "on-done", spec=http(http_target, "on-done"))
     worker = make_worker()
 
     execution_id = run_job(api, database, worker, "hook", input=INPUT, on_success="on-done")
@@ -136,9 +132,16 @@ def test_kafka_without_a_template_sends_the_input_as_the_json_value(
 
     topic = "payloads-" + uuid.uuid4().hex[:8]
     spec = {"bootstrap_servers": kafka_bootstrap, "topic": topic, "timeout_ms": 5000}
-    register(api, "kafka-plain", "KAFKA", spec)
-    register(api, "kafka-part", "KAFKA", {**spec, "value_template": "{{input.order.id}}"})
-    register(api, "kafka-text", "KAFKA", {**spec, "value_template": "{{input.note}}"})
+    register_endpoint(api, "kafka-plain", endpoint_type="KAFKA", spec=spec)
+    register_endpoint(
+        api,
+        "kafka-part",
+        endpoint_type="KAFKA",
+        spec={**spec, "value_template": "{{input.order.id}}"},
+    )
+    register_endpoint(
+        api, "kafka-text", endpoint_type="KAFKA", spec={**spec, "value_template": "{{input.note}}"}
+    )
     worker = make_worker()
 
     names = ("kafka-plain", "kafka-part", "kafka-text")
@@ -164,7 +167,9 @@ def test_redis_without_a_template_sends_the_input_as_one_field(
     api: ApiClient, database: Database, make_worker: Any, redis_url: str
 ) -> None:
     stream = "payloads-" + uuid.uuid4().hex[:8]
-    register(api, "stream", "REDIS_STREAM", {"redis_url": redis_url, "stream": stream})
+    register_endpoint(
+        api, "stream", endpoint_type="REDIS_STREAM", spec={"redis_url": redis_url, "stream": stream}
+    )
 
     execution_id = run_job(api, database, make_worker(), "stream", input=INPUT)
 

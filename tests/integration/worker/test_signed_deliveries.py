@@ -33,8 +33,9 @@ from tests.integration.worker.factories import (
     seed,
     statuses,
 )
-from tests.integration.worker.test_delivery_semantics import running, wait_for
+from tests.integration.worker.test_delivery_semantics import running
 from tests.integration.worker.test_streams import kafka_spec, redis_spec
+from tests.support.waiting import wait_for
 
 KEY = bytes(range(1, 33))
 SECRET = "whsec_" + base64.b64encode(KEY).decode()
@@ -148,7 +149,11 @@ def test_two_workers_sign_every_delivery_with_its_execution_id(
     seeded = seed(database, spec=http_spec(http_target.url("/two"), signing_secret=name), count=40)
 
     with running(make_worker(), make_worker()):
-        wait_for(lambda: statuses(database, seeded.execution_ids).get("SUCCESS") == 40)
+        wait_for(
+            lambda: statuses(database, seeded.execution_ids),
+            "40 delivered",
+            until=lambda counts: counts.get("SUCCESS") == 40,
+        )
 
     received = http_target.received("/two")
     assert sorted(r.headers["webhook-id"] for r in received) == sorted(seeded.execution_ids)

@@ -7,7 +7,6 @@ poll is told by how the worker's idle sleep ended (``Worker.sleeps``), not by ti
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -16,6 +15,7 @@ from chalicelib.db.connection import Database
 from chalicelib.worker import Worker
 from tests.conftest import ApiClient
 from tests.integration.worker.factories import execution, http_spec, seed
+from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).
@@ -40,12 +40,9 @@ def running() -> Iterator[Callable[[Worker], None]]:
         thread.join(timeout=5)
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 8.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
+#: How long a wait here may take before it fails: below the 10 s idle poll (LONG_POLL_MS),
+#: so a claim seen within it was not the poll's (the counters asserted after say which woke).
+WAKE_GUARD_S = 8.0
 
 
 def create_immediate(api: ApiClient, database: Database, target_url: Callable[[str], str]) -> str:
@@ -74,14 +71,22 @@ def test_notification_ends_the_idle_sleep(
 ) -> None:
     worker = make_worker(worker_poll_interval_ms=LONG_POLL_MS)
     running(worker)
-    wait_for(lambda: worker.listener is not None and worker.listener.connects == 1)
+    wait_for(
+        lambda: worker.listener is not None and worker.listener.connects == 1,
+        "a listener",
+        timeout=WAKE_GUARD_S,
+    )
 
     execution_id = create_immediate(api, database, http_target.url)
 
-    wait_for(claimed(database, execution_id))
+    wait_for(claimed(database, execution_id), "the claim", timeout=WAKE_GUARD_S)
     assert worker.sleeps.timed_out == 0  # claimed before the 10 s poll could fire
     assert worker.sleeps.woken >= 1
-    wait_for(lambda: execution(database, execution_id)["status"] == "SUCCESS")
+    wait_for(
+        lambda: execution(database, execution_id)["status"] == "SUCCESS",
+        "delivered",
+        timeout=WAKE_GUARD_S,
+    )
 
 
 def test_without_notify_only_the_poll_claims(
@@ -89,11 +94,12 @@ def test_without_notify_only_the_poll_claims(
 ) -> None:
     worker = make_worker(worker_poll_interval_ms=1000, wakeup_notify="off")
     running(worker)
-    wait_for(lambda: worker.sleeps.started >= 1)  # asleep: only a timer or a signal claims now
+    # Asleep: only a timer or a signal claims now.
+    wait_for(lambda: worker.sleeps.started >= 1, "the idle sleep", timeout=WAKE_GUARD_S)
 
     execution_id = create_immediate(api, database, http_target.url)
 
-    wait_for(claimed(database, execution_id))
+    wait_for(claimed(database, execution_id), "the claim", timeout=WAKE_GUARD_S)
     assert worker.listener is None
     assert worker.sleeps.woken == 0
     assert worker.sleeps.timed_out >= 1
@@ -105,14 +111,20 @@ def test_listener_recovers_from_a_killed_connection(
 ) -> None:
     worker = make_worker(worker_poll_interval_ms=LONG_POLL_MS)
     running(worker)
-    wait_for(lambda: worker.listener is not None and worker.listener.backend_pid is not None)
+    wait_for(
+        lambda: worker.listener is not None and worker.listener.backend_pid,
+        "a listener",
+        timeout=WAKE_GUARD_S,
+    )
     listener = worker.listener
     assert listener is not None
     killed = database.run("SELECT pg_terminate_backend(:pid) AS ok", pid=listener.backend_pid)
     assert killed[0]["ok"] is True
 
-    wait_for(lambda: listener.connects == 2 and listener.backend_pid is not None)
+    wait_for(
+        lambda: listener.connects == 2 and listener.backend_pid, "a reconnect", timeout=WAKE_GUARD_S
+    )
     execution_id = create_immediate(api, database, http_target.url)
 
-    wait_for(claimed(database, execution_id))
+    wait_for(claimed(database, execution_id), "the claim", timeout=WAKE_GUARD_S)
     assert worker.sleeps.timed_out == 0

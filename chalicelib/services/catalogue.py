@@ -1,18 +1,19 @@
 """The lifecycle payload specs, configs, secrets and endpoints share, over named SQL.
 
 They are named resources with the same lifecycle (create, list, get, replace,
-delete-unless-referenced). :class:`SetupService` holds list, get and delete once;
+delete-unless-referenced). :class:`CatalogueService` holds list, get and delete once;
 :class:`NamedValueService` adds create and replace for the three kinds whose whole value is
 one column (payload specs, configs, secrets); endpoints add their own in
 :mod:`chalicelib.services.endpoints`.
 
 The row functions below take an open :class:`~chalicelib.db.connection.Transaction`, so a
 use case decides what happens atomically (a delete and its dependency check share one
-transaction). The three setup tables share statement shapes; ``kind`` selects the table
+transaction). The three catalogue tables share statement shapes; ``kind`` selects the table
 (``payload_spec``, ``config`` or ``secret``) and ``value`` is its value column. (These
 functions were ``chalicelib/repositories/setup.py``: the only repository. Jobs and
-executions run their named queries from their services, so the setup resources now do
-too: one path, route -> service -> SQL.)
+executions run their named queries from their services, so the catalogue resources now do
+too: one path, route -> service -> SQL.) The statements keep their ``setup_*`` names in
+``db/sql/setup.sql``: the worker's caches read some of them.
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ def refuse_if_used(what: str, *, endpoints: list[str], jobs: list[str]) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class Stamped:
-    """What every setup view has: its name and when it was created and last replaced."""
+    """What every catalogue view has: its name and when it was created and last replaced."""
 
     name: str
     created_at: datetime
@@ -189,7 +190,7 @@ class Stamped:
 
 
 @dataclass(frozen=True)
-class SetupService(Generic[V]):
+class CatalogueService(Generic[V]):
     """List, get and delete-unless-used of one kind; each use case is one transaction.
 
     Subclasses name their ``kind``, the ``label`` their messages use ("Config"), the
@@ -253,7 +254,7 @@ class SetupService(Generic[V]):
 
 
 @dataclass(frozen=True)
-class NamedValueService(SetupService[V]):
+class NamedValueService(CatalogueService[V]):
     """Create and replace for payload specs, configs and secrets (one value column)."""
 
     kind: ClassVar[Kind]

@@ -1,6 +1,6 @@
-"""OpenAPI for the setup resources: payload specs, configs and secrets.
+"""OpenAPI for the catalogue resources: payload specs, configs and secrets.
 
-Conventions every setup and register resource follows (endpoints too):
+Conventions every catalogue and register resource follows (endpoints too):
 
 * ``POST`` answers 201 with the resource; a taken name is 409 CONFLICT.
 * ``PUT`` replaces the resource's value (404 if it does not exist; it never creates). A

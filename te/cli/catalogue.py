@@ -1,4 +1,4 @@
-"""``te endpoints|configs|secrets|payload-specs``: the named setup resources.
+"""``te endpoints|configs|secrets|payload-specs``: the named catalogue resources.
 
 Each has ``create -f FILE`` (the request body, JSON or YAML; ``-`` reads stdin), ``list``,
 ``get NAME``, ``update NAME -f FILE`` and ``delete NAME``; ``te endpoints`` also has
