@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from chalicelib.services.dead_letters import DeadLetterService
     from chalicelib.services.endpoints import EndpointService
     from chalicelib.services.executions import ExecutionService
-    from chalicelib.services.job_status import JobStatusService
-    from chalicelib.services.jobs import JobService
+    from chalicelib.services.jobs.service import JobService
+    from chalicelib.services.jobs.status import JobStatusService
     from chalicelib.services.metrics import MetricsService
     from chalicelib.services.overview import OverviewService
     from chalicelib.services.payload_specs import PayloadSpecService
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def job_service() -> JobService:
     from chalicelib import wiring
-    from chalicelib.services.jobs import JobService
+    from chalicelib.services.jobs.service import JobService
 
     return JobService(
         wiring.database("api"), wiring.utcnow, wakeup_notify=wiring.settings().wakeup_notify
@@ -46,7 +46,7 @@ def batch_service() -> BatchService:
 
 def job_status_service() -> JobStatusService:
     from chalicelib import wiring
-    from chalicelib.services.job_status import JobStatusService
+    from chalicelib.services.jobs.status import JobStatusService
 
     return JobStatusService(wiring.database("api"), wiring.utcnow)
 

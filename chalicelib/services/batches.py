@@ -1,7 +1,7 @@
 """Batch use cases: create up to 1,000 jobs in one transaction, progress, jobs, cancel.
 
 Each item of ``POST /jobs/batch`` goes through the same checks and insert as ``POST /jobs``
-(:func:`chalicelib.services.job_writer.create_jobs`); all items are written with one
+(:func:`chalicelib.services.jobs.create.create_jobs`); all items are written with one
 multi-row INSERT per table. ``atomic`` turns any invalid item into a 422 for the whole
 request, with nothing written (the transaction rolls back).
 """
@@ -30,8 +30,7 @@ from chalicelib.errors import (
 )
 from chalicelib.services.callbacks import complete_batches, progress_in
 from chalicelib.services.executions import read_committed
-from chalicelib.services.job_rows import new_id
-from chalicelib.services.job_writer import (
+from chalicelib.services.jobs.create import (
     CheckedInputs,
     Endpoints,
     JobView,
@@ -42,6 +41,7 @@ from chalicelib.services.job_writer import (
     create_jobs,
     views_of,
 )
+from chalicelib.services.jobs.rows import new_id
 
 CANCEL_MESSAGE = "Execution cancelled with its batch (POST /batches/{id}/cancel)."
 

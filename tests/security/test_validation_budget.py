@@ -18,7 +18,7 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.domain import payload_specs
 from chalicelib.domain.payload_specs import MAX_IN_PLACE_DEPTH
-from chalicelib.services import job_writer
+from chalicelib.services.jobs import create as job_writer
 from tests.conftest import ApiClient
 
 LEVELS = 22

@@ -3,7 +3,7 @@ trigger (run a cron job now).
 
 Each use case is one transaction through :meth:`Database.transaction` (re-runnable: it only
 reads and writes the database and computes from what it read). Status and executions of
-a job live in :mod:`chalicelib.services.job_status`.
+a job live in :mod:`chalicelib.services.jobs.status`.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from chalicelib.errors import (
     JobNotTriggerable,
     JobNotUpdatable,
 )
-from chalicelib.services import job_fastpath
 from chalicelib.services.executions import cancel_in, is_final, read_committed
-from chalicelib.services.job_writer import (
+from chalicelib.services.jobs import fastpath as job_fastpath
+from chalicelib.services.jobs.create import (
     CheckedInputs,
     JobView,
     NewJob,
@@ -125,8 +125,8 @@ class JobService:
         """POST /jobs: one transaction; 201 for a new job, 200 for an idempotency-key hit.
 
         The same checks and insert as every item of ``POST /jobs/batch``
-        (:func:`chalicelib.services.job_writer.create_jobs`), with one item, usually in one
-        statement (:mod:`chalicelib.services.job_fastpath`).
+        (:func:`chalicelib.services.jobs.create.create_jobs`), with one item, usually in one
+        statement (:mod:`chalicelib.services.jobs.fastpath`).
         """
         now = self.clock()
         request = parse_job_request(body, now=now)

@@ -14,8 +14,8 @@ the endpoints, one statement writing the jobs and their executions (``jobs_creat
 an idempotency lookup before it (if an item was refused) and after it (if a key was
 taken). Inputs are validated before the transaction opens (:func:`check_inputs`), under
 one time budget for the whole request. ``POST /jobs`` usually skips all of this: see
-:mod:`chalicelib.services.job_fastpath`.
-The rows and views themselves are built in :mod:`chalicelib.services.job_rows`.
+:mod:`chalicelib.services.jobs.fastpath`.
+The rows and views themselves are built in :mod:`chalicelib.services.jobs.rows`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from chalicelib.domain.jobs import JobRequest
 from chalicelib.domain.payload_specs import validate_input
 from chalicelib.domain.statuses import TriggerType
 from chalicelib.errors import EndpointNotFound, InvalidCallback, TaskExecutorError
-from chalicelib.services.job_rows import (
+from chalicelib.services.jobs.rows import (
     JobView,
     NewJob,
     create_params,

@@ -1,6 +1,6 @@
 """``POST /jobs`` in one round trip, when nothing needs the full transaction.
 
-The full path (:func:`chalicelib.services.job_writer.create_jobs`) is one SERIALIZABLE
+The full path (:func:`chalicelib.services.jobs.create.create_jobs`) is one SERIALIZABLE
 transaction: BEGIN, read the endpoint, write the job and its execution (and read back a
 job already holding the key), wake the workers, COMMIT. Most requests name an endpoint this
 process has already read and a key nobody used, so they can be one statement instead:
@@ -38,7 +38,7 @@ from chalicelib.domain.jobs import JobRequest
 from chalicelib.domain.payload_specs import validate_input
 from chalicelib.domain.statuses import TriggerType
 from chalicelib.errors import TaskExecutorError
-from chalicelib.services.job_rows import (
+from chalicelib.services.jobs.rows import (
     JobView,
     NewJob,
     create_params,

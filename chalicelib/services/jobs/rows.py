@@ -1,6 +1,6 @@
 """The rows a job creation writes and the view it answers with, built in Python from the
-request and the endpoint: :mod:`chalicelib.services.job_writer` (the full transaction) and
-:mod:`chalicelib.services.job_fastpath` (one statement) both write through ``jobs_create``
+request and the endpoint: :mod:`chalicelib.services.jobs.create` (the full transaction) and
+:mod:`chalicelib.services.jobs.fastpath` (one statement) both write through ``jobs_create``
 with these.
 """
 

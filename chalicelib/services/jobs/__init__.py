@@ -1,0 +1,1 @@
+"""Jobs: creating them (one path) and managing them."""
