@@ -26,7 +26,7 @@ from chalicelib.domain.cron import render_local
 from chalicelib.domain.jobs import parse_job_filters
 from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.domain.timefmt import iso
-from chalicelib.services.jobs.service import JobView
+from chalicelib.services.jobs.rows import JobView
 from chalicelib.services.jobs.status import JobHealthReport
 from chalicelib.services.views import ExecutionSummary, Job
 

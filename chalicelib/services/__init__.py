@@ -3,11 +3,12 @@
 Route handlers call the factories below (:func:`job_service`, :func:`config_service`, ...);
 each builds its service on first use (never at import) with the API's database pool and,
 where a service needs them, the service clock or the secret keyring. Services are cheap
-values; the pool is cached.
+values; the pool is cached, and so is the job service (it remembers endpoints).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,14 +26,23 @@ if TYPE_CHECKING:
     from chalicelib.services.payload_specs import PayloadSpecService
     from chalicelib.services.secrets import SecretService
 
+_lock = threading.Lock()
+#: The job service of the API's pool, replaced with the pool (tests replace it).
+_job_service: JobService | None = None
+
 
 def job_service() -> JobService:
+    """One per database pool: it holds the endpoints POST /jobs has read (its fast path)."""
     from chalicelib import wiring
     from chalicelib.services.jobs.service import JobService
 
-    return JobService(
-        wiring.database("api"), wiring.utcnow, wakeup_notify=wiring.settings().wakeup_notify
-    )
+    global _job_service
+    db = wiring.database("api")
+    with _lock:
+        if _job_service is None or _job_service.db is not db:
+            wakeup_notify = wiring.settings().wakeup_notify
+            _job_service = JobService(db, wiring.utcnow, wakeup_notify=wakeup_notify)
+        return _job_service
 
 
 def batch_service() -> BatchService:

@@ -37,7 +37,8 @@ from chalicelib.domain.loops import fault_reason
 from chalicelib.domain.statuses import ExecutionStatus, TriggerType
 from chalicelib.domain.timefmt import iso
 from chalicelib.errors import DatabaseError, TaskExecutorError
-from chalicelib.services.jobs.create import NewJob, Outcome, create_jobs
+from chalicelib.services.jobs.create import Outcome, create_jobs
+from chalicelib.services.jobs.rows import NewJob
 
 log = logging.getLogger(__name__)
 
