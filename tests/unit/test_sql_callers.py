@@ -4,10 +4,11 @@ A statement nothing runs still costs: readers take it for a path the service has
 comments describe designs that are gone (``jobs_insert`` once said every creation went
 through a ``jobs_insert_many`` that did not exist). Code names statements with string
 literals (``queries["jobs_get"]``, or a name handed to a helper, as the housekeeper's
-purges) or with an f-string whose fixed parts frame the name (``f"setup_{kind}_get"``), so
-a statement counts as called when a string literal in ``chalicelib`` is its name, or an
-f-string there matches it. A statement another one pulls in with ``-- include:`` counts as
-used too (parts must be included: :func:`chalicelib.db.queries.expand_includes`).
+purges) or with an f-string inside ``queries[...]`` whose fixed parts frame the name
+(``queries[f"setup_{kind}_get"]``), so a statement counts as called when a string literal
+in ``chalicelib`` is its name, or such an f-string matches it. A statement another one
+pulls in with ``-- include:`` counts as used too (parts must be included:
+:func:`chalicelib.db.queries.expand_includes`).
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def included(sql_files: Iterable[tuple[str, str]]) -> set[str]:
 
 
 def citations(sources: Iterable[str]) -> tuple[set[str], list[re.Pattern[str]]]:
-    """The names Python sources can mean: exact string literals, and f-strings as patterns
-    (each ``{...}`` matching one name-like run of characters)."""
+    """The names Python sources can mean: exact string literals, and the f-strings that
+    index ``queries`` as patterns (each ``{...}`` matching one name-like run)."""
     literals: set[str] = set()
     patterns: list[re.Pattern[str]] = []
     for source in sources:
@@ -47,15 +48,28 @@ def citations(sources: Iterable[str]) -> tuple[set[str], list[re.Pattern[str]]]:
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 if _NAME.fullmatch(node.value):
                     literals.add(node.value)
-            elif isinstance(node, ast.JoinedStr):
-                pattern = "".join(
-                    re.escape(part.value)
-                    if isinstance(part, ast.Constant) and isinstance(part.value, str)
-                    else "[a-z0-9_]+"
-                    for part in node.values
-                )
-                patterns.append(re.compile(pattern))
+            elif _indexes_queries(node) and isinstance(node.slice, ast.JoinedStr):
+                patterns.append(_pattern(node.slice))
     return literals, patterns
+
+
+def _indexes_queries(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Subscript):
+        return False
+    value = node.value
+    name = value.id if isinstance(value, ast.Name) else getattr(value, "attr", None)
+    return name == "queries"
+
+
+def _pattern(text: ast.JoinedStr) -> re.Pattern[str]:
+    return re.compile(
+        "".join(
+            re.escape(part.value)
+            if isinstance(part, ast.Constant) and isinstance(part.value, str)
+            else "[a-z0-9_]+"
+            for part in text.values
+        )
+    )
 
 
 def uncalled(sql_files: list[tuple[str, str]], sources: list[str]) -> list[str]:
@@ -93,5 +107,6 @@ def test_the_check_finds_a_statement_nothing_calls() -> None:
         '"""things_gone in a docstring is no caller."""\n'
         'def get(kind):\n    return queries["things_get"], queries[f"setup_{kind}_list"]\n'
         'ALL = "things_all"\n'
+        'LOG = f"{kind}_{verb}"  # an f-string that names no statement\n'
     )
     assert uncalled([("things.sql", sql)], [code]) == ["things.sql: things_gone"]
