@@ -10,7 +10,7 @@ from chalicelib.api.jobs import render_job
 from chalicelib.api.pagination import page_response, parse_page
 from chalicelib.services.batches import Batch
 from chalicelib.services.executions import parse_execution_status
-from chalicelib.services.job_writer import Outcome
+from chalicelib.services.jobs.create import Outcome
 
 resource = Resource(__name__)
 

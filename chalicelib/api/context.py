@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from chalicelib.services.dead_letters import DeadLetterService
     from chalicelib.services.endpoints import EndpointService
     from chalicelib.services.executions import ExecutionService
-    from chalicelib.services.job_status import JobStatusService
-    from chalicelib.services.jobs import JobService
+    from chalicelib.services.jobs.service import JobService
+    from chalicelib.services.jobs.status import JobStatusService
     from chalicelib.services.metrics import MetricsService
     from chalicelib.services.overview import OverviewService
     from chalicelib.services.payload_specs import PayloadSpecService

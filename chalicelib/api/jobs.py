@@ -25,8 +25,8 @@ from chalicelib.domain.cron import render_local
 from chalicelib.domain.jobs import parse_job_filters
 from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.domain.timefmt import iso
-from chalicelib.services.job_status import JobHealthReport
-from chalicelib.services.jobs import JobView
+from chalicelib.services.jobs.rows import JobView
+from chalicelib.services.jobs.status import JobHealthReport
 from chalicelib.services.views import ExecutionSummary, Job
 
 resource = Resource(__name__)

@@ -1,7 +1,7 @@
 """Batch use cases: create up to 1,000 jobs in one transaction, progress, jobs, cancel.
 
 Each item of ``POST /jobs/batch`` goes through the same checks and insert as ``POST /jobs``
-(:func:`chalicelib.services.job_writer.create_jobs`); all items are written with one
+(:func:`chalicelib.services.jobs.create.create_jobs`); all items are written with one
 multi-row INSERT per table. ``atomic`` turns any invalid item into a 422 for the whole
 request, with nothing written (the transaction rolls back).
 """
@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
-from chalicelib import wakeup
 from chalicelib.db import notify
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
@@ -30,18 +29,18 @@ from chalicelib.errors import (
 )
 from chalicelib.services.callbacks import complete_batches, progress_in
 from chalicelib.services.executions import read_committed
-from chalicelib.services.job_rows import new_id
-from chalicelib.services.job_writer import (
+from chalicelib.services.jobs.create import (
     CheckedInputs,
     Endpoints,
-    JobView,
-    NewJob,
     Outcome,
+    Wake,
     check_callbacks,
     check_inputs,
     create_jobs,
     views_of,
+    wake_for,
 )
+from chalicelib.services.jobs.rows import JobView, NewJob, new_id
 
 CANCEL_MESSAGE = "Execution cancelled with its batch (POST /batches/{id}/cancel)."
 
@@ -116,14 +115,14 @@ class BatchService:
         batch_id = new_id("batch_")
         now = self.clock()
         items = [_parse_item(item, now, batch_id) for item in request.items]
+        wake = wake_for(self.db, self.wakeup_notify, (i.request for i in items if _new(i)))
         with request_budget():  # one budget for every item, spent before the transaction
             checked = check_inputs(self.db, items)
         result = self.db.transaction(
-            lambda tx: self._create_in(tx, request, batch_id, items, now, checked),
+            lambda tx: self._create_in(tx, request, batch_id, items, now, checked, wake),
             name="batch_create",
         )
-        if any(_created_immediate(o) for o in result.items):
-            wakeup.notify()  # after COMMIT, as POST /jobs does
+        wake.after_commit(result.items)
         return result
 
     def _create_in(
@@ -134,10 +133,11 @@ class BatchService:
         items: list[NewJob | TaskExecutorError],
         now: datetime,
         checked: CheckedInputs,
+        wake: Wake,
     ) -> BatchCreated:
         if request.on_complete is not None:
             check_callbacks(Endpoints(tx), [request.on_complete], depth=0)
-        outcomes = create_jobs(tx, items, now=now, checked=checked)
+        outcomes = create_jobs(tx, items, now=now, checked=checked, wake=wake)
         if request.atomic and any(o.error is not None for o in outcomes):
             errors = item_errors(outcomes)
             raise BatchRejected(
@@ -152,8 +152,6 @@ class BatchService:
             total=total,
             on_complete=request.on_complete,
         )
-        if any(_created_immediate(o) for o in outcomes):
-            notify.publish(tx, self.db, self.wakeup_notify)
         if request.on_complete is not None and not any(_created_one_shot(o) for o in outcomes):
             # No child execution will ever end and fire it (only CRON items, or only keys
             # already taken): the batch is COMPLETED now, so its on_complete fires now.
@@ -203,9 +201,8 @@ def _created_one_shot(outcome: Outcome) -> bool:
     return outcome.created and view is not None and view.job.trigger_type != TriggerType.CRON
 
 
-def _created_immediate(outcome: Outcome) -> bool:
-    view = outcome.view
-    return outcome.created and view is not None and view.job.trigger_type == TriggerType.IMMEDIATE
+def _new(item: NewJob | TaskExecutorError) -> TypeGuard[NewJob]:
+    return isinstance(item, NewJob)
 
 
 def _get_row(tx: Transaction, batch_id: str) -> Row:

@@ -18,7 +18,7 @@ one IMMEDIATE job keyed ``batch:<batch_id>`` whose input is the batch's summary
 (``batch_id``, ``status``, ``total``, ``counts``, ``completed_at``): once per batch, at
 its first completion (a batch reopened by a retried member does not fire it again; the
 member's own callbacks report its new end). Callback jobs are ordinary jobs (retries,
-attempts, logs) created by the shared path (:func:`chalicelib.services.job_writer.create_jobs`).
+attempts, logs) created by the shared path (:func:`chalicelib.services.jobs.create.create_jobs`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from chalicelib.domain.loops import fault_reason
 from chalicelib.domain.statuses import ExecutionStatus, TriggerType
 from chalicelib.domain.timefmt import iso
 from chalicelib.errors import DatabaseError, TaskExecutorError
-from chalicelib.services.job_writer import NewJob, Outcome, create_jobs
+from chalicelib.services.jobs.create import Outcome, create_jobs
+from chalicelib.services.jobs.rows import NewJob
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,8 @@
 :class:`ApiRoot` is the :class:`~chalicelib.api.context.ApiContext` the routes use. Each
 service is built per call (services are cheap values over a cached pool, and a new one
 sees the root's clock); the authenticator and the rate limiter are built on the first
-request and kept, since they hold the key cache and the token buckets.
+request and kept, since they hold the key cache and the token buckets, and so is what
+POST /jobs remembers of the endpoints it has read (its one-statement strategy).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from chalicelib.services.configs import ConfigService
 from chalicelib.services.dead_letters import DeadLetterService
 from chalicelib.services.endpoints import EndpointService
 from chalicelib.services.executions import ExecutionService
-from chalicelib.services.job_status import JobStatusService
-from chalicelib.services.jobs import JobService
+from chalicelib.services.jobs.fastpath import KnownEndpoints
+from chalicelib.services.jobs.service import JobService
+from chalicelib.services.jobs.status import JobStatusService
 from chalicelib.services.metrics import MetricsService
 from chalicelib.services.overview import OverviewService
 from chalicelib.services.payload_specs import PayloadSpecService
@@ -34,6 +36,7 @@ class ApiRoot:
         self.process = process
         self._lock = threading.Lock()
         self._guards: tuple[Authenticator, RateLimiter] | None = None
+        self._known = KnownEndpoints()
 
     @property
     def max_body_bytes(self) -> int:
@@ -57,7 +60,9 @@ class ApiRoot:
 
     def job_service(self) -> JobService:
         p = self.process
-        return JobService(p.database("api"), p.clock, wakeup_notify=p.settings.wakeup_notify)
+        return JobService(
+            p.database("api"), p.clock, wakeup_notify=p.settings.wakeup_notify, known=self._known
+        )
 
     def batch_service(self) -> BatchService:
         p = self.process

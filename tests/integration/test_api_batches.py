@@ -285,7 +285,7 @@ def test_eight_clients_creating_distinct_jobs_are_all_created(
     import threading
     from datetime import UTC, datetime
 
-    from chalicelib.services.jobs import JobService
+    from chalicelib.services.jobs.service import JobService
 
     service = JobService(database, lambda: datetime.now(UTC))
     barrier = threading.Barrier(8)

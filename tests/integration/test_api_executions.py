@@ -12,7 +12,7 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.services.executions import ExecutionService
-from chalicelib.services.jobs import JobService
+from chalicelib.services.jobs.service import JobService
 from chalicelib.services.longpoll import Poller
 from tests.conftest import ApiClient
 from tests.integration import jobs_factories as f

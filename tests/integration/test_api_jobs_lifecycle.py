@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from chalicelib.services.job_status import JobStatusService
+from chalicelib.services.jobs.status import JobStatusService
 from tests.conftest import ApiClient
 from tests.integration import jobs_factories as f
 

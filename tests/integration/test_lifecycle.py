@@ -7,17 +7,19 @@ again revives it.
 
 from __future__ import annotations
 
-import json
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
-from chalicelib.domain.endpoints import endpoint_snapshot
+from chalicelib.domain.jobs import CronSchedule, JobRequest
+from chalicelib.domain.statuses import TriggerType
 from chalicelib.errors import TaskExecutorError
+from chalicelib.services.jobs.create import read_endpoints
+from chalicelib.services.jobs.rows import JobRow, NewJob, create_params
 from tests.conftest import ApiClient
 from tests.integration import jobs_factories as f
 
@@ -153,14 +155,15 @@ def test_a_job_created_concurrently_with_a_delete_cannot_slip_between(
     attempts: list[dict[str, Any]] = []
 
     def create_job(tx: Transaction) -> None:
-        row = tx.one(queries["jobs_get_endpoint"], name="hook")
-        assert row is not None
-        snapshot = endpoint_snapshot(row)
-        attempts.append(snapshot)
+        # The statements of the creation path (services/jobs/create.py), with a pause
+        # between the endpoint's read and the insert.
+        endpoint = read_endpoints(tx.run, ["hook"])["hook"]
+        attempts.append(endpoint.snapshot)
         if len(attempts) == 1:
             endpoint_read.set()
             assert deleted.wait(30)
-        tx.one(queries["jobs_insert"], **_cron_params(snapshot))
+        job = JobRow.build(_cron_job(), endpoint, (None, None), datetime.now(UTC))
+        tx.run(queries["jobs_create"], **create_params([job], []))
 
     def delete() -> None:
         assert endpoint_read.wait(30)
@@ -187,25 +190,18 @@ def test_a_job_created_concurrently_with_a_delete_cannot_slip_between(
     assert live == []
 
 
-def _cron_params(snapshot: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "endpoint": "hook",
-        "endpoint_type": "HTTP",
-        "trigger_type": "CRON",
-        "idempotency_key": None,
-        "input": json.dumps({"user_id": "u1"}),
-        "run_at": None,
-        "cron_expression": "0 9 * * 1",
-        "cron_timezone": "UTC",
-        "cron_starts_at": datetime.now(UTC),
-        "cron_ends_at": None,
-        "cron_next_run_at": datetime.now(UTC) + timedelta(days=1),
-        "on_success": None,
-        "on_failure": None,
-        "endpoint_snapshot": json.dumps(snapshot),
-        "version": 1,
-        "previous_version_id": None,
-    }
+def _cron_job() -> NewJob:
+    schedule = CronSchedule(
+        expression="0 9 * * 1", timezone="UTC", starts_at=datetime.now(UTC), ends_at=None
+    )
+    request = JobRequest(
+        endpoint="hook",
+        trigger=TriggerType.CRON,
+        idempotency_key=None,
+        input={"user_id": "u1"},
+        schedule=schedule,
+    )
+    return NewJob(request)
 
 
 # -- 2. finished work is not active --------------------------------------------------------

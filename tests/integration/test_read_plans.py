@@ -23,8 +23,9 @@ from chalicelib.db.shapes import shaped
 from chalicelib.domain.dead_letters import ExecutionFilter
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import ExecutionStatus
-from chalicelib.services import dead_letters, jobs
+from chalicelib.services import dead_letters
 from chalicelib.services.executions import QUEUE_POSITION_MAX_AHEAD
+from chalicelib.services.jobs import service as jobs
 from tests.conftest import ApiClient
 from tests.integration.plan_probe import bounded
 from tests.integration.worker.factories import http_spec, seed

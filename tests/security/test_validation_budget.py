@@ -18,7 +18,7 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.domain import payload_specs
 from chalicelib.domain.payload_specs import MAX_IN_PLACE_DEPTH
-from chalicelib.services import job_writer
+from chalicelib.services.jobs import create
 from tests.conftest import ApiClient
 
 LEVELS = 22
@@ -66,7 +66,7 @@ def open_transactions_seen(
         seen.append(int(rows[0]["n"]))
         real(schema, value)
 
-    monkeypatch.setattr(job_writer, "validate_input", watched)
+    monkeypatch.setattr(create, "validate_input", watched)
     yield seen
 
 

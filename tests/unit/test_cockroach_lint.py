@@ -36,9 +36,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "and workers poll regardless"
     ),
     ("wakeup_listen", "listen_notify"): "the accelerator's listener, as wakeup_publish",
-    ("jobs_insert", "on_conflict_where"): (
-        "predicate repeats idx_jobs_idempotency's (idempotency_key IS NOT NULL)"
-    ),
     ("jobs_create", "on_conflict_where"): (
         "predicate repeats idx_jobs_idempotency's (idempotency_key IS NOT NULL)"
     ),

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.domain.health import WINDOW, Health, compute_health
-from chalicelib.services import job_status, overview
+from chalicelib.services import overview
+from chalicelib.services.jobs import status as job_status
 
 
 @pytest.mark.parametrize(

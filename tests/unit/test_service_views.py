@@ -21,8 +21,8 @@ from chalicelib.domain.statuses import (
 )
 from chalicelib.services.configs import ConfigView
 from chalicelib.services.endpoints import EndpointView
-from chalicelib.services.job_status import WindowStats
-from chalicelib.services.jobs import JobView
+from chalicelib.services.jobs.rows import JobView
+from chalicelib.services.jobs.status import WindowStats
 from chalicelib.services.payload_specs import PayloadSpecView
 from chalicelib.services.secrets import SecretView
 from chalicelib.services.views import (

@@ -1,69 +1,3 @@
--- name: jobs_get_endpoint
--- The endpoint a job fires, with its payload spec's schema, read in the creating
--- transaction: the snapshot and the input validation see the same endpoint version the
--- job row records, even if the endpoint is updated concurrently (SERIALIZABLE). A
--- soft-deleted endpoint is not there (404); a delete racing this read writes the row it
--- read, so one of the two transactions retries (40001).
-SELECT e.name, e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec, e.retry_policy,
-       p.schema_json AS payload_schema
-FROM endpoints e
-LEFT JOIN payload_specs p ON p.name = e.payload_spec_ref
-WHERE e.name = :name AND e.deleted_at IS NULL
-
--- name: jobs_find_by_idempotency_key
--- Deduplication lookup on the unique index idx_jobs_idempotency (endpoint, key). Every
--- read of a job goes through job_states (migrations/002_lifecycle.sql): a one-shot job's
--- status and retired_at are its execution's.
-SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
-       replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
-       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
-       batch_id, on_success, on_failure, parent_execution_id, paused_at, schedule_error
-FROM job_states
-WHERE endpoint = :endpoint AND idempotency_key = :idempotency_key
-
--- name: jobs_insert
--- PUT /jobs/{id}'s new version of a cron job (it keeps the callbacks of the version it
--- replaces); every creation goes through jobs_insert_many. ON CONFLICT DO NOTHING on the partial unique index: a concurrent twin either commits
--- first (we return nothing and read it back) or makes this transaction fail with 40001 at
--- SERIALIZABLE, and the retry then finds the twin. Either way exactly one job exists.
-INSERT INTO jobs (endpoint, endpoint_type, trigger_type, idempotency_key, input, run_at,
-                  cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
-                  cron_next_run_at, endpoint_snapshot, version, previous_version_id,
-                  on_success, on_failure)
-VALUES (:endpoint, :endpoint_type, :trigger_type, CAST(:idempotency_key AS TEXT),
-        CAST(:input AS JSONB), CAST(:run_at AS TIMESTAMPTZ), CAST(:cron_expression AS TEXT),
-        CAST(:cron_timezone AS TEXT), CAST(:cron_starts_at AS TIMESTAMPTZ),
-        CAST(:cron_ends_at AS TIMESTAMPTZ), CAST(:cron_next_run_at AS TIMESTAMPTZ),
-        CAST(:endpoint_snapshot AS JSONB), :version, CAST(:previous_version_id AS TEXT),
-        CAST(:on_success AS TEXT), CAST(:on_failure AS TEXT))
-ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
-          replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
-          cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at,
-          retired_at, batch_id, on_success, on_failure, parent_execution_id, paused_at,
-          schedule_error
-
--- name: jobs_insert_execution
--- A one-shot job's only execution and its "created" log line in one statement, so no
--- execution ever exists without the log of how it began. IMMEDIATE passes run_at NULL:
--- the database clock decides "now", the same clock the claim query compares against.
-WITH created AS (
-    INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status, run_at,
-                            input, max_attempts)
-    VALUES (:job_id, :endpoint, :endpoint_type, :idempotency_key, :status,
-            COALESCE(CAST(:run_at AS TIMESTAMPTZ), now()), CAST(:input AS JSONB),
-            :max_attempts)
-    RETURNING execution_id, job_id, status, attempt_count, run_at, started_at, completed_at,
-              created_at
-), logged AS (
-    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
-    SELECT execution_id, attempt_count, 'INFO', :message FROM created
-    RETURNING log_id
-)
-SELECT execution_id, job_id, status, attempt_count, run_at, started_at, completed_at,
-       created_at
-FROM created
-
 -- name: jobs_get
 -- Through job_states: a one-shot job's status follows its execution.
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
@@ -346,12 +280,14 @@ SELECT (SELECT count(*) FROM waiting WHERE job_id = :job_id) AS pending,
        (SELECT count(*) FROM running WHERE job_id = :job_id) AS running
 
 -- name: jobs_get_endpoints
--- jobs_get_endpoint for every endpoint a request names (the jobs' endpoints and their
--- callback endpoints) in one round trip: a batch of 1,000 jobs reads its handful of
--- endpoints once, not once per item. The same snapshot argument holds: read in the
--- creating transaction, so the snapshots the jobs record are the versions read here.
--- on_success / on_failure are the endpoint's default callbacks for its jobs; fingerprint is
--- what jobs_create checks a remembered endpoint against.
+-- The endpoints a creation names (the jobs' endpoints and their callback endpoints), with
+-- their payload specs' schemas, in one round trip: a batch of 1,000 jobs reads its handful
+-- of endpoints once, not once per item. Read in the creating transaction, the snapshot and
+-- the input validation see the endpoint version the job row records, even if the endpoint
+-- is updated concurrently (SERIALIZABLE). A soft-deleted endpoint is not there (404); a
+-- delete racing this read writes the row it read, so one of the two transactions retries
+-- (40001). on_success / on_failure are the endpoint's default callbacks for its jobs;
+-- fingerprint is what jobs_create checks a remembered endpoint against.
 SELECT e.name, e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec, e.retry_policy,
        e.on_success, e.on_failure, p.schema_json AS payload_schema,
 -- include: endpoint_fingerprint
@@ -361,14 +297,15 @@ LEFT JOIN payload_specs p ON p.name = e.payload_spec_ref
 WHERE e.name = ANY(CAST(:names AS TEXT[])) AND e.deleted_at IS NULL
 
 -- name: jobs_find_by_idempotency_keys
--- jobs_find_by_idempotency_key for many (endpoint, key) pairs at once. Pairs come as one
--- JSONB array of {"endpoint", "key"} objects (jsonb_array_elements reads the same on
--- PostgreSQL and CockroachDB). The LATERAL subquery (kept apart by its LIMIT 1, the index
--- being unique anyway) makes each pair one probe of idx_jobs_idempotency whatever the
--- table's size: written as "(endpoint, key) IN (SELECT
--- ...)", the planner hashes a small jobs table after a sequential scan, and at SERIALIZABLE
--- that read locks the whole relation, so every concurrent job insert became a
--- serialization failure (POST /jobs from 8 clients ran out of 40001 retries).
+-- Deduplication lookup on the unique index idx_jobs_idempotency (endpoint, key) for many
+-- pairs at once, through job_states (a one-shot job's status is its execution's). Pairs
+-- come as one JSONB array of {"endpoint", "key"} objects (jsonb_array_elements reads the
+-- same on PostgreSQL and CockroachDB). The LATERAL subquery (kept apart by its LIMIT 1, the
+-- index being unique anyway) makes each pair one probe of idx_jobs_idempotency whatever the
+-- table's size: written as "(endpoint, key) IN (SELECT ...)", the planner hashes a small
+-- jobs table after a sequential scan, and at SERIALIZABLE that read locks the whole
+-- relation, so every concurrent job insert became a serialization failure (POST /jobs from
+-- 8 clients ran out of 40001 retries).
 SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.version,
        j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,

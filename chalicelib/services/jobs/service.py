@@ -1,9 +1,10 @@
 """Job use cases: create (IMMEDIATE / DELAYED / CRON), read, list, update, cancel, versions,
-trigger (run a cron job now).
+trigger (run a cron job now), pause, resume.
 
 Each use case is one transaction through :meth:`Database.transaction` (re-runnable: it only
-reads and writes the database and computes from what it read). Status and executions of
-a job live in :mod:`chalicelib.services.job_status`.
+reads and writes the database and computes from what it read). Creating a job, here for
+``POST /jobs`` and ``PUT /jobs/{id}``, goes through :mod:`chalicelib.services.jobs.create`;
+a job's status and executions are in :mod:`chalicelib.services.jobs.status`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from chalicelib.db import notify
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import Query, queries
 from chalicelib.db.shapes import shaped
-from chalicelib.domain.endpoints import endpoint_snapshot
 from chalicelib.domain.jobs import (
     CronSchedule,
     JobRequest,
@@ -30,21 +30,21 @@ from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.payload_specs import request_budget
 from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
 from chalicelib.errors import (
-    EndpointNotFound,
     JobNotFound,
     JobNotPausable,
     JobNotTriggerable,
     JobNotUpdatable,
 )
-from chalicelib.services import job_fastpath
 from chalicelib.services.executions import cancel_in, is_final, read_committed
-from chalicelib.services.job_writer import (
+from chalicelib.services.jobs.create import (
     CheckedInputs,
-    JobView,
-    NewJob,
-    check_inputs,
     create_jobs,
+    create_one,
+    read_endpoints,
+    wake_for,
 )
+from chalicelib.services.jobs.fastpath import KnownEndpoints
+from chalicelib.services.jobs.rows import JobView, NewJob, Replaces
 from chalicelib.services.longpoll import Poller
 from chalicelib.services.views import Job
 
@@ -76,39 +76,6 @@ def _schedule_of(job: Row) -> CronSchedule:
     )
 
 
-def _insert_params(
-    endpoint: Row, *, trigger: TriggerType, job_input: dict[str, Any]
-) -> dict[str, Any]:
-    return {
-        "endpoint": endpoint["name"],
-        "endpoint_type": endpoint["endpoint_type"],
-        "trigger_type": trigger.value,
-        "input": job_input,
-        "endpoint_snapshot": endpoint_snapshot(endpoint),
-        "idempotency_key": None,
-        "run_at": None,
-        "cron_expression": None,
-        "cron_timezone": None,
-        "cron_starts_at": None,
-        "cron_ends_at": None,
-        "cron_next_run_at": None,
-        "version": 1,
-        "previous_version_id": None,
-        "on_success": None,
-        "on_failure": None,
-    }
-
-
-def _schedule_params(schedule: CronSchedule, now: datetime) -> dict[str, Any]:
-    return {
-        "cron_expression": schedule.expression,
-        "cron_timezone": schedule.timezone,
-        "cron_starts_at": schedule.starts_at,
-        "cron_ends_at": schedule.ends_at,
-        "cron_next_run_at": schedule.first_run(now),
-    }
-
-
 @dataclass(frozen=True)
 class JobService:
     """Creates and manages jobs. ``clock`` is UTC-aware "now" (injected for tests);
@@ -118,51 +85,20 @@ class JobService:
     clock: Callable[[], datetime]
     poller: Poller = field(default_factory=Poller)
     wakeup_notify: str = notify.AUTO
+    #: The endpoints this service has read, for POST /jobs's one-statement path: one per
+    #: service, which lives as long as its API root (chalicelib.wiring.api.ApiRoot).
+    known: KnownEndpoints = field(default_factory=KnownEndpoints, compare=False)
 
     # -- create ----------------------------------------------------------------------------
 
     def create(self, body: Mapping[str, Any]) -> CreateResult:
-        """POST /jobs: one transaction; 201 for a new job, 200 for an idempotency-key hit.
-
-        The same checks and insert as every item of ``POST /jobs/batch``
-        (:func:`chalicelib.services.job_writer.create_jobs`), with one item, usually in one
-        statement (:mod:`chalicelib.services.job_fastpath`).
-        """
+        """POST /jobs: 201 for a new job, 200 for an idempotency-key hit; usually one
+        statement, else one transaction (:func:`chalicelib.services.jobs.create.create_one`)."""
         now = self.clock()
         request = parse_job_request(body, now=now)
-        wake = request.trigger is TriggerType.IMMEDIATE and notify.enabled(
-            self.db, self.wakeup_notify
-        )
-        with request_budget():  # one validation budget, spent before any transaction
-            quick = job_fastpath.create_one(self.db, request, now=now, wake=wake)
-            checked = None if quick is not None else self._check(request)
-        if quick is not None:
-            result = CreateResult(quick, created=True)
-        else:
-            result = self.db.transaction(
-                lambda tx: self._create_in(tx, request, checked), name="job_create"
-            )
-        if result.created and request.trigger == TriggerType.IMMEDIATE:
-            # After COMMIT: wake a worker running in this process (the local stack). A no-op
-            # elsewhere; the worker's poll loop is the path correctness relies on.
-            wakeup.notify()
-        return result
-
-    def _check(self, request: JobRequest) -> CheckedInputs:
-        known = job_fastpath.known_endpoints(self.db).get(request.endpoint)
-        row = None if known is None else known.row
-        return check_inputs(self.db, [NewJob(request)], known=lambda name: row)
-
-    def _create_in(
-        self, tx: Transaction, request: JobRequest, checked: CheckedInputs | None
-    ) -> CreateResult:
-        seen = job_fastpath.known_endpoints(self.db).remember
-        [outcome] = create_jobs(tx, [NewJob(request)], now=self.clock(), seen=seen, checked=checked)
-        view = outcome.raise_error()
-        if outcome.created and request.trigger is TriggerType.IMMEDIATE:
-            # Delivered at COMMIT: wakes LISTENing workers.
-            notify.publish(tx, self.db, self.wakeup_notify)
-        return CreateResult(view, created=outcome.created)
+        wake = wake_for(self.db, self.wakeup_notify, [request])
+        outcome = create_one(self.db, NewJob(request), now=now, known=self.known, wake=wake)
+        return CreateResult(outcome.raise_error(), created=outcome.created)
 
     # -- read ------------------------------------------------------------------------------
 
@@ -229,8 +165,7 @@ class JobService:
         if job is None or job["trigger_type"] != TriggerType.CRON or job["status"] != "ACTIVE":
             return checked  # answered in the transaction (404, 409)
         change = parse_cron_update(body, current=_schedule_of(job), current_input=job["input"])
-        rows = self.db.run(queries["jobs_get_endpoints"], names=[job["endpoint"]])
-        for endpoint in rows:
+        for endpoint in read_endpoints(self.db.run, [job["endpoint"]]).values():
             checked.check(0, change.input, endpoint)
         return checked
 
@@ -240,21 +175,22 @@ class JobService:
         job = get_job_in(tx, job_id)
         _require_updatable(job)
         change = parse_cron_update(body, current=_schedule_of(job), current_input=job["input"])
-        # The new version is a new job: it snapshots the endpoint as it is now and its input
-        # is checked against the endpoint's current payload spec.
-        endpoint = tx.one(queries["jobs_get_endpoints"], names=[job["endpoint"]])
-        if endpoint is None:
-            raise EndpointNotFound(f"Endpoint '{job['endpoint']}' does not exist.")
-        checked.validate(0, change.input, endpoint)
-        now = self.clock()
-        params = _insert_params(endpoint, trigger=TriggerType.CRON, job_input=change.input)
-        params.update(_schedule_params(change.schedule, now))
-        params.update(version=job["version"] + 1, previous_version_id=job_id)
-        params.update(on_success=job["on_success"], on_failure=job["on_failure"])
-        new_job = tx.one(queries["jobs_insert"], **params)
-        assert new_job is not None, "a job without idempotency key cannot conflict"
-        if tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=new_job["job_id"]):
-            return JobView.from_rows(new_job)
+        # The new version is a new job, created as every job is: it snapshots the endpoint
+        # as it is now (404 if it is gone) and its input is checked against the endpoint's
+        # current payload spec (422). It keeps the callbacks of the version it replaces.
+        request = JobRequest(
+            endpoint=job["endpoint"],
+            trigger=TriggerType.CRON,
+            idempotency_key=None,
+            input=change.input,
+            schedule=change.schedule,
+        )
+        replaces = Replaces(job_id, job["version"], job["on_success"], job["on_failure"])
+        item = NewJob(request, replaces=replaces)
+        [outcome] = create_jobs(tx, [item], now=self.clock(), checked=checked)
+        new_job = outcome.raise_error()
+        if tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=new_job.job_id):
+            return new_job
         raise JobNotUpdatable(f"Job '{job_id}' was retired while it was being updated.")
 
     def cancel(self, job_id: str) -> JobView:

@@ -12,7 +12,7 @@ from chalicelib.db.shapes import shaped
 from chalicelib.domain.health import WINDOW, Health, compute_health
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import TriggerType
-from chalicelib.services.jobs import get_job_in
+from chalicelib.services.jobs.service import get_job_in
 from chalicelib.services.views import Execution, ExecutionSummary, Job
 
 #: The stats and the health count the same executions: those created in the health window.
