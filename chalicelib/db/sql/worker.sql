@@ -53,8 +53,8 @@ ranked AS (
 -- snapshot comes back as text in the same round trip (the worker parses each distinct text
 -- once), with the endpoint's own cap (spec.max_concurrent; NULL: the worker's default,
 -- which depends on how many endpoints have work: chalicelib/worker/ledger.py). The claim writes no log row: the attempt's one log row,
--- written at finalize, names the worker (a row per claim cost a fifth of the database's
--- work per delivery in bench/). "follows": whether the execution's end has something to
+-- written at finalize, names the worker (a row per claim would be a row and its index
+-- entries written per delivery for a line the attempt's row already carries). "follows": whether the execution's end has something to
 -- follow it (a callback, its batch's progress): only then does its finalize need a
 -- transaction of its own; otherwise it is one statement sent alone. A claimed row is
 -- never parked (the metered claim takes parked rows): whatever comes back to QUEUED or
