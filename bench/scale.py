@@ -16,11 +16,12 @@ The history (every size):
   0-3 attempts and about 2.2 log lines per execution; the
   last error types HTTP_ERROR, TIMEOUT, CONNECTION_ERROR and a rare TLS_ERROR (one in
   10,007); an execution every 6 seconds back in time (10^6 span 69 days);
-* beside it, scaled to a tenth of the size (10^5 at 10^6): a live QUEUED backlog created
-  in the last hour, and a paused endpoint's QUEUED backlog; and as many attempts as the
-  size recorded in the last hour (10^6 at 10^6); and 500 RUNNING executions whose lease
-  expired (what the workers hold is bounded by their slots, not by history; these give
-  the reclaimer's passes work);
+* beside it, the same at every size (the issue's method): a live QUEUED backlog of 10^5
+  created in the last hour, and a paused endpoint's QUEUED backlog of 10^5; 500 RUNNING
+  executions whose lease expired (what the workers hold is bounded by their slots, not by
+  history; these give the reclaimer's passes work); and rows that fill every filtered
+  probe's page at every size (full_pages), so a ratio measures history, not page fill;
+* as many attempts as the size recorded in the last hour (10^6 at 10^6);
 * the delivery summary rows of 1 M attempts an hour as the housekeeper keeps them (four
   writers' minute rows of the last three minutes, two hours of series rows, the totals,
   two days of hourly marks), the same at every size;
@@ -62,6 +63,7 @@ SIZES = (10_000, 100_000, 1_000_000)
 DB = "bench_scale_reads"
 LOOPS_DB = "bench_scale_loops"
 SECONDS_APART = 6  #: one execution every 6 s back from the end of history
+BACKLOG = 100_000  #: the live QUEUED backlog, and the paused endpoint's, at every size
 BATCH_BLOCK = 2_000  #: executions per block; a fifth of the blocks' one-shots are a batch
 ENDPOINT_SPEC_URL = "http://127.0.0.1:9/unused"  # nothing is delivered
 
@@ -297,12 +299,15 @@ def grow(conn: Any, lo: int, hi: int, t_end: datetime, progress: Any) -> None:
 
 
 def extras(conn: Any, lo: int, hi: int, t_end: datetime, progress: Any) -> None:
-    """Scaled with the size, (lo/10, hi/10] more of each: the QUEUED backlog created in the
-    last hour, the paused endpoint's backlog, and (lo, hi] attempts recorded in the last
-    hour (ten more on each of the newest history executions)."""
-    a, b = lo // 10, hi // 10
-    progress(f"scale {hi}: backlogs to {b:,} each, attempts in the last hour to {hi:,}")
+    """Beside the history, the same at every size (seeded with the first): a QUEUED backlog
+    of BACKLOG created in the last hour, the paused endpoint's backlog of BACKLOG, the
+    summary rows of 1 M attempts an hour, 500 expired RUNNING rows, and FULL_PAGES; and,
+    scaled with the size, (lo, hi] attempts recorded in the last hour (ten more on each of
+    the newest history executions; no read counts them, the summary rows stand for them)."""
+    a, b = (0, BACKLOG) if lo == 0 else (0, 0)
+    progress(f"scale {hi}: backlogs of {BACKLOG:,} (first size), attempts to {hi:,}")
     if lo == 0:
+        full_pages(conn, t_end)
         # The summary rows of a deployment delivering 1 M attempts an hour (the same at
         # every size: traffic, not history), as the housekeeper keeps them (migration
         # 019): each of four writers' minute rows of the last three minutes not rolled up
@@ -395,6 +400,7 @@ def extras(conn: Any, lo: int, hi: int, t_end: datetime, progress: Any) -> None:
             " FROM (" + rows + ") AS r",
             params,
         )
+    a, b = lo // 10, hi // 10
     conn.execute(
         "INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,"
         " duration_ms, error)"
@@ -406,6 +412,39 @@ def extras(conn: Any, lo: int, hi: int, t_end: datetime, progress: Any) -> None:
         " CROSS JOIN LATERAL (SELECT CAST(%(t_end)s AS TIMESTAMPTZ)"
         "   - ((i - 1) * 10 + k) * %(step)s * INTERVAL '1 second' AS t) AS at",
         {"a": a, "b": b, "t_end": t_end, "step": 3600 / max(hi, 1)},
+    )
+
+
+def full_pages(conn: Any, t_end: datetime) -> None:
+    """Rows that fill every filtered probe's page at every size, older than any history
+    (80 days back), so a ratio between sizes measures what the history costs, not how full
+    the page is: on ep005, 120 one-shot jobs that succeeded, 60 that failed with the rare
+    TLS_ERROR, 60 QUEUED and 60 PENDING (due in a day). Without them a filter's page at
+    10^4 holds a handful of rows and at 10^6 a full page of 51."""
+    rows = (
+        "SELECT i, CASE WHEN i <= 120 THEN 'SUCCESS' WHEN i <= 180 THEN 'FAILED'"
+        " WHEN i <= 240 THEN 'QUEUED' ELSE 'PENDING' END AS status,"
+        " CAST(%(t_end)s AS TIMESTAMPTZ) - INTERVAL '80 days' - i * INTERVAL '1 second' AS t"
+        " FROM generate_series(1, 300) AS i"
+    )
+    conn.execute(
+        "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, created_at)"
+        " SELECT 'job_f' || i, 'ep005', 'HTTP',"
+        " CASE WHEN status = 'PENDING' THEN 'DELAYED' ELSE 'IMMEDIATE' END, t"
+        " FROM (" + rows + ") AS r",
+        {"t_end": t_end},
+    )
+    conn.execute(
+        "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, status,"
+        " attempt_count, max_attempts, run_at, created_at, completed_at, last_error_type)"
+        " SELECT 'exec_f' || i, 'job_f' || i, 'ep005', 'HTTP', status,"
+        " CASE WHEN status IN ('SUCCESS', 'FAILED') THEN 1 ELSE 0 END, 3,"
+        " CASE WHEN status = 'PENDING' THEN CAST(%(t_end)s AS TIMESTAMPTZ) + INTERVAL '1 day'"
+        " ELSE t END, t,"
+        " CASE WHEN status IN ('SUCCESS', 'FAILED') THEN t END,"
+        " CASE WHEN status = 'FAILED' THEN 'TLS_ERROR' END"
+        " FROM (" + rows + ") AS r",
+        {"t_end": t_end},
     )
 
 

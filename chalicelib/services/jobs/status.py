@@ -18,8 +18,9 @@ from chalicelib.services.views import Execution, ExecutionSummary, Job
 #: The stats and the health count the same executions: those created in the health window.
 STATS_WINDOW = WINDOW
 #: The window's executions read at most (the newest): the status of a job that runs very
-#: often costs a bounded read (jobs_window_stats).
-STATS_MAX_ROWS = 10_000
+#: often costs a bounded read (jobs_window_stats), and is judged on its latest 1,000
+#: executions of the day (a job ticking every minute has 1,440 a day).
+STATS_MAX_ROWS = 1_000
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,7 +47,8 @@ WHERE status = 'PENDING' AND run_at <= CAST(:now AS TIMESTAMPTZ)
 -- Per endpoint that is not paused, the run_at of its oldest due claimable execution (NULL:
 -- nothing due): two probes of idx_executions_due_by_endpoint per endpoint, its rows not
 -- parked and its parked ones (a held or flow-controlled endpoint's backlog is parked by
--- the promoter, migration 018, and is lag: its work is due and waiting), each with a
+-- the promoter, migration 018, and is lag: its work is due and waiting; the second probe
+-- only for an endpoint flagged as having parked rows), each with a
 -- constant LIMIT in a LATERAL (which CockroachDB accepts), so the read follows the number
 -- of endpoints, never the backlog or the history. Each probe is bounded as a range of that
 -- index's key, (endpoint, parked, run_at) from (name, p, 1970) to (name, p, now) (run_at is
@@ -74,7 +75,8 @@ LEFT JOIN LATERAL (
 LEFT JOIN LATERAL (
     SELECT x.run_at
     FROM executions AS x
-    WHERE x.status IN ('QUEUED', 'RETRYING')
+    WHERE en.parked_rows
+      AND x.status IN ('QUEUED', 'RETRYING')
       AND (x.endpoint, x.parked, x.run_at)
           >= (en.name, TRUE, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
       AND (x.endpoint, x.parked, x.run_at) <= (en.name, TRUE, CAST(:now AS TIMESTAMPTZ))
