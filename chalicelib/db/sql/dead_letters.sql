@@ -103,7 +103,10 @@ LIMIT :limit_plus_one
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
--- rows are few (what the workers hold), read on idx_executions_running. The statuses come
+-- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
+-- no entry there (migration 020 says why): they are read on idx_executions_ended, the
+-- endpoint's filtered out of everyone's, so an endpoint with a small share of the
+-- successes reads far into them (a known limit). The statuses come
 -- from unnest, and the literal list beside them is the index's predicate and no other's:
 -- the status partial indexes (idx_executions_waiting, idx_executions_ended,
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
@@ -121,11 +124,17 @@ FROM (
     CROSS JOIN LATERAL (
 -- include: dead_letters_list_rows
     WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'SUCCESS', 'FAILED', 'CANCELLED')
+      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
 -- include: dead_letters_list_filters
     ) AS x
     UNION ALL
 -- include: dead_letters_list_running
+    UNION ALL
+    (
+-- include: dead_letters_list_rows
+    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+-- include: dead_letters_list_filters
+    )
 ) AS newest
 ORDER BY newest.created_at DESC, newest.execution_id DESC
 LIMIT :limit_plus_one

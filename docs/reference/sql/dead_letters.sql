@@ -235,7 +235,10 @@ LIMIT :limit_plus_one
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
--- rows are few (what the workers hold), read on idx_executions_running. The statuses come
+-- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
+-- no entry there (migration 020 says why): they are read on idx_executions_ended, the
+-- endpoint's filtered out of everyone's, so an endpoint with a small share of the
+-- successes reads far into them (a known limit). The statuses come
 -- from unnest, and the literal list beside them is the index's predicate and no other's:
 -- the status partial indexes (idx_executions_waiting, idx_executions_ended,
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
@@ -263,7 +266,7 @@ FROM (
         ORDER BY a.attempt_number DESC LIMIT 1
     ) AS last ON true
     WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'SUCCESS', 'FAILED', 'CANCELLED')
+      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -312,6 +315,36 @@ FROM (
     ORDER BY e.created_at DESC, e.execution_id DESC
     LIMIT :limit_plus_one
 )
+    UNION ALL
+    (
+-- The rows of the listing: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number. The including statement writes
+-- the WHERE clause that picks the index range, then dead_letters_list_filters.
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+-- The listing's optional filters and its keyset order (created_at, execution_id)
+-- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
+-- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
+-- of its own whose generic plan is as good as its custom one: since, until and the cursor
+-- bound the range of the index being read (created_at is its key after the status), and
+-- the error type is the row's last_error_type (migration 014), a key of
+-- idx_executions_by_error for the statuses that keep one, never a probe of each row's
+-- attempts.
+      AND e.endpoint = :endpoint                                    -- if endpoint
+      AND e.created_at >= :since                                    -- if since
+      AND e.created_at < :until                                     -- if until
+      AND e.last_error_type = :error_type                           -- if error_type
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
+    ORDER BY e.created_at DESC, e.execution_id DESC
+    LIMIT :limit_plus_one
+    )
 ) AS newest
 ORDER BY newest.created_at DESC, newest.execution_id DESC
 LIMIT :limit_plus_one
