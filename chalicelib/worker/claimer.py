@@ -1,7 +1,7 @@
 """The claimer: the stage of the worker's ring that takes due executions and starts them.
 
 It waits in the ledger for room (free slots, and those whose attempts are being recorded:
-:meth:`Holds.claimable`), claims up to that room in one statement, holds what it took in
+:meth:`Claims.claimable`), claims up to that room in one statement, holds what it took in
 the ledger, resolves each request on its own thread (templates, configs and secrets may
 read the database on a cache miss, which must not block the delivery loop) and hands the
 prepared executions to the delivery loop. One that cannot be sent (its templates do not
@@ -157,7 +157,7 @@ class Claimer:
         """A claim committed: hold what it took (call with the claim lock held)."""
         if not batch:
             return
-        self._ledger.hold(batch, started)
+        self._ledger.take(batch, started)
         log_event(
             log,
             "worker_batch_claimed",

@@ -3,24 +3,24 @@
 Every stage of the worker's ring (:mod:`chalicelib.worker.ring`) writes what it did here
 and nowhere else: the claimer holds what it claimed, the delivery loop marks a delivery
 ended (or lost), the finalizer releases what it recorded. :class:`Ledger` is that record,
-thread-safe, with the condition the claimer waits on for room; :class:`Holds` is its
+thread-safe, with the condition the claimer waits on for room; :class:`Claims` is its
 bookkeeping (not thread-safe, tested alone); :class:`SendSlots` gates the sends on the
 delivery loop; :class:`LeaseKeeper` renews the leases of what is held.
 
 A slot is held from the send until the attempt is recorded (finalized), not just while the
 request is out: a worker sends at most its capacity before their attempts are recorded,
 and a crash can redeliver at most that many. A claim may take the slots of attempts being
-recorded (:meth:`Holds.claimable`), so it holds RUNNING at most one claim batch more, which
+recorded (:meth:`Claims.claimable`), so it holds RUNNING at most one claim batch more, which
 waits for those commits. Per endpoint,
 the executions claimed and not yet delivered are capped (``spec.max_concurrent``, else
-:attr:`Holds.default_cap`: every slot but a reserve while the endpoint alone has work, a
+:attr:`Claims.default_cap`: every slot but a reserve while the endpoint alone has work, a
 share of the capacity once another has work too), so a hung endpoint ties up at most all
 but the reserve; the claim passes over endpoints at their cap. (That cap is one worker's;
 an endpoint's ``flow_control.max_concurrency`` bounds all workers together:
 :mod:`chalicelib.worker.flow`.)
 
 Every held execution has a lease in the database (``executions.lease_expires_at``) that
-:class:`LeaseKeeper` renews in one statement per round. Locally each hold keeps a
+:class:`LeaseKeeper` renews in one statement per round. Locally each claim keeps a
 conservative deadline (measured from before the claim or renewal was sent, so it never
 outlives the database's); a delivery whose deadline has passed is not sent.
 """
@@ -66,7 +66,7 @@ CLAIM_LINGER_SEC = 0.002
 
 
 @dataclass
-class _Hold:
+class _Claim:
     endpoint: str
     attempt: int
     deadline: float  #: monotonic time at which the lease may have expired
@@ -74,7 +74,7 @@ class _Hold:
     slot: bool = False  #: delivered: holds a delivery slot until its attempt is recorded
 
 
-class Holds:
+class Claims:
     """Slots, per-endpoint shares and lease deadlines of one worker (not thread-safe: the
     :class:`Ledger` calls it under its lock)."""
 
@@ -94,7 +94,7 @@ class Holds:
         self.burst_cap = max(default_cap, capacity - max(1, math.ceil(capacity * RESERVE_SHARE)))
         self.lease_sec = lease_sec
         self._clock = clock
-        self._holds: dict[str, _Hold] = {}
+        self._claims: dict[str, _Claim] = {}
         self._busy: Counter[str] = Counter()  # endpoint -> held and not yet delivered
         self._undelivered = 0
         self._caps: dict[str, int] = {}  # endpoint -> its spec.max_concurrent, if it sets one
@@ -119,7 +119,7 @@ class Holds:
         return set(self._claimed_at) | {name for name, n in self._busy.items() if n > 0}
 
     def __len__(self) -> int:
-        return len(self._holds)
+        return len(self._claims)
 
     def claimable(self) -> int:
         """How many a claim may take now: the free slots and those of executions delivered
@@ -131,7 +131,7 @@ class Holds:
         batch, and the excess only waits for a commit in flight. Sends never exceed the
         capacity (the delivery loop's slots are released when an attempt is recorded).
         """
-        if len(self._holds) > self.capacity:
+        if len(self._claims) > self.capacity:
             return 0
         return self.capacity - self._undelivered
 
@@ -159,10 +159,10 @@ class Holds:
         """Hold a claimed batch; ``sent_at``: monotonic time before the claim was sent."""
         deadline = sent_at + self.lease_sec
         for claimed in batch:
-            older = self._holds.get(claimed.execution_id)
+            older = self._claims.get(claimed.execution_id)
             if older is not None:  # a lost attempt's task has not ended yet
                 self.delivered(claimed.execution_id, older.attempt)
-            self._holds[claimed.execution_id] = _Hold(claimed.endpoint, claimed.attempt, deadline)
+            self._claims[claimed.execution_id] = _Claim(claimed.endpoint, claimed.attempt, deadline)
             self._busy[claimed.endpoint] += 1
             self._undelivered += 1
             self._claimed_at[claimed.endpoint] = self._clock()
@@ -174,11 +174,11 @@ class Holds:
     def delivered(self, execution_id: str, attempt: int, *, slot: bool = False) -> None:
         """The delivery ended (its result waits for the finalizer): the endpoint's share is
         free again; ``slot``: it was sent, and holds a delivery slot until released."""
-        hold = self._holds.get(execution_id)
-        if hold is not None and hold.attempt == attempt and hold.delivering:
-            hold.delivering = False
-            hold.slot = slot
-            self._busy[hold.endpoint] -= 1
+        claim = self._claims.get(execution_id)
+        if claim is not None and claim.attempt == attempt and claim.delivering:
+            claim.delivering = False
+            claim.slot = slot
+            self._busy[claim.endpoint] -= 1
             self._undelivered -= 1
 
     def release(self, execution_id: str, attempt: int) -> bool:
@@ -186,34 +186,34 @@ class Holds:
         renewed; True if it held a delivery slot. Keyed by attempt too: a reclaimed
         execution may be claimed again by this worker before its lost attempt's task ends."""
         self.delivered(execution_id, attempt)
-        hold = self._holds.get(execution_id)
-        if hold is None or hold.attempt != attempt:
+        claim = self._claims.get(execution_id)
+        if claim is None or claim.attempt != attempt:
             return False
-        del self._holds[execution_id]
-        return hold.slot
+        del self._claims[execution_id]
+        return claim.slot
 
     def owned(self, execution_id: str) -> bool:
         """True while the lease surely holds, with a margin for the send."""
-        hold = self._holds.get(execution_id)
+        claim = self._claims.get(execution_id)
         margin = self.lease_sec * SEND_MARGIN_SHARE
-        return hold is not None and self._clock() < hold.deadline - margin
+        return claim is not None and self._clock() < claim.deadline - margin
 
     def due_for_renewal(self) -> list[str]:
         """Held executions whose lease is past a third of its length (not those lost)."""
         threshold = self._clock() + self.lease_sec * (1 - RENEW_SHARE)
-        return [eid for eid, h in self._holds.items() if LOST < h.deadline <= threshold]
+        return [eid for eid, h in self._claims.items() if LOST < h.deadline <= threshold]
 
     def renewed(self, asked: Iterable[str], kept: set[str], sent_at: float) -> list[str]:
         """Apply a renewal round; returns the executions it found lost (reclaimed)."""
         lost = []
         for eid in asked:
-            hold = self._holds.get(eid)
-            if hold is None:
+            claim = self._claims.get(eid)
+            if claim is None:
                 continue
             if eid in kept:
-                hold.deadline = sent_at + self.lease_sec
+                claim.deadline = sent_at + self.lease_sec
             else:
-                hold.deadline = LOST  # never sent now; released when its task ends
+                claim.deadline = LOST  # never sent now; released when its task ends
                 lost.append(eid)
         return lost
 
@@ -253,7 +253,7 @@ class SendSlots:
 class Ledger:
     """The ring's one record of what the worker holds (thread-safe).
 
-    * the claimer: :meth:`wait_for_room`, :meth:`room`, :meth:`hold`;
+    * the claimer: :meth:`wait_for_room`, :meth:`room`, :meth:`take`;
     * the delivery loop: :meth:`owned` before a send, :meth:`delivered` after it,
       :meth:`release` for one it could not finish;
     * the finalizer: :meth:`recorded` once an attempt is written;
@@ -263,8 +263,8 @@ class Ledger:
     gets room again (its backlog may be all that is due).
     """
 
-    def __init__(self, holds: Holds, send_slots: SendSlots, wake: Callable[[], None]) -> None:
-        self._holds = holds
+    def __init__(self, claims: Claims, send_slots: SendSlots, wake: Callable[[], None]) -> None:
+        self._claims = claims
         self.send_slots = send_slots
         self._wake = wake
         self._cond = threading.Condition()
@@ -273,15 +273,15 @@ class Ledger:
 
     @property
     def capacity(self) -> int:
-        return self._holds.capacity
+        return self._claims.capacity
 
     @property
     def lease_sec(self) -> float:
-        return self._holds.lease_sec
+        return self._claims.lease_sec
 
     def __len__(self) -> int:
         with self._cond:
-            return len(self._holds)
+            return len(self._claims)
 
     def counts(self) -> dict[str, int]:
         """Executions claimed and finalized (by outcome) since the worker started."""
@@ -292,11 +292,11 @@ class Ledger:
 
     def wait_for_room(self, stopping: Callable[[], bool], poll_interval: float) -> bool:
         """Block until a batch worth claiming is free; False if asked to stop meanwhile."""
-        min_batch = max(1, self._holds.capacity // MIN_BATCH_SHARE)
+        min_batch = max(1, self._claims.capacity // MIN_BATCH_SHARE)
         linger_until = time.monotonic() + CLAIM_LINGER_SEC
         with self._cond:
             while not stopping():
-                free = self._holds.claimable()
+                free = self._claims.claimable()
                 if free >= min_batch or (free > 0 and time.monotonic() >= linger_until):
                     return True
                 self._cond.wait(CLAIM_LINGER_SEC if free > 0 else poll_interval)
@@ -306,14 +306,14 @@ class Ledger:
         """How many the next claim may take, and its limits (``excluded``: the endpoints
         paused, held or flow-controlled, kept out of its LIMIT)."""
         with self._cond:
-            limits = dataclasses.replace(self._holds.limits(), excluded=excluded)
+            limits = dataclasses.replace(self._claims.limits(), excluded=excluded)
             self._full = frozenset(limits.full)
-            return self._holds.claimable(), limits
+            return self._claims.claimable(), limits
 
-    def hold(self, batch: list[ClaimedExecution], sent_at: float) -> None:
-        """A claim committed: hold what it took (``sent_at``: before the claim was sent)."""
+    def take(self, batch: list[ClaimedExecution], sent_at: float) -> None:
+        """A claim committed: keep what it took (``sent_at``: before the claim was sent)."""
         with self._cond:
-            self._holds.add(batch, sent_at)
+            self._claims.add(batch, sent_at)
             self._counts["claimed"] += len(batch)
 
     # -- the delivery loop ---------------------------------------------------------------
@@ -321,16 +321,16 @@ class Ledger:
     def owned(self, execution_id: str) -> bool:
         """Asked just before a send: the lease still surely holds."""
         with self._cond:
-            return self._holds.owned(execution_id)
+            return self._claims.owned(execution_id)
 
     def delivered(self, finished: FinishedExecution, *, sent: bool) -> None:
         """Its delivery ended (or it finished without one): the endpoint's share is free;
         ``sent``: it holds a send slot until its attempt is recorded."""
         with self._cond:
-            self._holds.delivered(finished.execution_id, finished.attempt_number, slot=sent)
+            self._claims.delivered(finished.execution_id, finished.attempt_number, slot=sent)
             endpoint = finished.endpoint
-            wake = endpoint in self._full and self._holds.room(endpoint) >= max(
-                1, self._holds.cap(endpoint) // MIN_BATCH_SHARE
+            wake = endpoint in self._full and self._claims.room(endpoint) >= max(
+                1, self._claims.cap(endpoint) // MIN_BATCH_SHARE
             )
             if wake:
                 self._full = frozenset()
@@ -345,7 +345,7 @@ class Ledger:
         with self._cond:
             if counter is not None:
                 self._counts[counter] += 1
-            slot = self._holds.release(execution_id, attempt)
+            slot = self._claims.release(execution_id, attempt)
             self._cond.notify_all()
         if slot:
             self.send_slots.give_back()
@@ -364,7 +364,7 @@ class Ledger:
         """Wait up to ``timeout`` s until nothing is held."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while len(self._holds) > 0:
+            while len(self._claims) > 0:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -375,11 +375,11 @@ class Ledger:
 
     def due_for_renewal(self) -> list[str]:
         with self._cond:
-            return self._holds.due_for_renewal()
+            return self._claims.due_for_renewal()
 
     def renewed(self, asked: Iterable[str], kept: set[str], sent_at: float) -> list[str]:
         with self._cond:
-            return self._holds.renewed(asked, kept, sent_at)
+            return self._claims.renewed(asked, kept, sent_at)
 
 
 class LeaseKeeper:

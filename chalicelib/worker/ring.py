@@ -43,7 +43,7 @@ from chalicelib.worker.dispatchers import Dispatcher
 from chalicelib.worker.finalizer import Finalizer
 from chalicelib.worker.flow import Controls
 from chalicelib.worker.idle import IdleWait, SleepStats
-from chalicelib.worker.ledger import Holds, LeaseKeeper, Ledger, SendSlots
+from chalicelib.worker.ledger import Claims, LeaseKeeper, Ledger, SendSlots
 from chalicelib.worker.pipeline import Pipeline
 from chalicelib.worker.reporting import ClaimLoopHealth, new_worker_id
 
@@ -69,7 +69,7 @@ class Worker:
         self.loops = LoopRegistry()  #: its loops' states (claim, finalize), for its heartbeat
         self._idle = IdleWait(db, settings.wakeup_notify)
         self.ledger = Ledger(
-            Holds(
+            Claims(
                 capacity=self.capacity,
                 default_cap=max(1, math.ceil(self.capacity * settings.worker_endpoint_share)),
                 lease_sec=settings.stuck_execution_timeout_sec,

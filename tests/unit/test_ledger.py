@@ -1,8 +1,8 @@
-"""A worker's holds: slots held until recorded, per-endpoint shares, lease deadlines."""
+"""A worker's claims: slots held until recorded, per-endpoint shares, lease deadlines."""
 
 from __future__ import annotations
 
-from chalicelib.worker.ledger import Holds
+from chalicelib.worker.ledger import Claims
 from chalicelib.worker.models import ClaimedExecution
 
 
@@ -29,12 +29,12 @@ def claimed(execution_id: str, endpoint: str, *, attempt: int = 1, cap: int | No
     )
 
 
-def holds(clock: Clock | None = None) -> Holds:
-    return Holds(capacity=4, default_cap=2, lease_sec=30, clock=clock or Clock())
+def claims(clock: Clock | None = None) -> Claims:
+    return Claims(capacity=4, default_cap=2, lease_sec=30, clock=clock or Clock())
 
 
 def test_a_slot_is_free_again_when_the_attempt_is_released_not_when_delivered() -> None:
-    h = holds()  # capacity 4
+    h = claims()  # capacity 4
     h.add([claimed("e1", "a"), claimed("e2", "a")], sent_at=100)
     assert (h.capacity - len(h), h.claimable()) == (2, 2)
     h.delivered("e1", 1, slot=True)  # sent; its result waits for the finalizer
@@ -45,7 +45,7 @@ def test_a_slot_is_free_again_when_the_attempt_is_released_not_when_delivered() 
 
 
 def test_an_endpoint_at_its_cap_is_full_until_a_delivery_ends() -> None:
-    h = holds()
+    h = claims()
     h.add([claimed("e1", "hung"), claimed("e2", "hung"), claimed("e3", "slow", cap=3)], 100)
     limits = h.limits()
     assert limits.full == ("hung",)  # default cap 2
@@ -58,7 +58,7 @@ def test_an_endpoint_at_its_cap_is_full_until_a_delivery_ends() -> None:
 
 def test_a_send_needs_the_lease_with_a_margin() -> None:
     clock = Clock()
-    h = holds(clock)
+    h = claims(clock)
     h.add([claimed("e1", "a")], sent_at=100)
     clock.now = 126.9
     assert h.owned("e1")
@@ -69,7 +69,7 @@ def test_a_send_needs_the_lease_with_a_margin() -> None:
 
 def test_renewal_extends_what_is_kept_and_marks_the_rest_lost() -> None:
     clock = Clock()
-    h = holds(clock)
+    h = claims(clock)
     h.add([claimed("e1", "a"), claimed("e2", "a")], sent_at=100)
     assert h.due_for_renewal() == []  # fresh leases
     clock.now = 110.1  # a third of the lease has passed
@@ -83,7 +83,7 @@ def test_renewal_extends_what_is_kept_and_marks_the_rest_lost() -> None:
 def test_release_of_an_older_attempt_keeps_the_new_claim() -> None:
     """A reclaimed execution claimed again by the same worker: the lost attempt's end must
     not free the new attempt's slot."""
-    h = holds()
+    h = claims()
     h.add([claimed("e1", "a", attempt=1)], 100)
     h.add([claimed("e1", "a", attempt=2)], 101)
     h.release("e1", 1)
@@ -94,7 +94,7 @@ def test_release_of_an_older_attempt_keeps_the_new_claim() -> None:
 
 
 def test_a_claim_may_take_the_slots_being_recorded_once() -> None:
-    h = holds()  # capacity 4
+    h = claims()  # capacity 4
     h.add([claimed("e1", "a"), claimed("e2", "a"), claimed("e3", "b")], sent_at=100)
     assert h.claimable() == 1  # one free slot; three in delivery
     h.delivered("e1", 1, slot=True)
@@ -112,7 +112,7 @@ def test_a_claim_may_take_the_slots_being_recorded_once() -> None:
 def test_a_lone_endpoint_may_use_every_slot_but_the_reserve() -> None:
     """Work-conserving fairness: with nothing else to do, an endpoint is not held to its
     share; a reserve of at least one slot stays for any other endpoint."""
-    h = Holds(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
     h.add([claimed(f"a{i}", "busy") for i in range(39)], 100)
     assert h.limits().default_cap == 40 and h.limits().full == ()
     h.add([claimed("a39", "busy")], 100)
@@ -122,7 +122,7 @@ def test_a_lone_endpoint_may_use_every_slot_but_the_reserve() -> None:
 
 def test_another_endpoint_with_work_gets_the_reserve_then_its_share() -> None:
     clock = Clock()
-    h = Holds(capacity=50, default_cap=25, lease_sec=30, clock=clock)
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=clock)
     h.add([claimed(f"a{i}", "busy") for i in range(40)], 100)
     h.add([claimed(f"b{i}", "other") for i in range(10)], 100)  # the reserve, at once
     limits = h.limits()
@@ -136,7 +136,7 @@ def test_another_endpoint_with_work_gets_the_reserve_then_its_share() -> None:
 
 def test_the_share_lifts_once_the_other_endpoint_has_had_no_work_for_a_while() -> None:
     clock = Clock()
-    h = Holds(capacity=50, default_cap=25, lease_sec=30, clock=clock)
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=clock)
     h.add([claimed("a0", "busy")], 100)
     h.add([claimed("b0", "other")], 100)
     h.delivered("b0", 1)
@@ -146,7 +146,7 @@ def test_the_share_lifts_once_the_other_endpoint_has_had_no_work_for_a_while() -
 
 
 def test_an_endpoints_max_concurrent_is_kept_whatever_the_contention() -> None:
-    h = Holds(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
     h.add([claimed(f"a{i}", "capped", cap=3) for i in range(3)], 100)
     assert h.limits().full == ("capped",)
     h.add([claimed("a3", "capped", cap=None)], 100)  # max_concurrent removed since
