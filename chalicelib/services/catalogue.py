@@ -9,11 +9,9 @@ one column (payload specs, configs, secrets); endpoints add their own in
 The row functions below take an open :class:`~chalicelib.db.connection.Transaction`, so a
 use case decides what happens atomically (a delete and its dependency check share one
 transaction). The three catalogue tables share statement shapes; ``kind`` selects the table
-(``payload_spec``, ``config`` or ``secret``) and ``value`` is its value column. (These
-functions were ``chalicelib/repositories/setup.py``: the only repository. Jobs and
-executions run their named queries from their services, so the catalogue resources now do
-too: one path, route -> service -> SQL.) The statements keep their ``setup_*`` names in
-``db/sql/setup.sql``: the worker's caches read some of them.
+(``payload_spec``, ``config`` or ``secret``) and ``value`` is its value column. Its
+statements are ``catalogue_*`` in ``db/sql/catalogue.sql`` (the worker's caches read some of
+them); route -> service -> SQL, as for jobs and executions.
 """
 
 from __future__ import annotations
@@ -48,26 +46,26 @@ def _value_param(kind: Kind, value: Any) -> Any:
 
 def insert(tx: Transaction, kind: Kind, name: str, value: Any) -> Row | None:
     """The new row, or None when ``name`` is taken."""
-    return tx.one(queries[f"setup_{kind}_insert"], name=name, value=_value_param(kind, value))
+    return tx.one(queries[f"catalogue_{kind}_insert"], name=name, value=_value_param(kind, value))
 
 
 def get(tx: Transaction, kind: AnyKind, name: str) -> Row | None:
     """The live row named ``name`` (columns as in the table), or None."""
-    return tx.one(queries[f"setup_{kind}_get"], name=name)
+    return tx.one(queries[f"catalogue_{kind}_get"], name=name)
 
 
 def update(tx: Transaction, kind: Kind, name: str, value: Any) -> Row | None:
     """The updated row, or None when there is no such row."""
-    return tx.one(queries[f"setup_{kind}_update"], name=name, value=_value_param(kind, value))
+    return tx.one(queries[f"catalogue_{kind}_update"], name=name, value=_value_param(kind, value))
 
 
 def delete(tx: Transaction, kind: AnyKind, name: str) -> bool:
-    return tx.execute(queries[f"setup_{kind}_delete"], name=name) > 0
+    return tx.execute(queries[f"catalogue_{kind}_delete"], name=name) > 0
 
 
 def list_page(tx: Transaction, kind: AnyKind, page: PageRequest) -> list[Row]:
     """Up to ``page.limit + 1`` rows after the cursor, newest first."""
-    return tx.run(queries[f"setup_{kind}_list"], **page.params())
+    return tx.run(queries[f"catalogue_{kind}_list"], **page.params())
 
 
 def endpoints_using(tx: Transaction, kind: Kind, name: str) -> list[str]:
@@ -79,20 +77,22 @@ def endpoints_using(tx: Transaction, kind: Kind, name: str) -> list[str]:
     ``signing_secret`` does.
     """
     if kind == "secret":
-        candidates = tx.run(queries["setup_secret_dependents"], needle=f"secret.{name}", name=name)
+        candidates = tx.run(
+            queries["catalogue_secret_dependents"], needle=f"secret.{name}", name=name
+        )
         return [
             str(r["name"])
             for r in candidates
             if name in secret_names(r["spec"]) or signing_secret_of(r["spec"]) == name
         ]
-    rows = tx.run(queries[f"setup_{kind}_dependents"], name=name, limit=DEPENDENTS_SHOWN + 1)
+    rows = tx.run(queries[f"catalogue_{kind}_dependents"], name=name, limit=DEPENDENTS_SHOWN + 1)
     return [str(r["name"]) for r in rows]
 
 
 def existing_secrets(tx: Transaction, names: list[str]) -> set[str]:
     if not names:
         return set()
-    rows = tx.run(queries["setup_secrets_existing"], names=names)
+    rows = tx.run(queries["catalogue_secrets_existing"], names=names)
     return {str(r["name"]) for r in rows}
 
 
@@ -114,12 +114,12 @@ def _endpoint_params(definition: EndpointDefinition) -> dict[str, Any]:
 
 def insert_endpoint(tx: Transaction, definition: EndpointDefinition) -> Row | None:
     """The new endpoint row, or None when the name is taken."""
-    return tx.one(queries["setup_endpoint_insert"], **_endpoint_params(definition))
+    return tx.one(queries["catalogue_endpoint_insert"], **_endpoint_params(definition))
 
 
 def update_endpoint(tx: Transaction, definition: EndpointDefinition) -> Row | None:
     """The replaced endpoint row, or None when there is no such endpoint."""
-    return tx.one(queries["setup_endpoint_update"], **_endpoint_params(definition))
+    return tx.one(queries["catalogue_endpoint_update"], **_endpoint_params(definition))
 
 
 def live_jobs_using(tx: Transaction, kind: AnyKind, name: str) -> list[str]:
@@ -132,7 +132,7 @@ def live_jobs_using(tx: Transaction, kind: AnyKind, name: str) -> list[str]:
         params: dict[str, Any] = {"pattern": secret_pattern(name), "name": name}
     else:
         params = {"name": name}
-    rows = tx.run(queries[f"setup_{kind}_live_jobs"], limit=DEPENDENTS_SHOWN + 1, **params)
+    rows = tx.run(queries[f"catalogue_{kind}_live_jobs"], limit=DEPENDENTS_SHOWN + 1, **params)
     return [str(r["job_id"]) for r in rows]
 
 

@@ -154,7 +154,7 @@ def _ensure_flow_row(
     rate = _rate_limit(definition.flow_control)
     was_limited = previous is not None and _rate_limit(previous["flow_control"]) is not None
     tx.execute(
-        queries["setup_endpoint_flow_ensure"],
+        queries["catalogue_endpoint_flow_ensure"],
         name=definition.name,
         tokens=float(rate["limit"]) if rate else 0.0,
         fill=rate is not None and not was_limited,
@@ -165,13 +165,14 @@ def refuse_if_callback_target(tx: Transaction, name: str) -> None:
     """409 CONFLICT while the endpoint is a callback target of live endpoints (their default
     on_success / on_failure: their new jobs would be refused), of live jobs (on_success /
     on_failure) or of live batches (on_complete) whose callback is still to fire. Finished
-    work does not pin it (``setup_endpoint_live_callbacks`` says what is live and what the
+    work does not pin it (``catalogue_endpoint_live_callbacks`` says what is live and what the
     read costs)."""
     limit = catalogue.DEPENDENTS_SHOWN + 1
     endpoints = [
-        str(r["name"]) for r in tx.run(queries["setup_endpoint_dependents"], name=name, limit=limit)
+        str(r["name"])
+        for r in tx.run(queries["catalogue_endpoint_dependents"], name=name, limit=limit)
     ]
-    rows = tx.run(queries["setup_endpoint_live_callbacks"], name=name, limit=limit)
+    rows = tx.run(queries["catalogue_endpoint_live_callbacks"], name=name, limit=limit)
     jobs = [str(r["ref"]) for r in rows if r["kind"] == "job"]
     batches = [str(r["ref"]) for r in rows if r["kind"] == "batch"]
     users = []
@@ -237,7 +238,7 @@ class EndpointService(CatalogueService[EndpointView]):
         return self._set_paused(name, "resume")
 
     def _set_paused(self, name: str, verb: str) -> EndpointView:
-        row = self._run(lambda tx: tx.one(queries[f"setup_endpoint_{verb}"], name=name), verb)
+        row = self._run(lambda tx: tx.one(queries[f"catalogue_endpoint_{verb}"], name=name), verb)
         if row is None:
             raise _not_found(name)
         return self.view(row)

@@ -123,7 +123,7 @@ def unusable_signing_secret(name: str) -> InvalidSigningSecret:
 
 def _rotate(tx: Transaction, name: str, stored: bytes, problem: str | None) -> Row | None:
     if problem is not None:
-        signers = tx.run(queries["setup_secret_signers"], name=name, limit=DEPENDENTS_SHOWN + 1)
+        signers = tx.run(queries["catalogue_secret_signers"], name=name, limit=DEPENDENTS_SHOWN + 1)
         if signers:
             users = name_list([f"{r['kind']} {r['ref']}" for r in signers])
             raise InvalidSigningSecret(
@@ -131,7 +131,7 @@ def _rotate(tx: Transaction, name: str, stored: bytes, problem: str | None) -> R
                 f"{KEY_FORM}."
             )
     return tx.one(
-        queries["setup_secret_update"], name=name, value=stored, keep_previous=problem is None
+        queries["catalogue_secret_update"], name=name, value=stored, keep_previous=problem is None
     )
 
 
@@ -143,7 +143,7 @@ def check_signing_secret(tx: Transaction, name: str, box: Callable[[], SecretBox
     (``box`` None or failing), the form is left to the worker, which then fails the
     delivery with a message naming the secret, never its value.
     """
-    row = tx.one(queries["setup_secret_ciphertext"], name=name)
+    row = tx.one(queries["catalogue_secret_ciphertext"], name=name)
     if row is None:
         raise unusable_signing_secret(name)
     if box is None:

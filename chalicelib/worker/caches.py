@@ -79,7 +79,7 @@ class ConfigCache:
 @dataclass(frozen=True)
 class CachedSecret:
     """A decrypted secret; ``previous`` is the value a rotation replaced (kept for
-    signing secrets only, see ``setup_secret_update``), ``rotated_at`` when."""
+    signing secrets only, see ``catalogue_secret_update``), ``rotated_at`` when."""
 
     value: str = field(repr=False)
     previous: str | None = field(default=None, repr=False)

@@ -247,7 +247,7 @@ def test_the_callback_check_reads_only_the_partial_indexes_of_live_work(
 ) -> None:
     from tests.integration.test_lifecycle_plans import DUE, LIVE, indexes_used
 
-    used = indexes_used(database, "setup_endpoint_live_callbacks", name="cb", limit=11)
+    used = indexes_used(database, "catalogue_endpoint_live_callbacks", name="cb", limit=11)
     assert used >= LIVE | {"idx_executions_running", "pk_jobs", "pk_batches"}, used
     assert used & DUE, used
     assert "idx_jobs_idempotency" in used, used  # has the batch's on_complete fired?
@@ -259,7 +259,7 @@ def test_a_job_naming_the_callback_created_during_the_delete_cannot_slip_between
     """A job creation reads the callback endpoint (as check_callbacks does), the delete
     commits, then the creation inserts its live execution naming it. SERIALIZABLE must not
     let both stand: the creation retries, and its retry no longer finds the endpoint. (A
-    guard of the argument in setup_endpoint_live_callbacks, not of this change alone: on
+    guard of the argument in catalogue_endpoint_live_callbacks, not of this change alone: on
     PostgreSQL the delete's live_jobs read already ranges over the same partial indexes.)"""
     api = callbacks
     endpoint_read, deleted = threading.Event(), threading.Event()

@@ -41,10 +41,10 @@ DUE = {"idx_executions_pickup", "idx_executions_due", "idx_executions_due_by_end
 @pytest.mark.parametrize(
     ("name", "params"),
     [
-        ("setup_endpoint_live_jobs", {"name": "e", "limit": 11}),
-        ("setup_config_live_jobs", {"name": "c", "limit": 11}),
-        ("setup_payload_spec_live_jobs", {"name": "p", "limit": 11}),
-        ("setup_secret_live_jobs", {"pattern": "x", "name": "x", "limit": 11}),
+        ("catalogue_endpoint_live_jobs", {"name": "e", "limit": 11}),
+        ("catalogue_config_live_jobs", {"name": "c", "limit": 11}),
+        ("catalogue_payload_spec_live_jobs", {"name": "p", "limit": 11}),
+        ("catalogue_secret_live_jobs", {"pattern": "x", "name": "x", "limit": 11}),
     ],
 )
 def test_the_live_job_check_reads_the_partial_indexes_of_live_work(

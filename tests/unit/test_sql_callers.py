@@ -5,7 +5,7 @@ comments describe designs that are gone (``jobs_insert`` once said every creatio
 through a ``jobs_insert_many`` that did not exist). Code names statements with string
 literals (``queries["jobs_get"]``, or a name handed to a helper, as the housekeeper's
 purges) or with an f-string inside ``queries[...]`` whose fixed parts frame the name
-(``queries[f"setup_{kind}_get"]``), so a statement counts as called when a string literal
+(``queries[f"catalogue_{kind}_get"]``), so a statement counts as called when a string literal
 in ``chalicelib`` is its name, or such an f-string matches it. A statement another one
 pulls in with ``-- include:`` counts as used too (parts must be included:
 :func:`chalicelib.db.queries.expand_includes`).
@@ -99,13 +99,13 @@ def test_the_check_finds_a_statement_nothing_calls() -> None:
     sql = (
         "-- name: things_get\n-- Read one.\nSELECT 1\n\n"
         "-- name: things_gone\n-- Nobody runs this.\nSELECT 2\n\n"
-        "-- name: setup_thing_list\n-- Through an f-string.\nSELECT 3\n\n"
+        "-- name: catalogue_thing_list\n-- Through an f-string.\nSELECT 3\n\n"
         "-- name: things_all\n-- include: things_part\n\n"
         "-- part: things_part\nSELECT 4\n"
     )
     code = (
         '"""things_gone in a docstring is no caller."""\n'
-        'def get(kind):\n    return queries["things_get"], queries[f"setup_{kind}_list"]\n'
+        'def get(kind):\n    return queries["things_get"], queries[f"catalogue_{kind}_list"]\n'
         'ALL = "things_all"\n'
         'LOG = f"{kind}_{verb}"  # an f-string that names no statement\n'
     )

@@ -1,6 +1,6 @@
 -- Setup and register resources: payload specs, configs, secrets, endpoints.
 --
--- The three setup tables share one shape (name, one value column, timestamps), so their
+-- The three catalogue tables share one shape (name, one value column, timestamps), so their
 -- statements share one set of parameter names: :name, :value. JSON values arrive as text
 -- and are cast to JSONB explicitly (pg8000 would otherwise send them untyped).
 --
@@ -13,7 +13,7 @@
 -- strict and the key is unique (name is the primary key), so a page never repeats or skips
 -- a row that existed when the first page was read, whatever is inserted meanwhile.
 
--- name: setup_payload_spec_insert
+-- name: catalogue_payload_spec_insert
 -- ON CONFLICT on the name: a live row is left alone and no row comes back (409) instead of
 -- the transaction aborting on a unique violation; a soft-deleted row is revived with the
 -- new value and counts as created now.
@@ -22,11 +22,11 @@ ON CONFLICT (name) DO UPDATE
 SET schema_json = excluded.schema_json, created_at = now(), updated_at = now(), deleted_at = NULL
 WHERE payload_specs.deleted_at IS NOT NULL
 RETURNING name, schema_json AS value, created_at, updated_at
--- name: setup_payload_spec_get
+-- name: catalogue_payload_spec_get
 SELECT name, schema_json AS value, created_at, updated_at FROM payload_specs
 WHERE name = :name AND deleted_at IS NULL
 
--- name: setup_payload_spec_list
+-- name: catalogue_payload_spec_list
 SELECT name, schema_json AS value, created_at, updated_at FROM payload_specs
 WHERE deleted_at IS NULL
   AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
@@ -34,19 +34,19 @@ WHERE deleted_at IS NULL
 ORDER BY created_at DESC, name DESC
 LIMIT :limit_plus_one
 
--- name: setup_payload_spec_update
+-- name: catalogue_payload_spec_update
 UPDATE payload_specs SET schema_json = CAST(:value AS JSONB), updated_at = now()
 WHERE name = :name AND deleted_at IS NULL
 RETURNING name, schema_json AS value, created_at, updated_at
 
--- name: setup_payload_spec_dependents
+-- name: catalogue_payload_spec_dependents
 -- Live endpoints referencing the payload spec (a deleted endpoint is history). Read in the
 -- delete's SERIALIZABLE transaction: an endpoint registered concurrently reads the payload
 -- spec's row that the delete writes, so one of the two retries (40001).
 SELECT name FROM endpoints WHERE payload_spec_ref = :name AND deleted_at IS NULL
 ORDER BY name LIMIT :limit
 
--- name: setup_payload_spec_live_jobs
+-- name: catalogue_payload_spec_live_jobs
 -- live_jobs (migrations/002_lifecycle.sql) is the one definition of work that still uses
 -- an endpoint snapshot: ACTIVE cron jobs and jobs with a non-terminal execution. Read in
 -- the delete's SERIALIZABLE transaction: a job created concurrently inserts rows this read
@@ -55,11 +55,11 @@ ORDER BY name LIMIT :limit
 SELECT job_id FROM live_jobs WHERE endpoint_snapshot ->> 'payload_spec_ref' = :name
 ORDER BY created_at DESC, job_id DESC LIMIT :limit
 
--- name: setup_payload_spec_delete
+-- name: catalogue_payload_spec_delete
 -- Soft delete: deleted endpoints keep their reference to the row (foreign key) and job
 -- snapshots keep its name, so the row stays, marked.
 UPDATE payload_specs SET deleted_at = now() WHERE name = :name AND deleted_at IS NULL
--- name: setup_config_insert
+-- name: catalogue_config_insert
 -- ON CONFLICT on the name: a live row is left alone and no row comes back (409) instead of
 -- the transaction aborting on a unique violation; a soft-deleted row is revived with the
 -- new value and counts as created now.
@@ -68,11 +68,11 @@ ON CONFLICT (name) DO UPDATE
 SET values_json = excluded.values_json, created_at = now(), updated_at = now(), deleted_at = NULL
 WHERE configs.deleted_at IS NOT NULL
 RETURNING name, values_json AS value, created_at, updated_at
--- name: setup_config_get
+-- name: catalogue_config_get
 SELECT name, values_json AS value, created_at, updated_at FROM configs
 WHERE name = :name AND deleted_at IS NULL
 
--- name: setup_config_list
+-- name: catalogue_config_list
 SELECT name, values_json AS value, created_at, updated_at FROM configs
 WHERE deleted_at IS NULL
   AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
@@ -80,44 +80,44 @@ WHERE deleted_at IS NULL
 ORDER BY created_at DESC, name DESC
 LIMIT :limit_plus_one
 
--- name: setup_config_update
+-- name: catalogue_config_update
 UPDATE configs SET values_json = CAST(:value AS JSONB), updated_at = now()
 WHERE name = :name AND deleted_at IS NULL
 RETURNING name, values_json AS value, created_at, updated_at
 
--- name: setup_config_dependents
+-- name: catalogue_config_dependents
 -- Live endpoints referencing the config; same transaction and race argument as
--- setup_payload_spec_dependents.
+-- catalogue_payload_spec_dependents.
 SELECT name FROM endpoints WHERE config_ref = :name AND deleted_at IS NULL
 ORDER BY name LIMIT :limit
 
--- name: setup_config_live_jobs
--- Live jobs whose endpoint snapshot names the config (see setup_payload_spec_live_jobs).
+-- name: catalogue_config_live_jobs
+-- Live jobs whose endpoint snapshot names the config (see catalogue_payload_spec_live_jobs).
 SELECT job_id FROM live_jobs WHERE endpoint_snapshot ->> 'config_ref' = :name
 ORDER BY created_at DESC, job_id DESC LIMIT :limit
 
--- name: setup_config_delete
+-- name: catalogue_config_delete
 -- Soft delete: deleted endpoints keep their reference to the row (foreign key) and job
 -- snapshots keep its name, so the row stays, marked.
 UPDATE configs SET deleted_at = now() WHERE name = :name AND deleted_at IS NULL
--- name: setup_secret_insert
+-- name: catalogue_secret_insert
 -- The value is ciphertext (chalicelib/crypto.py); RETURNING never includes it, so it
 -- cannot reach a response by accident.
 INSERT INTO secrets (name, encrypted_value) VALUES (:name, :value)
 ON CONFLICT (name) DO NOTHING
 RETURNING name, created_at, updated_at
 
--- name: setup_secret_get
+-- name: catalogue_secret_get
 SELECT name, created_at, updated_at FROM secrets WHERE name = :name
 
--- name: setup_secret_list
+-- name: catalogue_secret_list
 SELECT name, created_at, updated_at FROM secrets
 WHERE CAST(:after_ts AS TIMESTAMPTZ) IS NULL
    OR (created_at, name) < (CAST(:after_ts AS TIMESTAMPTZ), CAST(:after_id AS TEXT))
 ORDER BY created_at DESC, name DESC
 LIMIT :limit_plus_one
 
--- name: setup_secret_update
+-- name: catalogue_secret_update
 -- Rotation: a new ciphertext (fresh nonce, current key) replaces the old one. When the new
 -- value is a signing key (:keep_previous), the replaced ciphertext is kept with the time
 -- of the rotation, for the signing rotation window (right-hand sides read the row as it
@@ -131,7 +131,7 @@ SET previous_encrypted_value = CASE WHEN :keep_previous THEN encrypted_value END
 WHERE name = :name
 RETURNING name, created_at, updated_at
 
--- name: setup_secret_dependents
+-- name: catalogue_secret_dependents
 -- Secrets are referenced from inside endpoint specs ({{secret.<name>}}), not by a foreign
 -- key, so this read is the only guard. strpos narrows the candidates cheaply; the caller
 -- parses the placeholders to drop false positives (a longer name that starts the same).
@@ -144,9 +144,9 @@ WHERE (strpos(CAST(spec AS TEXT), :needle) > 0 OR spec ->> 'signing_secret' = :n
   AND deleted_at IS NULL
 ORDER BY name
 
--- name: setup_secret_live_jobs
+-- name: catalogue_secret_live_jobs
 -- Live jobs whose endpoint snapshot's spec uses the secret (see
--- setup_payload_spec_live_jobs). :pattern matches "{{", then anything but "}", then
+-- catalogue_payload_spec_live_jobs). :pattern matches "{{", then anything but "}", then
 -- "secret.<name>" not followed by a name character: every {{secret.<name>}} placeholder
 -- matches (whitespace or its JSON escapes included), so the check is exact or errs on the
 -- side of refusing, and it can be bounded by LIMIT. The pattern is built from a stored
@@ -156,17 +156,17 @@ WHERE CAST(endpoint_snapshot -> 'spec' AS TEXT) ~ :pattern
    OR endpoint_snapshot -> 'spec' ->> 'signing_secret' = :name
 ORDER BY created_at DESC, job_id DESC LIMIT :limit
 
--- name: setup_secret_delete
+-- name: catalogue_secret_delete
 -- A real delete: the ciphertext must not outlive the secret.
 DELETE FROM secrets WHERE name = :name
 
--- name: setup_secret_ciphertext
+-- name: catalogue_secret_ciphertext
 -- Registration checks that a signing secret's value has the whsec_ form: it reads the row
--- in its transaction (a concurrent delete then conflicts, as with setup_secrets_existing)
+-- in its transaction (a concurrent delete then conflicts, as with catalogue_secrets_existing)
 -- and decrypts it in the service; the value never leaves the service.
 SELECT encrypted_value FROM secrets WHERE name = :name
 
--- name: setup_secret_signers
+-- name: catalogue_secret_signers
 -- Endpoints and live jobs that sign with the secret: a rotation to a value that is not a
 -- signing key would break their deliveries, so it is refused.
 (SELECT 'endpoint' AS kind, name AS ref FROM endpoints
@@ -177,12 +177,12 @@ UNION ALL
  WHERE endpoint_snapshot -> 'spec' ->> 'signing_secret' = :name
  ORDER BY created_at DESC, job_id DESC LIMIT :limit)
 
--- name: setup_secrets_existing
+-- name: catalogue_secrets_existing
 -- Registration reads the rows of every secret an endpoint references, inside its
 -- transaction, which is what makes a concurrent secret delete conflict with it.
 SELECT name FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))
 
--- name: setup_endpoint_insert
+-- name: catalogue_endpoint_insert
 -- ON CONFLICT on the name: a live endpoint is left alone and no row comes back (409); a
 -- soft-deleted one is registered again with the new definition, as if created now (its
 -- old jobs keep their own snapshots), running (not paused, not held).
@@ -203,13 +203,13 @@ RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
           on_failure, created_at, updated_at, flow_control, paused_at,
           CASE WHEN held_until > now() THEN held_until END AS held_until
 
--- name: setup_endpoint_get
+-- name: catalogue_endpoint_get
 SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
        on_failure, created_at, updated_at, flow_control, paused_at,
        CASE WHEN held_until > now() THEN held_until END AS held_until
 FROM endpoints WHERE name = :name AND deleted_at IS NULL
 
--- name: setup_endpoint_list
+-- name: catalogue_endpoint_list
 SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
        on_failure, created_at, updated_at, flow_control, paused_at,
        CASE WHEN held_until > now() THEN held_until END AS held_until
@@ -220,7 +220,7 @@ WHERE deleted_at IS NULL
 ORDER BY created_at DESC, name DESC
 LIMIT :limit_plus_one
 
--- name: setup_endpoint_update
+-- name: catalogue_endpoint_update
 -- PUT replaces the whole definition. Jobs keep the endpoint_snapshot taken at their
 -- creation, so this changes future jobs only. flow_control is read live by the claim, so
 -- it applies at once to every job of the endpoint. A pause or hold is not part of the
@@ -236,25 +236,25 @@ RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
           on_failure, created_at, updated_at, flow_control, paused_at,
           CASE WHEN held_until > now() THEN held_until END AS held_until
 
--- name: setup_endpoint_live_jobs
+-- name: catalogue_endpoint_live_jobs
 -- Live jobs of the endpoint: they keep it from being deleted (the specification: delete
 -- "fails if active jobs reference it"). Finished and retired jobs are history and do not:
 -- the soft delete keeps fk_jobs_endpoint satisfied. Same race argument as
--- setup_payload_spec_live_jobs; job creation also reads the endpoint row the delete marks.
+-- catalogue_payload_spec_live_jobs; job creation also reads the endpoint row the delete marks.
 SELECT job_id FROM live_jobs WHERE endpoint = :name
 ORDER BY created_at DESC, job_id DESC LIMIT :limit
 
--- name: setup_endpoint_dependents
+-- name: catalogue_endpoint_dependents
 -- Live endpoints whose default callbacks (on_success / on_failure) name the endpoint: a job
 -- created on them takes those defaults, and would be refused (422 INVALID_CALLBACK) once
 -- it is deleted. An endpoint naming itself does not keep itself. Same transaction and race
--- argument as setup_payload_spec_dependents (a registration naming a callback reads its
+-- argument as catalogue_payload_spec_dependents (a registration naming a callback reads its
 -- row, which the delete writes).
 SELECT name FROM endpoints
 WHERE (on_success = :name OR on_failure = :name) AND name <> :name AND deleted_at IS NULL
 ORDER BY name LIMIT :limit
 
--- name: setup_endpoint_live_callbacks
+-- name: catalogue_endpoint_live_callbacks
 -- Live work that names the endpoint as the target of a callback yet to fire: deleting it
 -- would lose the callback (the finalize could only log "No callback job"). Finished work
 -- does not count: its callbacks fired or never will.
@@ -304,12 +304,12 @@ UNION ALL
    )
  ORDER BY b.created_at DESC, b.batch_id DESC LIMIT :limit)
 
--- name: setup_endpoint_delete
+-- name: catalogue_endpoint_delete
 -- Soft delete: the endpoint's jobs, executions, attempts and logs stay readable, and
 -- fk_jobs_endpoint keeps pointing at this row.
 UPDATE endpoints SET deleted_at = now() WHERE name = :name AND deleted_at IS NULL
 
--- name: setup_endpoint_flow_ensure
+-- name: catalogue_endpoint_flow_ensure
 -- The endpoint's flow-control row (migrations/006), written with a definition that has
 -- flow_control: the worker's metered claim locks it, so it must exist before a claim can
 -- see the definition (same transaction). A rate limit starts with a full bucket (:tokens,
@@ -323,7 +323,7 @@ ON CONFLICT (endpoint) DO UPDATE
 SET tokens = excluded.tokens, refilled_at = excluded.refilled_at
 WHERE CAST(:fill AS BOOLEAN)
 
--- name: setup_endpoint_pause
+-- name: catalogue_endpoint_pause
 -- POST /endpoints/{name}/pause. COALESCE keeps the first paused_at (idempotent). From the
 -- commit on, no claim takes the endpoint's executions (the claim reads paused_at on the
 -- endpoints row it joins); they wait QUEUED/RETRYING and stay cancellable.
@@ -333,7 +333,7 @@ RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
           on_failure, created_at, updated_at, flow_control, paused_at,
           CASE WHEN held_until > now() THEN held_until END AS held_until
 
--- name: setup_endpoint_resume
+-- name: catalogue_endpoint_resume
 -- POST /endpoints/{name}/resume (idempotent). A hold from a Retry-After is not lifted: it
 -- is the target's own word on when it can take more.
 UPDATE endpoints SET paused_at = NULL
