@@ -10,7 +10,7 @@ from typing import Any
 
 from chalicelib.db.connection import Database
 from chalicelib.domain.cron import next_tick, parse_timezone
-from tests.integration.worker.factories import retry_policy, seed
+from tests.support.seed.worker import retry_policy, seed
 
 CRON = "* * * * *"
 ZONE = "UTC"

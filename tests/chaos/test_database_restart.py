@@ -36,7 +36,7 @@ from tests.chaos.pg_restart import RestartablePostgres
 from tests.chaos.throughput import Throughput, seconds_to_recover
 from tests.conftest import ApiClient
 from tests.fixtures.services import HttpTarget
-from tests.integration.worker.factories import Seeded, http_spec, retry_policy, seed
+from tests.support.seed.worker import Seeded, http_spec, retry_policy, seed
 
 pytestmark = pytest.mark.chaos
 

@@ -31,7 +31,7 @@ from tests.chaos.figures import chaos_n, write_figures
 from tests.chaos.harness import TERMINAL, Stack, figures, status_counts
 from tests.chaos.pg_restart import RestartablePostgres
 from tests.fixtures.services import HttpTarget, Reply
-from tests.integration.worker.factories import http_spec, retry_policy, seed
+from tests.support.seed.worker import http_spec, retry_policy, seed
 
 pytestmark = pytest.mark.chaos
 

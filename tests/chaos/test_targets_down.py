@@ -42,7 +42,7 @@ from tests.fixtures.services import (
     free_port,
     wait_for_port,
 )
-from tests.integration.worker.factories import http_spec, retry_policy, seed
+from tests.support.seed.worker import http_spec, retry_policy, seed
 
 pytestmark = pytest.mark.chaos
 

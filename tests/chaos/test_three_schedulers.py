@@ -29,7 +29,7 @@ from tests.chaos.cron_check import (
 from tests.chaos.figures import chaos_n, write_figures
 from tests.chaos.harness import Stack, figures, logged_totals
 from tests.chaos.pg_restart import RestartablePostgres
-from tests.integration.worker.factories import http_spec
+from tests.support.seed.worker import http_spec
 
 pytestmark = pytest.mark.chaos
 

@@ -32,7 +32,7 @@ from tests.chaos.harness import (
     status_counts,
 )
 from tests.fixtures.services import HttpTarget
-from tests.integration.worker.factories import http_spec, retry_policy, seed
+from tests.support.seed.worker import http_spec, retry_policy, seed
 
 pytestmark = pytest.mark.chaos
 

@@ -33,8 +33,8 @@ from tests.fixtures.services import HttpTarget, Reply, free_port
 from tests.integration.test_loop_health import COMPONENT, Running, reported_down
 from tests.integration.test_loop_health import failing_scheduler as failing_scheduler
 from tests.integration.worker.conftest import settings, settle
-from tests.integration.worker.factories import BOX
 from tests.integration.worker.test_callbacks import register
+from tests.support.seed.worker import BOX
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RULES = REPO_ROOT / "docs" / "alerts" / "prometheus-rules.yml"

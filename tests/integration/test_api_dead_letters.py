@@ -9,7 +9,7 @@ import pytest
 
 from chalicelib.db.connection import Database
 from tests.conftest import ApiClient
-from tests.integration.dead_letter_factories import (
+from tests.support.seed.dead_letters import (
     T0,
     assert_invalid,
     endpoint_with,
@@ -17,7 +17,7 @@ from tests.integration.dead_letter_factories import (
     ids,
     iso,
 )
-from tests.integration.worker.factories import statuses
+from tests.support.seed.worker import statuses
 
 # -- the listing -----------------------------------------------------------------------------
 

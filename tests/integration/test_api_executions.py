@@ -15,7 +15,7 @@ from chalicelib.services.executions import ExecutionService
 from chalicelib.services.jobs.service import JobService
 from chalicelib.services.longpoll import Poller
 from tests.conftest import ApiClient
-from tests.integration import jobs_factories as f
+from tests.support.seed import jobs as f
 
 EP = "send-welcome-email"
 

@@ -10,7 +10,7 @@ import pytest
 
 from chalicelib.db.connection import Database
 from tests.conftest import ApiClient
-from tests.integration import jobs_factories as f
+from tests.support.seed import jobs as f
 
 EP = "send-welcome-email"
 

@@ -13,8 +13,8 @@ from chalicelib.domain.statuses import ExecutionStatus
 from chalicelib.scheduler.housekeeper import Housekeeper
 from chalicelib.scheduler.promoter import recount_live
 from tests.conftest import ApiClient
-from tests.integration.jobs_factories import add_execution, record_attempts, set_execution
 from tests.integration.test_lifecycle_plans import indexes_used
+from tests.support.seed.jobs import add_execution, record_attempts, set_execution
 
 ENDPOINT = {
     "name": "hook",

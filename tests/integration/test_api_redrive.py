@@ -14,7 +14,7 @@ from chalicelib.domain.dead_letters import RedriveRequest
 from chalicelib.errors import ExecutionNotRetryable
 from chalicelib.services import dead_letters as service
 from tests.conftest import ApiClient
-from tests.integration.dead_letter_factories import (
+from tests.support.seed.dead_letters import (
     RANGE,
     T0,
     assert_invalid,
@@ -22,7 +22,7 @@ from tests.integration.dead_letter_factories import (
     fail,
     redrive,
 )
-from tests.integration.worker.factories import statuses
+from tests.support.seed.worker import statuses
 
 
 def test_redrive_requeues_the_matching_dead_letters_only_and_is_idempotent(

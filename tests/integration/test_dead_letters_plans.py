@@ -16,9 +16,9 @@ from chalicelib.domain.dead_letters import ExecutionFilter
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import ExecutionStatus
 from chalicelib.services import dead_letters
-from tests.integration.dead_letter_factories import T0, endpoint_with, fail
 from tests.integration.plan_probe import MODES, analyze, nodes
-from tests.integration.worker.factories import Seeded
+from tests.support.seed.dead_letters import T0, endpoint_with, fail
+from tests.support.seed.worker import Seeded
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import pytest
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from tests.conftest import ApiClient
-from tests.integration import jobs_factories as f
 from tests.support.factories import register_endpoint
+from tests.support.seed import jobs as f
 
 EP = "send-welcome-email"
 

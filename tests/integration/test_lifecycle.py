@@ -21,7 +21,7 @@ from chalicelib.errors import TaskExecutorError
 from chalicelib.services.jobs.create import read_endpoints
 from chalicelib.services.jobs.rows import JobRow, NewJob, create_params
 from tests.conftest import ApiClient
-from tests.integration import jobs_factories as f
+from tests.support.seed import jobs as f
 
 SPEC: dict[str, Any] = {
     "url": "{{config.base}}/hook",

@@ -28,7 +28,7 @@ from chalicelib.services.executions import QUEUE_POSITION_MAX_AHEAD
 from chalicelib.services.jobs import service as jobs
 from tests.conftest import ApiClient
 from tests.integration.plan_probe import bounded
-from tests.integration.worker.factories import http_spec, seed
+from tests.support.seed.worker import http_spec, seed
 
 HISTORY = 20_000  #: ended one-shot jobs (one execution each), and ticks of the cron job
 BACKLOG = 2_000  #: QUEUED executions, and PENDING ones, all older than the history

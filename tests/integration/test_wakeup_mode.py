@@ -19,8 +19,8 @@ from chalicelib.scheduler.loops import build_loop
 from chalicelib.scheduler.names import CRON_MATERIALIZER, DELAYED_PROMOTER
 from chalicelib.settings import Settings
 from tests.conftest import ApiClient
-from tests.integration import jobs_factories as f
-from tests.integration.scheduler.factory import (
+from tests.support.seed import jobs as f
+from tests.support.seed.scheduler import (
     T0,
     FakeClock,
     seed_cron_job,

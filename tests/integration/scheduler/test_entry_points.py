@@ -24,7 +24,7 @@ from chalicelib.scheduler.loops import LOOP_NAMES, Scheduler
 from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.promoter import DelayedPromoter
 from chalicelib.settings import Settings
-from tests.integration.scheduler.factory import (
+from tests.support.seed.scheduler import (
     T0,
     FakeClock,
     execution,

@@ -9,7 +9,7 @@ from chalicelib.domain.regions import ALL_REGIONS
 from chalicelib.health.evaluator import HealthEvaluator
 from chalicelib.health.heartbeat import DEAD, HeartbeatWriter, instance_name
 from chalicelib.health.region import RegionRefresher
-from tests.integration.scheduler.factory import T0, FakeClock
+from tests.support.seed.scheduler import T0, FakeClock
 
 
 def heartbeats(db: Database) -> list[dict[str, object]]:

@@ -14,8 +14,8 @@ from chalicelib.db.connection import Database
 from chalicelib.runtime.loop import LoopSpec, Progress, run_loop
 from chalicelib.scheduler.housekeeper import Housekeeper
 from chalicelib.scheduler.materializer import CronMaterializer
-from tests.integration import jobs_factories as f
-from tests.integration.scheduler.factory import (
+from tests.support.seed import jobs as f
+from tests.support.seed.scheduler import (
     T0,
     FakeClock,
     executions_of,

@@ -19,7 +19,7 @@ from chalicelib.scheduler.materializer import (
     TickPlan,
     cron_idempotency_key,
 )
-from tests.integration.scheduler.factory import (
+from tests.support.seed.scheduler import (
     T0,
     FakeClock,
     executions_of,

@@ -12,7 +12,7 @@ from chalicelib.db.connection import ConnectionParams, Database
 from chalicelib.scheduler.promoter import PROMOTED_MESSAGE, DelayedPromoter
 from chalicelib.worker.claims import claim_strategy
 from tests.conftest import PROFILE
-from tests.integration.scheduler.factory import (
+from tests.support.seed.scheduler import (
     T0,
     FakeClock,
     execution,

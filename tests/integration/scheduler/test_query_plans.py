@@ -8,7 +8,7 @@ import pytest
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries, regional
 from chalicelib.domain.regions import ALL_REGIONS
-from tests.integration.scheduler.factory import T0
+from tests.support.seed.scheduler import T0
 
 
 @pytest.mark.parametrize(

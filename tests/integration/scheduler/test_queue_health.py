@@ -16,8 +16,8 @@ from chalicelib.logs import JsonFormatter
 from chalicelib.scheduler.housekeeper import Housekeeper
 from chalicelib.scheduler.queue_health import EVENT, QueueHealth
 from chalicelib.services.metrics import MetricsService
-from tests.integration import jobs_factories as f
-from tests.integration.scheduler.factory import (
+from tests.support.seed import jobs as f
+from tests.support.seed.scheduler import (
     FakeClock,
     seed_endpoint,
     seed_execution,

@@ -10,7 +10,7 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.domain.statuses import ExecutionStatus
 from chalicelib.scheduler.reclaimer import Reclaimed, StuckReclaimer
-from tests.integration.scheduler.factory import (
+from tests.support.seed.scheduler import (
     T0,
     FakeClock,
     attempts_of,

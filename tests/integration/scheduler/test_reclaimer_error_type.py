@@ -11,7 +11,7 @@ from chalicelib.domain.dead_letters import ExecutionFilter
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.services.dead_letters import DeadLetterService
-from tests.integration.scheduler.factory import (
+from tests.support.seed.scheduler import (
     T0,
     FakeClock,
     execution,

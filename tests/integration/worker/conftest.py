@@ -12,7 +12,7 @@ from chalicelib.db.connection import Database
 from chalicelib.settings import Settings
 from chalicelib.worker import Worker, build_worker
 from tests.conftest import PROFILE
-from tests.integration.worker.factories import BOX, statuses
+from tests.support.seed.worker import BOX, statuses
 
 TERMINAL = ("SUCCESS", "FAILED")
 

@@ -18,7 +18,7 @@ from chalicelib.worker.claims import (
 )
 from tests.conftest import PROFILE
 from tests.fixtures.services import HttpTarget
-from tests.integration.worker.factories import http_spec, seed, statuses
+from tests.support.seed.worker import http_spec, seed, statuses
 from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in

@@ -14,7 +14,7 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.worker import build_worker
 from tests.fixtures.services import free_port
-from tests.integration.worker.factories import BOX
+from tests.support.seed.worker import BOX
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).

@@ -18,9 +18,11 @@ from chalicelib.db.connection import Database
 from tests.chaos.harness import Stack
 from tests.conftest import ApiClient
 from tests.fixtures.services import HttpTarget, Reply
-from tests.integration.dead_letter_factories import fail
 from tests.integration.worker.conftest import settle
-from tests.integration.worker.factories import (
+from tests.integration.worker.test_callbacks import register
+from tests.integration.worker.test_wakeup import LONG_POLL_MS, WAKE_GUARD_S, running
+from tests.support.seed.dead_letters import fail
+from tests.support.seed.worker import (
     attempts,
     create_config,
     create_secret,
@@ -29,8 +31,6 @@ from tests.integration.worker.factories import (
     seed,
     statuses,
 )
-from tests.integration.worker.test_callbacks import register
-from tests.integration.worker.test_wakeup import LONG_POLL_MS, WAKE_GUARD_S, running
 from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in

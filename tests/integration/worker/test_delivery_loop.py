@@ -12,7 +12,7 @@ import pytest
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.domain.delivery import DeliveryOutcome, DeliveryRequest, succeeded
 from tests.integration.worker.conftest import settle
-from tests.integration.worker.factories import http_spec, seed, statuses
+from tests.support.seed.worker import http_spec, seed, statuses
 from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in

@@ -21,7 +21,7 @@ from chalicelib.db.connection import Database, Transaction
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.worker import Worker
 from tests.fixtures.services import HttpTarget, Reply
-from tests.integration.worker.factories import (
+from tests.support.seed.worker import (
     attempts,
     create_config,
     execution,

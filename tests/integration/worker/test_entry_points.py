@@ -15,7 +15,7 @@ import pytest
 from chalicelib.db.connection import Database
 from tests.conftest import ENCRYPTION_KEY
 from tests.fixtures.services import HttpTarget, Reply
-from tests.integration.worker.factories import execution, http_spec, seed, statuses
+from tests.support.seed.worker import execution, http_spec, seed, statuses
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]

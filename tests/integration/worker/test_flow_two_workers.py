@@ -33,7 +33,7 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.services.endpoints import EndpointService
 from tests.conftest import ENCRYPTION_KEY, PROFILE
-from tests.integration.worker.factories import http_spec, retry_policy, seed, statuses
+from tests.support.seed.worker import http_spec, retry_policy, seed, statuses
 from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in

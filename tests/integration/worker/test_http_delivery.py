@@ -12,7 +12,7 @@ from chalicelib.domain.delivery import DeliveryRequest
 from chalicelib.worker.dispatchers.http import HttpDispatcher
 from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settle
-from tests.integration.worker.factories import (
+from tests.support.seed.worker import (
     attempts,
     create_config,
     create_secret,

@@ -18,7 +18,7 @@ from chalicelib.worker import Worker
 from chalicelib.worker.background import metrics_server
 from tests.fixtures.services import HttpTarget, Reply, free_port
 from tests.integration.worker.conftest import settings, settle
-from tests.integration.worker.factories import http_spec, retry_policy, seed
+from tests.support.seed.worker import http_spec, retry_policy, seed
 
 
 def _get(url: str) -> tuple[int, str, str]:

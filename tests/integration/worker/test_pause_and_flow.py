@@ -18,7 +18,7 @@ from chalicelib.services.endpoints import EndpointService
 from chalicelib.worker.claims import ClaimLimits, claim_strategy
 from chalicelib.worker.flow import MeteredClaim
 from tests.fixtures.services import Reply
-from tests.integration.worker.factories import attempts, execution, http_spec, retry_policy, seed
+from tests.support.seed.worker import attempts, execution, http_spec, retry_policy, seed
 from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in

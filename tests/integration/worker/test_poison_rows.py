@@ -13,7 +13,7 @@ import pytest
 from chalicelib.db.connection import Database
 from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settle
-from tests.integration.worker.factories import (
+from tests.support.seed.worker import (
     attempts,
     execution,
     http_spec,

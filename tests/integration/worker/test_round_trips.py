@@ -17,7 +17,7 @@ import pytest
 
 from chalicelib.db.connection import Database
 from tests.conftest import Roots
-from tests.integration.worker.factories import http_spec, seed
+from tests.support.seed.worker import http_spec, seed
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).

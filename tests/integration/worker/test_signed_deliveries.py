@@ -22,7 +22,9 @@ from chalicelib.db.connection import Database
 from chalicelib.worker import build_worker
 from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settings, settle
-from tests.integration.worker.factories import (
+from tests.integration.worker.test_delivery_semantics import running
+from tests.integration.worker.test_streams import kafka_spec, redis_spec
+from tests.support.seed.worker import (
     BOX,
     attempts,
     create_secret,
@@ -33,8 +35,6 @@ from tests.integration.worker.factories import (
     seed,
     statuses,
 )
-from tests.integration.worker.test_delivery_semantics import running
-from tests.integration.worker.test_streams import kafka_spec, redis_spec
 from tests.support.waiting import wait_for
 
 KEY = bytes(range(1, 33))

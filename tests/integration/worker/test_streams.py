@@ -13,7 +13,7 @@ import redis
 from chalicelib.db.connection import Database
 from tests.fixtures.services import free_port
 from tests.integration.worker.conftest import settle
-from tests.integration.worker.factories import (
+from tests.support.seed.worker import (
     attempts,
     create_config,
     execution,

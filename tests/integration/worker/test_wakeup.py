@@ -14,7 +14,7 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.worker import Worker
 from tests.conftest import ApiClient
-from tests.integration.worker.factories import execution, http_spec, seed
+from tests.support.seed.worker import execution, http_spec, seed
 from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in

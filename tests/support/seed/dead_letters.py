@@ -9,7 +9,7 @@ from typing import Any
 
 from chalicelib.db.connection import Database
 from tests.conftest import ApiClient
-from tests.integration.worker.factories import Seeded, http_spec, retry_policy, seed
+from tests.support.seed.worker import Seeded, http_spec, retry_policy, seed
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 URL = "http://127.0.0.1:9/unused"  # nothing is delivered where these are used
