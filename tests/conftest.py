@@ -1,4 +1,5 @@
-"""Shared fixtures. Real services only: see tests/fixtures/ for how each one is started."""
+"""Shared fixtures. Real services only: tests/support/ starts each one (served.py, pg.py);
+tests/fixtures/ holds data files."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.pg", "tests.fixtures.services", "tests.fixtures.netguard"]
+pytest_plugins = ["tests.support.pg", "tests.support.served", "tests.support.netguard"]
 
 
 BOOTSTRAP_KEY = "te_test_bootstrap_key_0123456789"
@@ -44,8 +45,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, interrupt)
-    # No test reaches outside loopback: tests/fixtures/netguard.py.
-    from tests.fixtures import netguard
+    # No test reaches outside loopback: tests/support/netguard.py.
+    from tests.support import netguard
 
     netguard.install()
 

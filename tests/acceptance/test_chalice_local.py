@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.test_local_stack import _postgres_processes
-from tests.fixtures.services import call_api, free_port, wait_for_port
+from tests.support.served import call_api, free_port, wait_for_port
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from tests.conftest import BOOTSTRAP_KEY
-from tests.fixtures.services import free_port
+from tests.support.served import free_port
 
 
 def _post(port: int, path: str, body: dict[str, Any]) -> tuple[int, Any]:

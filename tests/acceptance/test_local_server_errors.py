@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.services import free_port
+from tests.support.served import free_port
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.fixtures.services import HttpTarget, call_api, free_port
+from tests.support.served import HttpTarget, call_api, free_port
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

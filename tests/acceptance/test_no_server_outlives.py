@@ -1,6 +1,6 @@
 """No server started by a test session outlives it: on a normal end, Ctrl-C or SIGTERM.
 
-Runs an inner pytest session (tests/fixtures/probe_servers.py) that starts every kind of
+Runs an inner pytest session (tests/support/probe_servers.py) that starts every kind of
 server the fixtures start, tagged by a unique environment variable that every process it
 starts inherits (PostgreSQL through pg_ctl included); after the session has ended, no
 process carrying the tag may be left, and none of its ports may answer.
@@ -78,7 +78,7 @@ def test_no_server_outlives_the_session(ending: str, tmp_path: Path) -> None:
                 "no:cacheprovider",
                 # Its own temp root: pytest prunes old basetemps, this session's included.
                 f"--basetemp={tmp_path / 'inner'}",
-                "tests/fixtures/probe_servers.py",
+                "tests/support/probe_servers.py",
             ],
             cwd=ROOT,
             env=env,

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from tests.conftest import BOOTSTRAP_KEY
-from tests.fixtures.services import free_port
+from tests.support.served import free_port
 
 WORST = {
     "type": "object",

@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import BOOTSTRAP_KEY, ENCRYPTION_KEY, PROFILE
-from tests.fixtures.pg import TEMPLATE, PgServer
-from tests.fixtures.services import HttpTarget, call_api, free_port
+from tests.support.pg import TEMPLATE, PgServer
+from tests.support.served import HttpTarget, call_api, free_port
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from selenium.webdriver.common.by import By
 
 from tests.browser.conftest import Stack
 from tests.browser.pages import click_button, go, notice, sign_in, wait_text, wait_visible
-from tests.fixtures.services import HttpTarget, Reply
+from tests.support.served import HttpTarget, Reply
 
 
 def _endpoint(stack: Stack, name: str, url: str) -> None:

@@ -15,7 +15,7 @@ from selenium.webdriver.support.ui import Select
 
 from tests.browser.conftest import Stack
 from tests.browser.pages import click_link, go, sign_in, wait_text, wait_visible
-from tests.fixtures.services import HttpTarget, Reply
+from tests.support.served import HttpTarget, Reply
 
 PAGE = 50
 MANY = "ui-many"

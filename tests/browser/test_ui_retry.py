@@ -10,7 +10,7 @@ from typing import Any
 
 from tests.browser.conftest import Stack
 from tests.browser.pages import click_button, go, sign_in, wait_text
-from tests.fixtures.services import HttpTarget, Reply
+from tests.support.served import HttpTarget, Reply
 
 
 def test_retry_of_a_failed_execution_succeeds(

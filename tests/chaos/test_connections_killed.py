@@ -24,9 +24,9 @@ from tests.chaos.harness import (
     account_deliveries,
     status_counts,
 )
-from tests.fixtures.pg import PgServer
-from tests.fixtures.services import HttpTarget
+from tests.support.pg import PgServer
 from tests.support.seed.worker import http_spec, retry_policy, seed
+from tests.support.served import HttpTarget
 
 pytestmark = pytest.mark.chaos
 

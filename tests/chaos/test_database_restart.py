@@ -35,8 +35,8 @@ from tests.chaos.harness import (
 from tests.chaos.pg_restart import RestartablePostgres
 from tests.chaos.throughput import Throughput, seconds_to_recover
 from tests.conftest import ApiClient
-from tests.fixtures.services import HttpTarget
 from tests.support.seed.worker import Seeded, http_spec, retry_policy, seed
+from tests.support.served import HttpTarget
 
 pytestmark = pytest.mark.chaos
 

@@ -30,8 +30,8 @@ from tests.chaos.cron_check import check_jobs, due_jobs, seed_cron_jobs
 from tests.chaos.figures import chaos_n, write_figures
 from tests.chaos.harness import TERMINAL, Stack, figures, status_counts
 from tests.chaos.pg_restart import RestartablePostgres
-from tests.fixtures.services import HttpTarget, Reply
 from tests.support.seed.worker import http_spec, retry_policy, seed
+from tests.support.served import HttpTarget, Reply
 
 pytestmark = pytest.mark.chaos
 

@@ -34,7 +34,8 @@ import pytest
 from chalicelib.db.connection import Database
 from tests.chaos.figures import chaos_n, write_figures
 from tests.chaos.harness import TERMINAL, Stack, figures, status_counts
-from tests.fixtures.services import (
+from tests.support.seed.worker import http_spec, retry_policy, seed
+from tests.support.served import (
     HttpTarget,
     _redis_server_binary,
     _stop,
@@ -42,7 +43,6 @@ from tests.fixtures.services import (
     free_port,
     wait_for_port,
 )
-from tests.support.seed.worker import http_spec, retry_policy, seed
 
 pytestmark = pytest.mark.chaos
 

@@ -31,8 +31,8 @@ from tests.chaos.harness import (
     kill_worker_until_done,
     status_counts,
 )
-from tests.fixtures.services import HttpTarget
 from tests.support.seed.worker import http_spec, retry_policy, seed
+from tests.support.served import HttpTarget
 
 pytestmark = pytest.mark.chaos
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import BOOTSTRAP_KEY
-from tests.fixtures.services import free_port
+from tests.support.served import free_port
 
 #: How long a test waits for an answer or a close before it fails (the server's own
 #: request timeout is 1 s in the tests that are about it).

@@ -25,7 +25,7 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis.core.failures import FailureGroup
 
 from tests.conftest import BOOTSTRAP_KEY
-from tests.fixtures.services import free_port
+from tests.support.served import free_port
 
 
 @dataclass

@@ -13,7 +13,7 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.wiring.worker import worker_of
 from tests.conftest import ApiClient, Roots
-from tests.fixtures.services import HttpTarget
+from tests.support.served import HttpTarget
 from tests.support.waiting import wait_for
 
 NUL = "\u0000"

@@ -16,8 +16,8 @@ import pytest
 
 from chalicelib.db.connection import Database
 from tests.conftest import ApiClient
-from tests.fixtures.services import HttpTarget, Reply
 from tests.support.factories import register_endpoint
+from tests.support.served import HttpTarget, Reply
 
 EVIL = "^(a+)+$"
 EVIL_INPUT = "a" * 28 + "!"  # 19 s on Python's re; 31 characters took 151 s

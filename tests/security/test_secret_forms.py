@@ -22,8 +22,6 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.domain.delivery import ERROR_MESSAGE_LIMIT
 from chalicelib.worker import Worker
-from tests.fixtures.services import HttpTarget
-from tests.fixtures.services import Reply as TargetReply
 from tests.security.test_secrets_scenario import (
     RecordingApi,
     deliver,
@@ -32,6 +30,8 @@ from tests.security.test_secrets_scenario import (
     recording_api,  # noqa: F401 (a fixture used below)
     worker,  # noqa: F401 (a fixture used below)
 )
+from tests.support.served import HttpTarget
+from tests.support.served import Reply as TargetReply
 
 
 def forms(secret: str) -> list[str]:

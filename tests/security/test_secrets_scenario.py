@@ -25,9 +25,9 @@ from chalicelib.logs import JsonFormatter
 from chalicelib.wiring.worker import worker_of
 from chalicelib.worker import Worker
 from tests.conftest import ApiClient, Reply, Roots
-from tests.fixtures.services import HttpTarget
-from tests.fixtures.services import Reply as TargetReply
 from tests.support.factories import endpoint_body
+from tests.support.served import HttpTarget
+from tests.support.served import Reply as TargetReply
 from tests.support.waiting import wait_for
 
 KEY_B = base64.b64encode(bytes(range(100, 132))).decode()

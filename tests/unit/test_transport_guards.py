@@ -1,7 +1,7 @@
 """The address policy on Redis and Kafka, decided on addresses from a resolver we control.
 
 Nothing here reaches the network: the resolver is a function of the test, and the test
-suite's connect guard (tests/fixtures/netguard.py) refuses, before any packet leaves, a
+suite's connect guard (tests/support/netguard.py) refuses, before any packet leaves, a
 connect outside loopback; the pinning tests read what it refused to see where the
 dispatcher tried to connect.
 """

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tests.conftest import BOOTSTRAP_KEY, Roots
-from tests.fixtures.services import free_port
+from tests.support.served import free_port
 
 
 @dataclass

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.fixtures.services import HttpTarget, Reply, free_port
 from tests.integration.cli.conftest import Te
+from tests.support.served import HttpTarget, Reply, free_port
 
 ENDPOINT_YAML = """
 name: hook

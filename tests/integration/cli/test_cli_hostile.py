@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from te.client import MAX_BODY_BYTES, encode_body
-from tests.fixtures.services import HttpTarget, free_port
 from tests.integration.cli.conftest import Te
 from tests.integration.cli.test_cli import endpoint
+from tests.support.served import HttpTarget, free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -8,9 +8,9 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from te.client import Client, Forbidden
-from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.cli.conftest import Te
 from tests.integration.cli.test_cli import endpoint
+from tests.support.served import HttpTarget, Reply
 
 CRON = {
     "endpoint": "hook",

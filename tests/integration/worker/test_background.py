@@ -9,9 +9,9 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.worker.background import background_loops, report_metrics
-from tests.fixtures.services import HttpTarget
 from tests.integration.worker.conftest import settings, settle
 from tests.support.seed.worker import http_spec, seed
+from tests.support.served import HttpTarget
 from tests.support.waiting import wait_for
 
 

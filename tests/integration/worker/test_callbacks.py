@@ -17,9 +17,9 @@ from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.services import callbacks
 from chalicelib.worker.finalizer import _finalize
 from tests.conftest import ApiClient
-from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settle
 from tests.support.factories import register_endpoint
+from tests.support.served import HttpTarget, Reply
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).

@@ -17,8 +17,8 @@ from chalicelib.worker.claims import (
     render,
 )
 from tests.conftest import PROFILE
-from tests.fixtures.services import HttpTarget
 from tests.support.seed.worker import http_spec, seed, statuses
+from tests.support.served import HttpTarget
 from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in

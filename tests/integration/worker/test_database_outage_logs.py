@@ -13,8 +13,8 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.worker import build_worker
-from tests.fixtures.services import free_port
 from tests.support.seed.worker import BOX
+from tests.support.served import free_port
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).

@@ -17,7 +17,6 @@ import pytest
 from chalicelib.db.connection import Database
 from tests.chaos.harness import Stack
 from tests.conftest import ApiClient
-from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settle
 from tests.integration.worker.test_callbacks import register
 from tests.integration.worker.test_wakeup import LONG_POLL_MS, WAKE_GUARD_S, running
@@ -31,6 +30,7 @@ from tests.support.seed.worker import (
     seed,
     statuses,
 )
+from tests.support.served import HttpTarget, Reply
 from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in

@@ -20,7 +20,6 @@ import pytest
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.worker import Worker
-from tests.fixtures.services import HttpTarget, Reply
 from tests.support.seed.worker import (
     attempts,
     create_config,
@@ -30,6 +29,7 @@ from tests.support.seed.worker import (
     seed,
     statuses,
 )
+from tests.support.served import HttpTarget, Reply
 from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in

@@ -14,8 +14,8 @@ import pytest
 
 from chalicelib.db.connection import Database
 from tests.conftest import ENCRYPTION_KEY
-from tests.fixtures.services import HttpTarget, Reply
 from tests.support.seed.worker import execution, http_spec, seed, statuses
+from tests.support.served import HttpTarget, Reply
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -8,9 +8,9 @@ from typing import Any
 
 from chalicelib.db.connection import Database
 from tests.conftest import ApiClient
-from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settle
 from tests.integration.worker.test_callbacks import register
+from tests.support.served import HttpTarget, Reply
 
 
 def test_a_delivered_dead_letter_is_listed_under_its_last_error_type(

@@ -12,8 +12,8 @@ import pytest
 
 from chalicelib.db.connection import Database
 from tests.conftest import ApiClient
-from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settle
+from tests.support.served import HttpTarget, Reply
 
 # -- 1. a secret echoed hex-encoded is redacted ---------------------------------------------
 

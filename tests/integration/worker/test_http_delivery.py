@@ -10,7 +10,6 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.domain.delivery import DeliveryRequest
 from chalicelib.worker.dispatchers.http import HttpDispatcher
-from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settle
 from tests.support.seed.worker import (
     attempts,
@@ -23,6 +22,7 @@ from tests.support.seed.worker import (
     retry_policy,
     seed,
 )
+from tests.support.served import HttpTarget, Reply
 
 
 def test_success_records_attempt_output_and_logs(
@@ -82,7 +82,7 @@ def test_timeout(database: Database, make_worker, http_target) -> None:
 
 
 def test_connection_refused(database: Database, make_worker) -> None:
-    from tests.fixtures.services import free_port
+    from tests.support.served import free_port
 
     seeded = seed(database, spec=http_spec(f"http://127.0.0.1:{free_port()}/x"))
 

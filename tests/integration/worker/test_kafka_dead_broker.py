@@ -13,7 +13,7 @@ import pytest
 
 from chalicelib.domain.delivery import DeliveryErrorType, DeliveryRequest
 from chalicelib.worker.dispatchers import kafka as kafka_dispatcher
-from tests.fixtures.services import free_port
+from tests.support.served import free_port
 
 
 def test_concurrent_deliveries_to_a_dead_broker_share_one_connect(

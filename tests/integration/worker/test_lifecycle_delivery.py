@@ -8,8 +8,8 @@ import pytest
 
 from chalicelib.db.connection import Database
 from tests.conftest import ApiClient
-from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settle
+from tests.support.served import HttpTarget, Reply
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).

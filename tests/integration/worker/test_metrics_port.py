@@ -16,9 +16,9 @@ from chalicelib.errors import ConfigurationError
 from chalicelib.settings import load_settings
 from chalicelib.worker import Worker
 from chalicelib.worker.background import metrics_server
-from tests.fixtures.services import HttpTarget, Reply, free_port
 from tests.integration.worker.conftest import settings, settle
 from tests.support.seed.worker import http_spec, retry_policy, seed
+from tests.support.served import HttpTarget, Reply, free_port
 
 
 def _get(url: str) -> tuple[int, str, str]:

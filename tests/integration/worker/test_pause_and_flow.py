@@ -17,8 +17,8 @@ from chalicelib.db.queries import queries
 from chalicelib.services.endpoints import EndpointService
 from chalicelib.worker.claims import ClaimLimits, claim_strategy
 from chalicelib.worker.flow import MeteredClaim
-from tests.fixtures.services import Reply
 from tests.support.seed.worker import attempts, execution, http_spec, retry_policy, seed
+from tests.support.served import Reply
 from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in

@@ -12,10 +12,10 @@ import redis
 
 from chalicelib.db.connection import Database
 from tests.conftest import ApiClient
-from tests.fixtures.services import HttpTarget, Received, Reply
 from tests.integration.worker.conftest import settle
 from tests.support.factories import register_endpoint
 from tests.support.seed.worker import attempts, execution
+from tests.support.served import HttpTarget, Received, Reply
 
 INPUT = {"order": {"id": 7, "items": ["a", "b"]}, "n": 1.5, "note": "{{secret.x}}"}
 

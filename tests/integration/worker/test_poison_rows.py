@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settle
 from tests.support.seed.worker import (
     attempts,
@@ -21,6 +20,7 @@ from tests.support.seed.worker import (
     retry_policy,
     seed,
 )
+from tests.support.served import HttpTarget, Reply
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).

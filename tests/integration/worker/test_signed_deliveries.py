@@ -20,7 +20,6 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from chalicelib.db.connection import Database
 from chalicelib.worker import build_worker
-from tests.fixtures.services import HttpTarget, Reply
 from tests.integration.worker.conftest import settings, settle
 from tests.integration.worker.test_delivery_semantics import running
 from tests.integration.worker.test_streams import kafka_spec, redis_spec
@@ -35,6 +34,7 @@ from tests.support.seed.worker import (
     seed,
     statuses,
 )
+from tests.support.served import HttpTarget, Reply
 from tests.support.waiting import wait_for
 
 KEY = bytes(range(1, 33))

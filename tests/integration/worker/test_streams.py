@@ -11,7 +11,6 @@ import pytest
 import redis
 
 from chalicelib.db.connection import Database
-from tests.fixtures.services import free_port
 from tests.integration.worker.conftest import settle
 from tests.support.seed.worker import (
     attempts,
@@ -20,6 +19,7 @@ from tests.support.seed.worker import (
     retry_policy,
     seed,
 )
+from tests.support.served import free_port
 
 
 def kafka_spec(servers: str, topic: str, **extra: object) -> dict:

@@ -24,7 +24,7 @@ from chalicelib.worker.dispatchers.wire import (
     Response,
     ResponseTimeout,
 )
-from tests.fixtures.services import free_port
+from tests.support.served import free_port
 
 T = TypeVar("T")
 After = Literal["keep", "close", "reset", "hang"]
