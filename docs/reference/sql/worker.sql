@@ -211,8 +211,8 @@ LEFT JOIN endpoints en ON en.name = c.endpoint
 --     fast path does.
 -- Paused and held endpoints get nothing, nor does one without its endpoint_flow row (no
 -- lock, no limit: never claimed unlimited). The due rows come from
--- idx_executions_due_by_endpoint, two ranges per endpoint (its parked rows, which are
--- most of a flow-controlled backlog, and the ones not parked yet: migration 018), each
+-- idx_executions_due_by_endpoint, two ranges per endpoint (side: its rows not parked yet
+-- and its parked ones, which are most of a flow-controlled backlog: migration 018), each
 -- oldest first and at most :batch (a constant LIMIT, which CockroachDB accepts in a
 -- LATERAL subquery where a correlated one is doubtful), cut to the allowance by rank, then
 -- to :batch by run_at, and the take is the fast path's compare-and-set, without SKIP
@@ -235,38 +235,22 @@ WITH flow AS (
       AND en.flow_control IS NOT NULL
       AND en.paused_at IS NULL
       AND (en.held_until IS NULL OR en.held_until <= now())
-), ranges AS (
-    SELECT f.name, f.allowance, d.execution_id, d.run_at
-    FROM flow AS f
-    CROSS JOIN LATERAL (
-        SELECT x.execution_id, x.run_at
-        FROM executions AS x
-        WHERE x.endpoint = f.name
-          AND x.parked = FALSE
-          AND x.status IN ('QUEUED', 'RETRYING')
-          AND x.run_at <= now()
-        ORDER BY x.parked ASC, x.run_at ASC
-        LIMIT :batch
-    ) AS d
-    WHERE f.allowance > 0
-    UNION ALL
-    SELECT f.name, f.allowance, d.execution_id, d.run_at
-    FROM flow AS f
-    CROSS JOIN LATERAL (
-        SELECT x.execution_id, x.run_at
-        FROM executions AS x
-        WHERE x.endpoint = f.name
-          AND x.parked = TRUE
-          AND x.status IN ('QUEUED', 'RETRYING')
-          AND x.run_at <= now()
-        ORDER BY x.parked ASC, x.run_at ASC
-        LIMIT :batch
-    ) AS d
-    WHERE f.allowance > 0
 ), due AS (
-    SELECT execution_id, run_at, allowance,
-           row_number() OVER (PARTITION BY name ORDER BY run_at ASC) AS rank
-    FROM ranges
+    SELECT d.execution_id, d.run_at, f.allowance,
+           row_number() OVER (PARTITION BY f.name ORDER BY d.run_at ASC) AS rank
+    FROM flow AS f
+    CROSS JOIN (VALUES (FALSE), (TRUE)) AS side (parked)
+    CROSS JOIN LATERAL (
+        SELECT x.execution_id, x.run_at
+        FROM executions AS x
+        WHERE x.endpoint = f.name
+          AND x.parked = side.parked
+          AND x.status IN ('QUEUED', 'RETRYING')
+          AND x.run_at <= now()
+        ORDER BY x.parked ASC, x.run_at ASC
+        LIMIT :batch
+    ) AS d
+    WHERE f.allowance > 0
 ), fair AS (
     SELECT execution_id FROM due WHERE rank <= allowance ORDER BY run_at ASC LIMIT :batch
 ),
