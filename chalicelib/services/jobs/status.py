@@ -104,10 +104,10 @@ class JobStatusService:
 
 
 def _active_counts(tx: Transaction, job: Row) -> Row | None:
-    """In-flight executions: a one-shot job's one, or a cron job's from live work only."""
+    """In-flight executions: a one-shot job's one, or a cron job's among its newest."""
     if job["trigger_type"] == TriggerType.CRON:
         return tx.one(
-            queries["jobs_active_counts_cron"], job_id=job["job_id"], endpoint=job["endpoint"]
+            queries["jobs_active_counts_cron"], job_id=job["job_id"], max_rows=STATS_MAX_ROWS
         )
     return tx.one(queries["jobs_active_counts"], job_id=job["job_id"])
 

@@ -261,26 +261,26 @@ FROM executions
 WHERE job_id = :job_id AND status IN ('PENDING', 'QUEUED', 'RETRYING', 'RUNNING')
 
 -- name: jobs_active_counts_cron
--- jobs_active_counts for a cron job, read on the partial indexes of live work so the
--- count costs what is live, never the job's history of ticks: its due ticks among its
--- endpoint's (idx_executions_due_by_endpoint), its running ones among the running rows
--- (idx_executions_running, bounded by what the workers hold). A cron job's executions are
--- never PENDING (a tick and a run-now are born QUEUED: scheduler_cron_apply_ticks,
--- jobs_trigger_execution), so "pending" is its waiting ticks; reading the PENDING rows
--- too would read every delayed job of the deployment. The live rows are MATERIALIZED
--- before the job is picked out of them: with "job_id = :job_id" beside them a generic
--- plan, which expects a job to have a handful of executions, reads the job's whole
--- history on idx_executions_by_job instead. (The planner estimates "endpoint = :endpoint"
--- from the endpoint's whole history, so it may read the deployment's due rows on
--- idx_executions_waiting and filter the endpoint's out: live work, never history.)
-WITH waiting AS MATERIALIZED (
-    SELECT job_id FROM executions
-    WHERE endpoint = :endpoint AND status IN ('QUEUED', 'RETRYING')
-), running AS MATERIALIZED (
-    SELECT job_id FROM executions WHERE status = 'RUNNING'
+-- jobs_active_counts for a cron job: its live executions among its newest :max_rows
+-- executions (idx_executions_by_job newest first, the same rows jobs_window_stats reads
+-- for a job that ticks often), so the count costs at most a page of the job's ticks,
+-- never its history nor its endpoint's backlog. A cron job's live ticks are its newest
+-- (each tick is created after the one before, and they end roughly in order); a job with
+-- more than :max_rows ticks waiting shows the ones among its newest :max_rows. A cron
+-- job's executions are never PENDING (ticks and runs-now are born QUEUED:
+-- scheduler_cron_apply_ticks, jobs_trigger_execution), so "pending" is QUEUED and
+-- RETRYING.
+WITH newest AS (
+    SELECT status
+    FROM executions
+    WHERE job_id = :job_id
+    ORDER BY created_at DESC
+    LIMIT :max_rows
 )
-SELECT (SELECT count(*) FROM waiting WHERE job_id = :job_id) AS pending,
-       (SELECT count(*) FROM running WHERE job_id = :job_id) AS running
+SELECT COALESCE(sum(CASE WHEN status IN ('PENDING', 'QUEUED', 'RETRYING') THEN 1 ELSE 0 END),
+                0) AS pending,
+       COALESCE(sum(CASE WHEN status = 'RUNNING' THEN 1 ELSE 0 END), 0) AS running
+FROM newest
 
 -- name: jobs_get_endpoints
 -- The endpoints a creation names (the jobs' endpoints and their callback endpoints), with
