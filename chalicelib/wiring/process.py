@@ -14,11 +14,9 @@ from collections.abc import Mapping
 
 from chalicelib import logs
 from chalicelib.crypto import SecretBox
-from chalicelib.db import embedded, migrate
 from chalicelib.db.connection import Database
 from chalicelib.domain.clock import Clock, utcnow
 from chalicelib.errors import ConfigurationError
-from chalicelib.local_data import api_key, encryption_key, resolve_data_dir
 from chalicelib.settings import Settings, decode_key, load_settings, split_keys
 
 log = logging.getLogger(__name__)
@@ -91,6 +89,10 @@ class ProcessRoot:
                 "PostgreSQL/CockroachDB URL; the embedded database starts only in local mode "
                 "(make run, or TE_LOCAL_MODE=true)."
             )
+        # Local mode only: a Lambda never imports the embedded server or the migrations.
+        from chalicelib.db import embedded, migrate
+        from chalicelib.local_data import resolve_data_dir
+
         url = embedded.start(resolve_data_dir(s.data_dir))
         migrate.migrate(Database.from_url(url, pool_size=1))
         return url
@@ -128,6 +130,8 @@ class ProcessRoot:
         if raw is None and s.secret_encryption_key_secret_arn:
             raw = _secret_from_aws(s.secret_encryption_key_secret_arn)
         if raw is None and s.local_mode:
+            from chalicelib.local_data import encryption_key, resolve_data_dir
+
             raw = encryption_key(resolve_data_dir(s.data_dir))
         current = decode_key(raw, "TE_SECRET_ENCRYPTION_KEY") if raw else None
         older = [
@@ -157,6 +161,8 @@ class ProcessRoot:
                 s = self.settings
                 key = s.bootstrap_api_key
                 if not key and s.local_mode:
+                    from chalicelib.local_data import api_key, resolve_data_dir
+
                     key = api_key(resolve_data_dir(s.data_dir))
                 self._bootstrap_key = (key or None,)
             return self._bootstrap_key[0]
