@@ -100,6 +100,7 @@ class Housekeeper:
         self._clock = clock
         self._failures: dict[str, FailureLog] = {}
         self._health_reported: datetime | None = None  # the minute last reported
+        self._marked: datetime | None = None  # the hour whose mark this process wrote
 
     def run_once(self) -> Progress:
         """One pass: heartbeats, then one batch of each purge."""
@@ -179,7 +180,9 @@ class Housekeeper:
 
         folded = self._db.transaction(fold, name="housekeeping_fold_counts")
         hour = now.replace(minute=0, second=0, microsecond=0)
-        self._db.execute(queries["housekeeping_mark_totals"], hour=hour)
+        if hour != self._marked:  # once an hour (another scheduler's mark is kept)
+            self._db.execute(queries["housekeeping_mark_totals"], hour=hour)
+            self._marked = hour
         self._db.execute(queries["housekeeping_prune_series"], cutoff=now - SERIES_KEPT)
         self._db.execute(queries["housekeeping_prune_marks"], cutoff=now - MARKS_KEPT)
         return {}, folded >= self._batch_size
