@@ -191,7 +191,8 @@ def families(snap: MetricsSnapshot) -> list[prom.Family]:
         ),
         prom.gauge(
             "te_queue_depth",
-            "Executions not yet finished, by status and endpoint.",
+            "Executions not yet finished, by status and endpoint (RUNNING now; PENDING,"
+            " QUEUED and RETRYING as the scheduler last counted them, every 15 s).",
             (Sample(value=n, labels={"status": s, "endpoint": e}) for s, e, n in snap.queue_depth),
         ),
         prom.gauge(

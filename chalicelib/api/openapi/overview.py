@@ -64,9 +64,10 @@ OVERVIEW: dict[str, Any] = {
             "properties": {
                 "executions_by_status": {
                     "type": "object",
-                    "description": "Every status: live ones (PENDING, QUEUED, RUNNING,"
-                    " RETRYING) count all such executions; ended ones (SUCCESS, FAILED,"
-                    " CANCELLED) those that ended in the last 24 hours.",
+                    "description": "Every status: RUNNING counts the executions in delivery"
+                    " now; PENDING, QUEUED and RETRYING as the scheduler last counted them"
+                    " (every 15 s); ended ones (SUCCESS, FAILED, CANCELLED) those that ended"
+                    " in the last day (24 to 25 hours).",
                     "additionalProperties": _COUNT,
                 },
                 "last_hour": {
