@@ -69,6 +69,7 @@ class DelayedPromoter:
         clock: Callable[[], datetime] = utcnow,
         regions: Callable[[], RegionFilter] = lambda: ALL_REGIONS,
         wakeup_notify: str = notify.AUTO,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if lookahead < timedelta(0):
             raise ValueError("lookahead must not be negative")
@@ -78,6 +79,7 @@ class DelayedPromoter:
         self._clock = clock
         self._regions = regions
         self._wakeup_notify = wakeup_notify
+        self._monotonic = monotonic
         self._counted_at: float | None = None  #: monotonic time of the last live count
 
     def run_once(self) -> Progress:
@@ -112,7 +114,7 @@ class DelayedPromoter:
 
     def _count_live(self) -> int:
         """Replace live_counts when the last count is LIVE_COUNTS_EVERY old (1: counted)."""
-        now = time.monotonic()
+        now = self._monotonic()
         if self._counted_at is not None and now - self._counted_at < LIVE_COUNTS_EVERY:
             return 0
         recount_live(self._db)

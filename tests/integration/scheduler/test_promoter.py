@@ -9,7 +9,7 @@ import pytest
 
 from chalicelib.db import notify
 from chalicelib.db.connection import ConnectionParams, Database
-from chalicelib.scheduler.promoter import PROMOTED_MESSAGE, DelayedPromoter
+from chalicelib.scheduler.promoter import LIVE_COUNTS_EVERY, PROMOTED_MESSAGE, DelayedPromoter
 from chalicelib.worker.claims import claim_strategy
 from tests.conftest import PROFILE
 from tests.support.seed.scheduler import (
@@ -171,3 +171,19 @@ def test_notify_is_published_when_rows_are_promoted(
         assert [n[1] for n in listener.notifications] == [notify.CHANNEL]
     finally:
         listener.close()
+
+
+def test_the_live_counts_are_written_on_the_first_pass_then_every_15_seconds(
+    database: Database,
+) -> None:
+    """The waiting work is recounted into live_counts (what /overview and /metrics read) on
+    a promoter's first pass and then once LIVE_COUNTS_EVERY has passed, not on every pass."""
+    seconds = [1000.0]
+    promoter = DelayedPromoter(database, clock=FakeClock(T0), monotonic=lambda: seconds[0])
+
+    def counted() -> int:
+        return int(promoter.run_once().detail["live_counted"])
+
+    first, again = counted(), counted()
+    seconds[0] += LIVE_COUNTS_EVERY
+    assert (first, again, counted()) == (1, 0, 1)
