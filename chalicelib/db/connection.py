@@ -85,6 +85,10 @@ class ConnectionParams:
     #: (:meth:`Database.statement`, ``transaction(single=True)``) runs at. Explicit
     #: transactions always BEGIN SERIALIZABLE whatever it is.
     isolation: str = "serializable"
+    #: The session's ``plan_cache_mode`` (PostgreSQL), None for the server's default: the
+    #: worker's PostgreSQL sessions plan each prepared statement once, not on every call
+    #: (``force_generic_plan``; chalicelib/wiring/process.py says why).
+    plan_cache_mode: str | None = None
 
     @classmethod
     def from_url(cls, url: str) -> ConnectionParams:
@@ -125,6 +129,8 @@ class ConnectionParams:
             # COMMITTED (the worker's: its statements are guarded compare-and-sets).
             "startup_params": {"default_transaction_isolation": self.isolation},
         }
+        if self.plan_cache_mode is not None:
+            kwargs["startup_params"]["plan_cache_mode"] = self.plan_cache_mode
         if self.unix_sock:
             kwargs["unix_sock"] = self.unix_sock
         else:
@@ -218,9 +224,19 @@ class Database:
         self.stats = RetryStats()
 
     @classmethod
-    def from_url(cls, url: str, *, isolation: str = "serializable", **kwargs: Any) -> Database:
-        """A pool for ``url``; ``isolation``: the session default of its single statements."""
-        params = dataclasses.replace(ConnectionParams.from_url(url), isolation=isolation)
+    def from_url(
+        cls,
+        url: str,
+        *,
+        isolation: str = "serializable",
+        plan_cache_mode: str | None = None,
+        **kwargs: Any,
+    ) -> Database:
+        """A pool for ``url``; ``isolation``: the session default of its single statements;
+        ``plan_cache_mode``: the session's (None: the server's default)."""
+        params = dataclasses.replace(
+            ConnectionParams.from_url(url), isolation=isolation, plan_cache_mode=plan_cache_mode
+        )
         return cls(params, **kwargs)
 
     # -- connections -------------------------------------------------------------------

@@ -7,12 +7,20 @@
 -- :batch rows and stops, whatever the terminal history, the due backlog or a paused
 -- endpoint's backlog: migrations 004 and 018 say why). Endpoints whose share of this
 -- worker is full (:full) are passed over. At most :batch, the worker's free delivery slots.
+--
+-- The claim statements are planned once per connection, not per call: the worker's
+-- PostgreSQL session runs with plan_cache_mode = force_generic_plan (chalicelib/wiring/
+-- process.py), and each of them is written so that a plan made without the values reads
+-- what the one made with them does (tests/integration/worker/test_claim_plans.py). Here,
+-- "endpoint || ''" keeps the column's statistics out of the estimate: with one endpoint
+-- holding every due row, "endpoint <> ALL(<unknown>)" would be estimated to keep none, and
+-- a plan made for no rows sorts the table instead of walking the index.
 SELECT execution_id, endpoint, run_at
 FROM executions
 WHERE status IN ('QUEUED', 'RETRYING')
   AND NOT parked
   AND run_at <= now()
-  AND endpoint <> ALL(CAST(:full AS TEXT[]))
+  AND endpoint || '' <> ALL(CAST(:full AS TEXT[]))
   AND /*region_filter*/ TRUE
 ORDER BY run_at ASC
 LIMIT :batch
@@ -35,7 +43,9 @@ ranked AS (
 ), fair AS (
     SELECT r.execution_id
     FROM ranked AS r
-    LEFT JOIN endpoints AS en ON en.name = r.endpoint
+    LEFT JOIN LATERAL (  -- LIMIT 1: one probe of the primary key per candidate, never a join
+        SELECT * FROM endpoints AS x WHERE x.name = r.endpoint LIMIT 1
+    ) AS en ON TRUE
     WHERE r.rank <= COALESCE(CAST(en.spec ->> 'max_concurrent' AS BIGINT),
                              CAST(:default_cap AS BIGINT))
                     - COALESCE(CAST(CAST(:busy AS JSONB) ->> r.endpoint AS BIGINT), 0)
@@ -68,8 +78,7 @@ claimed AS (
         started_at = now(),
         lease_expires_at = now() + CAST(:lease_ms AS BIGINT) * INTERVAL '1 millisecond',
         attempt_count = e.attempt_count + 1
-    FROM fair
-    WHERE e.execution_id = fair.execution_id
+    WHERE e.execution_id = ANY(ARRAY(SELECT execution_id FROM fair))  -- primary key probes
       AND e.status IN ('QUEUED', 'RETRYING')
       AND e.run_at <= now()
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
@@ -84,9 +93,13 @@ SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt
            'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
            'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
        CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap
-FROM claimed c
-JOIN jobs j ON j.job_id = c.job_id
-LEFT JOIN endpoints en ON en.name = c.endpoint
+FROM claimed AS c
+LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
+    SELECT x.endpoint_snapshot FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
+) AS j ON TRUE
+LEFT JOIN LATERAL (
+    SELECT * FROM endpoints AS x WHERE x.name = c.endpoint LIMIT 1
+) AS en ON TRUE
 
 -- name: worker_claim_skip_locked
 -- PostgreSQL claim, one statement: takes up to :batch due executions, :batch being the

@@ -1,0 +1,111 @@
+"""The claim's plans read a claim's worth of rows, with the plan made for the values and with
+the generic one the worker's PostgreSQL sessions keep (``plan_cache_mode =
+force_generic_plan``: ``wiring.process.PLAN_CACHE_MODE``), on the history that traps a
+generic plan: one endpoint holding every due row (its statistics then say no row passes
+``endpoint <> ALL(<unknown>)``), a large backlog, a large ended history.
+
+Plans are judged by rows read (tests/integration/plan_probe.py), never by time.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chalicelib.db.connection import Database
+from chalicelib.db.queries import queries
+from tests.integration.plan_probe import bounded
+from tests.support.seed.worker import http_spec, seed
+
+pytestmark = pytest.mark.claim_path
+
+BACKLOG = 5_000  #: due QUEUED executions, all of one endpoint
+HISTORY = 20_000  #: ended executions of the same endpoint
+BATCH = 20
+#: A claim of BATCH reads its candidates, their rows, jobs and endpoints: a few per row.
+AT_MOST = 5 * BATCH
+
+
+@pytest.fixture
+def backlog(database: Database) -> str:
+    """One endpoint's backlog and history, a job per execution as POST /jobs writes them;
+    other endpoints exist, without a single execution (so the statistics say one endpoint)."""
+    seeded = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
+    for _ in range(20):
+        seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
+    for table in ("execution_logs", "executions"):  # the other endpoints: nothing at all
+        database.run(
+            f"DELETE FROM {table} WHERE execution_id IN"
+            " (SELECT execution_id FROM executions WHERE endpoint <> :e)",
+            e=seeded.endpoint,
+        )
+    database.run(
+        "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, endpoint_snapshot)"
+        " SELECT 'job_b' || g, :endpoint, 'HTTP', 'IMMEDIATE', j.endpoint_snapshot"
+        " FROM generate_series(1, :total) AS g, jobs AS j WHERE j.job_id = :job",
+        job=seeded.job_id,
+        endpoint=seeded.endpoint,
+        total=BACKLOG + HISTORY,
+    )
+    database.run(
+        "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at, created_at,"
+        "                        completed_at)"
+        " SELECT 'job_b' || g, :endpoint, 'HTTP', CASE WHEN g <= :backlog THEN 'QUEUED'"
+        " ELSE 'SUCCESS' END, now() - INTERVAL '1 hour' + g * INTERVAL '1 ms',"
+        " now() - INTERVAL '2 hours', CASE WHEN g > :backlog THEN now() - INTERVAL '1 hour' END"
+        " FROM generate_series(1, :total) AS g",
+        endpoint=seeded.endpoint,
+        backlog=BACKLOG,
+        total=BACKLOG + HISTORY,
+    )
+    database.run("ANALYZE")
+    return seeded.endpoint
+
+
+def _fairness() -> dict[str, object]:
+    return {"default_cap": BATCH, "full": [], "busy": json.dumps({})}
+
+
+def test_the_skip_locked_claim_reads_a_batch_with_either_plan(
+    database: Database, backlog: str
+) -> None:
+    params = {"batch": BATCH, "worker_id": "w1", "lease_ms": 300_000, **_fairness()}
+    bounded(
+        database,
+        queries["worker_claim_skip_locked"],
+        params,
+        at_most=AT_MOST,
+        tables=("executions", "jobs"),
+    )
+    claimed = database.run(
+        "SELECT count(*) AS n FROM executions WHERE status = 'RUNNING' AND endpoint = :e",
+        e=backlog,
+    )[0]["n"]
+    assert claimed == 2 * BATCH  # a whole batch per plan, from the oldest of the backlog
+
+
+def test_the_conditional_claim_reads_a_batch_with_either_plan(
+    database: Database, backlog: str
+) -> None:
+    bounded(
+        database,
+        queries["worker_claim_candidates"],
+        {"batch": BATCH, **_fairness()},
+        at_most=AT_MOST,
+        tables=("executions",),
+    )
+    ids = [
+        row["execution_id"]
+        for row in database.run(
+            "SELECT execution_id FROM executions WHERE status = 'QUEUED' ORDER BY run_at LIMIT :n",
+            n=BATCH,
+        )
+    ]
+    bounded(
+        database,
+        queries["worker_claim_conditional"],
+        {"ids": ids, "worker_id": "w1", "lease_ms": 300_000},
+        at_most=AT_MOST,
+        tables=("executions", "jobs"),
+    )
