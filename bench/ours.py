@@ -111,6 +111,12 @@ def snapshot(sink_url: str, name: str = ENDPOINT, **spec: Any) -> str:
     )
 
 
+#: Whether seeded executions carry their job's idempotency key, as POST /jobs wrote them
+#: before 2026-11-26 (now only the job holds it: chalicelib/services/jobs/rows.py,
+#: ExecutionRow); worker_ab.py sets it for a checkout from before then.
+EXECUTION_KEYS = False
+
+
 def seed_immediate_sql(
     conn: Any, sink_url: str, n: int, name: str = ENDPOINT, **spec: Any
 ) -> list[tuple[str, float]]:
@@ -128,7 +134,9 @@ def seed_immediate_sql(
         ), e AS (
             INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
                                     input, max_attempts, run_at)
-            SELECT job_id, %(ep)s, 'HTTP', idempotency_key, 'QUEUED', input, 3, now() FROM j
+            SELECT job_id, %(ep)s, 'HTTP', CASE WHEN %(keys)s THEN idempotency_key END,
+                   'QUEUED', input, 3, now()
+            FROM j
             RETURNING execution_id, run_at
         ), logged AS (
             INSERT INTO execution_logs (execution_id, attempt_number, level, message)
@@ -136,7 +144,7 @@ def seed_immediate_sql(
         )
         SELECT execution_id, extract(epoch FROM run_at) FROM e
         """,
-        {"ep": name, "snap": snapshot(sink_url, name, **spec), "n": n},
+        {"ep": name, "snap": snapshot(sink_url, name, **spec), "n": n, "keys": EXECUTION_KEYS},
     ).fetchall()
     conn.execute("ANALYZE")
     return [(str(eid), float(at)) for eid, at in rows]
@@ -164,13 +172,21 @@ def seed_spread_sql(conn: Any, sink_url: str, n: int, names: list[str], **spec: 
         ), e AS (
             INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
                                     input, max_attempts, run_at)
-            SELECT job_id, endpoint, 'HTTP', idempotency_key, 'QUEUED', input, 3, now() FROM j
+            SELECT job_id, endpoint, 'HTTP', CASE WHEN %(keys)s THEN idempotency_key END,
+                   'QUEUED', input, 3, now()
+            FROM j
             RETURNING execution_id
         )
         INSERT INTO execution_logs (execution_id, attempt_number, level, message)
         SELECT execution_id, 0, 'INFO', 'Execution created (QUEUED).' FROM e
         """,
-        {"snap": snapshot(sink_url, **spec), "n": n, "names": names, "k": len(names)},
+        {
+            "snap": snapshot(sink_url, **spec),
+            "n": n,
+            "names": names,
+            "k": len(names),
+            "keys": EXECUTION_KEYS,
+        },
     )
     conn.execute("ANALYZE")
 

@@ -210,6 +210,12 @@ class ExecutionRow:
     job_id: str
     endpoint: str
     endpoint_type: str
+    #: Always None for a one-shot job's execution: the job holds the key (idx_jobs_idempotency
+    #: makes creation idempotent). executions.idempotency_key is what idx_executions_cron_dedup
+    #: dedups a cron job's ticks by; a one-shot job has one execution, so a key on it would
+    #: dedup nothing and only add an entry to that unique index at each of the execution's
+    #: writes (created, claimed, recorded: each update of the row is a new version with an
+    #: entry in every index whose predicate it meets).
     idempotency_key: str | None
     status: ExecutionStatus
     run_at: datetime | None  #: None: the database's now() (IMMEDIATE)
@@ -232,7 +238,7 @@ class ExecutionRow:
             job_id=job.job_id,
             endpoint=job.endpoint,
             endpoint_type=job.endpoint_type,
-            idempotency_key=job.idempotency_key,
+            idempotency_key=None,
             status=ExecutionStatus.PENDING if delayed else ExecutionStatus.QUEUED,
             run_at=job.run_at,
             input=job.input,
