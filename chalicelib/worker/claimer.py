@@ -7,13 +7,16 @@ read the database on a cache miss, which must not block the delivery loop) and h
 prepared executions to the delivery loop. One that cannot be sent (its templates do not
 resolve, its row cannot be processed) goes straight to the finalizer.
 
-It also claims inside the finalizer's transactions (:meth:`plan_claim`, :meth:`claim_in`,
-:meth:`claimed`): one commit records a batch and refills the slots it frees. One claim at
-a time, whoever runs it, so the room and the per-endpoint shares a claim is sized by are
-never claimed twice. Paused, held and flow-controlled endpoints are left out of the claim;
-flow-controlled ones get a metered claim of their own (:mod:`chalicelib.worker.flow`). It
-sleeps ``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due;
-:mod:`chalicelib.worker.idle` says what ends that sleep early.
+It also claims where the finalizer records (:meth:`plan_claim`, then :meth:`record_and_claim`
+or :meth:`claim_in`, then :meth:`claimed`): one commit records a batch and refills the slots
+it frees. With a strategy that records and claims in one statement (PostgreSQL's), the
+claimer's own loop leaves the slots of attempts being recorded to that refill and claims
+only slots that are free (at start, after an idle spell, or what a refill did not fill).
+One claim at a time, whoever runs it, so the room and the per-endpoint shares a claim is
+sized by are never claimed twice. Paused, held and flow-controlled endpoints are left out
+of the claim; flow-controlled ones get a metered claim of their own
+(:mod:`chalicelib.worker.flow`). It sleeps ``TE_WORKER_POLL_INTERVAL_MS`` only when nothing
+was due; :mod:`chalicelib.worker.idle` says what ends that sleep early.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.errors import DatabaseError
@@ -81,7 +84,9 @@ class Claimer:
         self._stopping = stopping
         try:
             while not stopping():
-                if not self._ledger.wait_for_room(stopping, self._poll_interval):
+                if not self._ledger.wait_for_room(
+                    stopping, self._poll_interval, recording=self._takes_recording()
+                ):
                     break
                 try:
                     claimed = self.run_once()
@@ -98,7 +103,9 @@ class Claimer:
         """Claim up to the room once and start the deliveries; returns how many."""
         self.controls.refresh()
         with self._claim_lock:
-            free, limits = self._ledger.room(self.controls.excluded)
+            free, limits = self._ledger.room(
+                self.controls.excluded, recording=self._takes_recording()
+            )
             if free <= 0:
                 return 0
             started = time.monotonic()
@@ -113,7 +120,9 @@ class Claimer:
         if not names:
             return 0
         with self._claim_lock:
-            free, limits = self._ledger.room(self.controls.excluded)
+            free, limits = self._ledger.room(
+                self.controls.excluded, recording=self._takes_recording()
+            )
             if free <= 0:
                 return 0
             started = time.monotonic()
@@ -133,7 +142,7 @@ class Claimer:
             return None
         if not self._claim_lock.acquire(blocking=False):
             return None
-        room, limits = self._ledger.room(self.controls.excluded)
+        room, limits = self._ledger.room(self.controls.excluded, recording=True)
         if room <= 0:
             self._claim_lock.release()
             return None
@@ -141,6 +150,16 @@ class Claimer:
 
     def claim_in(self, tx: Transaction, plan: ClaimPlan) -> list[ClaimedExecution]:
         return self.claims.claim_in(tx, self._worker_id, plan.room, plan.limits)
+
+    @property
+    def records_with_claim(self) -> bool:
+        """Whether a finalize batch nothing follows is recorded by the claim's statement."""
+        return self.claims.records_with_claim
+
+    def record_and_claim(
+        self, tx: Transaction, plan: ClaimPlan, record: Mapping[str, str]
+    ) -> tuple[set[str], list[ClaimedExecution]]:
+        return self.claims.record_and_claim(tx, self._worker_id, plan.room, plan.limits, record)
 
     def claimed(self, plan: ClaimPlan, batch: list[ClaimedExecution]) -> None:
         """The finalize transaction committed (``batch`` empty if it failed)."""
@@ -152,6 +171,13 @@ class Claimer:
         self._start(batch)
 
     # -- internals -----------------------------------------------------------------------
+
+    def _takes_recording(self) -> bool:
+        """Whether this loop's claims take the slots of attempts being recorded: not where
+        the finalizer's record refills them (PostgreSQL), unless flow-controlled endpoints
+        exist, whose metered claim only this loop makes (left only free slots, it could
+        wait behind refills that keep every slot busy)."""
+        return not self.claims.records_with_claim or bool(self.controls.metered)
 
     def _hold(self, batch: list[ClaimedExecution], started: float) -> None:
         """A claim committed: hold what it took (call with the claim lock held)."""

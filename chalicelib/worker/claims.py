@@ -6,8 +6,13 @@
   (worker_claim_candidates), then a compare-and-set UPDATE on their status
   (worker_claim_conditional); losers of a race simply get fewer rows.
 
-Both end in the same take-and-return SQL (the ``worker_claim_take`` part of worker.sql) and
-return the same rows.
+Both end in the same take-and-return SQL (the ``worker_claim_take`` and ``worker_claim_rows``
+parts of worker.sql) and return the same rows.
+
+``skip_locked`` also records a finalize batch nothing follows and claims into the slots it
+frees in one statement (:meth:`SkipLockedClaim.record_and_claim`: worker_record_and_claim);
+``conditional_update`` cannot (CockroachDB refuses a statement that updates one table
+twice), so its finalizer records alone and the claimer claims.
 
 Both commit before returning, so no transaction is ever held across a delivery. Both take
 :class:`ClaimLimits`: the lease a claim starts and the per-endpoint fairness caps.
@@ -66,6 +71,9 @@ def render(name: str, region: RegionFilter) -> str:
 
 
 class ClaimStrategy(Protocol):
+    #: Whether :meth:`record_and_claim` can record a finalize batch and claim at once.
+    records_with_claim: bool
+
     def claim(
         self, db: Database, worker_id: str, batch: int, limits: ClaimLimits = NO_LIMITS
     ) -> list[ClaimedExecution]:
@@ -79,13 +87,29 @@ class ClaimStrategy(Protocol):
         records a batch of attempts and claims the slots it frees in one durable write)."""
         ...
 
+    def record_and_claim(
+        self,
+        tx: Transaction,
+        worker_id: str,
+        batch: int,
+        limits: ClaimLimits,
+        record: Mapping[str, str],
+    ) -> tuple[set[str], list[ClaimedExecution]]:
+        """Record a finalize batch (``record``: worker_finalize_record's parameters) and claim
+        up to ``batch`` in one statement: (the executions recorded, those claimed). Only
+        when :attr:`records_with_claim`."""
+        ...
+
 
 class SkipLockedClaim:
     """``FOR UPDATE SKIP LOCKED``: concurrent workers claim disjoint batches, no waiting."""
 
+    records_with_claim = True
+
     def __init__(self, region: RegionFilter = ALL_REGIONS) -> None:
         self._region = region
         self._sql = render("worker_claim_skip_locked", region)
+        self._with_record = render("worker_record_and_claim", region)
 
     def claim(
         self, db: Database, worker_id: str, batch: int, limits: ClaimLimits = NO_LIMITS
@@ -105,9 +129,25 @@ class SkipLockedClaim:
         rows = tx.run(self._sql, worker_id=worker_id, batch=batch, **params)
         return [ClaimedExecution.from_row(row) for row in rows]
 
+    def record_and_claim(
+        self,
+        tx: Transaction,
+        worker_id: str,
+        batch: int,
+        limits: ClaimLimits,
+        record: Mapping[str, str],
+    ) -> tuple[set[str], list[ClaimedExecution]]:
+        params = {**limits.params(), **self._region.params(), **record}
+        rows = tx.run(self._with_record, worker_id=worker_id, batch=batch, **params)
+        recorded = {row["execution_id"] for row in rows if row["kind"] == "recorded"}
+        claimed = [ClaimedExecution.from_row(row) for row in rows if row["kind"] == "claimed"]
+        return recorded, claimed
+
 
 class ConditionalUpdateClaim:
     """Candidates read without locks, then claimed by a status compare-and-set."""
+
+    records_with_claim = False
 
     def __init__(self, region: RegionFilter = ALL_REGIONS) -> None:
         self._region = region
@@ -137,6 +177,16 @@ class ConditionalUpdateClaim:
         params = limits.params()
         found = self._find(tx, batch, params)
         return self._take(tx, found, worker_id, params) if found else []
+
+    def record_and_claim(
+        self,
+        tx: Transaction,
+        worker_id: str,
+        batch: int,
+        limits: ClaimLimits,
+        record: Mapping[str, str],
+    ) -> tuple[set[str], list[ClaimedExecution]]:
+        raise NotImplementedError("CockroachDB records and claims in separate statements")
 
     def _find(self, tx: Transaction, batch: int, params: dict[str, Any]) -> list[str]:
         fairness = {k: params[k] for k in ("default_cap", "full", "busy")}

@@ -13,9 +13,12 @@ for a free writer rather than for the whole batch ahead of it: a worker's slot i
 until its attempt is recorded, so the time to record is part of every slot's cycle.
 Nothing waits on a timer.
 
-A writer's transaction also claims, before its commit, as many executions as the batch
-frees slots (:class:`Refill`, the worker): one durable commit records a batch and refills
-its slots, so a worker's slot cycle costs one commit, not a finalize and a claim.
+A writer also claims, in the statement or transaction that records a batch, as many
+executions as there are slots free once it commits (:class:`Refill`, the claimer): one
+durable commit records a batch and refills its slots, so a worker's slot cycle costs one
+commit, not a finalize and a claim. On PostgreSQL a batch nothing follows is recorded and
+refilled by one statement (worker_record_and_claim); a batch something follows, or any
+batch in CockroachDB's configuration, takes a transaction or records alone.
 
 An execution that ended with a callback, or as the child of a batch, gets what follows
 it (:mod:`chalicelib.services.callbacks`) in the same transaction as its final status.
@@ -43,6 +46,7 @@ import json
 import logging
 import queue
 import threading
+from collections.abc import Mapping
 from typing import Protocol
 
 from chalicelib.db.connection import Database, Row, Transaction
@@ -74,6 +78,17 @@ class Refill(Protocol):
         ...
 
     def claim_in(self, tx: Transaction, plan: ClaimPlan) -> list[ClaimedExecution]: ...
+
+    @property
+    def records_with_claim(self) -> bool:
+        """Whether a batch nothing follows is recorded and refilled by one statement."""
+        ...
+
+    def record_and_claim(
+        self, tx: Transaction, plan: ClaimPlan, record: Mapping[str, str]
+    ) -> tuple[set[str], list[ClaimedExecution]]:
+        """That statement: (executions recorded, executions claimed)."""
+        ...
 
     def claimed(self, plan: ClaimPlan, batch: list[ClaimedExecution]) -> None:
         """After the commit (``batch`` empty if it failed): hold and start them."""
@@ -188,20 +203,25 @@ class Finalizer:
         result can cause is raised to :meth:`_write`."""
         payload = json.dumps([f.to_json() for f in batch], separators=(",", ":"))
         holds = _holds(batch)
-        # Nothing follows these ends and no endpoint is held: the batch is one statement.
+        # Nothing follows these ends and no endpoint is held: the batch is one statement,
+        # which also refills the slots it frees where the claim strategy can.
         alone = not holds and not any(f.follows for f in batch)
+        combined = alone and self.refill is not None and self.refill.records_with_claim
         delay = 0.05
         while True:
-            plan = self._plan_refill(len(batch)) if refill and not alone else None
+            plan = self._plan_refill(len(batch)) if refill and (combined or not alone) else None
             work = functools.partial(
                 self._finalize_and_claim, payload=payload, plan=plan, holds=holds
             )
             try:
                 claimed: list[ClaimedExecution] = []
-                if alone:
-                    rows = self._finalize_alone(payload)
+                if alone and plan is not None:
+                    applied, claimed = self._record_and_claim(payload, plan)
+                elif alone:
+                    applied = _ids(self._finalize_alone(payload))
                 else:
                     rows, claimed = self._db.transaction(work, name="worker_finalize_batch")
+                    applied = _ids(rows)
             except BaseException as exc:
                 if plan is not None and self.refill is not None:
                     self.refill.claimed(plan, [])  # nothing claimed: release the plan
@@ -222,7 +242,7 @@ class Finalizer:
                 continue
             self._failures.succeeded()
             self._registry.running(FINALIZE_LOOP)
-            return {row["execution_id"] for row in rows}, plan, claimed
+            return applied, plan, claimed
 
     def _finalize_alone(self, payload: str) -> list[Row]:
         """``worker_finalize_batch`` sent alone, without BEGIN/SET/COMMIT: one round trip
@@ -236,6 +256,23 @@ class Finalizer:
                 writer=_writer(self._worker_id),
             ),
             name="worker_finalize_batch",
+            single=True,
+        )
+
+    def _record_and_claim(
+        self, payload: str, plan: ClaimPlan
+    ) -> tuple[set[str], list[ClaimedExecution]]:
+        """The batch recorded and its slots refilled by one statement, sent alone like
+        :meth:`_finalize_alone` (worker_record_and_claim). Sent twice after a lost
+        connection, the record changes nothing the second time; what the first one claimed
+        stays RUNNING under this worker until its lease runs out, as after any claim whose
+        answer is lost."""
+        refill = self.refill
+        assert refill is not None
+        record = {"results": payload, "writer": _writer(self._worker_id)}
+        return self._db.transaction(
+            lambda tx: refill.record_and_claim(tx, plan, record),
+            name="worker_record_and_claim",
             single=True,
         )
 
@@ -254,6 +291,10 @@ class Finalizer:
 
     def is_alive(self) -> bool:
         return any(thread.is_alive() for thread in self._threads)
+
+
+def _ids(rows: list[Row]) -> set[str]:
+    return {row["execution_id"] for row in rows}
 
 
 def _holds(batch: list[FinishedExecution]) -> dict[str, int]:

@@ -135,6 +135,10 @@ class Claims:
             return 0
         return self.capacity - self._undelivered
 
+    def free(self) -> int:
+        """Slots no execution holds (never more than :meth:`claimable`)."""
+        return max(0, self.capacity - len(self._claims))
+
     def cap(self, endpoint: str) -> int:
         """How many of ``endpoint``'s deliveries this worker runs at once."""
         return self._caps.get(endpoint, self.default_cap)
@@ -261,6 +265,11 @@ class Ledger:
 
     ``wake`` ends the claimer's idle sleep: called when an endpoint that was at its share
     gets room again (its backlog may be all that is due).
+
+    A claim's room either takes the slots of attempts being recorded (``recording``: they
+    free at the finalizer's next commit, :meth:`Claims.claimable`), or only free slots
+    (:meth:`Claims.free`): the claimer's own loop leaves the recording slots to the refill
+    where the finalizer claims in the statement that records (PostgreSQL).
     """
 
     def __init__(self, claims: Claims, send_slots: SendSlots, wake: Callable[[], None]) -> None:
@@ -290,25 +299,32 @@ class Ledger:
 
     # -- the claimer ---------------------------------------------------------------------
 
-    def wait_for_room(self, stopping: Callable[[], bool], poll_interval: float) -> bool:
-        """Block until a batch worth claiming is free; False if asked to stop meanwhile."""
+    def wait_for_room(
+        self, stopping: Callable[[], bool], poll_interval: float, *, recording: bool = True
+    ) -> bool:
+        """Block until a batch worth claiming is free (``recording``: counting the slots of
+        attempts being recorded); False if asked to stop meanwhile."""
         min_batch = max(1, self._claims.capacity // MIN_BATCH_SHARE)
         linger_until = time.monotonic() + CLAIM_LINGER_SEC
         with self._cond:
             while not stopping():
-                free = self._claims.claimable()
+                free = self._room(recording)
                 if free >= min_batch or (free > 0 and time.monotonic() >= linger_until):
                     return True
                 self._cond.wait(CLAIM_LINGER_SEC if free > 0 else poll_interval)
         return False
 
-    def room(self, excluded: tuple[str, ...]) -> tuple[int, ClaimLimits]:
-        """How many the next claim may take, and its limits (``excluded``: the endpoints
-        paused, held or flow-controlled, kept out of its LIMIT)."""
+    def room(self, excluded: tuple[str, ...], *, recording: bool = True) -> tuple[int, ClaimLimits]:
+        """How many the next claim may take (``recording``: the slots of attempts being
+        recorded included), and its limits (``excluded``: the endpoints paused, held or
+        flow-controlled, kept out of its LIMIT)."""
         with self._cond:
             limits = dataclasses.replace(self._claims.limits(), excluded=excluded)
             self._full = frozenset(limits.full)
-            return self._claims.claimable(), limits
+            return self._room(recording), limits
+
+    def _room(self, recording: bool) -> int:
+        return self._claims.claimable() if recording else self._claims.free()
 
     def take(self, batch: list[ClaimedExecution], sent_at: float) -> None:
         """A claim committed: keep what it took (``sent_at``: before the claim was sent)."""

@@ -2,15 +2,15 @@
 
     claimer ──Prepared──▶ delivery loop ──FinishedExecution──▶ finalizer
        ▲                                                           │
-       └────────────── ClaimPlan (refill, in its transaction) ─────┘
+       └──── ClaimPlan (refill, in the statement that records) ────┘
 
 * :class:`~chalicelib.worker.claimer.Claimer` claims due executions into the ledger's
   room, holds them, resolves their requests and hands them on;
 * :class:`~chalicelib.worker.deliveries.DeliveryLoop` sends each once a send slot is
   free and its lease still holds, and hands the finished execution on;
 * :class:`~chalicelib.worker.finalizer.Finalizer` records a batch of attempts in one
-  statement, releases them in the ledger, and has the claimer refill the freed slots
-  inside the same transaction.
+  statement, releases them in the ledger, and has the claimer refill the freed slots in
+  the same statement (PostgreSQL: worker_record_and_claim) or transaction.
 
 Each stage writes what it did to the :class:`~chalicelib.worker.ledger.Ledger` (slots,
 per-endpoint shares, leases, counts) and hands its typed output to the next stage; no

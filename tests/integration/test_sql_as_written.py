@@ -30,6 +30,8 @@ PARAMS: dict[str, object] = {
     "timeout_sec": "300",
     "from_statuses": ["PENDING"],
     "message": "m",
+    "results": "[]",
+    "writer": "w/t",
 }
 MARKED = [n for n in load_queries().names() if REGION_MARKER in load_queries()[n].sql]
 

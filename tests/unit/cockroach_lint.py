@@ -214,8 +214,15 @@ UPDATE_DELETE_LIMIT_WHY = (
     "bound the rows in a subquery or CTE (WHERE id IN (SELECT ... LIMIT n))."
 )
 UPDATE_DELETE_LIMIT_BAD = "DELETE FROM execution_logs WHERE logged_at < :cutoff LIMIT 1000"
-#: Rule ids, the structural one included.
-RULE_IDS = (*RULES_BY_ID, _UPDATE_DELETE_LIMIT)
+_MODIFIED_TWICE = "table_modified_twice"
+MODIFIED_TWICE_WHY = (
+    "CockroachDB refuses a statement whose data-modifying parts write one table twice "
+    "(two UPDATE, INSERT or DELETE CTEs on it), even on different rows; PostgreSQL allows "
+    "it. Split it into statements of one transaction."
+)
+MODIFIED_TWICE_BAD = "WITH a AS (UPDATE t SET x = 1 WHERE id = 1) UPDATE t SET x = 2 WHERE id = 2"
+#: Rule ids, the structural ones included.
+RULE_IDS = (*RULES_BY_ID, _UPDATE_DELETE_LIMIT, _MODIFIED_TWICE)
 
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[();]")
 #: An UPDATE or DELETE after these words is not a statement (FOR UPDATE, ON DELETE, DO UPDATE).
@@ -243,6 +250,25 @@ def _update_delete_limit(stripped: str) -> bool:
     return False
 
 
+def _modified_twice(stripped: str) -> bool:
+    """Whether one statement (of those ``;`` separates) has one table as the target of two
+    UPDATE, INSERT or DELETE parts."""
+    tokens = [t.upper() for t in _TOKEN.findall(stripped)] + [";"]
+    targets: list[str] = []
+    for i, token in enumerate(tokens[:-1]):
+        if token == ";":
+            if len(targets) != len(set(targets)):
+                return True
+            targets = []
+        elif i and tokens[i - 1] in _NOT_A_STATEMENT_AFTER:
+            continue
+        elif token == "UPDATE":
+            targets.append(tokens[i + 1])
+        elif (token, tokens[i + 1]) in (("INSERT", "INTO"), ("DELETE", "FROM")):
+            targets.append(tokens[i + 2])
+    return len(targets) != len(set(targets))
+
+
 @dataclass(frozen=True)
 class Finding:
     source: str  #: file and query name, or migration file
@@ -261,10 +287,13 @@ def lint(source: str, sql: str) -> Iterator[Finding]:
             yield Finding(source, rule.id, rule.why)
     if _update_delete_limit(stripped):
         yield Finding(source, _UPDATE_DELETE_LIMIT, UPDATE_DELETE_LIMIT_WHY)
+    if _modified_twice(stripped):
+        yield Finding(source, _MODIFIED_TWICE, MODIFIED_TWICE_WHY)
 
 
 def bad_samples() -> dict[str, str]:
     """Rule id -> a sample the rule must flag."""
     samples = {rule.id: rule.bad for rule in RULES}
     samples[_UPDATE_DELETE_LIMIT] = UPDATE_DELETE_LIMIT_BAD
+    samples[_MODIFIED_TWICE] = MODIFIED_TWICE_BAD
     return samples

@@ -31,6 +31,15 @@ ALLOWED: dict[tuple[str, str], str] = {
         "the skip_locked claim strategy itself (PostgreSQL's default); TE_CLAIM_STRATEGY="
         "conditional_update replaces it with worker_claim_candidates/_conditional"
     ),
+    ("worker_record_and_claim", "skip_locked"): (
+        "the skip_locked claim strategy's record-and-claim; CockroachDB's configuration "
+        "(conditional_update) never sends it"
+    ),
+    ("worker_record_and_claim", "table_modified_twice"): (
+        "PostgreSQL only, as the line above: the record and the claim update different "
+        "executions rows; CockroachDB's configuration records and claims in separate "
+        "statements (worker/claims.py, ConditionalUpdateClaim.records_with_claim)"
+    ),
     ("wakeup_publish", "listen_notify"): (
         "the optional wake-up accelerator; notify.enabled() keeps it off on CockroachDB "
         "and workers poll regardless"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chalicelib.worker.ledger import Claims
+from chalicelib.worker.ledger import Claims, Ledger, SendSlots
 from chalicelib.worker.models import ClaimedExecution
 
 
@@ -151,3 +151,19 @@ def test_an_endpoints_max_concurrent_is_kept_whatever_the_contention() -> None:
     assert h.limits().full == ("capped",)
     h.add([claimed("a3", "capped", cap=None)], 100)  # max_concurrent removed since
     assert h.cap("capped") == 40
+
+
+def test_the_claimers_loop_leaves_the_recording_slots_to_the_refill() -> None:
+    """Where the finalizer claims in the statement that records (PostgreSQL), the claimer's
+    own loop takes only free slots; the refill takes those the record frees as well."""
+    h = claims()
+    h.add([claimed("e1", "a"), claimed("e2", "a")], 100)
+    h.delivered("e1", 1, slot=True)  # its attempt is being recorded
+    ledger = Ledger(h, SendSlots(4), wake=lambda: None)
+    assert ledger.room((), recording=False)[0] == 2  # the two free slots only
+    assert ledger.room((), recording=True)[0] == 3  # and the one its record frees
+    h.add([claimed("e3", "a"), claimed("e4", "a")], 100)  # every slot held, one recording
+    assert (ledger.room((), recording=False)[0], ledger.room((), recording=True)[0]) == (0, 1)
+    # No free slot: the loop waits (until stopped); counting the recording one, it claims.
+    assert not ledger.wait_for_room(iter([False, True]).__next__, 0.01, recording=False)
+    assert ledger.wait_for_room(iter([False, False, False, True]).__next__, 0.01)

@@ -68,9 +68,21 @@ def test_no_two_statements_share_a_block_of_sql() -> None:
 
 def test_the_claim_strategies_share_one_take_and_return() -> None:
     registry = load_queries()
-    tail = _raw_parts()["worker_claim_take"]
-    for name in ("worker_claim_skip_locked", "worker_claim_conditional"):
-        assert registry[name].sql.endswith(tail), name
+    parts = _raw_parts()
+    take, rows = parts["worker_claim_take"], parts["worker_claim_rows"]
+    for name in ("worker_claim_skip_locked", "worker_claim_conditional", "worker_claim_metered"):
+        assert registry[name].sql.endswith(take + "\n" + rows), name
+    # The record-and-claim claims as worker_claim_skip_locked does, after the record.
+    combined = registry["worker_record_and_claim"].sql
+    skip_locked = registry["worker_claim_skip_locked"].sql
+    claim = skip_locked[skip_locked.index("WITH picked AS MATERIALIZED (") + len("WITH ") :]
+    assert claim.rstrip().endswith(rows.rstrip())
+    claim_without_rows = claim.rstrip()[: -len(rows.rstrip())].rstrip()
+    assert claim_without_rows in combined
+    record = parts["worker_finalize_record"].replace(
+        "-- include: delivery_counts_add", parts["delivery_counts_add"]
+    )
+    assert record in combined and record in registry["worker_finalize_batch"].sql
 
 
 def test_includes_must_name_a_part_and_every_part_must_be_used() -> None:

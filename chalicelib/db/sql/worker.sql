@@ -86,6 +86,10 @@ claimed AS (
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
                OR e.batch_id IS NOT NULL) AS follows
 )
+
+-- part: worker_claim_rows
+-- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
+-- with its job's endpoint snapshot and its endpoint's cap.
 SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
        c.max_attempts, c.config_snapshot, c.follows,
        CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
@@ -118,6 +122,7 @@ WITH picked AS MATERIALIZED (
 -- include: worker_claim_fair_share
 ,
 -- include: worker_claim_take
+-- include: worker_claim_rows
 
 -- name: worker_claim_candidates
 -- CockroachDB claim, step 1: read due ids without locking. CockroachDB's SKIP LOCKED has
@@ -139,6 +144,7 @@ WITH fair AS (
     SELECT unnest(CAST(:ids AS TEXT[])) AS execution_id
 ),
 -- include: worker_claim_take
+-- include: worker_claim_rows
 
 -- name: worker_claim_metered
 -- The claim of flow-controlled endpoints (:names, sorted), both strategies, run after
@@ -199,6 +205,7 @@ WITH flow AS (
     SELECT execution_id FROM due WHERE rank <= allowance ORDER BY run_at ASC LIMIT :batch
 ),
 -- include: worker_claim_take
+-- include: worker_claim_rows
 
 -- name: worker_flow_refill
 -- First statement of a metered claim: locks the endpoint_flow rows of the flow-controlled
@@ -273,29 +280,13 @@ WHERE execution_id = ANY(CAST(:ids AS TEXT[]))
   AND worker_id = CAST(:worker_id AS TEXT)
 RETURNING execution_id
 
--- name: worker_finalize_batch
--- Records the attempts of many finished executions and moves them on, in one statement:
--- one durable commit finalizes a whole batch, which is what lets throughput exceed the
--- commits/s the database can make. Rows come in as one JSONB array (jsonb_array_elements
--- works on PostgreSQL and CockroachDB alike). The UPDATE is a compare-and-set on
--- (RUNNING, worker_id, attempt_count): if the reclaimer took the execution back, or another
--- worker has claimed it since, this late result changes nothing and records nothing.
--- config_snapshot is kept from the first attempt that stored one; last_error_type is the
--- error type of this attempt (NULL when it succeeded), what GET /executions?error_type=
--- filters on (migration 014). The attempt's log line
--- ("Attempt 2 failed (...); attempt 3 of 5 scheduled in 800 ms [worker w]") is written on
--- its attempts row, not as an execution_logs row of its own (migration 013 says why);
--- executions_logs_page lists both. The batch's attempts are also added to the summary
--- rows of this writer (:writer, one finalizer thread of one worker: no other transaction
--- updates them) for the current minute, one per endpoint, outcome and error type, which
--- GET /overview and GET /metrics read instead of the history (migration 017).
--- For an execution that ended, each row also says what follows it, read from the row being
--- updated (the execution's copies of its job's callbacks and batch): "callback" (the
--- endpoint to call back) and "batch_id". Only when one is set does the finalizer run the
--- follow-up statements (chalicelib/services/callbacks.py) in this transaction, so a job
--- without callbacks or batch costs nothing more. They are separate statements because
--- CockroachDB refuses a statement that modifies one table (executions) twice.
-WITH done AS (
+-- part: worker_finalize_record
+-- The record of a finalize batch (its CTEs, for worker_finalize_batch and
+-- worker_record_and_claim; the including statement writes WITH before them): "done" reads
+-- the results, "moved" moves each execution on, "attempted" writes its attempt, "counted"
+-- adds them to this writer's summary rows. What that means is worker_finalize_batch's
+-- comment.
+done AS (
     SELECT r ->> 'execution_id' AS execution_id,
            CAST(r ->> 'attempt_number' AS BIGINT) AS attempt_number,
            r ->> 'attempt_status' AS attempt_status,
@@ -360,11 +351,63 @@ WITH done AS (
 ), counted AS (
 -- include: delivery_counts_add
 )
+
+-- name: worker_finalize_batch
+-- Records the attempts of many finished executions and moves them on, in one statement:
+-- one durable commit finalizes a whole batch, which is what lets throughput exceed the
+-- commits/s the database can make. Rows come in as one JSONB array (jsonb_array_elements
+-- works on PostgreSQL and CockroachDB alike). The UPDATE is a compare-and-set on
+-- (RUNNING, worker_id, attempt_count): if the reclaimer took the execution back, or another
+-- worker has claimed it since, this late result changes nothing and records nothing.
+-- config_snapshot is kept from the first attempt that stored one; last_error_type is the
+-- error type of this attempt (NULL when it succeeded), what GET /executions?error_type=
+-- filters on (migration 014). The attempt's log line
+-- ("Attempt 2 failed (...); attempt 3 of 5 scheduled in 800 ms [worker w]") is written on
+-- its attempts row, not as an execution_logs row of its own (migration 013 says why);
+-- executions_logs_page lists both. The batch's attempts are also added to the summary
+-- rows of this writer (:writer, one finalizer thread of one worker: no other transaction
+-- updates them) for the current minute, one per endpoint, outcome and error type, which
+-- GET /overview and GET /metrics read instead of the history (migration 017).
+-- For an execution that ended, each row also says what follows it, read from the row being
+-- updated (the execution's copies of its job's callbacks and batch): "callback" (the
+-- endpoint to call back) and "batch_id". Only when one is set does the finalizer run the
+-- follow-up statements (chalicelib/services/callbacks.py) in this transaction, so a job
+-- without callbacks or batch costs nothing more. They are separate statements because
+-- CockroachDB refuses a statement that modifies one table (executions) twice.
+WITH
+-- include: worker_finalize_record
 SELECT execution_id,
        CASE WHEN status = 'SUCCESS' THEN on_success
             WHEN status = 'FAILED' THEN on_failure END AS callback,
        CASE WHEN status IN ('SUCCESS', 'FAILED') THEN batch_id END AS batch_id
 FROM moved
+
+-- name: worker_record_and_claim
+-- PostgreSQL's finalize of a batch nothing follows (no callback, no batch, no Retry-After)
+-- and the claim into the slots it frees, in one statement and one commit: the ring's
+-- "record and refill" (chalicelib/worker/ring.py). The record is worker_finalize_batch's,
+-- the claim worker_claim_skip_locked's, each unchanged: the claim's snapshot is the
+-- statement's, in which the recorded executions are still RUNNING, so it can neither take
+-- one of them nor see a retry they schedule; they touch different rows, which PostgreSQL
+-- allows in one statement (CockroachDB does not: its configuration records and claims in
+-- two). Rows: "claimed" ones (the claim's columns) and a "recorded" one per execution the
+-- record moved on.
+WITH
+-- include: worker_finalize_record
+, picked AS MATERIALIZED (
+-- include: worker_claim_due
+    FOR UPDATE SKIP LOCKED
+),
+-- include: worker_claim_fair_share
+,
+-- include: worker_claim_take
+SELECT 'claimed' AS kind, r.*
+FROM (
+-- include: worker_claim_rows
+) AS r
+UNION ALL
+SELECT 'recorded', m.execution_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM moved AS m
 
 -- name: worker_config_values
 -- Config cache miss: the current values (the first attempt snapshots them).

@@ -95,6 +95,8 @@ claimed AS (
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
                OR e.batch_id IS NOT NULL) AS follows
 )
+-- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
+-- with its job's endpoint snapshot and its endpoint's cap.
 SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
        c.max_attempts, c.config_snapshot, c.follows,
        CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
@@ -207,6 +209,8 @@ claimed AS (
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
                OR e.batch_id IS NOT NULL) AS follows
 )
+-- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
+-- with its job's endpoint snapshot and its endpoint's cap.
 SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
        c.max_attempts, c.config_snapshot, c.follows,
        CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
@@ -311,6 +315,8 @@ claimed AS (
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
                OR e.batch_id IS NOT NULL) AS follows
 )
+-- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
+-- with its job's endpoint snapshot and its endpoint's cap.
 SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
        c.max_attempts, c.config_snapshot, c.follows,
        CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
@@ -421,7 +427,13 @@ RETURNING execution_id
 -- follow-up statements (chalicelib/services/callbacks.py) in this transaction, so a job
 -- without callbacks or batch costs nothing more. They are separate statements because
 -- CockroachDB refuses a statement that modifies one table (executions) twice.
-WITH done AS (
+WITH
+-- The record of a finalize batch (its CTEs, for worker_finalize_batch and
+-- worker_record_and_claim; the including statement writes WITH before them): "done" reads
+-- the results, "moved" moves each execution on, "attempted" writes its attempt, "counted"
+-- adds them to this writer's summary rows. What that means is worker_finalize_batch's
+-- comment.
+done AS (
     SELECT r ->> 'execution_id' AS execution_id,
            CAST(r ->> 'attempt_number' AS BIGINT) AS attempt_number,
            r ->> 'attempt_status' AS attempt_status,
@@ -511,6 +523,214 @@ SELECT execution_id,
             WHEN status = 'FAILED' THEN on_failure END AS callback,
        CASE WHEN status IN ('SUCCESS', 'FAILED') THEN batch_id END AS batch_id
 FROM moved
+
+-- name: worker_record_and_claim
+-- PostgreSQL's finalize of a batch nothing follows (no callback, no batch, no Retry-After)
+-- and the claim into the slots it frees, in one statement and one commit: the ring's
+-- "record and refill" (chalicelib/worker/ring.py). The record is worker_finalize_batch's,
+-- the claim worker_claim_skip_locked's, each unchanged: the claim's snapshot is the
+-- statement's, in which the recorded executions are still RUNNING, so it can neither take
+-- one of them nor see a retry they schedule; they touch different rows, which PostgreSQL
+-- allows in one statement (CockroachDB does not: its configuration records and claims in
+-- two). Rows: "claimed" ones (the claim's columns) and a "recorded" one per execution the
+-- record moved on.
+WITH
+-- The record of a finalize batch (its CTEs, for worker_finalize_batch and
+-- worker_record_and_claim; the including statement writes WITH before them): "done" reads
+-- the results, "moved" moves each execution on, "attempted" writes its attempt, "counted"
+-- adds them to this writer's summary rows. What that means is worker_finalize_batch's
+-- comment.
+done AS (
+    SELECT r ->> 'execution_id' AS execution_id,
+           CAST(r ->> 'attempt_number' AS BIGINT) AS attempt_number,
+           r ->> 'attempt_status' AS attempt_status,
+           r ->> 'next_status' AS next_status,
+           CAST(r ->> 'started_at' AS TIMESTAMPTZ) AS started_at,
+           CAST(r ->> 'completed_at' AS TIMESTAMPTZ) AS completed_at,
+           CAST(r ->> 'duration_ms' AS BIGINT) AS duration_ms,
+           r -> 'output' AS output,
+           r -> 'error' AS error,
+           CAST(r ->> 'retry_delay_ms' AS BIGINT) AS retry_delay_ms,
+           r -> 'config_snapshot' AS config_snapshot,
+           r ->> 'log_level' AS log_level,
+           r ->> 'log_message' AS log_message
+    FROM jsonb_array_elements(CAST(:results AS JSONB)) AS r
+), moved AS (
+    UPDATE executions AS e
+    SET status = d.next_status,
+        output = CASE WHEN d.next_status = 'SUCCESS' THEN d.output ELSE e.output END,
+        completed_at = CASE WHEN d.next_status IN ('SUCCESS', 'FAILED')
+                            THEN d.completed_at ELSE e.completed_at END,
+        duration_ms = CASE WHEN d.next_status IN ('SUCCESS', 'FAILED')
+                           THEN d.duration_ms ELSE e.duration_ms END,
+        run_at = CASE WHEN d.next_status = 'RETRYING'
+                      THEN now() + d.retry_delay_ms * INTERVAL '1 millisecond'
+                      ELSE e.run_at END,
+        worker_id = CASE WHEN d.next_status = 'RETRYING' THEN NULL ELSE e.worker_id END,
+        config_snapshot = COALESCE(e.config_snapshot, d.config_snapshot),
+        last_error_type = CASE WHEN d.attempt_status = 'FAILED' THEN d.error ->> 'type' END
+    FROM done AS d
+    WHERE e.execution_id = d.execution_id
+      AND e.status = 'RUNNING'
+      AND e.worker_id = CAST(:worker_id AS TEXT)
+      AND e.attempt_count = d.attempt_number
+    RETURNING e.execution_id, e.status, e.endpoint, e.on_success, e.on_failure, e.batch_id
+), attempted AS (
+    INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
+                          duration_ms, output, error, log_level, log_message)
+    SELECT d.execution_id, d.attempt_number, d.attempt_status, d.started_at, d.completed_at,
+           d.duration_ms, d.output, d.error, d.log_level,
+           d.log_message || ' [worker ' || CAST(:worker_id AS TEXT) || ']'
+    FROM done AS d
+    JOIN moved AS m ON m.execution_id = d.execution_id
+    ON CONFLICT (execution_id, attempt_number) DO NOTHING
+), additions AS (
+    SELECT 'minute' AS grain, date_trunc('minute', now()) AS bucket_start, m.endpoint,
+           d.attempt_status AS outcome, COALESCE(d.error ->> 'type', '') AS error_type,
+           CAST(:writer AS TEXT) AS writer,
+           count(*) AS attempts,
+           sum(CASE WHEN m.status IN ('SUCCESS', 'FAILED') THEN 1 ELSE 0 END) AS ended,
+           COALESCE(sum(d.duration_ms), 0) AS duration_ms,
+           sum(CASE WHEN d.duration_ms <= 10 THEN 1 ELSE 0 END) AS le_10,
+           sum(CASE WHEN d.duration_ms <= 50 THEN 1 ELSE 0 END) AS le_50,
+           sum(CASE WHEN d.duration_ms <= 100 THEN 1 ELSE 0 END) AS le_100,
+           sum(CASE WHEN d.duration_ms <= 250 THEN 1 ELSE 0 END) AS le_250,
+           sum(CASE WHEN d.duration_ms <= 500 THEN 1 ELSE 0 END) AS le_500,
+           sum(CASE WHEN d.duration_ms <= 1000 THEN 1 ELSE 0 END) AS le_1000,
+           sum(CASE WHEN d.duration_ms <= 5000 THEN 1 ELSE 0 END) AS le_5000,
+           sum(CASE WHEN d.duration_ms <= 30000 THEN 1 ELSE 0 END) AS le_30000
+    FROM done AS d
+    JOIN moved AS m ON m.execution_id = d.execution_id
+    GROUP BY m.endpoint, d.attempt_status, COALESCE(d.error ->> 'type', '')
+), counted AS (
+-- Adds the rows of the including statement's "additions" CTE (delivery_counts' columns,
+-- in order, at most one row per key) to the summary rows: a new key is inserted, an
+-- existing one has each count increased (migration 017).
+INSERT INTO delivery_counts AS c (grain, bucket_start, endpoint, outcome, error_type, writer,
+                                  attempts, ended, duration_ms, le_10, le_50, le_100,
+                                  le_250, le_500, le_1000, le_5000, le_30000)
+SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
+       duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
+FROM additions
+ON CONFLICT (grain, bucket_start, endpoint, outcome, error_type, writer) DO UPDATE
+SET attempts = c.attempts + excluded.attempts,
+    ended = c.ended + excluded.ended,
+    duration_ms = c.duration_ms + excluded.duration_ms,
+    le_10 = c.le_10 + excluded.le_10,
+    le_50 = c.le_50 + excluded.le_50,
+    le_100 = c.le_100 + excluded.le_100,
+    le_250 = c.le_250 + excluded.le_250,
+    le_500 = c.le_500 + excluded.le_500,
+    le_1000 = c.le_1000 + excluded.le_1000,
+    le_5000 = c.le_5000 + excluded.le_5000,
+    le_30000 = c.le_30000 + excluded.le_30000
+)
+, picked AS MATERIALIZED (
+-- The due candidates of both claim strategies, oldest first, on idx_executions_due
+-- (run_at order, partial: only QUEUED/RETRYING rows that are not parked, so the claim reads
+-- :batch rows and stops, whatever the terminal history, the due backlog or a paused
+-- endpoint's backlog: migrations 004 and 018 say why). Endpoints whose share of this
+-- worker is full (:full) are passed over. At most :batch, the worker's free delivery slots.
+--
+-- The claim statements are planned once per connection, not per call: the worker's
+-- PostgreSQL session runs with plan_cache_mode = force_generic_plan (chalicelib/wiring/
+-- process.py), and each of them is written so that a plan made without the values reads
+-- what the one made with them does (tests/integration/worker/test_claim_plans.py). Here,
+-- "endpoint || ''" keeps the column's statistics out of the estimate: with one endpoint
+-- holding every due row, "endpoint <> ALL(<unknown>)" would be estimated to keep none, and
+-- a plan made for no rows sorts the table instead of walking the index.
+SELECT execution_id, endpoint, run_at
+FROM executions
+WHERE status IN ('QUEUED', 'RETRYING')
+  AND NOT parked
+  AND run_at <= now()
+  AND endpoint || '' <> ALL(CAST(:full AS TEXT[]))
+  AND /*region_filter*/ TRUE
+ORDER BY run_at ASC
+LIMIT :batch
+    FOR UPDATE SKIP LOCKED
+),
+-- Per-endpoint fairness, shared by both claim strategies (after their "picked" CTE of due
+-- candidates, oldest first; the including statement writes the commas around it): "fair"
+-- keeps, per endpoint, only as many candidates as its cap (spec.max_concurrent of the live
+-- endpoint, else :default_cap) minus what this worker is delivering for it (:busy, a JSONB
+-- object endpoint -> count), so a hung endpoint's backlog cannot hide what is behind it.
+-- The same join passes over endpoints that are paused, held by a Retry-After, or
+-- flow-controlled (those are claimed by worker_claim_metered only). The worker passes the
+-- ones it knows of in :full too (worker_controlled_endpoints, once per poll), so they do
+-- not fill the LIMIT; this check is what makes a pause or hold committed before the claim
+-- started binding on every worker at once, however old the worker's list.
+ranked AS (
+    SELECT execution_id, endpoint,
+           row_number() OVER (PARTITION BY endpoint ORDER BY run_at ASC) AS rank
+    FROM picked
+), fair AS (
+    SELECT r.execution_id
+    FROM ranked AS r
+    LEFT JOIN LATERAL (  -- LIMIT 1: one probe of the primary key per candidate, never a join
+        SELECT * FROM endpoints AS x WHERE x.name = r.endpoint LIMIT 1
+    ) AS en ON TRUE
+    WHERE r.rank <= COALESCE(CAST(en.spec ->> 'max_concurrent' AS BIGINT),
+                             CAST(:default_cap AS BIGINT))
+                    - COALESCE(CAST(CAST(:busy AS JSONB) ->> r.endpoint AS BIGINT), 0)
+      AND en.paused_at IS NULL
+      AND (en.held_until IS NULL OR en.held_until <= now())
+      AND en.flow_control IS NULL
+)
+,
+-- The claim itself, shared by both strategies (after their "fair" CTE of ids to take):
+-- a compare-and-set on status moves each row QUEUED/RETRYING -> RUNNING (the transition
+-- table's only way in) and only if still due, so a row another worker took since it was
+-- read is passed over, never claimed twice. The lease starts now and lasts :lease_ms; the
+-- worker renews it while it holds the execution (worker_renew_leases). The job's endpoint
+-- snapshot comes back as text in the same round trip (the worker parses each distinct text
+-- once), with the endpoint's own cap (spec.max_concurrent; NULL: the worker's default,
+-- which depends on how many endpoints have work: chalicelib/worker/ledger.py). The claim writes no log row: the attempt's one log row,
+-- written at finalize, names the worker (a row per claim would be a row and its index
+-- entries written per delivery for a line the attempt's row already carries). "follows": whether the execution's end has something to
+-- follow it (a callback, its batch's progress): only then does its finalize need a
+-- transaction of its own; otherwise it is one statement sent alone. A claimed row is
+-- never parked (the metered claim takes parked rows): whatever comes back to QUEUED or
+-- RETRYING from RUNNING comes back unparked, and the promoter parks it again if its
+-- endpoint is still controlled (migration 018).
+claimed AS (
+    UPDATE executions AS e
+    SET status = 'RUNNING',
+        parked = FALSE,
+        worker_id = CAST(:worker_id AS TEXT),
+        started_at = now(),
+        lease_expires_at = now() + CAST(:lease_ms AS BIGINT) * INTERVAL '1 millisecond',
+        attempt_count = e.attempt_count + 1
+    WHERE e.execution_id = ANY(ARRAY(SELECT execution_id FROM fair))  -- primary key probes
+      AND e.status IN ('QUEUED', 'RETRYING')
+      AND e.run_at <= now()
+    RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
+              e.attempt_count, e.max_attempts, e.config_snapshot,
+              (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
+               OR e.batch_id IS NOT NULL) AS follows
+)
+SELECT 'claimed' AS kind, r.*
+FROM (
+-- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
+-- with its job's endpoint snapshot and its endpoint's cap.
+SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
+       c.max_attempts, c.config_snapshot, c.follows,
+       CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
+           'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
+           'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
+           'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
+       CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap
+FROM claimed AS c
+LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
+    SELECT x.endpoint_snapshot FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
+) AS j ON TRUE
+LEFT JOIN LATERAL (
+    SELECT * FROM endpoints AS x WHERE x.name = c.endpoint LIMIT 1
+) AS en ON TRUE
+) AS r
+UNION ALL
+SELECT 'recorded', m.execution_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM moved AS m
 
 -- name: worker_config_values
 -- Config cache miss: the current values (the first attempt snapshots them).
