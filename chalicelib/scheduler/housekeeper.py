@@ -96,7 +96,7 @@ class Housekeeper:
             raise ValueError("retention_days must be >= 0 and batch_size > 0")
         self._db = db
         self._retention = timedelta(days=retention_days) if retention_days else None
-        self._batch_size = batch_size
+        self.batch_size = batch_size  #: executions each purge statement deletes at most
         self._clock = clock
         self._failures: dict[str, FailureLog] = {}
         self._health_reported: datetime | None = None  # the minute last reported
@@ -170,7 +170,7 @@ class Housekeeper:
     def _fold_delivery_counts(self, now: datetime) -> tuple[dict[str, int], bool]:
         """One batch of minute rows rolled up into the totals and the series, the hour's
         mark of the totals (once), and series and marks past their time pruned."""
-        params = {"cutoff": now - MINUTE_ROWS_KEPT, "batch": self._batch_size}
+        params = {"cutoff": now - MINUTE_ROWS_KEPT, "batch": self.batch_size}
 
         def fold(tx: Transaction) -> int:
             folded = int(tx.scalar(queries["housekeeping_fold_counts"], **params) or 0)
@@ -185,7 +185,7 @@ class Housekeeper:
             self._marked = hour
         self._db.execute(queries["housekeeping_prune_series"], cutoff=now - SERIES_KEPT)
         self._db.execute(queries["housekeeping_prune_marks"], cutoff=now - MARKS_KEPT)
-        return {}, folded >= self._batch_size
+        return {}, folded >= self.batch_size
 
     def _purge_one_shot(self, now: datetime) -> tuple[dict[str, int], bool]:
         return self._purge("housekeeping_purge_one_shot", now)
@@ -195,5 +195,5 @@ class Housekeeper:
 
     def _purge(self, name: str, now: datetime) -> tuple[dict[str, int], bool]:
         assert self._retention is not None
-        row = self._db.run(queries[name], cutoff=now - self._retention, batch=self._batch_size)[0]
-        return {key: int(row[key]) for key in _COUNTED}, row["batch"] >= self._batch_size
+        row = self._db.run(queries[name], cutoff=now - self._retention, batch=self.batch_size)[0]
+        return {key: int(row[key]) for key in _COUNTED}, row["batch"] >= self.batch_size
