@@ -33,7 +33,8 @@ bench-package: $(STAMP)
 	$(PY) bench/lambda_package.py
 
 ## bench: the full suite (about 20-25 minutes); writes bench/results/.
-## BENCH_ARGS adds run.py options, e.g. make bench BENCH_ARGS="--spread-endpoints 20".
+## BENCH_ARGS adds run.py options, e.g. make bench BENCH_ARGS="--rounds 5" (the load spread
+## over 20 endpoints is part of the full run; --spread-endpoints K changes K).
 bench: bench-deps bench-package
 	$(BENCH_PY) bench/run.py $(BENCH_ARGS)
 

@@ -62,6 +62,8 @@ FULL = {
     "batches": 20,
     "memory_n": 2000,
     "fairness": (120, 500),
+    # Issue 26 asks the same ratio with the load spread over 20 endpoints.
+    "spread_endpoints": 20,
 }
 QUICK = {
     "n": 2_000,
