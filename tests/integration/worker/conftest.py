@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -13,6 +14,7 @@ from chalicelib.settings import Settings
 from chalicelib.worker import Worker, build_worker
 from tests.conftest import PROFILE
 from tests.support.seed.worker import BOX, statuses
+from tests.support.waiting import wait_for
 
 TERMINAL = ("SUCCESS", "FAILED")
 
@@ -66,3 +68,23 @@ def settle(
         if time.monotonic() > deadline:
             raise AssertionError(f"executions not settled: {counts}")
         time.sleep(0.01)
+
+
+def run_until_delivered(
+    worker: Worker, db: Database, ids: list[str], *, timeout: float = 60
+) -> None:
+    """Run the worker's ring (:meth:`Worker.run`, on a thread: refills happen only while it
+    runs) until every execution in ``ids`` is SUCCESS, then stop it."""
+    stop = threading.Event()
+    ring = threading.Thread(target=worker.run, args=(stop,))
+    ring.start()
+    try:
+        wait_for(
+            lambda: statuses(db, ids),
+            f"{len(ids)} delivered",
+            until=lambda counts: counts.get("SUCCESS", 0) == len(ids),
+            timeout=timeout,
+        )
+    finally:
+        stop.set()
+        ring.join(10)

@@ -12,7 +12,7 @@ import pytest
 
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.domain.delivery import DeliveryOutcome, DeliveryRequest, succeeded
-from tests.integration.worker.conftest import settle
+from tests.integration.worker.conftest import run_until_delivered, settle
 from tests.support.seed.worker import http_spec, seed, statuses
 from tests.support.waiting import wait_for
 
@@ -193,19 +193,7 @@ def test_a_finalize_batch_claims_into_the_slots_it_frees(
         ids=seeded.execution_ids,
     )
     worker = make_worker(worker_max_concurrent=8, worker_endpoint_share=1.0)
-    stop = threading.Event()
-    poller = threading.Thread(target=worker.run, args=(stop,))
-    poller.start()
-    try:
-        wait_for(
-            lambda: statuses(database, seeded.execution_ids),
-            "300 delivered",
-            until=lambda counts: counts.get("SUCCESS", 0) == 300,
-            timeout=60,
-        )
-    finally:
-        stop.set()
-        poller.join(10)
+    run_until_delivered(worker, database, seeded.execution_ids)
     assert worker.refills > 0
     sent = [r.headers["x-task-executor-execution-id"] for r in http_target.received("/fast")]
     assert sorted(sent) == sorted(seeded.execution_ids)  # each exactly once
@@ -231,19 +219,7 @@ def test_a_batch_nothing_follows_is_recorded_and_refilled_by_one_statement(
         return run(tx, query, **params)
 
     monkeypatch.setattr(Transaction, "run", spy)
-    stop = threading.Event()
-    poller = threading.Thread(target=worker.run, args=(stop,))
-    poller.start()
-    try:
-        wait_for(
-            lambda: statuses(database, seeded.execution_ids),
-            "300 delivered",
-            until=lambda counts: counts.get("SUCCESS", 0) == 300,
-            timeout=60,
-        )
-    finally:
-        stop.set()
-        poller.join(10)
+    run_until_delivered(worker, database, seeded.execution_ids)
     sent = [r.headers["x-task-executor-execution-id"] for r in http_target.received("/fast")]
     assert sorted(sent) == sorted(seeded.execution_ids)  # each exactly once
     attempts = database.run(
