@@ -9,6 +9,7 @@ import pytest
 
 from chalicelib.db import notify
 from chalicelib.db.connection import ConnectionParams, Database
+from chalicelib.errors import DatabaseError
 from chalicelib.scheduler.promoter import LIVE_COUNTS_EVERY, PROMOTED_MESSAGE, DelayedPromoter
 from chalicelib.worker.claims import claim_strategy
 from tests.conftest import PROFILE
@@ -187,3 +188,26 @@ def test_the_live_counts_are_written_on_the_first_pass_then_every_15_seconds(
     first, again = counted(), counted()
     seconds[0] += LIVE_COUNTS_EVERY
     assert (first, again, counted()) == (1, 0, 1)
+
+
+def test_a_failing_step_does_not_keep_the_others_from_running(
+    database: Database, job_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Promoting, parking, unparking and counting each run whatever the others do: with
+    parking failing, the due row is still promoted and the live work still counted, and the
+    pass then fails with parking's error (so the loop reports it and backs off)."""
+    due = seed_execution(database, job_id=job_id, status="PENDING", run_at=T0)
+    promoter = DelayedPromoter(database, clock=FakeClock(T0))
+    page = promoter._page
+
+    def failing_park(name: str, **params: int) -> int:
+        if name == "scheduler_park":
+            raise DatabaseError("parking refused")
+        return page(name, **params)
+
+    monkeypatch.setattr(promoter, "_page", failing_park)
+    with pytest.raises(DatabaseError, match="parking refused"):
+        promoter.run_once()
+    assert execution(database, due)["status"] == "QUEUED"
+    counted = database.run("SELECT status, n FROM live_counts")
+    assert [(r["status"], r["n"]) for r in counted] == [("QUEUED", 1)]
