@@ -722,14 +722,14 @@ def _expired_pages(db: Any, passes: int) -> None:
     anything else, so each pass purges one full page of each kind, older than any seeded
     history (which, at 10^6 and not at 10^4, reaches past the retention): a ratio between
     sizes then measures what the history costs a purge, not how full its page is."""
-    from chalicelib.scheduler.housekeeper import Housekeeper
+    from chalicelib.scheduler.housekeeper import PURGE_BATCH
 
-    rows = passes * Housekeeper(db, retention_days=1).batch_size
+    rows = passes * PURGE_BATCH
     block = (
         "SELECT g, now() - INTERVAL '400 days' - g * INTERVAL '1 second' AS t,"
-        " CASE WHEN g %% 2 = 0 THEN 'one' ELSE 'cron' END AS kind"
+        " CASE WHEN g % 2 = 0 THEN 'one' ELSE 'cron' END AS kind"
         " FROM generate_series(1, :n) AS g"
-    ).replace("%%", "%")
+    )
     db.run(
         "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, created_at)"
         f" SELECT 'job_x' || g, 'ep010', 'HTTP', 'IMMEDIATE', t FROM ({block}) AS b"

@@ -59,6 +59,9 @@ MINUTE_ROWS_KEPT = timedelta(minutes=3)
 SERIES_KEPT = timedelta(hours=2)
 MARKS_KEPT = timedelta(days=2)
 
+#: Executions each purge statement deletes at most, by default (the bench reads it too).
+PURGE_BATCH = 500
+
 _COUNTED = ("executions", "attempts", "logs", "jobs")
 
 #: One step of a pass: (rows removed by kind, its batch was full).
@@ -89,14 +92,14 @@ class Housekeeper:
         db: Database,
         *,
         retention_days: int,
-        batch_size: int = 500,
+        batch_size: int = PURGE_BATCH,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         if retention_days < 0 or batch_size <= 0:
             raise ValueError("retention_days must be >= 0 and batch_size > 0")
         self._db = db
         self._retention = timedelta(days=retention_days) if retention_days else None
-        self.batch_size = batch_size  #: executions each purge statement deletes at most
+        self._batch_size = batch_size
         self._clock = clock
         self._failures: dict[str, FailureLog] = {}
         self._health_reported: datetime | None = None  # the minute last reported
@@ -170,7 +173,7 @@ class Housekeeper:
     def _fold_delivery_counts(self, now: datetime) -> tuple[dict[str, int], bool]:
         """One batch of minute rows rolled up into the totals and the series, the hour's
         mark of the totals (once), and series and marks past their time pruned."""
-        params = {"cutoff": now - MINUTE_ROWS_KEPT, "batch": self.batch_size}
+        params = {"cutoff": now - MINUTE_ROWS_KEPT, "batch": self._batch_size}
 
         def fold(tx: Transaction) -> int:
             folded = int(tx.scalar(queries["housekeeping_fold_counts"], **params) or 0)
@@ -185,7 +188,7 @@ class Housekeeper:
             self._marked = hour
         self._db.execute(queries["housekeeping_prune_series"], cutoff=now - SERIES_KEPT)
         self._db.execute(queries["housekeeping_prune_marks"], cutoff=now - MARKS_KEPT)
-        return {}, folded >= self.batch_size
+        return {}, folded >= self._batch_size
 
     def _purge_one_shot(self, now: datetime) -> tuple[dict[str, int], bool]:
         return self._purge("housekeeping_purge_one_shot", now)
@@ -195,5 +198,5 @@ class Housekeeper:
 
     def _purge(self, name: str, now: datetime) -> tuple[dict[str, int], bool]:
         assert self._retention is not None
-        row = self._db.run(queries[name], cutoff=now - self._retention, batch=self.batch_size)[0]
-        return {key: int(row[key]) for key in _COUNTED}, row["batch"] >= self.batch_size
+        row = self._db.run(queries[name], cutoff=now - self._retention, batch=self._batch_size)[0]
+        return {key: int(row[key]) for key in _COUNTED}, row["batch"] >= self._batch_size
