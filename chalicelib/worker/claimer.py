@@ -131,12 +131,13 @@ class Claimer:
         self._start(batch)
         return len(batch)
 
-    # -- the refill, inside the finalizer's transaction ----------------------------------
+    # -- the refill, where the finalizer records ------------------------------------------
 
-    def plan_claim(self, freed: int) -> ClaimPlan | None:
-        """Room for a claim inside a finalize transaction, while :meth:`run` runs; holds the
-        claim lock until :meth:`claimed`. Never waits: if another claim is in flight, the
-        transaction records only, and the next claim counts the slots it frees."""
+    def plan_claim(self) -> ClaimPlan | None:
+        """Room for a claim where the finalizer records (its statement or transaction),
+        while :meth:`run` runs; holds the claim lock until :meth:`claimed`. Never waits: if
+        another claim is in flight, the batch is recorded only, and the next claim counts
+        the slots it frees."""
         stopping = self._stopping
         if stopping is None or stopping():
             return None

@@ -72,9 +72,9 @@ class Refill(Protocol):
     """The next stage (the claimer): claims into the slots a finalize batch frees, in the
     finalize's transaction."""
 
-    def plan_claim(self, freed: int) -> ClaimPlan | None:
-        """A claim plan (holding the claim lock) if there is room, the ``freed`` slots this
-        batch releases at its commit included; None at once if another claim runs."""
+    def plan_claim(self) -> ClaimPlan | None:
+        """A claim plan (holding the claim lock) if there is room, the slots of attempts
+        being recorded included; None at once if another claim runs."""
         ...
 
     def claim_in(self, tx: Transaction, plan: ClaimPlan) -> list[ClaimedExecution]: ...
@@ -209,7 +209,7 @@ class Finalizer:
         combined = alone and self.refill is not None and self.refill.records_with_claim
         delay = 0.05
         while True:
-            plan = self._plan_refill(len(batch)) if refill and (combined or not alone) else None
+            plan = self._plan_refill() if refill and (combined or not alone) else None
             work = functools.partial(
                 self._finalize_and_claim, payload=payload, plan=plan, holds=holds
             )
@@ -276,8 +276,8 @@ class Finalizer:
             single=True,
         )
 
-    def _plan_refill(self, freed: int) -> ClaimPlan | None:
-        return self.refill.plan_claim(freed) if self.refill is not None else None
+    def _plan_refill(self) -> ClaimPlan | None:
+        return self.refill.plan_claim() if self.refill is not None else None
 
     def _finalize_and_claim(
         self, tx: Transaction, payload: str, plan: ClaimPlan | None, holds: dict[str, int]
