@@ -10,6 +10,7 @@ Plans are judged by rows read (tests/integration/plan_probe.py), never by time.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -109,3 +110,54 @@ def test_the_conditional_claim_reads_a_batch_with_either_plan(
         at_most=AT_MOST,
         tables=("executions", "jobs"),
     )
+
+
+def test_the_record_and_claim_reads_its_batch_and_a_claims_worth_with_either_plan(
+    database: Database, backlog: str
+) -> None:
+    """worker_record_and_claim (PostgreSQL's record-and-refill): recording a batch reads the
+    batch's rows, not the history; its claim reads a batch, as the claim alone does."""
+    running = [
+        row["execution_id"]
+        for row in database.run(
+            "UPDATE executions SET status = 'RUNNING', worker_id = 'w1', attempt_count = 1,"
+            " started_at = now() WHERE execution_id IN (SELECT execution_id FROM executions"
+            " WHERE status = 'QUEUED' ORDER BY run_at LIMIT :n) RETURNING execution_id",
+            n=BATCH,
+        )
+    ]
+    now = datetime.now(UTC).isoformat()
+    results = [
+        {
+            "execution_id": execution_id,
+            "attempt_number": 1,
+            "attempt_status": "SUCCESS",
+            "next_status": "SUCCESS",
+            "started_at": now,
+            "completed_at": now,
+            "duration_ms": 2,
+            "log_level": "INFO",
+            "log_message": "Attempt 1 succeeded.",
+            "output": {"status_code": 200},
+        }
+        for execution_id in running
+    ]
+    params = {
+        "batch": BATCH,
+        "worker_id": "w1",
+        "lease_ms": 300_000,
+        "results": json.dumps(results),
+        "writer": "w1/t",
+        **_fairness(),
+    }
+    bounded(
+        database,
+        queries["worker_record_and_claim"],
+        params,
+        at_most=AT_MOST,
+        tables=("executions", "jobs", "attempts"),
+    )
+    recorded = database.run(
+        "SELECT count(*) AS n FROM attempts WHERE execution_id = ANY(:ids)", ids=running
+    )[0]["n"]
+    assert recorded == BATCH  # the first plan recorded them; the second found them moved
