@@ -148,9 +148,11 @@ SELECT count(*) AS promoted FROM logged
 -- fast claim (paused, flow-controlled, or held past :hold_ms from now; a shorter hold is
 -- over before parking would pay) that are not parked yet, oldest first per endpoint, at
 -- most :page in all. The endpoints are idx_endpoints_controlled's few; each one's rows a
--- range of idx_executions_due_by_endpoint, (name, false, ...). The UPDATE re-checks status
--- and parked, so a row claimed or cancelled meanwhile is left alone, and flags each
--- endpoint it parked rows of (parked_rows), which is what unparking reads.
+-- range of idx_executions_due_by_endpoint, (name, false, ...). The UPDATE probes the page's
+-- rows by primary key (joined to the page instead, a plan may hash it against every due
+-- row of every endpoint: tests/integration/worker/test_parking.py reads both plans),
+-- re-checks status and parked, so a row claimed or cancelled meanwhile is left alone, and
+-- flags each endpoint it parked rows of (parked_rows), which is what unparking reads.
 WITH page AS (
     SELECT x.execution_id
     FROM endpoints AS en
@@ -170,9 +172,8 @@ WITH page AS (
 ), moved AS (
     UPDATE executions AS e
     SET parked = TRUE
-    FROM page
-    WHERE e.execution_id = page.execution_id
-      AND e.status IN ('QUEUED', 'RETRYING')
+    WHERE e.execution_id = ANY(ARRAY(SELECT execution_id FROM page))  -- key probes
+      AND e.status || '' IN ('QUEUED', 'RETRYING')  -- re-checked, not an index's key
       AND e.parked = FALSE
     RETURNING e.endpoint
 ), flagged AS (
@@ -212,9 +213,8 @@ WITH released AS (
 ), moved AS (
     UPDATE executions AS e
     SET parked = FALSE
-    FROM page
-    WHERE e.execution_id = page.execution_id
-      AND e.status IN ('QUEUED', 'RETRYING')
+    WHERE e.execution_id = ANY(ARRAY(SELECT execution_id FROM page))  -- key probes
+      AND e.status || '' IN ('QUEUED', 'RETRYING')  -- re-checked, not an index's key
       AND e.parked = TRUE
     RETURNING e.endpoint
 ), cleared AS (

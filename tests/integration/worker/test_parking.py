@@ -187,3 +187,36 @@ def test_parked_rows_are_not_ahead_in_the_queue(database: Database) -> None:
         max_ahead=1000,
     )[0]["position"]
     assert position == 1
+
+
+def test_parking_and_unparking_read_a_page_with_either_plan(database: Database) -> None:
+    """scheduler_park and scheduler_unpark read at most a page of due rows of the endpoints
+    they move (and probe each moved row once by key), never the endpoint's ended history nor
+    other endpoints' due work, with the plan made for the values and with the generic one."""
+    paused = _backlog(database)
+    _backlog(database, 5_000)  # another endpoint's due work, claimable: never read here
+    job = database.run("SELECT job_id FROM executions WHERE endpoint = :e LIMIT 1", e=paused)[0]
+    database.run(
+        "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at, completed_at)"
+        " SELECT :job, :endpoint, 'HTTP', 'SUCCESS', now() - INTERVAL '2 days',"
+        " now() - INTERVAL '2 days' FROM generate_series(1, 20000)",
+        job=job["job_id"],
+        endpoint=paused,
+    )
+    EndpointService(database).pause(paused)
+    database.run("ANALYZE executions")
+    page = {"page": PARK_PAGE}
+    # A page read (the endpoint's range whole, by a bitmap scan, when the page is most of
+    # it), and each of the page's rows probed once by the update and counted once more as
+    # updated.
+    at_most = BACKLOG + 2 * PARK_PAGE + 100
+    bounded(
+        database,
+        queries["scheduler_park"],
+        {**page, "hold_ms": 5_000},
+        at_most=at_most,
+        tables=("executions",),
+    )
+    assert _parked(database, paused) == (BACKLOG, 0)  # both plans ran: two pages
+    EndpointService(database).resume(paused)
+    bounded(database, queries["scheduler_unpark"], page, at_most=at_most, tables=("executions",))
