@@ -30,7 +30,8 @@ The history (every size):
   live_counts (migration 018).
 
 Timing: the routes are called in-process through ``chalice.test.Client`` (the API Gateway
-event path, no HTTP), in one process per size, so one pool connection serves them all:
+event path, no HTTP) in PostgreSQL's configuration (not the deployed stage's CockroachDB
+one), in one process per size, so one pool connection serves them all:
 each call runs ``--warmup`` times first (6: more than the five custom plans PostgreSQL
 makes for a prepared statement before it may switch to a generic one), then ``--repeat``
 times (median reported). Each list is timed on its first page and on a deep cursor (the
@@ -608,6 +609,7 @@ def probe(spec: str) -> None:
     from chalice.test import Client
 
     import app as app_module
+    from chalicelib.wiring.api import ApiRoot
     from chalicelib.wiring.process import ProcessRoot
 
     t = json.loads(spec)
@@ -617,6 +619,10 @@ def probe(spec: str) -> None:
     _settle(process.database("scheduler"), t["size"])
     out: dict[str, Any] = {}
     with Client(app_module.app) as client:
+        # The Client applies .chalice/config.json's stage, which is CockroachDB's
+        # configuration (production's); on this PostgreSQL the API is served as a PostgreSQL
+        # deployment is, from the root built (settings read) before it.
+        app_module.app.use(ApiRoot(process))
         for name, path in api_calls(t).items():
             ok = (200, 503) if path == "/health" else (200,)  # 503: no loop beats here
 

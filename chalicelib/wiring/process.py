@@ -27,14 +27,19 @@ log = logging.getLogger(__name__)
 #: guard, re-checked on the latest row version), which is what READ COMMITTED needs; at
 #: SERIALIZABLE they would only abort each other (worker.sql, worker_read_committed).
 ISOLATION = {"worker": "read committed"}
-#: The session plan_cache_mode of each role's pool on PostgreSQL. The worker sends a few
-#: statements thousands of times a second; planned on every call, the claim cost the database
-#: a fifth of its CPU per delivery. Planned once per connection instead, each is written so
-#: that its plan made without the values reads no more than one made with them
-#: (worker.sql, worker_claim_due; tests/integration/worker/test_claim_plans.py). Not sent in
-#: CockroachDB's configuration (TE_CLAIM_STRATEGY=conditional_update), which caches plans
-#: by itself.
-PLAN_CACHE_MODE = {"worker": "force_generic_plan"}
+#: The session plan_cache_mode of each role's pool on PostgreSQL: each statement is planned
+#: once per connection, without its values, and that plan kept. The worker sends a few
+#: statements thousands of times a second; planned on every call, the claim cost the
+#: database a fifth of its CPU per delivery. The API's reads are written so that their plan
+#: made without the values reads no more than one made with them (one statement per filter
+#: shape, chalicelib/db/shapes.py; the plan tests run each in both modes). Left to
+#: PostgreSQL's default, a statement's plan depended on the planner's luck: after five runs
+#: it keeps the generic plan only when its estimate is no worse, so the dead letters' union
+#: of seven branches was planned again on every call at one size (0.25 ms of a 0.5 ms
+#: statement) and not at another. The scheduler's passes keep the default (their range
+#: conditions on times are estimated for the values). Not sent in CockroachDB's
+#: configuration (TE_CLAIM_STRATEGY=conditional_update), which caches plans by itself.
+PLAN_CACHE_MODE = {"api": "force_generic_plan", "worker": "force_generic_plan"}
 
 Keys = tuple[bytes | None, list[bytes]]
 

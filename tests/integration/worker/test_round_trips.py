@@ -104,13 +104,14 @@ def test_the_worker_pool_runs_single_statements_at_read_committed(roots: Roots) 
     assert worker_db.run(show)[0]["level"] == "serializable"
 
 
-def test_the_worker_pool_plans_each_statement_once_on_postgresql(
+def test_the_worker_and_api_pools_plan_each_statement_once_on_postgresql(
     roots: Roots, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A prepared statement is planned on every call in PostgreSQL's default mode when its
     custom plans look cheaper (the claim's did: a fifth of the database's CPU per delivery);
-    the worker's PostgreSQL sessions keep one plan per connection instead
-    (``wiring.process.PLAN_CACHE_MODE``; test_claim_plans.py shows those plans bounded)."""
+    the worker's and the API's PostgreSQL sessions keep one plan per connection instead
+    (``wiring.process.PLAN_CACHE_MODE``; test_claim_plans.py and the read plan tests show
+    those plans bounded). The scheduler's keep the default."""
     show = "SELECT current_setting('plan_cache_mode') AS mode"
 
     def mode(root: Any, role: str) -> str:
@@ -120,7 +121,10 @@ def test_the_worker_pool_plans_each_statement_once_on_postgresql(
     monkeypatch.setenv("TE_CLAIM_STRATEGY", "skip_locked")
     postgres = roots.new()
     assert mode(postgres, "worker") == "force_generic_plan"
-    assert mode(postgres, "api") == "auto"
+    assert mode(postgres, "api") == "force_generic_plan"
+    assert mode(postgres, "scheduler") == "auto"
     # CockroachDB's configuration sends no such setting (it caches plans by itself).
     monkeypatch.setenv("TE_CLAIM_STRATEGY", "conditional_update")
-    assert mode(roots.new(), "worker") == "auto"
+    cockroach = roots.new()
+    assert mode(cockroach, "worker") == "auto"
+    assert mode(cockroach, "api") == "auto"
