@@ -26,7 +26,7 @@ _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _KINDS = frozenset({"counter", "gauge", "summary", "histogram", "untyped"})
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Sample:
     """One line: the family's name plus ``suffix`` (``_total``, ``_sum``...), labels, value."""
 
@@ -49,10 +49,12 @@ class Family:
             raise ValueError(f"invalid metric name {self.name!r}")
         if self.kind not in _KINDS:
             raise ValueError(f"invalid metric type {self.kind!r}")
-        for sample in self.samples:
-            if not _METRIC_NAME.match(self.name + sample.suffix):
-                raise ValueError(f"invalid sample name {self.name + sample.suffix!r}")
-            bad = [k for k in sample.labels if not _LABEL_NAME.match(k) or k.startswith("__")]
+        # A family's samples share a few suffixes and label sets: each is checked once.
+        for suffix in {sample.suffix for sample in self.samples}:
+            if not _METRIC_NAME.match(self.name + suffix):
+                raise ValueError(f"invalid sample name {self.name + suffix!r}")
+        for names in {tuple(sample.labels) for sample in self.samples}:
+            bad = [k for k in names if not _LABEL_NAME.match(k) or k.startswith("__")]
             if bad:
                 raise ValueError(f"invalid label name(s) {bad!r}")
 
@@ -66,6 +68,8 @@ def escape_help(text: str) -> str:
 
 
 def format_value(value: float) -> str:
+    if type(value) is int and abs(value) < 2**53:  # most samples: counts
+        return str(value)
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
@@ -75,22 +79,35 @@ def format_value(value: float) -> str:
     return repr(float(value))
 
 
+def _label_value(value: object) -> str:
+    text = str(value)
+    if "\\" in text or '"' in text or "\n" in text:
+        return escape_label_value(text)
+    return text
+
+
 def _labels(labels: Mapping[str, str]) -> str:
     if not labels:
         return ""
-    inner = ",".join(f'{k}="{escape_label_value(str(v))}"' for k, v in labels.items())
-    return "{" + inner + "}"
+    return "{" + ",".join([f'{k}="{_label_value(v)}"' for k, v in labels.items()]) + "}"
 
 
 def render(families: Iterable[Family]) -> str:
-    """The exposition text of ``families``, in order, ending with a line feed."""
+    """The exposition text of ``families``, in order, ending with a line feed. A scrape
+    renders a few samples per endpoint (thousands at a few hundred endpoints), so each
+    line is one f-string, and a label value is escaped only when it holds a character
+    that needs it."""
     lines: list[str] = []
     for family in families:
         lines.append(f"# HELP {family.name} {escape_help(family.help)}")
         lines.append(f"# TYPE {family.name} {family.kind}")
-        for sample in family.samples:
-            name = family.name + sample.suffix
-            lines.append(f"{name}{_labels(sample.labels)} {format_value(sample.value)}")
+        lines.extend(
+            [
+                f"{family.name}{sample.suffix}{_labels(sample.labels)} "
+                f"{format_value(sample.value)}"
+                for sample in family.samples
+            ]
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -121,15 +121,15 @@ class MetricsService:
             return 0.0 if run_at is None else max(0.0, (now - run_at).total_seconds())
 
         def read(tx: Transaction) -> MetricsSnapshot:
-            depth = tx.run(queries["metrics_queue_depth"])
+            depth = tx.scalar(queries["metrics_queue_depth"])  # JSON: [status, endpoint, n]
             due = read_due(tx, now)
             finished = tx.run(queries["metrics_ended_since"], since=buckets_since, until=now)
             durations = tx.one(queries["metrics_attempts_since"], since=buckets_since, until=now)
-            totals = tx.run(queries["metrics_delivery_totals"])
+            totals = tx.scalar(queries["metrics_delivery_totals"])  # JSON, as below
             events = tx.run(queries["metrics_events_since"], since=since)
             beats = tx.run(queries["metrics_loop_states"], since=self._fresh_since())
             return MetricsSnapshot(
-                queue_depth=tuple((r["status"], r["endpoint"], int(r["n"])) for r in depth),
+                queue_depth=tuple((status, endpoint, int(n)) for status, endpoint, n in depth),
                 oldest_due_lag_sec=lag(due.oldest),
                 endpoint_lag_sec=tuple((e, lag(at)) for e, at in due.by_endpoint),
                 finished={s: 0 for s in TERMINAL_STATUSES}
@@ -138,14 +138,8 @@ class MetricsService:
                 events=dict.fromkeys(EVENTS, 0) | {r["event"]: int(r["n"]) for r in events},
                 loops=tuple(_loops(beats)),
                 totals=tuple(
-                    (
-                        r["endpoint"],
-                        r["outcome"],
-                        r["error_type"],
-                        int(r["attempts"]),
-                        int(r["ended"]),
-                    )
-                    for r in totals
+                    (endpoint, outcome, error_type, int(attempts), int(ended))
+                    for endpoint, outcome, error_type, attempts, ended in totals
                 ),
             )
 

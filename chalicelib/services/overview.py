@@ -126,12 +126,17 @@ class OverviewService:
         series_start = now.replace(second=0, microsecond=0) - timedelta(minutes=WINDOW_MINUTES - 1)
         counts = {status.value: 0 for status in ExecutionStatus}
         live: dict[str, int] = {}  # endpoint -> executions not yet ended
-        for row in tx.run(queries["metrics_queue_depth"]):  # by status and endpoint
-            counts[row["status"]] += int(row["n"])
-            live[row["endpoint"]] = live.get(row["endpoint"], 0) + int(row["n"])
-        ended = tx.run(queries["overview_endpoint_health"], since=now - HEALTH_WINDOW, until=now)
-        counts["SUCCESS"] = sum(int(row["succeeded"] or 0) for row in ended)
-        counts["FAILED"] = sum(int(row["failed"] or 0) for row in ended)
+        for status, endpoint, n in tx.scalar(queries["metrics_queue_depth"]):  # JSON rows
+            counts[status] += int(n)
+            live[endpoint] = live.get(endpoint, 0) + int(n)
+        ended = {  # endpoint -> (succeeded, failed) that ended in the health window
+            endpoint: (int(succeeded or 0), int(failed or 0))
+            for endpoint, succeeded, failed in tx.scalar(
+                queries["overview_endpoint_health"], since=now - HEALTH_WINDOW, until=now
+            )
+        }
+        counts["SUCCESS"] = sum(succeeded for succeeded, _ in ended.values())
+        counts["FAILED"] = sum(failed for _, failed in ended.values())
         counts["CANCELLED"] = int(
             tx.scalar(queries["overview_cancelled_since"], since=now - ENDED_WINDOW, until=now)
         )
@@ -155,12 +160,12 @@ class OverviewService:
         )
 
 
-def _endpoint_health(ended: list[Row], live: dict[str, int]) -> list[EndpointHealth]:
-    """Each endpoint with executions that ended in the window or are live now: ``total``
-    counts both, the outcomes count the ended ones (what :func:`compute_health` judges)."""
-    by_name = {
-        row["endpoint"]: (int(row["succeeded"] or 0), int(row["failed"] or 0)) for row in ended
-    }
+def _endpoint_health(
+    by_name: dict[str, tuple[int, int]], live: dict[str, int]
+) -> list[EndpointHealth]:
+    """Each endpoint with executions that ended in the window (``by_name``: succeeded,
+    failed) or are live now: ``total`` counts both, the outcomes count the ended ones (what
+    :func:`compute_health` judges)."""
     return [
         EndpointHealth(
             endpoint=name,

@@ -36,7 +36,8 @@ LIMIT 100
 -- than a day: all of them), plus its writers' minute rows not rolled up yet. A row per endpoint, outcome and error type and a few minutes of writers' rows,
 -- whatever the day's traffic; endpoints with nothing in the window are left out. With the live counts of metrics_queue_depth,
 -- an endpoint's health (chalicelib/domain/health.py); summed, the overview's day of
--- SUCCESS and FAILED.
+-- SUCCESS and FAILED. One JSON array of [endpoint, succeeded, failed], as metrics.sql's
+-- per-endpoint reads.
 WITH mark AS (
     SELECT max(hour) AS at
     FROM delivery_marks
@@ -46,14 +47,19 @@ WITH mark AS (
     SELECT endpoint, outcome, ended FROM delivery_counts WHERE grain IN ('total', 'minute')
     UNION ALL
     SELECT endpoint, outcome, -ended FROM delivery_marks WHERE hour = (SELECT at FROM mark)
+), health AS (
+    SELECT endpoint,
+           sum(CASE WHEN outcome = 'SUCCESS' THEN ended ELSE 0 END) AS succeeded,
+           sum(CASE WHEN outcome = 'FAILED' THEN ended ELSE 0 END) AS failed
+    FROM counted
+    GROUP BY endpoint
+    HAVING sum(ended) <> 0
 )
-SELECT endpoint,
-       sum(CASE WHEN outcome = 'SUCCESS' THEN ended ELSE 0 END) AS succeeded,
-       sum(CASE WHEN outcome = 'FAILED' THEN ended ELSE 0 END) AS failed
-FROM counted
-GROUP BY endpoint
-HAVING sum(ended) <> 0
-ORDER BY endpoint ASC
+SELECT COALESCE(
+           json_agg(json_build_array(h.endpoint, h.succeeded, h.failed) ORDER BY h.endpoint),
+           CAST('[]' AS JSON)
+       ) AS health
+FROM health AS h
 
 -- name: overview_cancelled_since
 -- Executions cancelled in [:since, :until]: one range of idx_executions_cancelled
