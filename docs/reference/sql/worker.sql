@@ -246,8 +246,11 @@ LEFT JOIN LATERAL (
 -- oldest first and at most :batch (a constant LIMIT, which CockroachDB accepts in a
 -- LATERAL subquery where a correlated one is doubtful), cut to the allowance by rank, then
 -- to :batch by run_at, and the take is the fast path's compare-and-set, without SKIP
--- LOCKED: only this (serialized) claim takes these endpoints' executions.
-WITH flow AS (
+-- LOCKED: only this (serialized) claim takes these endpoints' executions. flow is
+-- MATERIALIZED so that each endpoint's allowance (with its count of RUNNING rows) is
+-- computed once: inlined, the generic plan the worker keeps computed it again for every
+-- due row of the endpoint (a batch times its RUNNING rows; a plan test caught it).
+WITH flow AS MATERIALIZED (
     SELECT en.name,
            LEAST(
                COALESCE(CAST(CAST(:allow AS JSONB) ->> en.name AS BIGINT), CAST(:batch AS BIGINT)),

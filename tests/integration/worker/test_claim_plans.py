@@ -161,3 +161,39 @@ def test_the_record_and_claim_reads_its_batch_and_a_claims_worth_with_either_pla
         "SELECT count(*) AS n FROM attempts WHERE execution_id = ANY(:ids)", ids=running
     )[0]["n"]
     assert recorded == BATCH  # the first plan recorded them; the second found them moved
+
+
+def test_the_metered_claim_reads_a_batch_with_either_plan(
+    database: Database, backlog: str
+) -> None:
+    """worker_claim_metered (flow-controlled endpoints, both strategies): with the backlog's
+    endpoint under a concurrency limit, each plan reads the endpoint's oldest due rows up to a
+    batch, its RUNNING ones for the limit and the batch's jobs, not the backlog or history."""
+    database.run(
+        "UPDATE endpoints SET flow_control = CAST(:flow AS JSONB) WHERE name = :e",
+        flow=json.dumps({"max_concurrency": 1000}),
+        e=backlog,
+    )
+    database.run("INSERT INTO endpoint_flow (endpoint) VALUES (:e)", e=backlog)
+    database.run("ANALYZE")
+    params = {
+        "names": [backlog],
+        "allow": json.dumps({}),
+        "batch": BATCH,
+        "worker_id": "w1",
+        "lease_ms": 300_000,
+        "default_cap": BATCH * 10,
+        "busy": json.dumps({}),
+    }
+    bounded(
+        database,
+        queries["worker_claim_metered"],
+        params,
+        at_most=AT_MOST,
+        tables=("executions", "jobs"),
+    )
+    claimed = database.run(
+        "SELECT count(*) AS n FROM executions WHERE status = 'RUNNING' AND endpoint = :e",
+        e=backlog,
+    )[0]["n"]
+    assert claimed == 2 * BATCH  # a whole batch per plan, from the oldest of the backlog
