@@ -106,8 +106,8 @@ def analyze(database: Database, query: Query, params: Mapping[str, Any], mode: s
     def work(tx: Transaction) -> Any:
         tx.run(f"SET LOCAL plan_cache_mode = {mode}")
         tx.run(f"PREPARE {name} AS {sql}")
-        args = ", ".join(_literal(v) for v in values)
-        row = tx.run(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}({args})")[0]
+        args = f"({', '.join(_literal(v) for v in values)})" if values else ""
+        row = tx.run(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}{args}")[0]
         tx.run(f"DEALLOCATE {name}")
         return next(iter(row.values()))
 

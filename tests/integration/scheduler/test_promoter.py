@@ -9,10 +9,12 @@ import pytest
 
 from chalicelib.db import notify
 from chalicelib.db.connection import ConnectionParams, Database
+from chalicelib.db.queries import queries
 from chalicelib.errors import DatabaseError
 from chalicelib.scheduler.promoter import LIVE_COUNTS_EVERY, PROMOTED_MESSAGE, DelayedPromoter
 from chalicelib.worker.claims import claim_strategy
 from tests.conftest import PROFILE
+from tests.integration.plan_probe import MODES, analyze
 from tests.support.seed.scheduler import (
     T0,
     FakeClock,
@@ -188,6 +190,35 @@ def test_the_live_counts_are_written_on_the_first_pass_then_every_15_seconds(
     first, again = counted(), counted()
     seconds[0] += LIVE_COUNTS_EVERY
     assert (first, again, counted()) == (1, 0, 1)
+
+
+def test_the_live_count_reads_the_waiting_work_not_the_history(
+    database: Database, job_id: str
+) -> None:
+    """scheduler_live_counts_write counts what waits (PENDING, QUEUED, RETRYING) on their
+    partial indexes: with both plans it reads those rows and never the ended history
+    beside them, nor the table sequentially."""
+    database.run(
+        "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at, created_at,"
+        " completed_at)"
+        " SELECT :job, 'ep-test', 'HTTP', CASE WHEN g <= 200 THEN 'PENDING'"
+        " WHEN g <= 500 THEN 'QUEUED' WHEN g <= 600 THEN 'RETRYING' ELSE 'SUCCESS' END,"
+        " now(), now(), CASE WHEN g > 600 THEN now() END"
+        " FROM generate_series(1, 10600) AS g",
+        job=job_id,
+    )
+    database.run("ANALYZE")
+    for mode in MODES:
+        database.run("DELETE FROM live_counts")
+        plan = analyze(database, queries["scheduler_live_counts_write"], {}, mode)
+        assert "executions" not in plan.seq_scanned(), plan
+        assert plan.read()["executions"] <= 600, plan
+        counted = database.run("SELECT status, n FROM live_counts ORDER BY status")
+        assert [(r["status"], r["n"]) for r in counted] == [
+            ("PENDING", 200),
+            ("QUEUED", 300),
+            ("RETRYING", 100),
+        ]
 
 
 def test_a_failing_step_does_not_keep_the_others_from_running(
