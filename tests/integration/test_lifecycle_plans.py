@@ -68,3 +68,54 @@ def test_purges_walk_their_indexes(database: Database) -> None:
     # against the cron jobs: either way the rows read are ended ones before the cutoff,
     # never live work.
     assert cron & {"idx_executions_by_job", "idx_executions_ended", "idx_executions_by_endpoint"}
+
+
+def test_the_one_shot_purge_probes_per_job_whatever_the_planner_estimates(
+    database: Database,
+) -> None:
+    """On real statistics that overstate the expired jobs (counted before most of them were
+    purged, as after a backlog drains and before the next ANALYZE), each plan of the purge
+    reads its page's jobs and their executions: the scale bench at 10^5 found the join of
+    jobs to executions hashed against a sequential scan of every execution per pass."""
+    from tests.integration.plan_probe import bounded
+    from tests.support.seed.worker import http_spec, seed
+
+    seeded = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
+    fresh, expired, left, batch = 200_000, 10_000, 300, 100
+    database.run(
+        "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, created_at)"
+        " SELECT 'job_h' || g, :endpoint, 'HTTP', 'IMMEDIATE',"
+        " CASE WHEN g <= :expired THEN now() - INTERVAL '400 days' ELSE now() END"
+        " FROM generate_series(1, :total) AS g",
+        endpoint=seeded.endpoint,
+        expired=expired,
+        total=fresh + expired,
+    )
+    database.run(
+        "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at, created_at,"
+        " completed_at)"
+        " SELECT j.job_id, :endpoint, 'HTTP', 'SUCCESS', j.created_at, j.created_at,"
+        " j.created_at FROM jobs AS j WHERE j.job_id LIKE 'job_h%'",
+        endpoint=seeded.endpoint,
+    )
+    database.run("ANALYZE")
+    for table in ("executions", "jobs"):  # most of the expired ones go, unseen by ANALYZE
+        database.run(
+            f"DELETE FROM {table} WHERE job_id IN (SELECT 'job_h' || g"
+            " FROM generate_series(:left + 1, :expired) AS g)",
+            left=left,
+            expired=expired,
+        )
+    cutoff = datetime.now(UTC).replace(year=datetime.now(UTC).year - 1)
+    bounded(
+        database,
+        queries["housekeeping_purge_one_shot"],
+        {"cutoff": cutoff, "batch": batch},
+        at_most=5 * left,
+        tables=("executions", "jobs"),
+    )
+    remaining = database.run(
+        "SELECT count(*) AS n FROM jobs WHERE job_id LIKE 'job_h%' AND created_at < :cutoff",
+        cutoff=cutoff,
+    )[0]["n"]
+    assert remaining == left - 2 * batch  # a page per plan

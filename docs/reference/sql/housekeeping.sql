@@ -21,10 +21,20 @@ DELETE FROM region_heartbeats WHERE last_beat_at < CAST(:cutoff AS TIMESTAMPTZ)
 -- skipped (NOT EXISTS, one probe of idx_executions_by_job), since deleting the job would
 -- break fk_executions_job and fail the whole batch, every pass (issue 25: no row can stop
 -- a loop). It goes once all its executions are purgeable.
+-- Both probes of idx_executions_by_job are subqueries with OFFSET 0, which the planner
+-- keeps as per-job probes: written as a join and NOT EXISTS, it chose by its estimate of
+-- how many jobs expired, and at some estimates (a stale one, after a backlog was purged)
+-- hashed the join against a sequential scan of every execution, 300,800 rows per pass at
+-- 10^5 executions in the scale bench.
 WITH doomed AS (
     SELECT j.job_id, e.execution_id
     FROM jobs AS j
-    LEFT JOIN executions AS e ON e.job_id = j.job_id
+    LEFT JOIN LATERAL (
+        SELECT x.execution_id, x.status, x.completed_at
+        FROM executions AS x
+        WHERE x.job_id = j.job_id
+        OFFSET 0
+    ) AS e ON TRUE
     WHERE j.trigger_type <> 'CRON'
       AND j.created_at < CAST(:cutoff AS TIMESTAMPTZ)
       AND (e.execution_id IS NULL
@@ -35,26 +45,44 @@ WITH doomed AS (
           WHERE x.job_id = j.job_id
             AND (x.status NOT IN ('SUCCESS', 'FAILED', 'CANCELLED')
                  OR x.completed_at IS NULL
-                 OR x.completed_at >= CAST(:cutoff AS TIMESTAMPTZ)))
+                 OR x.completed_at >= CAST(:cutoff AS TIMESTAMPTZ))
+          OFFSET 0)
     ORDER BY j.created_at ASC
     LIMIT :batch
     FOR UPDATE OF j SKIP LOCKED
 ),
 -- Shared by both purges (after their "doomed" CTE of execution ids, locked): the
 -- executions with their logs and attempts, children first (foreign keys), each a DELETE
--- on its by-execution index; the including statement writes the commas around it.
+-- on its by-execution index; the including statement writes the commas around it. The page
+-- is matched as an array (= ANY(ARRAY(...))), an index condition in every plan: as IN
+-- (SELECT ...), a plan that misjudged the page's size hashed it against a sequential scan
+-- of the table.
 logs AS (
-    DELETE FROM execution_logs WHERE execution_id IN (SELECT execution_id FROM doomed)
+    DELETE FROM execution_logs
+    WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
     RETURNING log_id
 ), tries AS (
-    DELETE FROM attempts WHERE execution_id IN (SELECT execution_id FROM doomed)
+    DELETE FROM attempts WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
     RETURNING attempt_id
 ), execs AS (
-    DELETE FROM executions WHERE execution_id IN (SELECT execution_id FROM doomed)
+    DELETE FROM executions WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
     RETURNING execution_id
 )
 , gone AS (
-    DELETE FROM jobs WHERE job_id IN (SELECT job_id FROM doomed)
+    -- The page is cut by execution, so a job whose executions straddle its end keeps the
+    -- ones past it, and itself, until a later pass takes them (deleted with one of them
+    -- left, it broke fk_executions_job and failed the batch every pass). Every statement
+    -- of this one reads the executions as they were before it: those not in the page
+    -- are the job's leftovers.
+    DELETE FROM jobs
+    WHERE job_id = ANY(ARRAY(SELECT job_id FROM doomed))
+      AND NOT EXISTS (
+          SELECT 1 FROM executions AS x
+          WHERE x.job_id = jobs.job_id
+            AND x.execution_id <> ALL(ARRAY(
+                SELECT d.execution_id FROM doomed AS d WHERE d.execution_id IS NOT NULL))
+          OFFSET 0
+      )
     RETURNING job_id
 )
 SELECT (SELECT count(*) FROM doomed) AS batch, (SELECT count(*) FROM execs) AS executions,
@@ -79,15 +107,19 @@ WITH doomed AS (
 ),
 -- Shared by both purges (after their "doomed" CTE of execution ids, locked): the
 -- executions with their logs and attempts, children first (foreign keys), each a DELETE
--- on its by-execution index; the including statement writes the commas around it.
+-- on its by-execution index; the including statement writes the commas around it. The page
+-- is matched as an array (= ANY(ARRAY(...))), an index condition in every plan: as IN
+-- (SELECT ...), a plan that misjudged the page's size hashed it against a sequential scan
+-- of the table.
 logs AS (
-    DELETE FROM execution_logs WHERE execution_id IN (SELECT execution_id FROM doomed)
+    DELETE FROM execution_logs
+    WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
     RETURNING log_id
 ), tries AS (
-    DELETE FROM attempts WHERE execution_id IN (SELECT execution_id FROM doomed)
+    DELETE FROM attempts WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
     RETURNING attempt_id
 ), execs AS (
-    DELETE FROM executions WHERE execution_id IN (SELECT execution_id FROM doomed)
+    DELETE FROM executions WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
     RETURNING execution_id
 )
 SELECT (SELECT count(*) FROM doomed) AS batch, (SELECT count(*) FROM execs) AS executions,

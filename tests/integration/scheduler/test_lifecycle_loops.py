@@ -198,8 +198,8 @@ def history(database: Database) -> dict[str, Any]:
         old_one_shot(database, "live", "PENDING", age_days=40),  # a DELAYED run far ahead
     ]
     orphan = seed_one_shot_job(database, key="orphan")
-    database.execute(
-        "UPDATE jobs SET created_at = :t WHERE job_id = :j", t=NOW - timedelta(days=40), j=orphan
+    database.execute(  # after the doomed ones: a first page of two holds two executions
+        "UPDATE jobs SET created_at = :t WHERE job_id = :j", t=NOW - timedelta(days=39), j=orphan
     )
     cron_job = seed_cron_job(database, next_run_at=NOW)
     old_ticks = [old_tick(database, cron_job, "SUCCESS", age_days=35 + i) for i in range(3)]

@@ -208,3 +208,29 @@ def test_housekeeper_skips_a_one_shot_job_it_cannot_delete_and_purges_the_rest(
     assert database.run("SELECT 1 FROM executions WHERE execution_id = :e", e=healthy) == []
     assert execution(database, live)["status"] == "QUEUED"
     assert job(database, poison_job)["job_id"] == poison_job
+
+
+def test_housekeeper_purges_a_job_whose_executions_straddle_the_end_of_its_batch(
+    database: Database,
+) -> None:
+    """A one-shot job with two ended executions, the second past the batch's last row: the
+    job keeps that one, and itself, until the next pass (deleted with one of its executions
+    left, it broke fk_executions_job and failed the batch, every pass)."""
+    seed_endpoint(database)
+    old = T0 - timedelta(days=40)
+    first = seed_one_shot_job(database, key="first")
+    seed_execution(database, job_id=first, status="SUCCESS", run_at=old)
+    twice = seed_one_shot_job(database, key="twice")
+    for _ in range(2):
+        seed_execution(database, job_id=twice, status="SUCCESS", run_at=old)
+    database.execute("UPDATE executions SET completed_at = :old, created_at = :old", old=old)
+    database.execute(
+        "UPDATE jobs SET created_at = CAST(:old AS TIMESTAMPTZ) + CASE WHEN job_id = :first THEN INTERVAL '0 s'"
+        " ELSE INTERVAL '1 s' END",
+        old=old,
+        first=first,
+    )
+    housekeeper = Housekeeper(database, retention_days=30, batch_size=2, clock=FakeClock(T0))
+    passes = [housekeeper.purge() for _ in range(2)]
+    assert [(p.executions, p.jobs) for p in passes] == [(2, 1), (1, 1)]
+    assert database.run("SELECT job_id FROM jobs WHERE job_id IN (:a, :b)", a=first, b=twice) == []
