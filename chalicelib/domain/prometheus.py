@@ -103,8 +103,7 @@ def render(families: Iterable[Family]) -> str:
         lines.append(f"# TYPE {family.name} {family.kind}")
         lines.extend(
             [
-                f"{family.name}{sample.suffix}{_labels(sample.labels)} "
-                f"{format_value(sample.value)}"
+                f"{family.name}{sample.suffix}{_labels(sample.labels)} {format_value(sample.value)}"
                 for sample in family.samples
             ]
         )

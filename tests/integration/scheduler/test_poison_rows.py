@@ -225,8 +225,8 @@ def test_housekeeper_purges_a_job_whose_executions_straddle_the_end_of_its_batch
         seed_execution(database, job_id=twice, status="SUCCESS", run_at=old)
     database.execute("UPDATE executions SET completed_at = :old, created_at = :old", old=old)
     database.execute(
-        "UPDATE jobs SET created_at = CAST(:old AS TIMESTAMPTZ) + CASE WHEN job_id = :first THEN INTERVAL '0 s'"
-        " ELSE INTERVAL '1 s' END",
+        "UPDATE jobs SET created_at = CAST(:old AS TIMESTAMPTZ)"
+        " + CASE WHEN job_id = :first THEN INTERVAL '0 s' ELSE INTERVAL '1 s' END",
         old=old,
         first=first,
     )

@@ -163,9 +163,7 @@ def test_the_record_and_claim_reads_its_batch_and_a_claims_worth_with_either_pla
     assert recorded == BATCH  # the first plan recorded them; the second found them moved
 
 
-def test_the_metered_claim_reads_a_batch_with_either_plan(
-    database: Database, backlog: str
-) -> None:
+def test_the_metered_claim_reads_a_batch_with_either_plan(database: Database, backlog: str) -> None:
     """worker_claim_metered (flow-controlled endpoints, both strategies): with the backlog's
     endpoint under a concurrency limit, each plan reads the endpoint's oldest due rows up to a
     batch, its RUNNING ones for the limit and the batch's jobs, not the backlog or history."""
