@@ -351,6 +351,14 @@ def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Da
             tables=("executions", "delivery_marks"),
         ):
             assert plan.read()["delivery_counts"] <= summary, plan
+    # The counters and the waiting counts: the summary rows and live_counts, plus the
+    # RUNNING executions (none here: what the workers hold), never the history, the
+    # paused backlog or a mark.
+    for name in ("metrics_delivery_totals", "metrics_queue_depth"):
+        for plan in bounded(
+            database, queries[name], {}, at_most=0, tables=("executions", "delivery_marks")
+        ):
+            assert plan.read()["delivery_counts"] <= summary, plan
     # A day's health: one hour's marks, and the totals and the rows not rolled up yet (a
     # row per endpoint and three minutes of writers: the summary table is what the
     # housekeeper keeps, so reading it whole is bounded), never two days of marks.
