@@ -68,22 +68,23 @@ def _fairness() -> dict[str, object]:
     return {"default_cap": BATCH, "full": [], "busy": json.dumps({})}
 
 
+def _claims_a_batch_per_plan(
+    database: Database, name: str, params: dict[str, object], endpoint: str
+) -> None:
+    """Both plans of the claim ``name`` read a batch's worth, and each takes a whole batch."""
+    bounded(database, queries[name], params, at_most=AT_MOST, tables=("executions", "jobs"))
+    claimed = database.run(
+        "SELECT count(*) AS n FROM executions WHERE status = 'RUNNING' AND endpoint = :e",
+        e=endpoint,
+    )[0]["n"]
+    assert claimed == 2 * BATCH  # a whole batch per plan, from the oldest of the backlog
+
+
 def test_the_skip_locked_claim_reads_a_batch_with_either_plan(
     database: Database, backlog: str
 ) -> None:
     params = {"batch": BATCH, "worker_id": "w1", "lease_ms": 300_000, **_fairness()}
-    bounded(
-        database,
-        queries["worker_claim_skip_locked"],
-        params,
-        at_most=AT_MOST,
-        tables=("executions", "jobs"),
-    )
-    claimed = database.run(
-        "SELECT count(*) AS n FROM executions WHERE status = 'RUNNING' AND endpoint = :e",
-        e=backlog,
-    )[0]["n"]
-    assert claimed == 2 * BATCH  # a whole batch per plan, from the oldest of the backlog
+    _claims_a_batch_per_plan(database, "worker_claim_skip_locked", params, backlog)
 
 
 def test_the_conditional_claim_reads_a_batch_with_either_plan(
@@ -183,15 +184,4 @@ def test_the_metered_claim_reads_a_batch_with_either_plan(database: Database, ba
         "default_cap": BATCH * 10,
         "busy": json.dumps({}),
     }
-    bounded(
-        database,
-        queries["worker_claim_metered"],
-        params,
-        at_most=AT_MOST,
-        tables=("executions", "jobs"),
-    )
-    claimed = database.run(
-        "SELECT count(*) AS n FROM executions WHERE status = 'RUNNING' AND endpoint = :e",
-        e=backlog,
-    )[0]["n"]
-    assert claimed == 2 * BATCH  # a whole batch per plan, from the oldest of the backlog
+    _claims_a_batch_per_plan(database, "worker_claim_metered", params, backlog)
