@@ -1,12 +1,13 @@
 """Where the database's work per delivery goes, statement by statement.
 
-Runs workload 1 once (N seeded IMMEDIATE executions, one worker process, default settings)
-and prints, for each statement the worker sent, per delivered job: calls, execution time,
-WAL bytes and records, buffers dirtied (pg_stat_statements, reset at the run's start).
+Runs workload 1 once (N seeded IMMEDIATE executions, WORKERS worker processes, default 1;
+default settings) and prints, for each statement the workers sent, per delivered job: calls,
+execution time, WAL bytes and records, buffers dirtied (pg_stat_statements, reset at the
+run's start).
 Execution time is wall time inside the server (noisy on a shared machine); WAL bytes and
 records are exact.
 
-Usage (bench venv): python bench/experiments/statement_split.py [N]
+Usage (bench venv): python bench/experiments/statement_split.py [N] [WORKERS]
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ def main() -> None:
     server.start()
     sink.start()
     try:
-        result = ours.run_throughput(server, sink.url, n, 1)
+        workers = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+        result = ours.run_throughput(server, sink.url, n, workers)
         delivered = result["success"]
-        with server.connect("bench_ours_1w", harness=True) as conn:
+        with server.connect(f"bench_ours_{workers}w", harness=True) as conn:
             rows = conn.execute(SPLIT_SQL).fetchall()
         print(f"{delivered} delivered, {result['per_s']:.0f}/s; per delivered job:")
         print(f"{'calls':>7} {'exec us':>8} {'WAL B':>7} {'WAL rec':>7} {'dirtied':>7}  statement")
