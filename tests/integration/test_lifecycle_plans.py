@@ -119,3 +119,47 @@ def test_the_one_shot_purge_probes_per_job_whatever_the_planner_estimates(
         cutoff=cutoff,
     )[0]["n"]
     assert remaining == left - 2 * batch  # a page per plan
+
+
+def test_the_cron_purge_reads_its_page_oldest_first_whatever_the_plan(
+    database: Database,
+) -> None:
+    """A cron job's ticks, the few expired ones written last (at the table's end): each plan
+    of the purge takes its page, oldest first, on the job's range of idx_executions_by_job.
+    With a bare LIMIT, the generic plan (made without the cutoff) scanned the table until it
+    had a page: here, every fresh tick first."""
+    from tests.integration.plan_probe import bounded
+    from tests.support.seed.scheduler import T0, seed_cron_job, seed_endpoint
+
+    seed_endpoint(database)
+    job_id = seed_cron_job(database, next_run_at=T0)
+    fresh, expired, batch = 20_000, 1_000, 100
+    for first, last, age in ((1, fresh, "0 days"), (fresh + 1, fresh + expired, "400 days")):
+        database.run(
+            "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at,"
+            " created_at, completed_at, idempotency_key)"
+            " SELECT :job, 'ep-test', 'HTTP', 'SUCCESS', t, t, t, 'tick:' || g FROM ("
+            "   SELECT g, now() - CAST(:age AS INTERVAL) - g * INTERVAL '1 second' AS t"
+            "   FROM generate_series(CAST(:first AS INT), CAST(:last AS INT)) AS g) AS s",
+            job=job_id,
+            age=age,
+            first=first,
+            last=last,
+        )
+    database.run("ANALYZE")
+    cutoff = datetime.now(UTC).replace(year=datetime.now(UTC).year - 1)
+    bounded(  # a plan made for 1,000 expired rows may sort them all: never the history
+        database,
+        queries["housekeeping_purge_cron"],
+        {"cutoff": cutoff, "batch": batch},
+        at_most=expired + 2 * batch,
+        tables=("executions",),
+    )
+    left = database.run(
+        "SELECT count(*) AS n, max(idempotency_key) AS last FROM executions"
+        " WHERE created_at < :cutoff",
+        cutoff=cutoff,
+    )[0]
+    assert left["n"] == expired - 2 * batch  # a page per plan
+    # Oldest first: the oldest ticks are the highest g; the newest expired one stays.
+    assert left["last"] == f"tick:{fresh + expired - 2 * batch}"
