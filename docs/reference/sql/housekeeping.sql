@@ -29,17 +29,11 @@ DELETE FROM region_heartbeats WHERE last_beat_at < CAST(:cutoff AS TIMESTAMPTZ)
 WITH doomed AS (
     SELECT j.job_id, e.execution_id
     FROM jobs AS j
-    LEFT JOIN LATERAL (
-        SELECT x.execution_id, x.status, x.completed_at
-        FROM executions AS x
-        WHERE x.job_id = j.job_id
-        OFFSET 0
+    LEFT JOIN LATERAL (  -- every execution of the job: NOT EXISTS says all are purgeable
+        SELECT x.execution_id FROM executions AS x WHERE x.job_id = j.job_id OFFSET 0
     ) AS e ON TRUE
     WHERE j.trigger_type <> 'CRON'
       AND j.created_at < CAST(:cutoff AS TIMESTAMPTZ)
-      AND (e.execution_id IS NULL
-           OR (e.status IN ('SUCCESS', 'FAILED', 'CANCELLED')
-               AND e.completed_at < CAST(:cutoff AS TIMESTAMPTZ)))
       AND NOT EXISTS (
           SELECT 1 FROM executions AS x
           WHERE x.job_id = j.job_id
