@@ -262,6 +262,10 @@ def test_a_pause_stops_both_workers_and_a_resume_restarts_them(
                 interval=0.05,
             )
             service.pause(seeded.endpoint)
+            # The pause's commit, on the database's clock. `paused_at` is the pause
+            # transaction's start: a claim that began before the pause committed saw the
+            # endpoint unpaused and may carry a later `started_at` (its own start) legitimately.
+            [committed] = database.run("SELECT clock_timestamp() AS at")
             # What was in flight when the pause came ends; nothing new starts.
             wait_for(
                 lambda: statuses(database, seeded.execution_ids),
@@ -274,11 +278,11 @@ def test_a_pause_stops_both_workers_and_a_resume_restarts_them(
             time.sleep(1.0)  # the scenario: 20 poll intervals (50 ms) of both workers, paused
             assert len(meter.arrivals) == settled  # nothing sent while paused
             [after] = database.run(
-                "SELECT count(*) AS n FROM executions x JOIN endpoints e ON e.name = x.endpoint "
-                "WHERE x.endpoint = :e AND x.started_at > e.paused_at",
+                "SELECT count(*) AS n FROM executions WHERE endpoint = :e AND started_at > :at",
                 e=seeded.endpoint,
+                at=committed["at"],
             )
-            assert after["n"] == 0  # nothing claimed after the recorded pause
+            assert after["n"] == 0  # nothing claimed after the pause committed
             counts = statuses(database, seeded.execution_ids)
             # Every request the target saw was an execution claimed before the pause.
             assert settled == counts.get("SUCCESS", 0)
