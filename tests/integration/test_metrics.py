@@ -369,3 +369,69 @@ def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Da
         at_most=21,
         tables=("delivery_marks", "executions"),
     )
+
+
+def test_the_overviews_lag_is_every_endpoints_oldest_in_a_few_probes(database: Database) -> None:
+    """GET /overview's lag (overview_oldest_due) is the minimum of what /metrics reads per
+    endpoint (metrics_endpoint_lag, metrics_oldest_due): a held endpoint's parked backlog
+    counts, a paused one's does not, parked or not yet parked; and under both plans it
+    reads a few rows, not the paused backlog or the history."""
+    now = datetime.now(UTC)
+    ready, held, paused, history = (
+        seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1) for _ in range(4)
+    )
+    for job, status, parked, n, ago in (
+        (history, "SUCCESS", False, 5000, "1 day"),
+        (ready, "QUEUED", False, 3, "5 minutes"),
+        (held, "QUEUED", True, 3, "10 minutes"),
+        (paused, "QUEUED", True, 2000, "2 hours"),
+        (paused, "RETRYING", False, 1, "3 hours"),  # not parked yet
+        (ready, "PENDING", False, 2, "-1 hour"),  # not due
+    ):
+        database.execute(
+            "INSERT INTO executions (job_id, endpoint, endpoint_type, status, parked, run_at,"
+            " created_at, completed_at)"
+            " SELECT :job, :endpoint, 'HTTP', :status, :parked,"
+            " CAST(:now AS TIMESTAMPTZ) - CAST(:ago AS INTERVAL),"
+            " CAST(:now AS TIMESTAMPTZ) - CAST(:ago AS INTERVAL),"
+            " CASE WHEN :status = 'SUCCESS' THEN now() END"
+            " FROM generate_series(1, :n)",
+            job=job.job_id,
+            endpoint=job.endpoint,
+            status=status,
+            parked=parked,
+            n=n,
+            ago=ago,
+            now=now,
+        )
+    database.execute(
+        "UPDATE endpoints SET parked_rows = TRUE,"
+        " paused_at = CASE WHEN name = :p THEN now() END WHERE name IN (:h, :p)",
+        h=held.endpoint,
+        p=paused.endpoint,
+    )
+    database.execute("ANALYZE")
+
+    def oldest() -> datetime | None:
+        [row] = database.run(queries["overview_oldest_due"], now=now)
+        return row["oldest_run_at"]
+
+    def per_endpoint() -> datetime | None:
+        lags = [r["oldest_run_at"] for r in database.run(queries["metrics_endpoint_lag"], now=now)]
+        [pending] = database.run(queries["metrics_oldest_due"], now=now)
+        return min((at for at in [*lags, pending["oldest_run_at"]] if at is not None), default=None)
+
+    assert oldest() == per_endpoint() == now - timedelta(minutes=10)  # the held backlog
+    bounded(database, queries["overview_oldest_due"], {"now": now}, at_most=10)
+
+    # A due PENDING row not promoted yet is older still; unpausing brings the paused
+    # backlog's rows in, parked or not.
+    database.execute(
+        "UPDATE executions SET run_at = CAST(:at AS TIMESTAMPTZ) WHERE endpoint = :e"
+        " AND status = 'PENDING'",
+        at=now - timedelta(minutes=20),
+        e=ready.endpoint,
+    )
+    assert oldest() == now - timedelta(minutes=20)
+    database.execute("UPDATE endpoints SET paused_at = NULL WHERE name = :p", p=paused.endpoint)
+    assert oldest() == per_endpoint() == now - timedelta(hours=3)

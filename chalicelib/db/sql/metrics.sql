@@ -56,6 +56,20 @@ SELECT min(run_at) AS oldest_run_at
 FROM executions
 WHERE status = 'PENDING' AND run_at <= CAST(:now AS TIMESTAMPTZ)
 
+-- part: metrics_oldest_parked
+-- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
+-- probe of idx_executions_due_by_endpoint, bounded as a range of its key (see
+-- metrics_endpoint_lag). A LATERAL's body, here and in overview_oldest_due.
+    SELECT x.run_at
+    FROM executions AS x
+    WHERE en.parked_rows
+      AND x.status IN ('QUEUED', 'RETRYING')
+      AND (x.endpoint, x.parked, x.run_at)
+          >= (en.name, TRUE, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
+      AND (x.endpoint, x.parked, x.run_at) <= (en.name, TRUE, CAST(:now AS TIMESTAMPTZ))
+    ORDER BY x.endpoint ASC, x.parked ASC, x.run_at ASC
+    LIMIT 1
+
 -- name: metrics_endpoint_lag
 -- Per endpoint that is not paused, the run_at of its oldest due claimable execution (NULL:
 -- nothing due): two probes of idx_executions_due_by_endpoint per endpoint, its rows not
@@ -86,15 +100,7 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) AS waiting ON TRUE
 LEFT JOIN LATERAL (
-    SELECT x.run_at
-    FROM executions AS x
-    WHERE en.parked_rows
-      AND x.status IN ('QUEUED', 'RETRYING')
-      AND (x.endpoint, x.parked, x.run_at)
-          >= (en.name, TRUE, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
-      AND (x.endpoint, x.parked, x.run_at) <= (en.name, TRUE, CAST(:now AS TIMESTAMPTZ))
-    ORDER BY x.endpoint ASC, x.parked ASC, x.run_at ASC
-    LIMIT 1
+-- include: metrics_oldest_parked
 ) AS parked ON TRUE
 WHERE en.paused_at IS NULL
   AND en.deleted_at IS NULL

@@ -78,6 +78,9 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) AS waiting ON TRUE
 LEFT JOIN LATERAL (
+-- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
+-- probe of idx_executions_due_by_endpoint, bounded as a range of its key (see
+-- metrics_endpoint_lag). A LATERAL's body, here and in overview_oldest_due.
     SELECT x.run_at
     FROM executions AS x
     WHERE en.parked_rows

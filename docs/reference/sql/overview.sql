@@ -15,6 +15,53 @@ WHERE grain IN ('series', 'minute') AND bucket_start >= CAST(:since AS TIMESTAMP
   AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
 GROUP BY bucket_start
 
+-- name: overview_oldest_due
+-- The run_at of the oldest due execution that is not a paused endpoint's (the overview's
+-- lag): the head of idx_executions_due, which holds no parked row, walked in run_at order
+-- past the rows of paused (or deleted) endpoints that the promoter has not parked yet (it
+-- parks them within a pass: the bound the worker's claim has on the same walk); the oldest
+-- parked row of each endpoint that has some and is not paused (a held or flow-controlled
+-- endpoint's parked backlog is due and waiting: lag, as metrics_endpoint_lag counts it);
+-- and the oldest due PENDING row not yet promoted. The same value as the minimum of
+-- metrics_endpoint_lag and metrics_oldest_due, read in a few probes instead of two per
+-- endpoint (/metrics needs each endpoint's lag; the overview only the oldest).
+SELECT min(t.run_at) AS oldest_run_at
+FROM (
+    SELECT head.run_at
+    FROM (
+        SELECT x.run_at
+        FROM executions AS x
+        JOIN endpoints AS en ON en.name = x.endpoint
+        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.parked
+          AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+          AND en.paused_at IS NULL AND en.deleted_at IS NULL
+        ORDER BY x.run_at ASC, x.execution_id ASC
+        LIMIT 1
+    ) AS head
+    UNION ALL
+    SELECT parked.run_at
+    FROM endpoints AS en
+    JOIN LATERAL (
+-- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
+-- probe of idx_executions_due_by_endpoint, bounded as a range of its key (see
+-- metrics_endpoint_lag). A LATERAL's body, here and in overview_oldest_due.
+    SELECT x.run_at
+    FROM executions AS x
+    WHERE en.parked_rows
+      AND x.status IN ('QUEUED', 'RETRYING')
+      AND (x.endpoint, x.parked, x.run_at)
+          >= (en.name, TRUE, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
+      AND (x.endpoint, x.parked, x.run_at) <= (en.name, TRUE, CAST(:now AS TIMESTAMPTZ))
+    ORDER BY x.endpoint ASC, x.parked ASC, x.run_at ASC
+    LIMIT 1
+    ) AS parked ON TRUE
+    WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL
+    UNION ALL
+    SELECT min(p.run_at) AS run_at
+    FROM executions AS p
+    WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
+) AS t
+
 -- name: overview_workers
 -- Worker processes seen lately: each writes its row of region_heartbeats every 5 s
 -- (component "worker@host:pid"); rows of processes gone for longer than the window are
