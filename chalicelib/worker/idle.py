@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from chalicelib.db import notify
@@ -37,8 +38,17 @@ class IdleWait:
         self._wakeup_notify = wakeup_notify
         self._wake = threading.Event()
         self.stats = SleepStats()
+        #: Told when work was queued (:meth:`notified`).
+        self.on_queued: Callable[[], None] | None = None
         #: The running LISTEN connection's thread, if any (tests inspect it).
         self.listener: notify.Listener | None = None
+
+    def notified(self) -> None:
+        """Work was queued (a notification or a nudge): end the idle sleep, and tell
+        :attr:`on_queued` (the ledger, whose reserve such work may take at once)."""
+        self.wake()
+        if self.on_queued is not None:
+            self.on_queued()
 
     def wake(self) -> None:
         """End the current (or the next) idle sleep at once."""
@@ -64,7 +74,7 @@ class IdleWait:
         except DatabaseError as exc:
             log.warning("cannot decide on LISTEN/NOTIFY; polling only", exc_info=exc)
             return None
-        listener = notify.Listener(self._db.params, self.wake)
+        listener = notify.Listener(self._db.params, self.notified)
         listener.start()
         self.listener = listener
         return listener

@@ -96,6 +96,7 @@ class Claims:
         self._clock = clock
         self._claims: dict[str, _Claim] = {}
         self._busy: Counter[str] = Counter()  # endpoint -> held and not yet delivered
+        self._held: Counter[str] = Counter()  # endpoint -> held (until recorded)
         self._undelivered = 0
         self._caps: dict[str, int] = {}  # endpoint -> its spec.max_concurrent, if it sets one
         self._claimed_at: dict[str, float] = {}  # endpoint -> when a claim last took some
@@ -139,6 +140,18 @@ class Claims:
         """Slots no execution holds (never more than :meth:`claimable`)."""
         return max(0, self.capacity - len(self._claims))
 
+    def usable(self, room: int, *, recording: bool) -> int:
+        """How much of ``room`` the endpoints with work here may still take (all of it while
+        none has work: any endpoint's due work may). The rest is the reserve, which only
+        other endpoints' work may take. ``recording``: the claim counts the slots of
+        attempts being recorded, so an endpoint's room is its cap less what is in delivery;
+        else (the refill takes those slots, PostgreSQL) less everything it holds."""
+        with_work = self._with_work()
+        if not with_work:
+            return room
+        counts = self._busy if recording else self._held
+        return min(room, sum(max(0, self.cap(name) - counts[name]) for name in with_work))
+
     def cap(self, endpoint: str) -> int:
         """How many of ``endpoint``'s deliveries this worker runs at once."""
         return self._caps.get(endpoint, self.default_cap)
@@ -166,8 +179,10 @@ class Claims:
             older = self._claims.get(claimed.execution_id)
             if older is not None:  # a lost attempt's task has not ended yet
                 self.delivered(claimed.execution_id, older.attempt)
+                self._held[older.endpoint] -= 1
             self._claims[claimed.execution_id] = _Claim(claimed.endpoint, claimed.attempt, deadline)
             self._busy[claimed.endpoint] += 1
+            self._held[claimed.endpoint] += 1
             self._undelivered += 1
             self._claimed_at[claimed.endpoint] = self._clock()
             if claimed.endpoint_cap is None:
@@ -194,6 +209,7 @@ class Claims:
         if claim is None or claim.attempt != attempt:
             return False
         del self._claims[execution_id]
+        self._held[claim.endpoint] -= 1
         return claim.slot
 
     def owned(self, execution_id: str) -> bool:
@@ -278,6 +294,7 @@ class Ledger:
         self._wake = wake
         self._cond = threading.Condition()
         self._full: frozenset[str] = frozenset()  # endpoints at their share, last claim
+        self._nudged = False  # work was queued: look in the reserve at once
         self._counts = {"claimed": 0, "succeeded": 0, "retrying": 0, "failed": 0}
 
     @property
@@ -303,16 +320,46 @@ class Ledger:
         self, stopping: Callable[[], bool], poll_interval: float, *, recording: bool = True
     ) -> bool:
         """Block until a batch worth claiming is free (``recording``: counting the slots of
-        attempts being recorded); False if asked to stop meanwhile."""
+        attempts being recorded); False if asked to stop meanwhile.
+
+        Room the endpoints with work here may take is claimed once a batch's worth is free
+        (or after :data:`CLAIM_LINGER_SEC`). The reserve (room only other endpoints' work
+        may take: the endpoints with work are at their caps) is claimed when a
+        notification or a nudge says work was queued (:meth:`nudge`), else once a poll
+        interval, the cadence an idle worker looks for work at. Claiming into it on every
+        slot that frees made the claimer race the finalizer's refill for the claim lock:
+        a batch recorded without its refill, then a claim of its own, two statements where
+        one does.
+        """
         min_batch = max(1, self._claims.capacity // MIN_BATCH_SHARE)
-        linger_until = time.monotonic() + CLAIM_LINGER_SEC
+        started = time.monotonic()
+        linger_until = started + CLAIM_LINGER_SEC
+        probe_at = started + poll_interval
         with self._cond:
             while not stopping():
-                free = self._room(recording)
-                if free >= min_batch or (free > 0 and time.monotonic() >= linger_until):
+                room = self._room(recording)
+                usable = self._claims.usable(room, recording=recording)
+                now = time.monotonic()
+                if usable >= min_batch or (usable > 0 and now >= linger_until):
                     return True
-                self._cond.wait(CLAIM_LINGER_SEC if free > 0 else poll_interval)
+                if room > usable and (self._nudged or now >= probe_at):
+                    self._nudged = False
+                    return True
+                if usable > 0:
+                    timeout = linger_until - now
+                elif room > 0:
+                    timeout = probe_at - now
+                else:
+                    timeout = poll_interval
+                self._cond.wait(max(timeout, 0.0))
         return False
+
+    def nudge(self) -> None:
+        """Work was queued (a notification, an in-process nudge): the next wait for room
+        claims into the reserve at once instead of at the poll interval."""
+        with self._cond:
+            self._nudged = True
+            self._cond.notify_all()
 
     def room(self, excluded: tuple[str, ...], *, recording: bool = True) -> tuple[int, ClaimLimits]:
         """How many the next claim may take (``recording``: the slots of attempts being

@@ -77,6 +77,7 @@ class Worker:
             SendSlots(self.capacity),
             wake=self._idle.wake,
         )
+        self._idle.on_queued = self.ledger.nudge
         self.leases = LeaseKeeper(db, self.worker_id, self.ledger)
         self._finalizer = Finalizer(db, self.worker_id, self.ledger, self.loops)
         self._deliveries = DeliveryLoop(
@@ -131,8 +132,8 @@ class Worker:
     # -- control -------------------------------------------------------------------------
 
     def nudge(self) -> None:
-        """Claim now instead of at the end of the current poll sleep."""
-        self._idle.wake()
+        """Work was queued: claim now instead of at the end of the current poll sleep."""
+        self._idle.notified()
 
     def stop(self) -> None:
         """Stop claiming (signal-handler safe); :meth:`run` returns soon after."""

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
+from chalicelib.worker.idle import IdleWait
 from chalicelib.worker.ledger import Claims, Ledger, SendSlots
 from chalicelib.worker.models import ClaimedExecution
 
@@ -167,3 +171,69 @@ def test_the_claimers_loop_leaves_the_recording_slots_to_the_refill() -> None:
     # No free slot: the loop waits (until stopped); counting the recording one, it claims.
     assert not ledger.wait_for_room(iter([False, True]).__next__, 0.01, recording=False)
     assert ledger.wait_for_room(iter([False, False, False, True]).__next__, 0.01)
+
+
+def test_the_room_a_lone_endpoint_at_its_cap_leaves_is_the_reserve() -> None:
+    """What the endpoints with work here may still take of a claim's room; the rest only
+    other endpoints' work may take. Where the refill takes the recording slots (PostgreSQL)
+    an endpoint's room is its cap less all it holds, else less what is in delivery."""
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
+    assert h.usable(50, recording=False) == 50  # no endpoint has work: any may take it
+    h.add([claimed(f"a{i}", "busy") for i in range(40)], 100)  # at its cap: every slot
+    assert h.usable(h.free(), recording=False) == 0  # but the reserve of 10
+    h.delivered("a0", 1, slot=True)  # its attempt is being recorded
+    h.delivered("a1", 1, slot=True)
+    assert h.usable(h.free(), recording=False) == 0  # the refill's, not the loop's
+    assert h.usable(h.claimable(), recording=True) == 2  # 12 claimable, 2 of them its own
+    h.release("a0", 1)
+    assert h.usable(h.free(), recording=False) == 1
+
+
+def test_the_claimers_loop_looks_in_the_reserve_at_the_poll_interval_or_when_work_is_queued() -> (
+    None
+):
+    """A lone endpoint at its cap: the loop does not claim on every slot that frees (it
+    raced the finalizer's refill for the claim lock), but once a poll interval, or at once
+    when a notification says work was queued (which the reserve is for)."""
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
+    h.add([claimed(f"a{i}", "busy") for i in range(40)], 100)
+    ledger = Ledger(h, SendSlots(50), wake=lambda: None)
+    calls = 0
+
+    def stop_on_second_look() -> bool:
+        nonlocal calls
+        calls += 1
+        return calls > 1
+
+    # A long poll interval: woken only to be stopped, it claims nothing.
+    waiter = threading.Thread(
+        target=lambda: results.append(
+            ledger.wait_for_room(stop_on_second_look, 30.0, recording=False)
+        )
+    )
+    results: list[bool] = []
+    waiter.start()
+    time.sleep(0.05)
+    with ledger._cond:  # a slot freeing wakes the wait; it is still only the reserve
+        ledger._cond.notify_all()
+    waiter.join(5)
+    assert results == [False]
+    # A poll interval later it looks; a notification makes it look at once.
+    assert ledger.wait_for_room(lambda: False, 0.01, recording=False)
+    ledger.nudge()
+    started = time.monotonic()
+    assert ledger.wait_for_room(lambda: False, 30.0, recording=False)
+    assert time.monotonic() - started < 5
+    # Room of its own again (a delivery recorded): claimed after the linger, as before.
+    h.delivered("a0", 1, slot=True)
+    h.release("a0", 1)
+    assert ledger.wait_for_room(lambda: False, 30.0, recording=False)
+
+
+def test_a_notification_ends_the_idle_sleep_and_tells_the_ledger() -> None:
+    idle = IdleWait(db=None, wakeup_notify="off")  # type: ignore[arg-type]
+    told: list[bool] = []
+    idle.on_queued = lambda: told.append(True)
+    idle.notified()
+    idle.sleep(30.0)  # ends at once: the notification came first
+    assert (told, idle.stats.woken) == ([True], 1)
