@@ -44,8 +44,15 @@ def shaped(query: Query, params: Mapping[str, Any]) -> tuple[Query, dict[str, An
     and untagged lines name; an absent one is dropped with its line)."""
     present = frozenset(name for name in tags(query) if params.get(name) is not None)
     cut = _cut(query, present)
-    named = set(_PARAM.findall(cut.sql))
+    named = _named(cut)
     return cut, {k: v for k, v in params.items() if k in named}
+
+
+@functools.lru_cache(maxsize=512)
+def _named(query: Query) -> frozenset[str]:
+    """The parameters ``query`` names (read once per shape: the worker's claims are cut on
+    every call)."""
+    return frozenset(_PARAM.findall(query.sql))
 
 
 @functools.lru_cache(maxsize=512)

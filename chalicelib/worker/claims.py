@@ -20,13 +20,15 @@ Both commit before returning, so no transaction is ever held across a delivery. 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from chalicelib.db.connection import Database, Transaction
-from chalicelib.db.queries import queries, regional
+from chalicelib.db.connection import Database, Row, Transaction
+from chalicelib.db.queries import Query, queries, regional
+from chalicelib.db.shapes import shaped
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.errors import ConfigurationError
 from chalicelib.worker.models import ClaimedExecution
@@ -50,6 +52,9 @@ class ClaimLimits:
             "default_cap": self.default_cap,
             "full": [*self.full, *self.excluded],
             "busy": json.dumps(self.busy, separators=(",", ":")),
+            # An endpoint at its cap here: the candidates come per endpoint, not from the
+            # walk past its backlog (worker_claim_due's "if capped" shape).
+            "capped": True if self.full else None,
         }
 
 
@@ -65,9 +70,17 @@ class ClaimPlan:
     started: float  #: time.monotonic() before the transaction (the lease's local start)
 
 
-def render(name: str, region: RegionFilter) -> str:
+def render(name: str, region: RegionFilter) -> Query:
     """A named claim statement with the region filter put in (a no-op today)."""
-    return regional(queries[name], region)[0]
+    query = queries[name]
+    return dataclasses.replace(query, sql=regional(query, region)[0])
+
+
+def run_shaped(tx: Transaction, query: Query, **params: Any) -> list[Row]:
+    """``query`` in the shape its parameters call for (worker_claim_due: with an endpoint at
+    its cap or without, :func:`chalicelib.db.shapes.shaped`), run in ``tx``."""
+    shape, values = shaped(query, params)
+    return tx.run(shape, **values)
 
 
 class ClaimStrategy(Protocol):
@@ -126,7 +139,7 @@ class SkipLockedClaim:
         self, tx: Transaction, worker_id: str, batch: int, limits: ClaimLimits
     ) -> list[ClaimedExecution]:
         params = {**limits.params(), **self._region.params()}
-        rows = tx.run(self._sql, worker_id=worker_id, batch=batch, **params)
+        rows = run_shaped(tx, self._sql, worker_id=worker_id, batch=batch, **params)
         return [ClaimedExecution.from_row(row) for row in rows]
 
     def record_and_claim(
@@ -138,7 +151,7 @@ class SkipLockedClaim:
         record: Mapping[str, str],
     ) -> tuple[set[str], list[ClaimedExecution]]:
         params = {**limits.params(), **self._region.params(), **record}
-        rows = tx.run(self._with_record, worker_id=worker_id, batch=batch, **params)
+        rows = run_shaped(tx, self._with_record, worker_id=worker_id, batch=batch, **params)
         recorded = {row["execution_id"] for row in rows if row["kind"] == "recorded"}
         claimed = [ClaimedExecution.from_row(row) for row in rows if row["kind"] == "claimed"]
         return recorded, claimed
@@ -189,8 +202,8 @@ class ConditionalUpdateClaim:
         raise NotImplementedError("CockroachDB records and claims in separate statements")
 
     def _find(self, tx: Transaction, batch: int, params: dict[str, Any]) -> list[str]:
-        fairness = {k: params[k] for k in ("default_cap", "full", "busy")}
-        found = tx.run(self._candidates, batch=batch, **fairness, **self._region.params())
+        fairness = {k: params[k] for k in ("default_cap", "full", "busy", "capped")}
+        found = run_shaped(tx, self._candidates, batch=batch, **fairness, **self._region.params())
         return [row["execution_id"] for row in found]
 
     def _take(

@@ -15,12 +15,41 @@
 -- "endpoint || ''" keeps the column's statistics out of the estimate: with one endpoint
 -- holding every due row, "endpoint <> ALL(<unknown>)" would be estimated to keep none, and
 -- a plan made for no rows sorts the table instead of walking the index.
+--
+-- While an endpoint is at its cap on this worker (the lines tagged "if capped" are kept only
+-- then: chalicelib/db/shapes.py cuts the statement to one shape or the other), its due rows
+-- are not passed over one by one: a hung or lone busy endpoint's backlog sits at the head
+-- of idx_executions_due, and the walk read all of it, with a heap fetch per row, on every
+-- claim that looked past it (the reserve's, the other endpoints'). Instead each endpoint
+-- that may take work gives its oldest due rows, at most :batch: a range of
+-- idx_executions_due_by_endpoint's key (parked, endpoint, run_at), which no other index can
+-- serve (migration 021); the oldest :batch of those are the candidates, and the walk's
+-- conditions are checked again on their rows (primary key probes). So such a claim reads
+-- a few rows per endpoint, never a backlog.
 SELECT execution_id, endpoint, run_at
 FROM executions
 WHERE status IN ('QUEUED', 'RETRYING')
   AND NOT parked
   AND run_at <= now()
   AND endpoint || '' <> ALL(CAST(:full AS TEXT[]))
+  AND execution_id = ANY(ARRAY(                                                  -- if capped
+      SELECT d.execution_id                                                       -- if capped
+      FROM endpoints AS en                                                        -- if capped
+      CROSS JOIN LATERAL (                                                        -- if capped
+          SELECT c.execution_id, c.run_at                                         -- if capped
+          FROM executions AS c                                                    -- if capped
+          WHERE c.status IN ('QUEUED', 'RETRYING')                                -- if capped
+            AND (c.parked, c.endpoint, c.run_at)                                  -- if capped
+                >= (FALSE, en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))  -- if capped
+            AND (c.parked, c.endpoint, c.run_at) <= (FALSE, en.name, now())       -- if capped
+          ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                     -- if capped
+          LIMIT :batch                                                            -- if capped
+      ) AS d                                                                      -- if capped
+      WHERE en.name <> ALL(CAST(:full AS TEXT[]))                                 -- if capped
+        AND en.paused_at IS NULL AND en.deleted_at IS NULL                        -- if capped
+      ORDER BY d.run_at ASC                                                       -- if capped
+      LIMIT :batch                                                                -- if capped
+  ))                                                                              -- if capped
   AND /*region_filter*/ TRUE
 ORDER BY run_at ASC
 LIMIT :batch

@@ -56,12 +56,13 @@ WHERE status = 'PENDING' AND run_at <= CAST(:now AS TIMESTAMPTZ)
 -- only for an endpoint flagged as having parked rows), each with a
 -- constant LIMIT in a LATERAL (which CockroachDB accepts), so the read follows the number
 -- of endpoints, never the backlog or the history. Each probe is bounded as a range of that
--- index's key, (endpoint, parked, run_at) from (name, p, 1970) to (name, p, now) (run_at is
+-- index's key, (parked, endpoint, run_at) from (p, name, 1970) to (p, name, now) (run_at is
 -- never before 1970: migration 010), which only that index can serve: written as endpoint =
 -- name ordered by run_at, the planner may walk idx_executions_due in run_at order instead,
 -- filtering every other endpoint's due rows one by one (a plan test in
--- tests/integration/test_metrics.py caught it). A paused endpoint's backlog is the
--- operator's choice, not lag.
+-- tests/integration/test_metrics.py caught it), or read the endpoint's every due row on
+-- idx_executions_by_endpoint and sort them (migration 021). A paused endpoint's backlog is
+-- the operator's choice, not lag.
 SELECT en.name AS endpoint,
        CASE WHEN waiting.run_at IS NULL THEN parked.run_at
             WHEN parked.run_at IS NULL THEN waiting.run_at
@@ -71,10 +72,10 @@ LEFT JOIN LATERAL (
     SELECT x.run_at
     FROM executions AS x
     WHERE x.status IN ('QUEUED', 'RETRYING')
-      AND (x.endpoint, x.parked, x.run_at)
-          >= (en.name, FALSE, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
-      AND (x.endpoint, x.parked, x.run_at) <= (en.name, FALSE, CAST(:now AS TIMESTAMPTZ))
-    ORDER BY x.endpoint ASC, x.parked ASC, x.run_at ASC
+      AND (x.parked, x.endpoint, x.run_at)
+          >= (FALSE, en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
+      AND (x.parked, x.endpoint, x.run_at) <= (FALSE, en.name, CAST(:now AS TIMESTAMPTZ))
+    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
     LIMIT 1
 ) AS waiting ON TRUE
 LEFT JOIN LATERAL (
@@ -85,10 +86,10 @@ LEFT JOIN LATERAL (
     FROM executions AS x
     WHERE en.parked_rows
       AND x.status IN ('QUEUED', 'RETRYING')
-      AND (x.endpoint, x.parked, x.run_at)
-          >= (en.name, TRUE, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
-      AND (x.endpoint, x.parked, x.run_at) <= (en.name, TRUE, CAST(:now AS TIMESTAMPTZ))
-    ORDER BY x.endpoint ASC, x.parked ASC, x.run_at ASC
+      AND (x.parked, x.endpoint, x.run_at)
+          >= (TRUE, en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
+      AND (x.parked, x.endpoint, x.run_at) <= (TRUE, en.name, CAST(:now AS TIMESTAMPTZ))
+    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
     LIMIT 1
 ) AS parked ON TRUE
 WHERE en.paused_at IS NULL

@@ -49,10 +49,10 @@ FROM (
     FROM executions AS x
     WHERE en.parked_rows
       AND x.status IN ('QUEUED', 'RETRYING')
-      AND (x.endpoint, x.parked, x.run_at)
-          >= (en.name, TRUE, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
-      AND (x.endpoint, x.parked, x.run_at) <= (en.name, TRUE, CAST(:now AS TIMESTAMPTZ))
-    ORDER BY x.endpoint ASC, x.parked ASC, x.run_at ASC
+      AND (x.parked, x.endpoint, x.run_at)
+          >= (TRUE, en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
+      AND (x.parked, x.endpoint, x.run_at) <= (TRUE, en.name, CAST(:now AS TIMESTAMPTZ))
+    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
     LIMIT 1
     ) AS parked ON TRUE
     WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL

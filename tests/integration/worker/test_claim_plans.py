@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 import pytest
 
 from chalicelib.db.connection import Database
-from chalicelib.db.queries import queries
+from chalicelib.db.queries import Query, queries
+from chalicelib.db.shapes import shaped
 from tests.integration.plan_probe import bounded
 from tests.support.seed.worker import http_spec, seed
 
@@ -65,14 +66,20 @@ def backlog(database: Database) -> str:
 
 
 def _fairness() -> dict[str, object]:
-    return {"default_cap": BATCH, "full": [], "busy": json.dumps({})}
+    return {"default_cap": BATCH, "full": [], "busy": json.dumps({}), "capped": None}
+
+
+def _shape(name: str, params: dict[str, object]) -> tuple[Query, dict[str, object]]:
+    """The statement in the shape the worker sends for ``params`` (worker_claim_due: with
+    an endpoint at its cap, or without), and the parameters it takes."""
+    return shaped(queries[name], params)
 
 
 def _claims_a_batch_per_plan(
     database: Database, name: str, params: dict[str, object], endpoint: str
 ) -> None:
     """Both plans of the claim ``name`` read a batch's worth, and each takes a whole batch."""
-    bounded(database, queries[name], params, at_most=AT_MOST, tables=("executions", "jobs"))
+    bounded(database, *_shape(name, params), at_most=AT_MOST, tables=("executions", "jobs"))
     claimed = database.run(
         "SELECT count(*) AS n FROM executions WHERE status = 'RUNNING' AND endpoint = :e",
         e=endpoint,
@@ -92,8 +99,7 @@ def test_the_conditional_claim_reads_a_batch_with_either_plan(
 ) -> None:
     bounded(
         database,
-        queries["worker_claim_candidates"],
-        {"batch": BATCH, **_fairness()},
+        *_shape("worker_claim_candidates", {"batch": BATCH, **_fairness()}),
         at_most=AT_MOST,
         tables=("executions",),
     )
@@ -153,8 +159,7 @@ def test_the_record_and_claim_reads_its_batch_and_a_claims_worth_with_either_pla
     }
     bounded(
         database,
-        queries["worker_record_and_claim"],
-        params,
+        *_shape("worker_record_and_claim", params),
         at_most=AT_MOST,
         tables=("executions", "jobs", "attempts"),
     )
@@ -185,3 +190,58 @@ def test_the_metered_claim_reads_a_batch_with_either_plan(database: Database, ba
         "busy": json.dumps({}),
     }
     _claims_a_batch_per_plan(database, "worker_claim_metered", params, backlog)
+
+
+@pytest.mark.parametrize(
+    "name", ["worker_claim_skip_locked", "worker_claim_candidates", "worker_record_and_claim"]
+)
+def test_a_claim_past_an_endpoint_at_its_cap_does_not_read_a_backlog(
+    database: Database, backlog: str, name: str
+) -> None:
+    """With the backlog's endpoint at its cap on this worker (a hung or lone busy endpoint:
+    its 5,000 due rows at the head of idx_executions_due), a claim for the others (the
+    reserve's, a refill) reads a few rows per endpoint under both plans: not that backlog,
+    nor the whole backlog of another endpoint (2,000 rows, of which it takes the oldest);
+    and it finds the work behind them."""
+    other = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=3)
+    database.run(
+        "UPDATE executions SET status = 'QUEUED', run_at = now() - INTERVAL '1 minute'"
+        " WHERE endpoint = :e",
+        e=other.endpoint,
+    )
+    deep = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
+    database.run(
+        "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at)"
+        " SELECT :job, :endpoint, 'HTTP', 'QUEUED', now() - g * INTERVAL '1 ms'"
+        " FROM generate_series(1, 2000) AS g",
+        job=deep.job_id,
+        endpoint=deep.endpoint,
+    )
+    database.run("ANALYZE")
+    params: dict[str, object] = {
+        "batch": BATCH,
+        "worker_id": "w1",
+        "lease_ms": 300_000,
+        "default_cap": BATCH,
+        "full": [backlog],
+        "busy": json.dumps({backlog: BATCH}),
+        "capped": True,
+        "results": "[]",
+        "writer": "w1/t",
+    }
+    for plan in bounded(
+        database, *_shape(name, params), at_most=AT_MOST, tables=("executions", "jobs")
+    ):
+        if name == "worker_claim_candidates":  # read only: both plans find the same
+            assert plan.root["Actual Rows"] == BATCH, plan
+    if name != "worker_claim_candidates":
+        taken = database.run(
+            "SELECT endpoint, count(*) AS n FROM executions WHERE status = 'RUNNING'"
+            " GROUP BY endpoint ORDER BY endpoint"
+        )
+        # The first plan took a batch: the other endpoint's three (the oldest), then the
+        # oldest of the deep backlog; the second plan the next of the deep backlog.
+        assert {r["endpoint"]: r["n"] for r in taken} == {
+            other.endpoint: 3,
+            deep.endpoint: 2 * BATCH - 3,
+        }

@@ -8,6 +8,8 @@ from collections import Counter
 import pytest
 
 from chalicelib.db.connection import Database
+from chalicelib.db.queries import Query
+from chalicelib.db.shapes import shaped
 from chalicelib.domain.regions import ALL_REGIONS
 from chalicelib.worker.claims import (
     ClaimLimits,
@@ -95,8 +97,8 @@ def test_claim_returns_at_most_the_batch_and_only_due_rows(database: Database) -
     assert statuses(database, seeded.execution_ids) == {"RUNNING": 4, "QUEUED": 1}
 
 
-def _plan(database: Database, sql: str, **params: object) -> str:
-    rows = database.run("EXPLAIN " + sql, **params)
+def _plan(database: Database, query: Query, params: dict[str, object]) -> str:
+    rows = database.run("EXPLAIN " + query.sql, **params)
     return "\n".join(str(next(iter(row.values()))) for row in rows)
 
 
@@ -125,23 +127,28 @@ def test_claims_walk_the_due_index_whatever_the_history_or_backlog(
     )
     database.run("ANALYZE executions")
 
-    limits = ClaimLimits(full=("ep-hung",), busy={"ep-hung": 25}).params()
-    fairness = {k: limits[k] for k in ("default_cap", "full", "busy")}
-    skip_locked = _plan(
-        database,
-        render("worker_claim_skip_locked", ALL_REGIONS),
-        worker_id="w",
-        batch=50,
-        **limits,
-    )
-    candidates = _plan(
-        database, render("worker_claim_candidates", ALL_REGIONS), batch=50, **fairness
-    )
-
-    for plan in (skip_locked, candidates):
-        assert "idx_executions_due" in plan, plan
-        assert "Seq Scan on executions" not in plan, plan
-        assert "Sort Key: executions.run_at" not in plan, plan
+    for capped in (False, True):
+        full = ("ep-hung",) if capped else ()  # an endpoint at its cap here, or none
+        limits = ClaimLimits(full=full, busy={"ep-hung": 25}, excluded=("ep-paused",)).params()
+        fairness = {k: limits[k] for k in ("default_cap", "full", "busy", "capped")}
+        skip_locked = _plan(
+            database,
+            *shaped(
+                render("worker_claim_skip_locked", ALL_REGIONS),
+                {"worker_id": "w", "batch": 50, **limits},
+            ),
+        )
+        candidates = _plan(
+            database,
+            *shaped(render("worker_claim_candidates", ALL_REGIONS), {"batch": 50, **fairness}),
+        )
+        for plan in (skip_locked, candidates):
+            assert "Seq Scan on executions" not in plan, plan
+            if capped:  # each endpoint's oldest due rows, then their rows by key
+                assert "idx_executions_due_by_endpoint" in plan, plan
+            else:  # the walk in run_at order, :batch rows and no sort
+                assert "using idx_executions_due on" in plan, plan
+                assert "Sort Key: executions.run_at" not in plan, plan
 
 
 def _strategy(name: str) -> SkipLockedClaim | ConditionalUpdateClaim:
