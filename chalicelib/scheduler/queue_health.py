@@ -27,7 +27,7 @@ from typing import Any
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.logs import log_event
-from chalicelib.services.metrics import read_due
+from chalicelib.services.metrics import oldest_due
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def read(db: Database, now: datetime) -> QueueHealth:
     minute = minute_before(now)
 
     def figures(tx: Transaction) -> QueueHealth:
-        oldest = read_due(tx, now).oldest
+        oldest = oldest_due(tx, now)
         per_minute = tx.run(queries["overview_last_hour"], since=minute, until=now)
         counted = [r for r in per_minute if r["minute"] == minute]
         succeeded = sum(int(r["succeeded"]) for r in counted)

@@ -63,27 +63,11 @@ class MetricsSnapshot:
     totals: tuple[tuple[str, str, str, int, int], ...] = ()
 
 
-@dataclass(frozen=True)
-class Due:
-    """The oldest due run_at, paused endpoints left out: per endpoint (claimable work, None
-    when nothing is due) and overall (PENDING executions due but not yet promoted too)."""
-
-    oldest: datetime | None
-    by_endpoint: tuple[tuple[str, datetime | None], ...]
-
-
-def read_due(tx: Transaction, now: datetime) -> Due:
-    """What lag GET /metrics, GET /overview and the queue_health line report: one probe
-    per endpoint (metrics_endpoint_lag) and one of the due PENDING range."""
-    pending = tx.one(queries["metrics_oldest_due"], now=now)
-    by_endpoint = tuple(
-        (r["endpoint"], r["oldest_run_at"])
-        for r in tx.run(queries["metrics_endpoint_lag"], now=now)
-    )
-    due = [at for _, at in by_endpoint if at is not None]
-    if pending is not None and pending["oldest_run_at"] is not None:
-        due.append(pending["oldest_run_at"])
-    return Due(oldest=min(due, default=None), by_endpoint=by_endpoint)
+def oldest_due(tx: Transaction, now: datetime) -> datetime | None:
+    """The run_at of the oldest due execution, paused endpoints left out: the lag GET
+    /metrics, GET /overview and the queue_health line report (metrics_oldest_due, a few
+    probes)."""
+    return tx.scalar(queries["metrics_oldest_due"], now=now)
 
 
 class MetricsService:
@@ -122,7 +106,8 @@ class MetricsService:
 
         def read(tx: Transaction) -> MetricsSnapshot:
             depth = tx.scalar(queries["metrics_queue_depth"])  # JSON: [status, endpoint, n]
-            due = read_due(tx, now)
+            oldest = oldest_due(tx, now)
+            by_endpoint = tx.run(queries["metrics_endpoint_lag"], now=now)
             finished = tx.run(queries["metrics_ended_since"], since=buckets_since, until=now)
             durations = tx.one(queries["metrics_attempts_since"], since=buckets_since, until=now)
             totals = tx.scalar(queries["metrics_delivery_totals"])  # JSON, as below
@@ -130,8 +115,10 @@ class MetricsService:
             beats = tx.run(queries["metrics_loop_states"], since=self._fresh_since())
             return MetricsSnapshot(
                 queue_depth=tuple((status, endpoint, int(n)) for status, endpoint, n in depth),
-                oldest_due_lag_sec=lag(due.oldest),
-                endpoint_lag_sec=tuple((e, lag(at)) for e, at in due.by_endpoint),
+                oldest_due_lag_sec=lag(oldest),
+                endpoint_lag_sec=tuple(
+                    (r["endpoint"], lag(r["oldest_run_at"])) for r in by_endpoint
+                ),
                 finished={s: 0 for s in TERMINAL_STATUSES}
                 | {r["status"]: int(r["n"]) for r in finished},
                 attempts=_durations(durations),

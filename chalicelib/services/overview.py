@@ -29,6 +29,7 @@ from chalicelib.db.queries import queries
 from chalicelib.domain.health import WINDOW as HEALTH_WINDOW
 from chalicelib.domain.health import Health, compute_health
 from chalicelib.domain.statuses import ExecutionStatus
+from chalicelib.services.metrics import oldest_due
 
 WINDOW = timedelta(hours=1)
 #: Cancelled executions are counted over this window (SUCCESS and FAILED over the health
@@ -139,7 +140,7 @@ class OverviewService:
         counts["CANCELLED"] = int(
             tx.scalar(queries["overview_cancelled_since"], since=now - ENDED_WINDOW, until=now)
         )
-        oldest = tx.scalar(queries["overview_oldest_due"], now=now)
+        oldest = oldest_due(tx, now)
         lag = None if oldest is None else max(0, _ms(now - oldest))
         return Overview(
             executions_by_status=counts,

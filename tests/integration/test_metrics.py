@@ -306,6 +306,13 @@ def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Da
             age=age,
         )
     database.execute("UPDATE endpoints SET paused_at = now() WHERE name = :n", n=paused.endpoint)
+    # As the promoter leaves a paused backlog: parked, out of the claim's index (the
+    # oldest-due probe walks that index's head, as the claim does).
+    database.execute(
+        "UPDATE executions SET parked = TRUE WHERE endpoint = :n AND status = 'QUEUED'",
+        n=paused.endpoint,
+    )
+    database.execute("UPDATE endpoints SET parked_rows = TRUE WHERE name = :n", n=paused.endpoint)
     # The summary rows as the housekeeper keeps them (migration 019), for 20 endpoints:
     # three minutes of each of 10 writers' rows not rolled up yet, two hours of series
     # rows, the totals, and two days of hourly marks.
@@ -335,7 +342,8 @@ def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Da
     database.execute("ANALYZE")
     now = datetime.now(UTC)
     minute = now.replace(second=0, microsecond=0)
-    # The live probes: one index probe per endpoint that is not paused.
+    # The live probes: an index probe or two per endpoint that is not paused; the oldest
+    # due execution in a few.
     for name in ("metrics_endpoint_lag", "metrics_oldest_due"):
         bounded(database, queries[name], {"now": now}, at_most=10)
     # Windowed reads: the window's summary rows, or the summary table whole (the plan's
@@ -372,8 +380,9 @@ def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Da
 
 
 def test_the_overviews_lag_is_every_endpoints_oldest_in_a_few_probes(database: Database) -> None:
-    """GET /overview's lag (overview_oldest_due) is the minimum of what /metrics reads per
-    endpoint (metrics_endpoint_lag, metrics_oldest_due): a held endpoint's parked backlog
+    """The oldest due execution (metrics_oldest_due: the lag of /overview, /metrics and the
+    queue_health line) is the minimum of each endpoint's (metrics_endpoint_lag) and of the
+    due PENDING rows, read in a few probes: a held endpoint's parked backlog
     counts, a paused one's does not, parked or not yet parked; and under both plans it
     reads a few rows, not the paused backlog or the history."""
     now = datetime.now(UTC)
@@ -413,16 +422,20 @@ def test_the_overviews_lag_is_every_endpoints_oldest_in_a_few_probes(database: D
     database.execute("ANALYZE")
 
     def oldest() -> datetime | None:
-        [row] = database.run(queries["overview_oldest_due"], now=now)
+        [row] = database.run(queries["metrics_oldest_due"], now=now)
         return row["oldest_run_at"]
 
     def per_endpoint() -> datetime | None:
         lags = [r["oldest_run_at"] for r in database.run(queries["metrics_endpoint_lag"], now=now)]
-        [pending] = database.run(queries["metrics_oldest_due"], now=now)
+        [pending] = database.run(
+            "SELECT min(run_at) AS oldest_run_at FROM executions"
+            " WHERE status = 'PENDING' AND run_at <= :now",
+            now=now,
+        )
         return min((at for at in [*lags, pending["oldest_run_at"]] if at is not None), default=None)
 
     assert oldest() == per_endpoint() == now - timedelta(minutes=10)  # the held backlog
-    bounded(database, queries["overview_oldest_due"], {"now": now}, at_most=10)
+    bounded(database, queries["metrics_oldest_due"], {"now": now}, at_most=10)
 
     # A due PENDING row not promoted yet is older still; unpausing brings the paused
     # backlog's rows in, parked or not.

@@ -1,7 +1,6 @@
 -- The operator's overview (GET /overview, the dashboard's first view): read-only
 -- aggregates, each one statement, all read in one transaction so the numbers agree. The
--- counts by status are metrics.sql's statement (the oldest due execution is read here in a
--- few probes: metrics.sql reads it per endpoint, which /metrics shows); what was
+-- counts by status and the oldest due execution are metrics.sql's statements; what was
 -- delivered comes from the summary rows (delivery_counts, migrations 017 and 019): the
 -- housekeeper's roll-ups plus the few minutes of each writer's rows not rolled up yet,
 -- never from counting attempts, and never a row per minute of the window per endpoint.
@@ -19,42 +18,6 @@ FROM delivery_counts
 WHERE grain IN ('series', 'minute') AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
   AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
 GROUP BY bucket_start
-
--- name: overview_oldest_due
--- The run_at of the oldest due execution that is not a paused endpoint's (the overview's
--- lag): the head of idx_executions_due, which holds no parked row, walked in run_at order
--- past the rows of paused (or deleted) endpoints that the promoter has not parked yet (it
--- parks them within a pass: the bound the worker's claim has on the same walk); the oldest
--- parked row of each endpoint that has some and is not paused (a held or flow-controlled
--- endpoint's parked backlog is due and waiting: lag, as metrics_endpoint_lag counts it);
--- and the oldest due PENDING row not yet promoted. The same value as the minimum of
--- metrics_endpoint_lag and metrics_oldest_due, read in a few probes instead of two per
--- endpoint (/metrics needs each endpoint's lag; the overview only the oldest).
-SELECT min(t.run_at) AS oldest_run_at
-FROM (
-    SELECT head.run_at
-    FROM (
-        SELECT x.run_at
-        FROM executions AS x
-        JOIN endpoints AS en ON en.name = x.endpoint
-        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.parked
-          AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
-          AND en.paused_at IS NULL AND en.deleted_at IS NULL
-        ORDER BY x.run_at ASC, x.execution_id ASC
-        LIMIT 1
-    ) AS head
-    UNION ALL
-    SELECT parked.run_at
-    FROM endpoints AS en
-    JOIN LATERAL (
--- include: metrics_oldest_parked
-    ) AS parked ON TRUE
-    WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL
-    UNION ALL
-    SELECT min(p.run_at) AS run_at
-    FROM executions AS p
-    WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
-) AS t
 
 -- name: overview_workers
 -- Worker processes seen lately: each writes its row of region_heartbeats every 5 s

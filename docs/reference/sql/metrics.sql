@@ -40,14 +40,6 @@ FROM (
     GROUP BY status, endpoint
 ) AS d
 
--- name: metrics_oldest_due
--- The run_at of the oldest PENDING execution that is due but not yet promoted: the first
--- entry of idx_executions_pending's range. Claimable work's lag is per endpoint
--- (metrics_endpoint_lag), which leaves paused endpoints out.
-SELECT min(run_at) AS oldest_run_at
-FROM executions
-WHERE status = 'PENDING' AND run_at <= CAST(:now AS TIMESTAMPTZ)
-
 -- name: metrics_endpoint_lag
 -- Per endpoint that is not paused, the run_at of its oldest due claimable execution (NULL:
 -- nothing due): two probes of idx_executions_due_by_endpoint per endpoint, its rows not
@@ -81,7 +73,7 @@ LEFT JOIN LATERAL (
 LEFT JOIN LATERAL (
 -- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
 -- probe of idx_executions_due_by_endpoint, bounded as a range of its key (see
--- metrics_endpoint_lag). A LATERAL's body, here and in overview_oldest_due.
+-- metrics_endpoint_lag). A LATERAL's body, here and in metrics_oldest_due.
     SELECT x.run_at
     FROM executions AS x
     WHERE en.parked_rows
@@ -95,6 +87,54 @@ LEFT JOIN LATERAL (
 WHERE en.paused_at IS NULL
   AND en.deleted_at IS NULL
 ORDER BY en.name ASC
+
+-- name: metrics_oldest_due
+-- The run_at of the oldest due execution that is not a paused endpoint's (the lag of
+-- GET /overview, of /metrics' te_oldest_due_lag_seconds and of the queue_health line):
+-- the head of idx_executions_due, which holds no parked row, walked in run_at order past
+-- the rows of paused (or deleted) endpoints that the promoter has not parked yet (it
+-- parks them within a pass: the bound the worker's claim has on the same walk); the oldest
+-- parked row of each endpoint that has some and is not paused (a held or flow-controlled
+-- endpoint's parked backlog is due and waiting: lag, as metrics_endpoint_lag counts it);
+-- and the oldest due PENDING row not yet promoted (idx_executions_pending's first entry).
+-- The minimum of metrics_endpoint_lag's values and that PENDING head, read in a few probes
+-- instead of two per endpoint (only /metrics needs each endpoint's lag).
+SELECT min(t.run_at) AS oldest_run_at
+FROM (
+    SELECT head.run_at
+    FROM (
+        SELECT x.run_at
+        FROM executions AS x
+        JOIN endpoints AS en ON en.name = x.endpoint
+        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.parked
+          AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+          AND en.paused_at IS NULL AND en.deleted_at IS NULL
+        ORDER BY x.run_at ASC, x.execution_id ASC
+        LIMIT 1
+    ) AS head
+    UNION ALL
+    SELECT parked.run_at
+    FROM endpoints AS en
+    JOIN LATERAL (
+-- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
+-- probe of idx_executions_due_by_endpoint, bounded as a range of its key (see
+-- metrics_endpoint_lag). A LATERAL's body, here and in metrics_oldest_due.
+    SELECT x.run_at
+    FROM executions AS x
+    WHERE en.parked_rows
+      AND x.status IN ('QUEUED', 'RETRYING')
+      AND (x.parked, x.endpoint, x.run_at)
+          >= (TRUE, en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
+      AND (x.parked, x.endpoint, x.run_at) <= (TRUE, en.name, CAST(:now AS TIMESTAMPTZ))
+    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
+    LIMIT 1
+    ) AS parked ON TRUE
+    WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL
+    UNION ALL
+    SELECT min(p.run_at) AS run_at
+    FROM executions AS p
+    WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
+) AS t
 
 -- The summary-row reads below (and overview.sql's) take a closed window [:since, :until]:
 -- with both ends given, a prepared statement's generic plan estimates a narrow range and
