@@ -17,7 +17,7 @@ history: each follows the live backlog, the number of endpoints, or the summary 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -88,69 +88,69 @@ class MetricsService:
         """The loops that recent heartbeats report down (one indexed read, which is also
         the database check: :class:`DatabaseUnavailable` if it does not answer)."""
         try:
-            rows = self._db.run(queries["metrics_loop_states"], since=self._fresh_since())
+            rows = self._db.run(queries["metrics_loop_states"], fresh_since=self._fresh_since())
         except DatabaseError as exc:
             raise DatabaseUnavailable(f"health check: {exc.message}") from exc
-        return [loop for loop in _loops(rows) if loop.down]
+        return [loop for loop in _loops((r["component"], r["metadata"]) for r in rows) if loop.down]
 
     def _fresh_since(self) -> datetime:
         return self._clock() - HEARTBEAT_FRESH
 
     def snapshot(self) -> MetricsSnapshot:
+        """Every figure in one statement (metrics_snapshot): one round trip, one snapshot."""
         now = self._clock()
         since = now - WINDOW
-        buckets_since = since.replace(second=0, microsecond=0)
-
-        def lag(run_at: datetime | None) -> float:
-            return 0.0 if run_at is None else max(0.0, (now - run_at).total_seconds())
-
-        def read(tx: Transaction) -> MetricsSnapshot:
-            depth = tx.scalar(queries["metrics_queue_depth"])  # JSON: [status, endpoint, n]
-            oldest = oldest_due(tx, now)
-            by_endpoint = tx.run(queries["metrics_endpoint_lag"], now=now)
-            finished = tx.run(queries["metrics_ended_since"], since=buckets_since, until=now)
-            durations = tx.one(queries["metrics_attempts_since"], since=buckets_since, until=now)
-            totals = tx.scalar(queries["metrics_delivery_totals"])  # JSON, as below
-            events = tx.run(queries["metrics_events_since"], since=since)
-            beats = tx.run(queries["metrics_loop_states"], since=self._fresh_since())
-            return MetricsSnapshot(
-                queue_depth=tuple((status, endpoint, int(n)) for status, endpoint, n in depth),
-                oldest_due_lag_sec=lag(oldest),
-                endpoint_lag_sec=tuple(
-                    (r["endpoint"], lag(r["oldest_run_at"])) for r in by_endpoint
-                ),
-                finished={s: 0 for s in TERMINAL_STATUSES}
-                | {r["status"]: int(r["n"]) for r in finished},
-                attempts=_durations(durations),
-                events=dict.fromkeys(EVENTS, 0) | {r["event"]: int(r["n"]) for r in events},
-                loops=tuple(_loops(beats)),
-                totals=tuple(
-                    (endpoint, outcome, error_type, int(attempts), int(ended))
-                    for endpoint, outcome, error_type, attempts, ended in totals
-                ),
-            )
-
-        return self._db.transaction(read, name="metrics_snapshot")
+        [row] = self._db.statement(  # a read: sent again after a lost connection
+            queries["metrics_snapshot"],
+            now=now,
+            buckets_since=since.replace(second=0, microsecond=0),
+            until=now,
+            window_since=since,
+            fresh_since=self._fresh_since(),
+        )
+        return MetricsSnapshot(
+            queue_depth=tuple((status, endpoint, int(n)) for status, endpoint, n in row["depth"]),
+            oldest_due_lag_sec=_seconds_past(row["oldest_lag"]),
+            endpoint_lag_sec=tuple((endpoint, _seconds_past(s)) for endpoint, s in row["lag"]),
+            finished=dict.fromkeys(TERMINAL_STATUSES, 0)
+            | {status: int(n) for status, n in row["ended"]},
+            attempts=_durations(row["durations"]),
+            events=dict.fromkeys(EVENTS, 0) | {event: int(n) for event, n in row["events"]},
+            loops=tuple(_loops(row["beats"])),
+            totals=tuple(
+                (endpoint, outcome, error_type, int(attempts), int(ended))
+                for endpoint, outcome, error_type, attempts, ended in row["totals"]
+            ),
+        )
 
     def exposition(self) -> str:
         """The Prometheus text (format 0.0.4) of a fresh snapshot."""
         return prom.render(families(self.snapshot()))
 
 
-def _loops(rows: list[dict[str, Any]]) -> list[ReportedLoop]:
-    """Every loop the heartbeat rows report; a row of an unexpected shape reports none
-    (:func:`reported_loops` never raises: an odd row must not break /health)."""
-    return [loop for row in rows for loop in reported_loops(str(row["component"]), row["metadata"])]
+def _loops(beats: Iterable[Sequence[Any]]) -> list[ReportedLoop]:
+    """Every loop the heartbeats ((component, metadata) pairs) report; a row of an
+    unexpected shape reports none (:func:`reported_loops` never raises: an odd row must
+    not break /health)."""
+    return [
+        loop for component, metadata in beats for loop in reported_loops(str(component), metadata)
+    ]
 
 
-def _durations(row: dict[str, Any] | None) -> AttemptDurations:
-    if row is None or not row["n"]:
+def _seconds_past(value: Any) -> float:
+    """A lag the database computed (seconds, numeric or JSON number), never negative."""
+    return max(0.0, float(value))
+
+
+def _durations(row: Sequence[Any] | None) -> AttemptDurations:
+    """[attempts, total ms, then the cumulative counts at DURATION_BOUNDS_MS]."""
+    if row is None or not row[0]:
         return AttemptDurations(quantiles_ms=dict.fromkeys(QUANTILES))
-    total = int(row["n"])
-    cumulative = [int(row[f"le_{bound}"]) for bound in DURATION_BOUNDS_MS]
+    total = int(row[0])
+    cumulative = [int(n) for n in row[2:]]
     return AttemptDurations(
         count=total,
-        total_ms=float(row["total_ms"]),
+        total_ms=float(row[1]),
         quantiles_ms={
             q: prom.bucket_quantile(float(q), DURATION_BOUNDS_MS, cumulative, total)
             for q in QUANTILES

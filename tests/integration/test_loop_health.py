@@ -147,5 +147,5 @@ def test_odd_heartbeat_rows_neither_break_health_nor_stop_the_heartbeat(
 
 def test_the_health_read_is_a_range_of_the_heartbeat_index(database: Database) -> None:
     # /health is called by load balancers: it must cost the live processes, not the table.
-    used = indexes_used(database, "metrics_loop_states", since=datetime.now(UTC))
+    used = indexes_used(database, "metrics_loop_states", fresh_since=datetime.now(UTC))
     assert used == {"idx_region_heartbeats_beat"}, used

@@ -19,6 +19,7 @@ from chalicelib.scheduler.housekeeper import Housekeeper
 from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.promoter import recount_live
 from chalicelib.scheduler.reclaimer import StuckReclaimer
+from chalicelib.services.metrics import MetricsService
 from tests.conftest import ApiClient
 from tests.integration.plan_probe import bounded
 from tests.integration.test_lifecycle_plans import indexes_used
@@ -246,22 +247,24 @@ def test_metric_events_refuse_unknown_events_and_empty_counts(database: Database
     ("name", "params", "expected"),
     [
         (
-            "metrics_ended_since",
-            {"since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z"},
-            {"pk_delivery_counts"},
+            "metrics_snapshot",
+            {
+                "now": "2026-01-01T00:00:00Z",
+                "buckets_since": "2026-01-01T00:00:00Z",
+                "until": "2026-01-02T00:00:00Z",
+                "window_since": "2026-01-01T00:00:00Z",
+                "fresh_since": "2026-01-01T00:00:00Z",
+            },
+            {
+                "pk_delivery_counts",
+                "pk_metric_events",
+                "idx_executions_pending",
+                "idx_executions_due_by_endpoint",
+                "idx_executions_running",
+                "idx_region_heartbeats_beat",
+            },
         ),
-        (
-            "metrics_attempts_since",
-            {"since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z"},
-            {"pk_delivery_counts"},
-        ),
-        ("metrics_events_since", {"since": "2026-01-01T00:00:00Z"}, {"pk_metric_events"}),
         ("metrics_oldest_due", {"now": "2026-01-01T00:00:00Z"}, {"idx_executions_pending"}),
-        (
-            "metrics_endpoint_lag",
-            {"now": "2026-01-01T00:00:00Z"},
-            {"idx_executions_due_by_endpoint"},
-        ),
         ("metrics_queue_depth", {}, {"idx_executions_running"}),
         # GET /overview (the dashboard, polled every few seconds) reads these too.
         (
@@ -342,31 +345,47 @@ def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Da
     database.execute("ANALYZE")
     now = datetime.now(UTC)
     minute = now.replace(second=0, microsecond=0)
-    # The live probes: an index probe or two per endpoint that is not paused; the oldest
-    # due execution in a few.
-    for name in ("metrics_endpoint_lag", "metrics_oldest_due"):
-        bounded(database, queries[name], {"now": now}, at_most=10)
-    # Windowed reads: the window's summary rows, or the summary table whole (the plan's
-    # choice: the housekeeper keeps it to the totals, two hours of series and a few
-    # minutes of writers' rows, 740 rows here), never a mark or an execution.
     summary = int(database.run("SELECT count(*) AS n FROM delivery_counts")[0]["n"])
-    for name in ("metrics_attempts_since", "overview_last_hour", "metrics_ended_since"):
-        for plan in bounded(
-            database,
-            queries[name],
-            {"since": minute - timedelta(minutes=1), "until": now},
-            at_most=0,
-            tables=("executions", "delivery_marks"),
-        ):
-            assert plan.read()["delivery_counts"] <= summary, plan
-    # The counters and the waiting counts: the summary rows and live_counts, plus the
-    # RUNNING executions (none here: what the workers hold), never the history, the
-    # paused backlog or a mark.
-    for name in ("metrics_delivery_totals", "metrics_queue_depth"):
-        for plan in bounded(
-            database, queries[name], {}, at_most=0, tables=("executions", "delivery_marks")
-        ):
-            assert plan.read()["delivery_counts"] <= summary, plan
+    # GET /metrics, one statement: the live probes (an index probe or two per endpoint
+    # that is not paused, the oldest due execution in a few, the RUNNING rows: none), the
+    # window's CANCELLED rows (none), and three reads of the summary rows (the window's
+    # minutes, the counters), never a mark or the history.
+    snapshot = {
+        "now": now,
+        "buckets_since": minute - timedelta(minutes=1),
+        "until": now,
+        "window_since": now - timedelta(minutes=1),
+        "fresh_since": now - timedelta(seconds=15),
+    }
+    for plan in bounded(
+        database,
+        queries["metrics_snapshot"],
+        snapshot,
+        at_most=10,
+        tables=("executions", "delivery_marks"),
+    ):
+        assert plan.read()["delivery_counts"] <= 3 * summary, plan
+    bounded(database, queries["metrics_oldest_due"], {"now": now}, at_most=10)
+    # The dashboard's hour: the window's summary rows, or the summary table whole (the
+    # plan's choice: the housekeeper keeps it to the totals, two hours of series and a few
+    # minutes of writers' rows, 740 rows here), never a mark or an execution.
+    for plan in bounded(
+        database,
+        queries["overview_last_hour"],
+        {"since": minute - timedelta(minutes=1), "until": now},
+        at_most=0,
+        tables=("executions", "delivery_marks"),
+    ):
+        assert plan.read()["delivery_counts"] <= summary, plan
+    # The waiting counts: live_counts, plus the RUNNING executions (none here: what the
+    # workers hold), never the history or the paused backlog.
+    bounded(
+        database,
+        queries["metrics_queue_depth"],
+        {},
+        at_most=0,
+        tables=("executions", "delivery_marks", "delivery_counts"),
+    )
     # A day's health: one hour's marks, and the totals and the rows not rolled up yet (a
     # row per endpoint and three minutes of writers: the summary table is what the
     # housekeeper keeps, so reading it whole is bounded), never two days of marks.
@@ -426,7 +445,8 @@ def test_the_overviews_lag_is_every_endpoints_oldest_in_a_few_probes(database: D
         return row["oldest_run_at"]
 
     def per_endpoint() -> datetime | None:
-        lags = [r["oldest_run_at"] for r in database.run(queries["metrics_endpoint_lag"], now=now)]
+        snap = MetricsService(database, lambda: now).snapshot()
+        lags = [now - timedelta(seconds=s) for _, s in snap.endpoint_lag_sec if s > 0]
         [pending] = database.run(
             "SELECT min(run_at) AS oldest_run_at FROM executions"
             " WHERE status = 'PENDING' AND run_at <= :now",

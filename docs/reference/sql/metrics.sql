@@ -6,7 +6,8 @@
 SELECT 1 AS ok
 
 -- name: metrics_loop_states
--- The heartbeats of the processes alive lately (rows beaten since :since, a few beats ago;
+-- GET /health's read (below); GET /metrics reads the same rows in metrics_snapshot.
+-- The heartbeats of the processes alive lately (rows beaten since :fresh_since, a few beats ago;
 -- DEAD rows are graceful stops): each carries its loops' states in metadata.loop_states
 -- (chalicelib/health/heartbeat.py). GET /health answers 503 LOOP_DOWN when one reports a
 -- loop down, and GET /metrics shows te_loop_up per process and loop. A range of
@@ -15,12 +16,13 @@ SELECT 1 AS ok
 -- keeps a load balancer's probe bounded whatever the fleet.
 SELECT component, metadata
 FROM region_heartbeats
-WHERE last_beat_at >= CAST(:since AS TIMESTAMPTZ)
+WHERE last_beat_at >= CAST(:fresh_since AS TIMESTAMPTZ)
   AND status <> 'DEAD'
 ORDER BY last_beat_at DESC
 LIMIT 500
 
 -- name: metrics_queue_depth
+-- GET /overview's waiting counts; GET /metrics reads them in metrics_snapshot.
 -- Non-terminal executions by status and endpoint: the waiting ones (PENDING, QUEUED,
 -- RETRYING) as the delayed promoter last counted them into live_counts (every 15 s,
 -- migration 018: a row per endpoint and status, so this read follows the number of
@@ -40,55 +42,9 @@ FROM (
     GROUP BY status, endpoint
 ) AS d
 
--- name: metrics_endpoint_lag
--- Per endpoint that is not paused, the run_at of its oldest due claimable execution (NULL:
--- nothing due): two probes of idx_executions_due_by_endpoint per endpoint, its rows not
--- parked and its parked ones (a held or flow-controlled endpoint's backlog is parked by
--- the promoter, migration 018, and is lag: its work is due and waiting; the second probe
--- only for an endpoint flagged as having parked rows), each with a
--- constant LIMIT in a LATERAL (which CockroachDB accepts), so the read follows the number
--- of endpoints, never the backlog or the history. Each probe is bounded as a range of that
--- index's key, (parked, endpoint, run_at) from (p, name, 1970) to (p, name, now) (run_at is
--- never before 1970: migration 010), which only that index can serve: written as endpoint =
--- name ordered by run_at, the planner may walk idx_executions_due in run_at order instead,
--- filtering every other endpoint's due rows one by one (a plan test in
--- tests/integration/test_metrics.py caught it), or read the endpoint's every due row on
--- idx_executions_by_endpoint and sort them (migration 021). A paused endpoint's backlog is
--- the operator's choice, not lag.
-SELECT en.name AS endpoint,
-       CASE WHEN waiting.run_at IS NULL THEN parked.run_at
-            WHEN parked.run_at IS NULL THEN waiting.run_at
-            ELSE LEAST(waiting.run_at, parked.run_at) END AS oldest_run_at
-FROM endpoints AS en
-LEFT JOIN LATERAL (
-    SELECT x.run_at
-    FROM executions AS x
-    WHERE x.status IN ('QUEUED', 'RETRYING')
-      AND (x.parked, x.endpoint, x.run_at)
-          >= (FALSE, en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
-      AND (x.parked, x.endpoint, x.run_at) <= (FALSE, en.name, CAST(:now AS TIMESTAMPTZ))
-    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
-    LIMIT 1
-) AS waiting ON TRUE
-LEFT JOIN LATERAL (
--- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
--- probe of idx_executions_due_by_endpoint, bounded as a range of its key (see
--- metrics_endpoint_lag). A LATERAL's body, here and in metrics_oldest_due.
-    SELECT x.run_at
-    FROM executions AS x
-    WHERE en.parked_rows
-      AND x.status IN ('QUEUED', 'RETRYING')
-      AND (x.parked, x.endpoint, x.run_at)
-          >= (TRUE, en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
-      AND (x.parked, x.endpoint, x.run_at) <= (TRUE, en.name, CAST(:now AS TIMESTAMPTZ))
-    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
-    LIMIT 1
-) AS parked ON TRUE
-WHERE en.paused_at IS NULL
-  AND en.deleted_at IS NULL
-ORDER BY en.name ASC
-
 -- name: metrics_oldest_due
+-- GET /overview's lag and the queue_health line's; GET /metrics reads it in
+-- metrics_snapshot.
 -- The run_at of the oldest due execution that is not a paused endpoint's (the lag of
 -- GET /overview, of /metrics' te_oldest_due_lag_seconds and of the queue_health line):
 -- the head of idx_executions_due, which holds no parked row, walked in run_at order past
@@ -136,29 +92,184 @@ FROM (
     WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
 ) AS t
 
--- The summary-row reads below (and overview.sql's) take a closed window [:since, :until]:
+-- The summary-row reads below (and overview.sql's) take a closed window [since, until]:
 -- with both ends given, a prepared statement's generic plan estimates a narrow range and
 -- reads it on the primary key, where a lone lower bound is estimated at a third of the
 -- table and read sequentially (two days of hour rows with the window's minutes).
 
--- name: metrics_ended_since
--- Executions that ended in [:since, :until] (the last minute or two), by status: SUCCESS
+-- name: metrics_snapshot
+-- Every figure of GET /metrics in one statement (chalicelib/services/metrics.py), each a
+-- scalar subquery over a part above: the waiting and running counts, the oldest due run_at
+-- and each endpoint's lag (seconds past :now, 0 when nothing is due: computed here so no
+-- timestamp crosses the wire per endpoint), what ended and the attempts' durations in the
+-- buckets of [:buckets_since, :until], the counters, the events since :window_since and
+-- the heartbeats since :fresh_since. Row sets are JSON arrays in a stated order.
+SELECT
+    (
+-- Non-terminal executions by status and endpoint: the waiting ones (PENDING, QUEUED,
+-- RETRYING) as the delayed promoter last counted them into live_counts (every 15 s,
+-- migration 018: a row per endpoint and status, so this read follows the number of
+-- endpoints, not the backlog), the RUNNING ones counted now on idx_executions_running
+-- (bounded by the workers' slots). One JSON array of [status, endpoint, n].
+SELECT COALESCE(
+           json_agg(json_build_array(d.status, d.endpoint, d.n) ORDER BY d.status, d.endpoint),
+           CAST('[]' AS JSON)
+       ) AS depth
+FROM (
+    SELECT status, endpoint, n
+    FROM live_counts
+    UNION ALL
+    SELECT status, endpoint, count(*) AS n
+    FROM executions
+    WHERE status = 'RUNNING'
+    GROUP BY status, endpoint
+) AS d
+    ) AS depth,
+    (
+        SELECT COALESCE(
+                   EXTRACT(EPOCH FROM CAST(:now AS TIMESTAMPTZ) - o.oldest_run_at), 0
+               )
+        FROM (
+-- The run_at of the oldest due execution that is not a paused endpoint's (the lag of
+-- GET /overview, of /metrics' te_oldest_due_lag_seconds and of the queue_health line):
+-- the head of idx_executions_due, which holds no parked row, walked in run_at order past
+-- the rows of paused (or deleted) endpoints that the promoter has not parked yet (it
+-- parks them within a pass: the bound the worker's claim has on the same walk); the oldest
+-- parked row of each endpoint that has some and is not paused (a held or flow-controlled
+-- endpoint's parked backlog is due and waiting: lag, as metrics_endpoint_lag counts it);
+-- and the oldest due PENDING row not yet promoted (idx_executions_pending's first entry).
+-- The minimum of metrics_endpoint_lag's values and that PENDING head, read in a few probes
+-- instead of two per endpoint (only /metrics needs each endpoint's lag).
+SELECT min(t.run_at) AS oldest_run_at
+FROM (
+    SELECT head.run_at
+    FROM (
+        SELECT x.run_at
+        FROM executions AS x
+        JOIN endpoints AS en ON en.name = x.endpoint
+        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.parked
+          AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+          AND en.paused_at IS NULL AND en.deleted_at IS NULL
+        ORDER BY x.run_at ASC, x.execution_id ASC
+        LIMIT 1
+    ) AS head
+    UNION ALL
+    SELECT parked.run_at
+    FROM endpoints AS en
+    JOIN LATERAL (
+-- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
+-- probe of idx_executions_due_by_endpoint, bounded as a range of its key (see
+-- metrics_endpoint_lag). A LATERAL's body, here and in metrics_oldest_due.
+    SELECT x.run_at
+    FROM executions AS x
+    WHERE en.parked_rows
+      AND x.status IN ('QUEUED', 'RETRYING')
+      AND (x.parked, x.endpoint, x.run_at)
+          >= (TRUE, en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
+      AND (x.parked, x.endpoint, x.run_at) <= (TRUE, en.name, CAST(:now AS TIMESTAMPTZ))
+    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
+    LIMIT 1
+    ) AS parked ON TRUE
+    WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL
+    UNION ALL
+    SELECT min(p.run_at) AS run_at
+    FROM executions AS p
+    WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
+) AS t
+
+-- The summary-row reads below (and overview.sql's) take a closed window [since, until]:
+-- with both ends given, a prepared statement's generic plan estimates a narrow range and
+-- reads it on the primary key, where a lone lower bound is estimated at a third of the
+-- table and read sequentially (two days of hour rows with the window's minutes).
+        ) AS o
+    ) AS oldest_lag,
+    (
+        SELECT COALESCE(
+                   json_agg(
+                       json_build_array(
+                           l.endpoint,
+                           COALESCE(
+                               EXTRACT(EPOCH FROM CAST(:now AS TIMESTAMPTZ) - l.oldest_run_at),
+                               0
+                           )
+                       )
+                       ORDER BY l.endpoint
+                   ),
+                   CAST('[]' AS JSON)
+               )
+        FROM (
+-- Per endpoint that is not paused, the run_at of its oldest due claimable execution (NULL:
+-- nothing due): two probes of idx_executions_due_by_endpoint per endpoint, its rows not
+-- parked and its parked ones (a held or flow-controlled endpoint's backlog is parked by
+-- the promoter, migration 018, and is lag: its work is due and waiting; the second probe
+-- only for an endpoint flagged as having parked rows), each with a
+-- constant LIMIT in a LATERAL (which CockroachDB accepts), so the read follows the number
+-- of endpoints, never the backlog or the history. Each probe is bounded as a range of that
+-- index's key, (parked, endpoint, run_at) from (p, name, 1970) to (p, name, now) (run_at is
+-- never before 1970: migration 010), which only that index can serve: written as endpoint =
+-- name ordered by run_at, the planner may walk idx_executions_due in run_at order instead,
+-- filtering every other endpoint's due rows one by one (a plan test in
+-- tests/integration/test_metrics.py caught it), or read the endpoint's every due row on
+-- idx_executions_by_endpoint and sort them (migration 021). A paused endpoint's backlog is
+-- the operator's choice, not lag.
+SELECT en.name AS endpoint,
+       CASE WHEN waiting.run_at IS NULL THEN parked.run_at
+            WHEN parked.run_at IS NULL THEN waiting.run_at
+            ELSE LEAST(waiting.run_at, parked.run_at) END AS oldest_run_at
+FROM endpoints AS en
+LEFT JOIN LATERAL (
+    SELECT x.run_at
+    FROM executions AS x
+    WHERE x.status IN ('QUEUED', 'RETRYING')
+      AND (x.parked, x.endpoint, x.run_at)
+          >= (FALSE, en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
+      AND (x.parked, x.endpoint, x.run_at) <= (FALSE, en.name, CAST(:now AS TIMESTAMPTZ))
+    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
+    LIMIT 1
+) AS waiting ON TRUE
+LEFT JOIN LATERAL (
+-- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
+-- probe of idx_executions_due_by_endpoint, bounded as a range of its key (see
+-- metrics_endpoint_lag). A LATERAL's body, here and in metrics_oldest_due.
+    SELECT x.run_at
+    FROM executions AS x
+    WHERE en.parked_rows
+      AND x.status IN ('QUEUED', 'RETRYING')
+      AND (x.parked, x.endpoint, x.run_at)
+          >= (TRUE, en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
+      AND (x.parked, x.endpoint, x.run_at) <= (TRUE, en.name, CAST(:now AS TIMESTAMPTZ))
+    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
+    LIMIT 1
+) AS parked ON TRUE
+WHERE en.paused_at IS NULL
+  AND en.deleted_at IS NULL
+ORDER BY en.name ASC
+        ) AS l
+    ) AS lag,
+    (
+        SELECT COALESCE(json_agg(json_build_array(e.status, e.n)), CAST('[]' AS JSON))
+        FROM (
+-- Executions that ended in [:buckets_since, :until] (the last minute or two), by status: SUCCESS
 -- and FAILED from the writers' minute rows (delivery_counts; the housekeeper rolls a
 -- minute up only minutes after it ends, migration 019), CANCELLED from one range of
 -- idx_executions_cancelled (cancellations end through the API, not the finalize).
 SELECT outcome AS status, COALESCE(sum(ended), 0) AS n
 FROM delivery_counts
-WHERE grain = 'minute' AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
+WHERE grain = 'minute' AND bucket_start >= CAST(:buckets_since AS TIMESTAMPTZ)
   AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
 GROUP BY outcome
 UNION ALL
 SELECT 'CANCELLED' AS status, count(*) AS n
 FROM executions
-WHERE status = 'CANCELLED' AND completed_at >= CAST(:since AS TIMESTAMPTZ)
+WHERE status = 'CANCELLED' AND completed_at >= CAST(:buckets_since AS TIMESTAMPTZ)
   AND completed_at <= CAST(:until AS TIMESTAMPTZ)
-
--- name: metrics_attempts_since
--- Delivery attempts finished in the minutes of [:since, :until] (the writers' minute rows,
+        ) AS e
+    ) AS ended,
+    (
+        SELECT json_build_array(a.n, a.total_ms, a.le_10, a.le_50, a.le_100, a.le_250,
+                                a.le_500, a.le_1000, a.le_5000, a.le_30000)
+        FROM (
+-- Delivery attempts finished in the minutes of [:buckets_since, :until] (the writers' minute rows,
 -- not yet rolled up): how many, their total duration and the histogram buckets the
 -- quantiles are estimated from.
 SELECT COALESCE(sum(attempts), 0) AS n, COALESCE(sum(duration_ms), 0) AS total_ms,
@@ -167,10 +278,11 @@ SELECT COALESCE(sum(attempts), 0) AS n, COALESCE(sum(duration_ms), 0) AS total_m
        COALESCE(sum(le_500), 0) AS le_500, COALESCE(sum(le_1000), 0) AS le_1000,
        COALESCE(sum(le_5000), 0) AS le_5000, COALESCE(sum(le_30000), 0) AS le_30000
 FROM delivery_counts
-WHERE grain = 'minute' AND bucket_start >= CAST(:since AS TIMESTAMPTZ)
+WHERE grain = 'minute' AND bucket_start >= CAST(:buckets_since AS TIMESTAMPTZ)
   AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
-
--- name: metrics_delivery_totals
+        ) AS a
+    ) AS durations,
+    (
 -- Every delivery attempt ever recorded (since migration 017), by endpoint, outcome and
 -- error type, and the executions those attempts ended: the monotonic counters. The
 -- housekeeper's 'total' rows plus the writers' minute rows not rolled up yet (a roll-up
@@ -190,16 +302,40 @@ FROM (
     WHERE grain IN ('total', 'minute')
     GROUP BY endpoint, outcome, error_type
 ) AS t
-
--- name: metrics_events_since
--- Cron ticks materialized and executions reclaimed since :since, summed over every
+    ) AS totals,
+    (
+        SELECT COALESCE(json_agg(json_build_array(v.event, v.n)), CAST('[]' AS JSON))
+        FROM (
+-- Cron ticks materialized and executions reclaimed since :window_since, summed over every
 -- scheduler's rows: one range of the primary key per event.
 SELECT event, coalesce(sum(amount), 0) AS n
 FROM metric_events
 WHERE event IN ('cron_ticks_materialized', 'reclaimed')
-  AND recorded_at >= CAST(:since AS TIMESTAMPTZ)
+  AND recorded_at >= CAST(:window_since AS TIMESTAMPTZ)
 GROUP BY event
 ORDER BY event
+        ) AS v
+    ) AS events,
+    (
+        SELECT COALESCE(
+                   json_agg(json_build_array(h.component, h.metadata)), CAST('[]' AS JSON)
+               )
+        FROM (
+-- The heartbeats of the processes alive lately (rows beaten since :fresh_since, a few beats ago;
+-- DEAD rows are graceful stops): each carries its loops' states in metadata.loop_states
+-- (chalicelib/health/heartbeat.py). GET /health answers 503 LOOP_DOWN when one reports a
+-- loop down, and GET /metrics shows te_loop_up per process and loop. A range of
+-- idx_region_heartbeats_beat (migration 011), newest first: one row per live process,
+-- whatever a day of dead processes leaves before the housekeeper prunes them. The LIMIT
+-- keeps a load balancer's probe bounded whatever the fleet.
+SELECT component, metadata
+FROM region_heartbeats
+WHERE last_beat_at >= CAST(:fresh_since AS TIMESTAMPTZ)
+  AND status <> 'DEAD'
+ORDER BY last_beat_at DESC
+LIMIT 500
+        ) AS h
+    ) AS beats
 
 -- name: metrics_record_event
 -- Written by the materializer and the reclaimer inside the transaction that did the work
