@@ -64,7 +64,7 @@ def read(db: Database, now: datetime) -> QueueHealth:
 
     def figures(tx: Transaction) -> QueueHealth:
         oldest = oldest_due(tx, now)
-        per_minute = tx.run(queries["overview_last_hour"], since=minute, until=now)
+        per_minute = tx.run(queries["overview_last_hour"], series_since=minute, until=now)
         counted = [r for r in per_minute if r["minute"] == minute]
         succeeded = sum(int(r["succeeded"]) for r in counted)
         failed = sum(int(r["failed"]) for r in counted)

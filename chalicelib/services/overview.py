@@ -5,7 +5,8 @@ minute over the last hour, the lag of the oldest due execution, the worker proce
 heartbeats were seen, and per endpoint its health: its executions that ended in the last
 day by outcome (from the delivery summary rows) and those live now, judged by
 :func:`chalicelib.domain.health.compute_health`, the definition ``GET /jobs/{id}/status``
-applies to a job. Read in one transaction, at the service clock's ``now``.
+applies to a job. Read in one statement (``overview_snapshot``), at the service clock's
+``now``.
 
 Nothing here counts rows per execution or per attempt: the waiting work comes from the
 delayed promoter's live counts and the running from the rows the workers hold
@@ -20,16 +21,15 @@ never the history, the backlog or the traffic. The lag leaves paused endpoints o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from chalicelib.db.connection import Database, Row, Transaction
+from chalicelib.db.connection import Database
 from chalicelib.db.queries import queries
 from chalicelib.domain.health import WINDOW as HEALTH_WINDOW
 from chalicelib.domain.health import Health, compute_health
 from chalicelib.domain.statuses import ExecutionStatus
-from chalicelib.services.metrics import oldest_due
 
 WINDOW = timedelta(hours=1)
 #: Cancelled executions are counted over this window (SUCCESS and FAILED over the health
@@ -84,20 +84,19 @@ class Overview:
     endpoints: list[EndpointHealth]
 
 
-def minute_series(rows: list[Row], now: datetime) -> list[MinuteCounts]:
-    """Sixty minutes ending with the current one, oldest first, zeros where nothing ran."""
-    by_minute = {row["minute"]: row for row in rows}
+def minute_series(
+    rows: Iterable[tuple[datetime, int | None, int | None]], now: datetime
+) -> list[MinuteCounts]:
+    """Sixty minutes ending with the current one, oldest first, zeros where nothing ran
+    (``rows``: minute, attempts succeeded, failed)."""
+    by_minute = {minute: (succeeded, failed) for minute, succeeded, failed in rows}
     current = now.replace(second=0, microsecond=0)
     series = []
     for back in range(WINDOW_MINUTES - 1, -1, -1):
         minute = current - timedelta(minutes=back)
-        row = by_minute.get(minute, {})
+        succeeded, failed = by_minute.get(minute, (0, 0))
         series.append(
-            MinuteCounts(
-                minute=minute,
-                succeeded=int(row.get("succeeded") or 0),
-                failed=int(row.get("failed") or 0),
-            )
+            MinuteCounts(minute=minute, succeeded=int(succeeded or 0), failed=int(failed or 0))
         )
     return series
 
@@ -117,44 +116,47 @@ class OverviewService:
     clock: Callable[[], datetime]
 
     def overview(self) -> Overview:
+        """Everything in one statement (overview_snapshot): one round trip, one snapshot."""
         now = self.clock()
-        return self.db.transaction(lambda tx: self._read(tx, now), name="overview")
-
-    def _read(self, tx: Transaction, now: datetime) -> Overview:
-        since = now - WINDOW
-        # The series starts at the first of its 60 minutes, not an hour before now.
-        series_start = now.replace(second=0, microsecond=0) - timedelta(minutes=WINDOW_MINUTES - 1)
+        [row] = self.db.statement(  # a read: sent again after a lost connection
+            queries["overview_snapshot"],
+            now=now,
+            until=now,
+            health_since=now - HEALTH_WINDOW,
+            cancelled_since=now - ENDED_WINDOW,
+            # The series starts at the first of its 60 minutes, not an hour before now.
+            series_since=now.replace(second=0, microsecond=0)
+            - timedelta(minutes=WINDOW_MINUTES - 1),
+            workers_since=now - WINDOW,
+        )
         counts = {status.value: 0 for status in ExecutionStatus}
         live: dict[str, int] = {}  # endpoint -> executions not yet ended
-        for status, endpoint, n in tx.scalar(queries["metrics_queue_depth"]):  # JSON rows
+        for status, endpoint, n in row["depth"]:
             counts[status] += int(n)
             live[endpoint] = live.get(endpoint, 0) + int(n)
         ended = {  # endpoint -> (succeeded, failed) that ended in the health window
             endpoint: (int(succeeded or 0), int(failed or 0))
-            for endpoint, succeeded, failed in tx.scalar(
-                queries["overview_endpoint_health"], since=now - HEALTH_WINDOW, until=now
-            )
+            for endpoint, succeeded, failed in row["health"]
         }
         counts["SUCCESS"] = sum(succeeded for succeeded, _ in ended.values())
         counts["FAILED"] = sum(failed for _, failed in ended.values())
-        counts["CANCELLED"] = int(
-            tx.scalar(queries["overview_cancelled_since"], since=now - ENDED_WINDOW, until=now)
-        )
-        oldest = oldest_due(tx, now)
-        lag = None if oldest is None else max(0, _ms(now - oldest))
+        counts["CANCELLED"] = int(row["cancelled"])
+        lag = row["oldest_lag"]  # seconds, NULL when nothing is due
         return Overview(
             executions_by_status=counts,
             last_hour=minute_series(
-                tx.run(queries["overview_last_hour"], since=series_start, until=now), now
+                ((datetime.fromisoformat(m), s, f) for m, s, f in row["last_hour"]), now
             ),
-            oldest_due_lag_ms=lag,
+            oldest_due_lag_ms=None if lag is None else max(0, int(lag * 1000)),
             workers=[
                 WorkerSeen(
-                    component=row["component"],
-                    status=worker_status(row["status"], row["last_beat_at"], now),
-                    last_beat_at=row["last_beat_at"],
+                    component=component,
+                    status=worker_status(status, seen, now),
+                    last_beat_at=seen,
                 )
-                for row in tx.run(queries["overview_workers"], since=since)
+                for component, status, seen in (
+                    (c, s, datetime.fromisoformat(at)) for c, s, at in row["workers"]
+                )
             ],
             endpoints=_endpoint_health(ended, live),
         )
@@ -175,7 +177,3 @@ def _endpoint_health(
         )
         for name in sorted(set(by_name) | set(live))
     ]
-
-
-def _ms(delta: timedelta) -> int:
-    return int(delta.total_seconds() * 1000)

@@ -265,12 +265,24 @@ def test_metric_events_refuse_unknown_events_and_empty_counts(database: Database
             },
         ),
         ("metrics_oldest_due", {"now": "2026-01-01T00:00:00Z"}, {"idx_executions_pending"}),
-        ("metrics_queue_depth", {}, {"idx_executions_running"}),
-        # GET /overview (the dashboard, polled every few seconds) reads these too.
+        # GET /overview (the dashboard, polled every few seconds), one statement too.
         (
-            "overview_last_hour",
-            {"since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z"},
-            {"pk_delivery_counts"},
+            "overview_snapshot",
+            {
+                "now": "2026-01-02T00:00:00Z",
+                "until": "2026-01-02T00:00:00Z",
+                "health_since": "2026-01-01T00:00:00Z",
+                "cancelled_since": "2026-01-01T00:00:00Z",
+                "series_since": "2026-01-01T23:00:00Z",
+                "workers_since": "2026-01-01T23:00:00Z",
+            },
+            {
+                "pk_delivery_counts",
+                "pk_delivery_marks",
+                "idx_executions_pending",
+                "idx_executions_running",
+                "idx_executions_cancelled",
+            },
         ),
     ],
 )
@@ -279,8 +291,6 @@ def test_each_metrics_query_reads_an_index_not_the_history(
 ) -> None:
     used = indexes_used(database, name, **params)
     assert used >= expected, used
-    if name == "metrics_queue_depth":  # the waiting work is read from live_counts
-        assert not used & {"idx_executions_due", "idx_executions_due_by_endpoint"}, used
 
 
 def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Database) -> None:
@@ -366,36 +376,26 @@ def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Da
     ):
         assert plan.read()["delivery_counts"] <= 3 * summary, plan
     bounded(database, queries["metrics_oldest_due"], {"now": now}, at_most=10)
-    # The dashboard's hour: the window's summary rows, or the summary table whole (the
-    # plan's choice: the housekeeper keeps it to the totals, two hours of series and a few
-    # minutes of writers' rows, 740 rows here), never a mark or an execution.
+    # GET /overview, one statement: a day's health (one hour's marks, and the totals and
+    # the rows not rolled up yet: a row per endpoint and three minutes of writers; the
+    # summary table is what the housekeeper keeps, so reading it whole is bounded), the
+    # dashboard's hour (the window's summary rows, or the table whole), the live probes
+    # and the day's cancellations (none), never two days of marks or the history.
     for plan in bounded(
         database,
-        queries["overview_last_hour"],
-        {"since": minute - timedelta(minutes=1), "until": now},
-        at_most=0,
-        tables=("executions", "delivery_marks"),
-    ):
-        assert plan.read()["delivery_counts"] <= summary, plan
-    # The waiting counts: live_counts, plus the RUNNING executions (none here: what the
-    # workers hold), never the history or the paused backlog.
-    bounded(
-        database,
-        queries["metrics_queue_depth"],
-        {},
-        at_most=0,
-        tables=("executions", "delivery_marks", "delivery_counts"),
-    )
-    # A day's health: one hour's marks, and the totals and the rows not rolled up yet (a
-    # row per endpoint and three minutes of writers: the summary table is what the
-    # housekeeper keeps, so reading it whole is bounded), never two days of marks.
-    bounded(
-        database,
-        queries["overview_endpoint_health"],
-        {"since": now - timedelta(hours=24), "until": now},
+        queries["overview_snapshot"],
+        {
+            "now": now,
+            "until": now,
+            "health_since": now - timedelta(hours=24),
+            "cancelled_since": now - timedelta(hours=24),
+            "series_since": minute - timedelta(minutes=59),
+            "workers_since": now - timedelta(hours=1),
+        },
         at_most=21,
         tables=("delivery_marks", "executions"),
-    )
+    ):
+        assert plan.read()["delivery_counts"] <= 2 * summary, plan
 
 
 def test_the_overviews_lag_is_every_endpoints_oldest_in_a_few_probes(database: Database) -> None:

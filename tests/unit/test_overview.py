@@ -12,8 +12,8 @@ NOW = datetime(2026, 3, 15, 10, 30, 42, 500, tzinfo=UTC)
 
 def test_sixty_minutes_oldest_first_ending_with_the_current_one() -> None:
     rows = [
-        {"minute": datetime(2026, 3, 15, 10, 30, tzinfo=UTC), "succeeded": 3, "failed": 1},
-        {"minute": datetime(2026, 3, 15, 9, 31, tzinfo=UTC), "succeeded": 2, "failed": None},
+        (datetime(2026, 3, 15, 10, 30, tzinfo=UTC), 3, 1),
+        (datetime(2026, 3, 15, 9, 31, tzinfo=UTC), 2, None),
     ]
     series = minute_series(rows, NOW)
     assert len(series) == 60

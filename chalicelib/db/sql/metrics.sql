@@ -40,11 +40,7 @@ WHERE last_beat_at >= CAST(:fresh_since AS TIMESTAMPTZ)
 ORDER BY last_beat_at DESC
 LIMIT 500
 
--- name: metrics_queue_depth
--- GET /overview's waiting counts; GET /metrics reads them in metrics_snapshot.
--- include: metrics_queue_depth_json
-
--- part: metrics_queue_depth_json
+-- part: metrics_queue_depth
 -- Non-terminal executions by status and endpoint: the waiting ones (PENDING, QUEUED,
 -- RETRYING) as the delayed promoter last counted them into live_counts (every 15 s,
 -- migration 018: a row per endpoint and status, so this read follows the number of
@@ -231,7 +227,7 @@ ORDER BY event
 -- the heartbeats since :fresh_since. Row sets are JSON arrays in a stated order.
 SELECT
     (
--- include: metrics_queue_depth_json
+-- include: metrics_queue_depth
     ) AS depth,
     (
         SELECT COALESCE(

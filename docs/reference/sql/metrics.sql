@@ -21,27 +21,6 @@ WHERE last_beat_at >= CAST(:fresh_since AS TIMESTAMPTZ)
 ORDER BY last_beat_at DESC
 LIMIT 500
 
--- name: metrics_queue_depth
--- GET /overview's waiting counts; GET /metrics reads them in metrics_snapshot.
--- Non-terminal executions by status and endpoint: the waiting ones (PENDING, QUEUED,
--- RETRYING) as the delayed promoter last counted them into live_counts (every 15 s,
--- migration 018: a row per endpoint and status, so this read follows the number of
--- endpoints, not the backlog), the RUNNING ones counted now on idx_executions_running
--- (bounded by the workers' slots). One JSON array of [status, endpoint, n].
-SELECT COALESCE(
-           json_agg(json_build_array(d.status, d.endpoint, d.n) ORDER BY d.status, d.endpoint),
-           CAST('[]' AS JSON)
-       ) AS depth
-FROM (
-    SELECT status, endpoint, n
-    FROM live_counts
-    UNION ALL
-    SELECT status, endpoint, count(*) AS n
-    FROM executions
-    WHERE status = 'RUNNING'
-    GROUP BY status, endpoint
-) AS d
-
 -- name: metrics_oldest_due
 -- GET /overview's lag and the queue_health line's; GET /metrics reads it in
 -- metrics_snapshot.
