@@ -74,8 +74,9 @@ def import_app() -> None:
     print(json.dumps({"import_s": elapsed, "heavy_modules_loaded": heavy}))
 
 
-def _claim_query() -> tuple[str, str]:
-    """The worker's PostgreSQL claim statement, rendered as the worker renders it."""
+def _claim_query() -> tuple[str, Any]:
+    """The worker's PostgreSQL claim statement (a Query, every shape in it), rendered as the
+    worker renders it; :func:`chalicelib.db.shapes.shaped` cuts it to one shape."""
     try:
         from chalicelib.domain.regions import ALL_REGIONS
         from chalicelib.worker.claims import render
@@ -96,8 +97,11 @@ def scale_probe(job_id: str, repeat: int) -> None:
     limits = ClaimLimits(default_cap=25).params()
     params = {"worker_id": "bench-probe", "batch": 50, **limits}
     claim_times: list[float] = []
+    from chalicelib.db.shapes import shaped
+
+    claim, params = shaped(claim, params)  # the shape the worker runs with these limits
     plan_rows = db.transaction(
-        lambda tx: tx.run("EXPLAIN " + claim, **params), name="bench_explain"
+        lambda tx: tx.run("EXPLAIN " + claim.sql, **params), name="bench_explain"
     )
     plan = [next(iter(r.values())) for r in plan_rows]
     for _ in range(repeat):
@@ -120,7 +124,7 @@ class _Rollback(Exception):
     pass
 
 
-def _timed_rollback(db: Any, sql: str, params: dict[str, Any]) -> float:
+def _timed_rollback(db: Any, sql: Any, params: dict[str, Any]) -> float:
     elapsed: list[float] = []
 
     def work(tx: Any) -> None:

@@ -245,3 +245,71 @@ def test_a_claim_past_an_endpoint_at_its_cap_does_not_read_a_backlog(
             other.endpoint: 3,
             deep.endpoint: 2 * BATCH - 3,
         }
+
+
+ENDPOINTS = 30  #: endpoints with a due backlog besides the capped one
+
+
+@pytest.mark.parametrize(
+    "name", ["worker_claim_skip_locked", "worker_claim_candidates", "worker_record_and_claim"]
+)
+def test_a_capped_claim_over_many_endpoints_reads_their_heads_not_a_batch_each(
+    database: Database, backlog: str, name: str
+) -> None:
+    """With the backlog's endpoint at its cap and 30 others each with 60 due rows (their
+    times interleaved, as endpoints busy at once), a claim reads each other endpoint's
+    oldest row, then rows only from the endpoints whose oldest are among the batch's oldest
+    and no later than the batch-th of those: not a batch's worth from every endpoint (600
+    rows here, and 10,000 at 200 endpoints and 50 slots). It takes the oldest rows."""
+    jobs = [
+        seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1) for _ in range(ENDPOINTS)
+    ]
+    database.run("DELETE FROM executions WHERE endpoint = ANY(:e)", e=[j.endpoint for j in jobs])
+    for i, job in enumerate(jobs):
+        database.run(
+            "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at)"
+            " SELECT :job, :endpoint, 'HTTP', 'QUEUED',"
+            "        now() - INTERVAL '10 minutes' + (g * :n + :i) * INTERVAL '1 ms'"
+            " FROM generate_series(1, 60) AS g",
+            job=job.job_id,
+            endpoint=job.endpoint,
+            n=ENDPOINTS,
+            i=i,
+        )
+    database.run("ANALYZE")
+    params: dict[str, object] = {
+        "batch": BATCH,
+        "worker_id": "w1",
+        "lease_ms": 300_000,
+        "default_cap": BATCH,
+        "full": [backlog],
+        "busy": json.dumps({backlog: BATCH}),
+        "capped": True,
+        "results": "[]",
+        "writer": "w1/t",
+    }
+    oldest = {
+        r["execution_id"]
+        for r in database.run(
+            "SELECT execution_id FROM executions WHERE status = 'QUEUED' AND endpoint <> :b"
+            " ORDER BY run_at LIMIT :n",
+            b=backlog,
+            n=2 * BATCH,
+        )
+    }
+    for plan in bounded(
+        database,
+        *_shape(name, params),
+        # The heads, the rows taken from them (ties at the bound may add a few), and the
+        # claim's own reads of its batch (the re-check, the take).
+        at_most=ENDPOINTS + 5 * BATCH,
+        tables=("executions", "jobs"),
+    ):
+        if name == "worker_claim_candidates":  # read only: both plans find the same
+            assert plan.root["Actual Rows"] == BATCH, plan
+    if name != "worker_claim_candidates":
+        taken = {
+            r["execution_id"]
+            for r in database.run("SELECT execution_id FROM executions WHERE status = 'RUNNING'")
+        }
+        assert taken == oldest  # each plan took the oldest batch left
