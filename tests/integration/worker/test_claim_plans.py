@@ -69,6 +69,22 @@ def _fairness() -> dict[str, object]:
     return {"default_cap": BATCH, "full": [], "busy": json.dumps({}), "capped": None}
 
 
+def _capped(endpoint: str) -> dict[str, object]:
+    """A claim's parameters while ``endpoint`` is at its cap on this worker (the shape that
+    takes the other endpoints' oldest rows), for each statement that claims."""
+    return {
+        "batch": BATCH,
+        "worker_id": "w1",
+        "lease_ms": 300_000,
+        "default_cap": BATCH,
+        "full": [endpoint],
+        "busy": json.dumps({endpoint: BATCH}),
+        "capped": True,
+        "results": "[]",
+        "writer": "w1/t",
+    }
+
+
 def _shape(name: str, params: dict[str, object]) -> tuple[Query, dict[str, object]]:
     """The statement in the shape the worker sends for ``params`` (worker_claim_due: with
     an endpoint at its cap, or without), and the parameters it takes."""
@@ -218,17 +234,7 @@ def test_a_claim_past_an_endpoint_at_its_cap_does_not_read_a_backlog(
         endpoint=deep.endpoint,
     )
     database.run("ANALYZE")
-    params: dict[str, object] = {
-        "batch": BATCH,
-        "worker_id": "w1",
-        "lease_ms": 300_000,
-        "default_cap": BATCH,
-        "full": [backlog],
-        "busy": json.dumps({backlog: BATCH}),
-        "capped": True,
-        "results": "[]",
-        "writer": "w1/t",
-    }
+    params = _capped(backlog)
     for plan in bounded(
         database, *_shape(name, params), at_most=AT_MOST, tables=("executions", "jobs")
     ):
@@ -277,17 +283,7 @@ def test_a_capped_claim_over_many_endpoints_reads_their_heads_not_a_batch_each(
             i=i,
         )
     database.run("ANALYZE")
-    params: dict[str, object] = {
-        "batch": BATCH,
-        "worker_id": "w1",
-        "lease_ms": 300_000,
-        "default_cap": BATCH,
-        "full": [backlog],
-        "busy": json.dumps({backlog: BATCH}),
-        "capped": True,
-        "results": "[]",
-        "writer": "w1/t",
-    }
+    params = _capped(backlog)
     oldest = {
         r["execution_id"]
         for r in database.run(
