@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.test_local_stack import _postgres_processes
-from tests.support.served import call_api, free_port, wait_for_port
+from tests.support.served import call_api, free_port, interruptible, wait_for_port
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,6 +57,7 @@ def test_chalice_local_serves_the_api_with_the_local_key_and_never_reloads(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches the reloader and its child, as in a shell
+            preexec_fn=interruptible,
         )
     base = f"http://127.0.0.1:{port}"
     try:

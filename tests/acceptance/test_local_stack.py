@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.served import HttpTarget, call_api, free_port
+from tests.support.served import HttpTarget, call_api, free_port, interruptible
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +45,7 @@ class Stack:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=interruptible,  # stop() sends Ctrl-C
         )
         self.output: list[str] = []
         self.key = self._read_banner()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.served import interruptible
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,6 +85,7 @@ def test_no_server_outlives_the_session(ending: str, tmp_path: Path) -> None:
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            preexec_fn=interruptible,  # the Ctrl-C below must reach it
         )
     try:
         wait_for(
