@@ -64,9 +64,9 @@ class MetricsSnapshot:
 
 
 def oldest_due(tx: Transaction, now: datetime) -> datetime | None:
-    """The run_at of the oldest due execution, paused endpoints left out: the lag GET
-    /metrics, GET /overview and the queue_health line report (metrics_oldest_due, a few
-    probes)."""
+    """The run_at of the oldest due execution, paused endpoints left out (metrics_oldest_due,
+    a few probes): the queue_health line's lag. GET /metrics and GET /overview read the same
+    part inside their one-statement snapshots."""
     return tx.scalar(queries["metrics_oldest_due"], now=now)
 
 

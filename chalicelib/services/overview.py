@@ -149,17 +149,18 @@ class OverviewService:
             ),
             oldest_due_lag_ms=None if lag is None else max(0, int(lag * 1000)),
             workers=[
-                WorkerSeen(
-                    component=component,
-                    status=worker_status(status, seen, now),
-                    last_beat_at=seen,
-                )
-                for component, status, seen in (
-                    (c, s, datetime.fromisoformat(at)) for c, s, at in row["workers"]
-                )
+                _worker(component, status, seen, now) for component, status, seen in row["workers"]
             ],
             endpoints=_endpoint_health(ended, live),
         )
+
+
+def _worker(component: str, status: str, last_beat_at: str, now: datetime) -> WorkerSeen:
+    """A worker's heartbeat row as the snapshot sends it (its time as ISO text)."""
+    seen = datetime.fromisoformat(last_beat_at)
+    return WorkerSeen(
+        component=component, status=worker_status(status, seen, now), last_beat_at=seen
+    )
 
 
 def _endpoint_health(
