@@ -16,52 +16,43 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import NamedTuple
+from typing import Any
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _KINDS = frozenset({"counter", "gauge", "summary", "histogram", "untyped"})
-_NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
-
-class Sample(NamedTuple):
-    """One line: the family's name plus ``suffix`` (``_total``, ``_sum``...), labels, value.
-
-    A named tuple, not a dataclass: a scrape builds one per series (thousands at a few
-    hundred endpoints), and a frozen dataclass' constructor costs three times as much."""
-
-    value: float
-    labels: Mapping[str, str] = _NO_LABELS
-    suffix: str = ""
+#: A sample: its label values, in the order of its family's ``labels``, then its value.
+Sample = Sequence[Any]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Family:
-    """A metric family: its HELP and TYPE lines and its samples."""
+    """A metric family: its HELP and TYPE lines, its label names, and its samples.
+
+    A scrape renders a few samples per endpoint (thousands at a few hundred endpoints),
+    so a family names its labels once and each sample is a plain row (label values, then
+    the value): a row straight from the database needs no object of its own, and every
+    line is rendered from one template (:func:`render`)."""
 
     name: str
     help: str
     kind: str
-    samples: tuple[Sample, ...]
+    labels: tuple[str, ...] = ()
+    samples: Sequence[Sample] = ()
 
     def __post_init__(self) -> None:
         if not _METRIC_NAME.match(self.name):
             raise ValueError(f"invalid metric name {self.name!r}")
         if self.kind not in _KINDS:
             raise ValueError(f"invalid metric type {self.kind!r}")
-        # A family's samples share a few suffixes and label sets: each is checked once.
-        for suffix in {sample.suffix for sample in self.samples}:
-            if not _METRIC_NAME.match(self.name + suffix):
-                raise ValueError(f"invalid sample name {self.name + suffix!r}")
-        for names in {tuple(sample.labels) for sample in self.samples}:
-            bad = [k for k in names if not _LABEL_NAME.match(k) or k.startswith("__")]
-            if bad:
-                raise ValueError(f"invalid label name(s) {bad!r}")
+        bad = [k for k in self.labels if not _LABEL_NAME.match(k) or k.startswith("__")]
+        if bad:
+            raise ValueError(f"invalid label name(s) {bad!r}")
 
 
 def escape_label_value(value: str) -> str:
@@ -91,38 +82,51 @@ def _label_value(value: object) -> str:
     return text
 
 
-def _labels(labels: Mapping[str, str]) -> str:
-    if not labels:
-        return ""
-    return "{" + ",".join([f'{k}="{_label_value(v)}"' for k, v in labels.items()]) + "}"
+def _lines(family: Family) -> list[str]:
+    """One line per sample, from a template of the family's name and label names (checked
+    against the grammar, so they hold no ``%``); a sample of the wrong length raises."""
+    labels = family.labels
+    head = family.name
+    if labels:
+        head += "{" + ",".join(f'{k}="%s"' for k in labels) + "}"
+    template = head + " %s"
+    lv, fv = _label_value, format_value
+    samples = family.samples
+    if len(labels) == 0:
+        return [template % fv(v) for (v,) in samples]
+    if len(labels) == 1:
+        return [template % (lv(a), fv(v)) for a, v in samples]
+    if len(labels) == 2:
+        return [template % (lv(a), lv(b), fv(v)) for a, b, v in samples]
+    return [template % (*map(lv, sample[:-1]), fv(sample[-1])) for sample in samples]
 
 
 def render(families: Iterable[Family]) -> str:
-    """The exposition text of ``families``, in order, ending with a line feed. A scrape
-    renders a few samples per endpoint (thousands at a few hundred endpoints), so each
-    line is one f-string, and a label value is escaped only when it holds a character
-    that needs it."""
+    """The exposition text of ``families``, in order, ending with a line feed; a label
+    value is escaped only when it holds a character that needs it."""
     lines: list[str] = []
     for family in families:
         lines.append(f"# HELP {family.name} {escape_help(family.help)}")
         lines.append(f"# TYPE {family.name} {family.kind}")
-        lines.extend(
-            [
-                f"{family.name}{sample.suffix}{_labels(sample.labels)} {format_value(sample.value)}"
-                for sample in family.samples
-            ]
-        )
+        lines.extend(_lines(family))
     return "\n".join(lines) + "\n"
 
 
-def gauge(name: str, help_text: str, samples: Iterable[Sample]) -> Family:
-    return Family(name=name, help=help_text, kind="gauge", samples=tuple(samples))
+def gauge(
+    name: str, help_text: str, samples: Sequence[Sample], labels: tuple[str, ...] = ()
+) -> Family:
+    """A gauge; ``samples`` are rows of ``labels``' values, then the value."""
+    return Family(name=name, help=help_text, kind="gauge", labels=labels, samples=samples)
 
 
-def counter(name: str, help_text: str, samples: Iterable[Sample]) -> Family:
+def counter(
+    name: str, help_text: str, samples: Sequence[Sample], labels: tuple[str, ...] = ()
+) -> Family:
     """A counter named ``name`` + ``_total``: in the 0.0.4 text format the HELP and TYPE
     lines carry the sample's full name (as prometheus_client writes them)."""
-    return Family(name=name + "_total", help=help_text, kind="counter", samples=tuple(samples))
+    return Family(
+        name=name + "_total", help=help_text, kind="counter", labels=labels, samples=samples
+    )
 
 
 def bucket_quantile(

@@ -26,7 +26,6 @@ from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain import prometheus as prom
 from chalicelib.domain.loops import ReportedLoop, reported_loops
-from chalicelib.domain.prometheus import Sample
 from chalicelib.errors import DatabaseError, DatabaseUnavailable
 
 WINDOW = timedelta(seconds=60)
@@ -52,15 +51,17 @@ class AttemptDurations:
 class MetricsSnapshot:
     """One consistent read of every figure GET /metrics shows."""
 
-    queue_depth: tuple[tuple[str, str, int], ...]  #: (status, endpoint, executions)
+    queue_depth: Sequence[tuple[str, str, int]]  #: (status, endpoint, executions)
     oldest_due_lag_sec: float  #: 0 when nothing is due (paused endpoints left out)
     endpoint_lag_sec: tuple[tuple[str, float], ...] = ()  #: (endpoint, lag), not paused
     finished: dict[str, int]  #: terminal status -> executions finished in the window
     attempts: AttemptDurations
     events: dict[str, int]  #: cron_ticks_materialized / reclaimed in the window
     loops: tuple[ReportedLoop, ...] = ()  #: every loop of every process alive lately
-    #: (endpoint, outcome, error type, attempts, executions ended) since counting began
-    totals: tuple[tuple[str, str, str, int, int], ...] = ()
+    #: since counting began: (endpoint, outcome, attempts, executions ended), by endpoint
+    #: and outcome, and (endpoint, error type, attempts) of the failed ones
+    totals: Sequence[tuple[str, str, int, int]] = ()
+    failed: Sequence[tuple[str, str, int]] = ()
 
 
 def oldest_due(tx: Transaction, now: datetime) -> datetime | None:
@@ -109,7 +110,7 @@ class MetricsService:
             fresh_since=self._fresh_since(),
         )
         return MetricsSnapshot(
-            queue_depth=tuple((status, endpoint, int(n)) for status, endpoint, n in row["depth"]),
+            queue_depth=row["depth"],
             oldest_due_lag_sec=_seconds_past(row["oldest_lag"]),
             endpoint_lag_sec=tuple((endpoint, _seconds_past(s)) for endpoint, s in row["lag"]),
             finished=dict.fromkeys(TERMINAL_STATUSES, 0)
@@ -117,10 +118,8 @@ class MetricsService:
             attempts=_durations(row["durations"]),
             events=dict.fromkeys(EVENTS, 0) | {event: int(n) for event, n in row["events"]},
             loops=tuple(_loops(row["beats"])),
-            totals=tuple(
-                (endpoint, outcome, error_type, int(attempts), int(ended))
-                for endpoint, outcome, error_type, attempts, ended in row["totals"]
-            ),
+            totals=row["totals"][0],
+            failed=row["totals"][1],
         )
 
     def exposition(self) -> str:
@@ -163,29 +162,50 @@ def families(snap: MetricsSnapshot) -> list[prom.Family]:
     window = "in the current minute and the one before it"
     attempts = snap.attempts
     return [
-        *_totals(snap.totals),
+        prom.counter(
+            "te_delivery_attempts",
+            "Delivery attempts recorded, by endpoint and outcome (SUCCESS, FAILED).",
+            [(e, o, n) for e, o, n, _ in snap.totals],
+            ("endpoint", "outcome"),
+        ),
+        prom.counter(
+            "te_delivery_attempts_failed",
+            "Failed delivery attempts (retried or not), by endpoint and error type.",
+            snap.failed,
+            ("endpoint", "error_type"),
+        ),
+        prom.counter(
+            "te_executions_ended",
+            "Executions ended by a delivery attempt, by endpoint and status (SUCCESS, "
+            "FAILED: dead letters).",
+            [(e, o, n) for e, o, _, n in snap.totals],
+            ("endpoint", "status"),
+        ),
         prom.gauge(
             "te_endpoint_lag_seconds",
             "Per endpoint that is not paused: how long its oldest due execution (QUEUED or "
             "RETRYING) has waited past its run_at; 0 when nothing is due.",
-            (Sample(value=v, labels={"endpoint": e}) for e, v in snap.endpoint_lag_sec),
+            snap.endpoint_lag_sec,
+            ("endpoint",),
         ),
         prom.gauge(
             "te_queue_depth",
             "Executions not yet finished, by status and endpoint (RUNNING now; PENDING,"
             " QUEUED and RETRYING as the scheduler last counted them, every 15 s).",
-            (Sample(value=n, labels={"status": s, "endpoint": e}) for s, e, n in snap.queue_depth),
+            snap.queue_depth,
+            ("status", "endpoint"),
         ),
         prom.gauge(
             "te_oldest_due_lag_seconds",
             "How long the oldest due execution (PENDING, QUEUED or RETRYING) has waited "
             "past its run_at, paused endpoints left out; 0 when nothing is due.",
-            [Sample(value=snap.oldest_due_lag_sec)],
+            [(snap.oldest_due_lag_sec,)],
         ),
         prom.gauge(
             "te_executions_finished_last_minute",
             f"Executions that reached a terminal status {window}, by status.",
-            (Sample(value=n, labels={"status": s}) for s, n in sorted(snap.finished.items())),
+            sorted(snap.finished.items()),
+            ("status",),
         ),
         prom.gauge(
             "te_attempt_duration_seconds",
@@ -193,83 +213,33 @@ def families(snap: MetricsSnapshot) -> list[prom.Family]:
             "estimated from buckets bounded at "
             + ", ".join(f"{b} ms" for b in DURATION_BOUNDS_MS)
             + " (NaN when none finished).",
-            (
-                Sample(value=_seconds(attempts.quantiles_ms.get(q)), labels={"quantile": q})
-                for q in QUANTILES
-            ),
+            [(q, _seconds(attempts.quantiles_ms.get(q))) for q in QUANTILES],
+            ("quantile",),
         ),
         prom.gauge(
             "te_attempts_finished_last_minute",
             f"Delivery attempts finished {window}.",
-            [Sample(value=attempts.count)],
+            [(attempts.count,)],
         ),
         prom.gauge(
             "te_cron_ticks_materialized_last_minute",
             f"Cron ticks materialized into executions by all schedulers {window}.",
-            [Sample(value=snap.events["cron_ticks_materialized"])],
+            [(snap.events["cron_ticks_materialized"],)],
         ),
         prom.gauge(
             "te_executions_reclaimed_last_minute",
             f"RUNNING executions taken back from lost workers by all schedulers {window}.",
-            [Sample(value=snap.events["reclaimed"])],
+            [(snap.events["reclaimed"],)],
         ),
-        _loop_up(snap.loops),
-    ]
-
-
-def _totals(totals: tuple[tuple[str, str, str, int, int], ...]) -> list[prom.Family]:
-    """The delivery counters, from every summary row (they never go down)."""
-    attempts: dict[tuple[str, str], int] = {}
-    failed: dict[tuple[str, str], int] = {}
-    ended: dict[tuple[str, str], int] = {}
-    for endpoint, outcome, error_type, n, n_ended in totals:
-        attempts[endpoint, outcome] = attempts.get((endpoint, outcome), 0) + n
-        ended[endpoint, outcome] = ended.get((endpoint, outcome), 0) + n_ended
-        if outcome == "FAILED":
-            failed[endpoint, error_type] = failed.get((endpoint, error_type), 0) + n
-    return [
-        prom.counter(
-            "te_delivery_attempts",
-            "Delivery attempts recorded, by endpoint and outcome (SUCCESS, FAILED).",
-            (
-                Sample(value=n, labels={"endpoint": e, "outcome": o})
-                for (e, o), n in sorted(attempts.items())
-            ),
-        ),
-        prom.counter(
-            "te_delivery_attempts_failed",
-            "Failed delivery attempts (retried or not), by endpoint and error type.",
-            (
-                Sample(value=n, labels={"endpoint": e, "error_type": t})
-                for (e, t), n in sorted(failed.items())
-            ),
-        ),
-        prom.counter(
-            "te_executions_ended",
-            "Executions ended by a delivery attempt, by endpoint and status (SUCCESS, "
-            "FAILED: dead letters).",
-            (
-                Sample(value=n, labels={"endpoint": e, "status": o})
-                for (e, o), n in sorted(ended.items())
-            ),
+        prom.gauge(
+            "te_loop_up",
+            "1 while a background loop of a process that beat in the last "
+            f"{int(HEARTBEAT_FRESH.total_seconds())} s runs, 0 while it is down (restarting, "
+            "or failing 3 times in a row on anything but a database outage).",
+            [(loop.component, loop.loop, 0 if loop.down else 1) for loop in snap.loops],
+            ("component", "loop"),
         ),
     ]
-
-
-def _loop_up(loops: tuple[ReportedLoop, ...]) -> prom.Family:
-    return prom.gauge(
-        "te_loop_up",
-        "1 while a background loop of a process that beat in the last "
-        f"{int(HEARTBEAT_FRESH.total_seconds())} s runs, 0 while it is down (restarting, "
-        "or failing 3 times in a row on anything but a database outage).",
-        (
-            Sample(
-                value=0 if loop.down else 1,
-                labels={"component": loop.component, "loop": loop.loop},
-            )
-            for loop in loops
-        ),
-    )
 
 
 def _seconds(ms: float | None) -> float:

@@ -17,7 +17,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from chalicelib.domain import prometheus as prom
-from chalicelib.domain.prometheus import Sample
 from chalicelib.logs import log_event
 
 log = logging.getLogger("chalicelib.worker")
@@ -32,32 +31,34 @@ def worker_families(counters: dict[str, int], worker_id: str) -> list[prom.Famil
         prom.gauge(
             "te_worker_info",
             "This worker process (value 1).",
-            [Sample(value=1, labels={"worker_id": worker_id})],
+            [(worker_id, 1)],
+            ("worker_id",),
         ),
         prom.counter(
             "te_worker_claimed",
             "Executions this worker claimed since it started.",
-            [Sample(value=counters.get("claimed", 0))],
+            [(counters.get("claimed", 0),)],
         ),
         prom.counter(
             "te_worker_finalized",
             "Executions this worker finalized since it started, by outcome.",
-            (Sample(value=counters.get(o, 0), labels={"outcome": o}) for o in OUTCOMES),
+            [(o, counters.get(o, 0)) for o in OUTCOMES],
+            ("outcome",),
         ),
         prom.gauge(
             "te_worker_in_flight",
             "Executions this worker holds right now (claimed, not yet recorded).",
-            [Sample(value=counters.get("in_flight", 0))],
+            [(counters.get("in_flight", 0),)],
         ),
         prom.counter(
             "te_worker_db_serialization_retries",
             "Transactions of this process retried after SQLSTATE 40001/40P01.",
-            [Sample(value=counters.get("serialization_retries", 0))],
+            [(counters.get("serialization_retries", 0),)],
         ),
         prom.counter(
             "te_worker_db_reconnects",
             "Database connections of this process discarded as broken.",
-            [Sample(value=counters.get("reconnects", 0))],
+            [(counters.get("reconnects", 0),)],
         ),
     ]
 

@@ -296,14 +296,19 @@ def test_each_metrics_query_reads_an_index_not_the_history(
 def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Database) -> None:
     """The statements /metrics, /overview and the queue_health line read, prepared as the
     service runs them, with the custom and the forced generic plan, over a history of
-    5,000 ended executions, a paused endpoint's due backlog of 2,000 and two days of
-    summary rows: none reads a table sequentially, the lag probes read no backlog, and the
+    5,000 ended executions, due backlogs of 2,000 (an endpoint's waiting, a held endpoint's
+    parked, a paused endpoint's parked) and two days of summary rows: none reads a table
+    sequentially, the lag probes read the head of each backlog and no more, and the
     windowed figures read only their window's summary rows."""
     busy = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
     paused = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
+    late = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
+    held = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
     for job, status, n, age in (
         (busy, "SUCCESS", 5000, "1 day"),
         (paused, "QUEUED", 2000, "1 hour"),
+        (late, "QUEUED", 2000, "1 hour"),
+        (held, "QUEUED", 2000, "1 hour"),
     ):
         database.execute(
             "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at,"
@@ -321,11 +326,13 @@ def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Da
     database.execute("UPDATE endpoints SET paused_at = now() WHERE name = :n", n=paused.endpoint)
     # As the promoter leaves a paused backlog: parked, out of the claim's index (the
     # oldest-due probe walks that index's head, as the claim does).
-    database.execute(
-        "UPDATE executions SET parked = TRUE WHERE endpoint = :n AND status = 'QUEUED'",
-        n=paused.endpoint,
-    )
-    database.execute("UPDATE endpoints SET parked_rows = TRUE WHERE name = :n", n=paused.endpoint)
+    # A held endpoint's backlog is parked too, and is lag (it is not paused).
+    for endpoint in (paused.endpoint, held.endpoint):
+        database.execute(
+            "UPDATE executions SET parked = TRUE WHERE endpoint = :n AND status = 'QUEUED'",
+            n=endpoint,
+        )
+        database.execute("UPDATE endpoints SET parked_rows = TRUE WHERE name = :n", n=endpoint)
     # The summary rows as the housekeeper keeps them (migration 019), for 20 endpoints:
     # three minutes of each of 10 writers' rows not rolled up yet, two hours of series
     # rows, the totals, and two days of hourly marks.

@@ -9,17 +9,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from chalicelib.domain import prometheus as prom
-from chalicelib.domain.prometheus import Sample
 
 
 def test_label_values_and_help_survive_the_real_parser() -> None:
     hostile = 'a"b\\c\nd}{,="'
     text = prom.render(
         [
-            prom.gauge(
-                "te_x", "help with \\ and\nnewline", [Sample(value=2, labels={"l": hostile})]
-            ),
-            prom.counter("te_y", "a counter", [Sample(value=1.5, labels={"k": "v"})]),
+            prom.gauge("te_x", "help with \\ and\nnewline", [(hostile, 2)], ("l",)),
+            prom.counter("te_y", "a counter", [("v", 1.5)], ("k",)),
         ]
     )
     families = {f.name: f for f in text_string_to_metric_families(text)}
@@ -33,11 +30,7 @@ def test_label_values_and_help_survive_the_real_parser() -> None:
 def test_special_values_are_written_as_the_format_spells_them() -> None:
     values = [math.nan, math.inf, -math.inf, 3, 0.25]
     text = prom.render(
-        [
-            prom.gauge(
-                "te_v", "v", (Sample(value=v, labels={"i": str(i)}) for i, v in enumerate(values))
-            )
-        ]
+        [prom.gauge("te_v", "v", [(str(i), v) for i, v in enumerate(values)], ("i",))]
     )
     assert 'te_v{i="0"} NaN' in text and "+Inf" in text and "-Inf" in text
     assert 'te_v{i="3"} 3\n' in text
@@ -47,11 +40,25 @@ def test_special_values_are_written_as_the_format_spells_them() -> None:
 
 @pytest.mark.parametrize(
     ("name", "labels"),
-    [("te-bad", {}), ("1te", {}), ("te_ok", {"bad-label": "x"}), ("te_ok", {"__reserved": "x"})],
+    [("te-bad", ()), ("1te", ()), ("te_ok", ("bad-label",)), ("te_ok", ("__reserved",))],
 )
-def test_names_outside_the_grammar_are_refused(name: str, labels: dict[str, str]) -> None:
+def test_names_outside_the_grammar_are_refused(name: str, labels: tuple[str, ...]) -> None:
     with pytest.raises(ValueError, match="invalid"):
-        prom.gauge(name, "h", [Sample(value=1, labels=labels)])
+        prom.gauge(name, "h", [("x",) * len(labels) + (1,)], labels)
+
+
+@pytest.mark.parametrize("labels", [(), ("a",), ("a", "b"), ("a", "b", "c")])
+def test_every_label_count_renders_in_order_and_a_short_sample_raises(
+    labels: tuple[str, ...],
+) -> None:
+    values = tuple(f"v{k}" for k in labels)
+    text = prom.render([prom.gauge("te_n", "n", [(*values, 7)], labels)])
+    [sample] = next(iter(text_string_to_metric_families(text))).samples
+    assert sample.labels == dict(zip(labels, values, strict=True)) and sample.value == 7
+    braces = "{" + ",".join(f'{k}="v{k}"' for k in labels) + "}" if labels else ""
+    assert text.endswith(f"te_n{braces} 7\n")
+    with pytest.raises((TypeError, ValueError)):
+        prom.render([prom.gauge("te_n", "n", [values], labels)])
 
 
 def test_an_unknown_type_is_refused() -> None:

@@ -115,15 +115,13 @@ FROM (
     FROM endpoints AS en
     JOIN LATERAL (
 -- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
--- probe of idx_executions_due_by_endpoint, bounded as a range of its key (see
--- metrics_endpoint_lag). A LATERAL's body, here and in metrics_oldest_due.
+-- probe of idx_executions_due_by_endpoint (see metrics_endpoint_lag). A LATERAL's body,
+-- here and in metrics_oldest_due.
     SELECT x.run_at
     FROM executions AS x
     WHERE en.parked_rows
       AND x.status IN ('QUEUED', 'RETRYING')
-      AND (x.parked, x.endpoint, x.run_at)
-          >= (TRUE, en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))
-      AND (x.parked, x.endpoint, x.run_at) <= (TRUE, en.name, CAST(:now AS TIMESTAMPTZ))
+      AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
     ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
     LIMIT 1
     ) AS parked ON TRUE
