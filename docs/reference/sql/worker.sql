@@ -31,9 +31,9 @@ WITH picked AS MATERIALIZED (
 -- are not passed over one by one: a hung or lone busy endpoint's backlog sits at the head
 -- of idx_executions_due, and the walk read all of it, with a heap fetch per row, on every
 -- claim that looked past it (the reserve's, the other endpoints'). Instead each endpoint
--- that may take work gives its oldest due row (its head: one probe of a range of
--- idx_executions_due_by_endpoint's key (parked, endpoint, run_at), which no other index can
--- serve, migration 021); only the :batch endpoints with the oldest heads can hold the
+-- that may take work gives its oldest due row (its head: one probe of
+-- idx_executions_due_by_endpoint, keyed (parked, endpoint, run_at), migration 021: equal on
+-- parked and endpoint, bounded and ordered by run_at, as metrics.sql's lag probes); only the :batch endpoints with the oldest heads can hold the
 -- :batch oldest rows, and none of those rows is later than the last of those heads once
 -- there are :batch of them (that many rows are no later). So each of those endpoints gives
 -- its rows from its head to that bound, at most :batch; the oldest :batch of them are the
@@ -59,9 +59,7 @@ WHERE status IN ('QUEUED', 'RETRYING')
                   SELECT c.run_at                                                         -- if capped
                   FROM executions AS c                                                    -- if capped
                   WHERE c.status IN ('QUEUED', 'RETRYING')                                -- if capped
-                    AND (c.parked, c.endpoint, c.run_at)                                  -- if capped
-                        >= (FALSE, en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))  -- if capped
-                    AND (c.parked, c.endpoint, c.run_at) <= (FALSE, en.name, now())       -- if capped
+                    AND NOT c.parked AND c.endpoint = en.name AND c.run_at <= now()       -- if capped
                   ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                     -- if capped
                   LIMIT 1                                                                 -- if capped
               ) AS head                                                                   -- if capped
@@ -75,8 +73,8 @@ WHERE status IN ('QUEUED', 'RETRYING')
           SELECT c.execution_id, c.run_at                                                 -- if capped
           FROM executions AS c                                                            -- if capped
           WHERE c.status IN ('QUEUED', 'RETRYING')                                        -- if capped
-            AND (c.parked, c.endpoint, c.run_at) >= (FALSE, top.name, top.run_at)         -- if capped
-            AND (c.parked, c.endpoint, c.run_at) <= (FALSE, top.name, top.bound)          -- if capped
+            AND NOT c.parked AND c.endpoint = top.name                                    -- if capped
+            AND c.run_at >= top.run_at AND c.run_at <= top.bound                          -- if capped
           ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                             -- if capped
           LIMIT :batch                                                                    -- if capped
       ) AS d                                                                              -- if capped
@@ -189,9 +187,9 @@ WITH picked AS (
 -- are not passed over one by one: a hung or lone busy endpoint's backlog sits at the head
 -- of idx_executions_due, and the walk read all of it, with a heap fetch per row, on every
 -- claim that looked past it (the reserve's, the other endpoints'). Instead each endpoint
--- that may take work gives its oldest due row (its head: one probe of a range of
--- idx_executions_due_by_endpoint's key (parked, endpoint, run_at), which no other index can
--- serve, migration 021); only the :batch endpoints with the oldest heads can hold the
+-- that may take work gives its oldest due row (its head: one probe of
+-- idx_executions_due_by_endpoint, keyed (parked, endpoint, run_at), migration 021: equal on
+-- parked and endpoint, bounded and ordered by run_at, as metrics.sql's lag probes); only the :batch endpoints with the oldest heads can hold the
 -- :batch oldest rows, and none of those rows is later than the last of those heads once
 -- there are :batch of them (that many rows are no later). So each of those endpoints gives
 -- its rows from its head to that bound, at most :batch; the oldest :batch of them are the
@@ -217,9 +215,7 @@ WHERE status IN ('QUEUED', 'RETRYING')
                   SELECT c.run_at                                                         -- if capped
                   FROM executions AS c                                                    -- if capped
                   WHERE c.status IN ('QUEUED', 'RETRYING')                                -- if capped
-                    AND (c.parked, c.endpoint, c.run_at)                                  -- if capped
-                        >= (FALSE, en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))  -- if capped
-                    AND (c.parked, c.endpoint, c.run_at) <= (FALSE, en.name, now())       -- if capped
+                    AND NOT c.parked AND c.endpoint = en.name AND c.run_at <= now()       -- if capped
                   ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                     -- if capped
                   LIMIT 1                                                                 -- if capped
               ) AS head                                                                   -- if capped
@@ -233,8 +229,8 @@ WHERE status IN ('QUEUED', 'RETRYING')
           SELECT c.execution_id, c.run_at                                                 -- if capped
           FROM executions AS c                                                            -- if capped
           WHERE c.status IN ('QUEUED', 'RETRYING')                                        -- if capped
-            AND (c.parked, c.endpoint, c.run_at) >= (FALSE, top.name, top.run_at)         -- if capped
-            AND (c.parked, c.endpoint, c.run_at) <= (FALSE, top.name, top.bound)          -- if capped
+            AND NOT c.parked AND c.endpoint = top.name                                    -- if capped
+            AND c.run_at >= top.run_at AND c.run_at <= top.bound                          -- if capped
           ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                             -- if capped
           LIMIT :batch                                                                    -- if capped
       ) AS d                                                                              -- if capped
@@ -752,9 +748,9 @@ SET attempts = c.attempts + excluded.attempts,
 -- are not passed over one by one: a hung or lone busy endpoint's backlog sits at the head
 -- of idx_executions_due, and the walk read all of it, with a heap fetch per row, on every
 -- claim that looked past it (the reserve's, the other endpoints'). Instead each endpoint
--- that may take work gives its oldest due row (its head: one probe of a range of
--- idx_executions_due_by_endpoint's key (parked, endpoint, run_at), which no other index can
--- serve, migration 021); only the :batch endpoints with the oldest heads can hold the
+-- that may take work gives its oldest due row (its head: one probe of
+-- idx_executions_due_by_endpoint, keyed (parked, endpoint, run_at), migration 021: equal on
+-- parked and endpoint, bounded and ordered by run_at, as metrics.sql's lag probes); only the :batch endpoints with the oldest heads can hold the
 -- :batch oldest rows, and none of those rows is later than the last of those heads once
 -- there are :batch of them (that many rows are no later). So each of those endpoints gives
 -- its rows from its head to that bound, at most :batch; the oldest :batch of them are the
@@ -780,9 +776,7 @@ WHERE status IN ('QUEUED', 'RETRYING')
                   SELECT c.run_at                                                         -- if capped
                   FROM executions AS c                                                    -- if capped
                   WHERE c.status IN ('QUEUED', 'RETRYING')                                -- if capped
-                    AND (c.parked, c.endpoint, c.run_at)                                  -- if capped
-                        >= (FALSE, en.name, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ))  -- if capped
-                    AND (c.parked, c.endpoint, c.run_at) <= (FALSE, en.name, now())       -- if capped
+                    AND NOT c.parked AND c.endpoint = en.name AND c.run_at <= now()       -- if capped
                   ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                     -- if capped
                   LIMIT 1                                                                 -- if capped
               ) AS head                                                                   -- if capped
@@ -796,8 +790,8 @@ WHERE status IN ('QUEUED', 'RETRYING')
           SELECT c.execution_id, c.run_at                                                 -- if capped
           FROM executions AS c                                                            -- if capped
           WHERE c.status IN ('QUEUED', 'RETRYING')                                        -- if capped
-            AND (c.parked, c.endpoint, c.run_at) >= (FALSE, top.name, top.run_at)         -- if capped
-            AND (c.parked, c.endpoint, c.run_at) <= (FALSE, top.name, top.bound)          -- if capped
+            AND NOT c.parked AND c.endpoint = top.name                                    -- if capped
+            AND c.run_at >= top.run_at AND c.run_at <= top.bound                          -- if capped
           ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                             -- if capped
           LIMIT :batch                                                                    -- if capped
       ) AS d                                                                              -- if capped
