@@ -33,9 +33,10 @@ WITH picked AS MATERIALIZED (
 -- claim that looked past it (the reserve's, the other endpoints'). Instead each endpoint
 -- that may take work gives its oldest due row (its head: one probe of
 -- idx_executions_due_by_endpoint, keyed (parked, endpoint, run_at), migration 021: equal on
--- parked and endpoint, bounded and ordered by run_at, as metrics.sql's lag probes); only the :batch endpoints with the oldest heads can hold the
--- :batch oldest rows, and none of those rows is later than the last of those heads once
--- there are :batch of them (that many rows are no later). So each of those endpoints gives
+-- parked and endpoint, bounded and ordered by run_at, as metrics.sql's lag probes); only
+-- the :batch endpoints with the oldest heads can hold the :batch oldest rows, and none of
+-- those rows is later than the last of those heads once there are :batch of them (that
+-- many rows are no later). So each of those endpoints gives
 -- its rows from its head to that bound, at most :batch; the oldest :batch of them are the
 -- candidates, and the walk's conditions are checked again on their rows (primary key
 -- probes). Such a claim reads a row per endpoint and about a batch more, never a backlog,
@@ -189,9 +190,10 @@ WITH picked AS (
 -- claim that looked past it (the reserve's, the other endpoints'). Instead each endpoint
 -- that may take work gives its oldest due row (its head: one probe of
 -- idx_executions_due_by_endpoint, keyed (parked, endpoint, run_at), migration 021: equal on
--- parked and endpoint, bounded and ordered by run_at, as metrics.sql's lag probes); only the :batch endpoints with the oldest heads can hold the
--- :batch oldest rows, and none of those rows is later than the last of those heads once
--- there are :batch of them (that many rows are no later). So each of those endpoints gives
+-- parked and endpoint, bounded and ordered by run_at, as metrics.sql's lag probes); only
+-- the :batch endpoints with the oldest heads can hold the :batch oldest rows, and none of
+-- those rows is later than the last of those heads once there are :batch of them (that
+-- many rows are no later). So each of those endpoints gives
 -- its rows from its head to that bound, at most :batch; the oldest :batch of them are the
 -- candidates, and the walk's conditions are checked again on their rows (primary key
 -- probes). Such a claim reads a row per endpoint and about a batch more, never a backlog,
@@ -750,9 +752,10 @@ SET attempts = c.attempts + excluded.attempts,
 -- claim that looked past it (the reserve's, the other endpoints'). Instead each endpoint
 -- that may take work gives its oldest due row (its head: one probe of
 -- idx_executions_due_by_endpoint, keyed (parked, endpoint, run_at), migration 021: equal on
--- parked and endpoint, bounded and ordered by run_at, as metrics.sql's lag probes); only the :batch endpoints with the oldest heads can hold the
--- :batch oldest rows, and none of those rows is later than the last of those heads once
--- there are :batch of them (that many rows are no later). So each of those endpoints gives
+-- parked and endpoint, bounded and ordered by run_at, as metrics.sql's lag probes); only
+-- the :batch endpoints with the oldest heads can hold the :batch oldest rows, and none of
+-- those rows is later than the last of those heads once there are :batch of them (that
+-- many rows are no later). So each of those endpoints gives
 -- its rows from its head to that bound, at most :batch; the oldest :batch of them are the
 -- candidates, and the walk's conditions are checked again on their rows (primary key
 -- probes). Such a claim reads a row per endpoint and about a batch more, never a backlog,
