@@ -405,6 +405,45 @@ def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Da
         assert plan.read()["delivery_counts"] <= 2 * summary, plan
 
 
+def test_the_lag_probes_read_one_head_where_most_endpoints_have_one_due_row(
+    database: Database,
+) -> None:
+    """Statistics that expect a row or so per endpoint (400 endpoints with one due row
+    each) beside one endpoint with a due backlog of 3,000: under both plans each lag probe
+    reads the head of its endpoint's range. A plan that read an endpoint's due rows on
+    idx_executions_by_endpoint (keyed by endpoint, in created_at order) and sorted them by
+    run_at would look cheap for a row or two and read the whole backlog of the one big
+    endpoint, on every scrape."""
+    big = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
+    database.execute(
+        "INSERT INTO endpoints (name, endpoint_type, spec)"
+        " SELECT 'few-' || g, 'HTTP', CAST(:spec AS JSONB) FROM generate_series(1, 400) AS g",
+        spec='{"url": "http://127.0.0.1:9/", "method": "POST"}',
+    )
+    rows = (
+        "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at, created_at)"
+        " SELECT :job, {endpoint}, 'HTTP', 'QUEUED', now() - g * INTERVAL '1 second',"
+        " now() - g * INTERVAL '1 second' FROM generate_series(1, :n) AS g"
+    )
+    database.execute(rows.format(endpoint="'few-' || g"), job=big.job_id, n=400)
+    database.execute(rows.format(endpoint=":big"), job=big.job_id, n=3000, big=big.endpoint)
+    database.execute("ANALYZE")
+    now = datetime.now(UTC)
+    bounded(
+        database,
+        queries["metrics_snapshot"],
+        {
+            "now": now,
+            "buckets_since": now.replace(second=0, microsecond=0) - timedelta(minutes=1),
+            "until": now,
+            "window_since": now - timedelta(minutes=1),
+            "fresh_since": now - timedelta(seconds=15),
+        },
+        at_most=450,  # a row per endpoint's probe, and the few heads of the oldest due
+        tables=("executions",),
+    )
+
+
 def test_the_overviews_lag_is_every_endpoints_oldest_in_a_few_probes(database: Database) -> None:
     """The oldest due execution (metrics_oldest_due: the lag of /overview, /metrics and the
     queue_health line) is the minimum of each endpoint's (metrics_endpoint_lag) and of the

@@ -309,3 +309,34 @@ def test_a_capped_claim_over_many_endpoints_reads_their_heads_not_a_batch_each(
             for r in database.run("SELECT execution_id FROM executions WHERE status = 'RUNNING'")
         }
         assert taken == oldest  # each plan took the oldest batch left
+
+
+@pytest.mark.parametrize(
+    "name", ["worker_claim_skip_locked", "worker_claim_candidates", "worker_record_and_claim"]
+)
+def test_a_capped_claim_reads_heads_where_most_endpoints_have_one_due_row(
+    database: Database, backlog: str, name: str
+) -> None:
+    """Statistics that expect a row or so per endpoint (400 endpoints with one due row
+    each) beside the backlog's endpoint (5,000 due rows, not at its cap): with one of the
+    small endpoints at its cap, both plans read each other endpoint's head and about a
+    batch more. A plan that read an endpoint's due rows on idx_executions_by_endpoint and
+    sorted them by run_at would look cheap for a row or two and read the whole backlog."""
+    database.run(
+        "INSERT INTO endpoints (name, endpoint_type, spec)"
+        " SELECT 'few-' || g, 'HTTP', e.spec FROM generate_series(1, 400) AS g, endpoints AS e"
+        " WHERE e.name = :e",
+        e=backlog,
+    )
+    database.run(
+        "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at, created_at)"
+        " SELECT 'job_b1', 'few-' || g, 'HTTP', 'QUEUED', now() - g * INTERVAL '1 second',"
+        " now() - g * INTERVAL '1 second' FROM generate_series(1, 400) AS g"
+    )
+    database.run("ANALYZE")
+    bounded(
+        database,
+        *_shape(name, _capped("few-1")),
+        at_most=400 + 5 * BATCH,
+        tables=("executions", "jobs"),
+    )
