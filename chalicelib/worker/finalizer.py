@@ -170,8 +170,7 @@ class Finalizer:
                 extra={"count": len(batch), "error": fault_reason(exc)},
             )
             results, plan, claimed = [self._write_alone(f) for f in batch], None, []
-        for finished, done in results:
-            self._ledger.recorded(finished, done)
+        self._ledger.recorded(results)
         if plan is not None and self.refill is not None:
             self.refill.claimed(plan, claimed)  # after the releases: the slots are free
 

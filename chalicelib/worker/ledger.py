@@ -33,7 +33,7 @@ import logging
 import math
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -241,33 +241,58 @@ class Claims:
 class SendSlots:
     """The delivery loop's gate: at most ``capacity`` executions sent and not yet recorded
     (what a crash could deliver twice). Taken on the delivery loop before a send, given
-    back by the ledger when the attempt is recorded (from any thread)."""
+    back by the ledger when attempts are recorded (from any thread, a batch at a time).
+
+    A counter and a queue of waiters, first come first served: a freed slot goes straight
+    to the oldest waiter. (``asyncio.Semaphore`` of Python 3.11 walks its waiters on every
+    acquire once any wait: about 4 % of the worker's Python time in a profile at 50 slots.)
+    """
 
     def __init__(self, capacity: int) -> None:
-        self._capacity = capacity
-        self._semaphore: asyncio.Semaphore | None = None
+        self._free = capacity
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def acquire(self) -> None:
         """Wait for a slot, first come first served (on the delivery loop)."""
-        if self._semaphore is None:
+        if self._loop is None:
             self._loop = asyncio.get_running_loop()
-            self._semaphore = asyncio.Semaphore(self._capacity)
-        await self._semaphore.acquire()
-
-    def give_back(self) -> None:
-        """One slot is free again: on the loop itself, or from another thread."""
-        loop, semaphore = self._loop, self._semaphore
-        if loop is None or semaphore is None:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
             return
+        waiter = self._loop.create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._hand_on(1)  # handed a slot it will not use: the next one takes it
+            raise
+
+    def give_back(self, count: int = 1) -> None:
+        """``count`` slots are free again: on the loop itself, or from another thread (one
+        wake-up of the loop for the whole batch)."""
+        loop = self._loop
+        if loop is None or count <= 0:
+            return  # nothing was ever taken
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         if running is loop:
-            semaphore.release()
+            self._hand_on(count)
         elif not loop.is_closed():
-            loop.call_soon_threadsafe(semaphore.release)
+            loop.call_soon_threadsafe(self._hand_on, count)
+
+    def _hand_on(self, count: int) -> None:
+        """On the loop: each freed slot to the oldest live waiter, the rest counted free."""
+        waiters = self._waiters
+        while count and waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                count -= 1
+        self._free += count
 
 
 class Ledger:
@@ -276,7 +301,7 @@ class Ledger:
     * the claimer: :meth:`wait_for_room`, :meth:`room`, :meth:`take`;
     * the delivery loop: :meth:`owned` before a send, :meth:`delivered` after it,
       :meth:`release` for one it could not finish;
-    * the finalizer: :meth:`recorded` once an attempt is written;
+    * the finalizer: :meth:`recorded` once a batch's attempts are written;
     * the lease keeper: :meth:`due_for_renewal` and :meth:`renewed`.
 
     ``wake`` ends the claimer's idle sleep: called when an endpoint that was at its share
@@ -405,21 +430,31 @@ class Ledger:
         """It leaves the worker: recorded (``counter``: the outcome it is counted under), or
         left RUNNING for the reclaimer. Counted in the same step as it leaves, so whoever
         waits for the worker to be empty (:meth:`wait_empty`) finds it counted."""
+        self._release_all([(execution_id, attempt, counter)])
+
+    def _release_all(self, leaving: Iterable[tuple[str, int, str | None]]) -> None:
+        """Every (execution, attempt, counter) of ``leaving`` released in one step: one
+        wake-up of the waiters and one of the delivery loop for the slots they free."""
+        slots = 0
         with self._cond:
-            if counter is not None:
-                self._counts[counter] += 1
-            slot = self._claims.release(execution_id, attempt)
+            for execution_id, attempt, counter in leaving:
+                if counter is not None:
+                    self._counts[counter] += 1
+                slots += self._claims.release(execution_id, attempt)
             self._cond.notify_all()
-        if slot:
-            self.send_slots.give_back()
+        self.send_slots.give_back(slots)
 
     # -- the finalizer -------------------------------------------------------------------
 
-    def recorded(self, finished: FinishedExecution, applied: bool) -> None:
-        """Its attempt was written (``applied``), or lost its compare-and-set (reclaimed
-        meanwhile): either way it is no longer held."""
-        counter = log_finalized(finished, applied)
-        self.release(finished.execution_id, finished.attempt_number, counter=counter)
+    def recorded(self, results: Iterable[tuple[FinishedExecution, bool]]) -> None:
+        """Each attempt of a batch was written (``applied``), or lost its compare-and-set
+        (reclaimed meanwhile): either way none of them is held any more."""
+        self._release_all(
+            [
+                (finished.execution_id, finished.attempt_number, log_finalized(finished, applied))
+                for finished, applied in results
+            ]
+        )
 
     # -- draining ------------------------------------------------------------------------
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from datetime import UTC, datetime
 
+from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus
 from chalicelib.worker.idle import IdleWait
 from chalicelib.worker.ledger import Claims, Ledger, SendSlots
-from chalicelib.worker.models import ClaimedExecution
+from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 
 
 class Clock:
@@ -237,3 +240,99 @@ def test_a_notification_ends_the_idle_sleep_and_tells_the_ledger() -> None:
     idle.notified()
     idle.sleep(30.0)  # ends at once: the notification came first
     assert (told, idle.stats.woken) == ([True], 1)
+
+
+def test_send_slots_go_to_the_oldest_waiter_and_never_exceed_the_capacity() -> None:
+    """Two slots, five deliveries: two go out, the others wait in order; slots given back
+    from another thread (a recorded batch: one call for all of them) go to the oldest
+    waiters, and what no one waits for is counted free."""
+    order: list[int] = []
+    holding: list[int] = []
+
+    async def scenario() -> None:
+        slots = SendSlots(2)
+        loop = asyncio.get_running_loop()
+
+        async def deliver(i: int) -> None:
+            await slots.acquire()
+            order.append(i)
+            holding.append(i)
+            assert len(holding) <= 2
+
+        tasks = [asyncio.create_task(deliver(i)) for i in range(5)]
+        await asyncio.sleep(0.01)
+        assert order == [0, 1]
+        holding.clear()
+        await loop.run_in_executor(None, slots.give_back, 2)  # from the finalizer's thread
+        await asyncio.sleep(0.01)
+        assert order == [0, 1, 2, 3]
+        holding.clear()
+        slots.give_back(3)  # on the loop: one waiter, two slots left over
+        await asyncio.gather(*tasks)
+        assert order == [0, 1, 2, 3, 4]
+        holding.clear()
+        await asyncio.wait_for(slots.acquire(), 1)  # the two left over are free at once
+        await asyncio.wait_for(slots.acquire(), 1)
+        late = asyncio.create_task(slots.acquire())
+        await asyncio.sleep(0.01)
+        assert not late.done()  # and no more than that
+        late.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_slot_handed_to_a_cancelled_delivery_goes_to_the_next() -> None:
+    async def scenario() -> None:
+        slots = SendSlots(1)
+        await slots.acquire()
+        first = asyncio.create_task(slots.acquire())
+        second = asyncio.create_task(slots.acquire())
+        await asyncio.sleep(0.01)
+        slots.give_back()  # handed to the first waiter, which is cancelled before it runs
+        first.cancel()
+        await asyncio.wait_for(second, 1)
+        assert first.cancelled()
+
+    asyncio.run(scenario())
+
+
+class CountingSlots(SendSlots):
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity)
+        self.given: list[int] = []
+
+    def give_back(self, count: int = 1) -> None:
+        self.given.append(count)
+
+
+def finished(execution_id: str, endpoint: str) -> FinishedExecution:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    return FinishedExecution(
+        execution_id=execution_id,
+        endpoint=endpoint,
+        attempt_number=1,
+        attempt_status=AttemptStatus.SUCCESS,
+        next_status=ExecutionStatus.SUCCESS,
+        started_at=at,
+        completed_at=at,
+        duration_ms=1,
+    )
+
+
+def test_a_recorded_batch_is_released_in_one_step() -> None:
+    """The finalizer's batch leaves the ledger at once: each counted under its outcome (a
+    result that lost its compare-and-set under none), and the send slots of those that
+    were sent given back to the delivery loop in one call."""
+    h = claims()
+    h.add([claimed("e1", "a"), claimed("e2", "a"), claimed("e3", "b")], 100)
+    h.delivered("e1", 1, slot=True)
+    h.delivered("e2", 1, slot=True)
+    h.delivered("e3", 1, slot=False)  # finished without a send: no send slot
+    slots = CountingSlots(4)
+    ledger = Ledger(h, slots, wake=lambda: None)
+    ledger.recorded(
+        [(finished("e1", "a"), True), (finished("e2", "a"), False), (finished("e3", "b"), True)]
+    )
+    assert len(h) == 0
+    assert slots.given == [2]
+    assert ledger.counts()["succeeded"] == 2
