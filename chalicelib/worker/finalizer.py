@@ -96,7 +96,9 @@ class Refill(Protocol):
 
 
 class Finalizer:
-    """A queue drained by :data:`WRITERS` writer threads."""
+    """A queue drained by :data:`WRITERS` writer threads (a ``queue.SimpleQueue``, in C:
+    the delivery loop puts every finished execution on it, and ``queue.Queue``'s put
+    takes a lock and notifies a condition in Python each time)."""
 
     def __init__(
         self,
@@ -111,7 +113,7 @@ class Finalizer:
         self.refill: Refill | None = None
         self._worker_id = worker_id
         self._ledger = ledger
-        self._queue: queue.Queue[FinishedExecution | None] = queue.Queue()
+        self._queue: queue.SimpleQueue[FinishedExecution | None] = queue.SimpleQueue()
         self._abandon = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -306,10 +308,10 @@ def _holds(batch: list[FinishedExecution]) -> dict[str, int]:
 
 
 def _without_stop(
-    old: queue.Queue[FinishedExecution | None],
-) -> queue.Queue[FinishedExecution | None]:
+    old: queue.SimpleQueue[FinishedExecution | None],
+) -> queue.SimpleQueue[FinishedExecution | None]:
     """The queue after a stop, without its stop marker (so a restart's writers run)."""
-    fresh: queue.Queue[FinishedExecution | None] = queue.Queue()
+    fresh: queue.SimpleQueue[FinishedExecution | None] = queue.SimpleQueue()
     while True:
         try:
             item = old.get_nowait()
