@@ -14,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import psycopg
 from common import ROOT, WORK, free_port, progress
 from jobcost import HARNESS_ROLE
@@ -60,30 +61,20 @@ def _as_pg_user() -> dict[str, object]:
     return {"user": PG_USER, "group": PG_USER}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_stale_data() -> None:
     """Remove the data directories of harness processes that are gone without stop() (a
     benchmark killed mid-run: a 10^6 scale history is gigabytes), unless a server still runs
     on one (its postmaster.pid names a live process)."""
     for path in (WORK / "pg").glob("data-*"):
         owner = path.name.removeprefix("data-")
-        if not owner.isdigit() or _alive(int(owner)):
+        if not owner.isdigit() or psutil.pid_exists(int(owner)):
             continue
         postmaster = path / "postmaster.pid"
         try:
             server = int(postmaster.read_text().split("\n", 1)[0])
         except (OSError, ValueError):
             server = None
-        if server is not None and _alive(server):
+        if server is not None and psutil.pid_exists(server):
             continue
         progress(f"removing {path} (its harness process {owner} is gone)")
         shutil.rmtree(path, ignore_errors=True)
