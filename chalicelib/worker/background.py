@@ -43,6 +43,7 @@ def worker_counters(worker: Worker) -> dict[str, int]:
     pool = worker.db.stats
     return {
         "in_flight": worker.in_flight,
+        "awaiting_record": worker.awaiting_record,
         **worker.counts(),
         "serialization_retries": pool.serialization_retries,
         "reconnects": pool.reconnects,

@@ -122,6 +122,13 @@ class Claims:
     def __len__(self) -> int:
         return len(self._claims)
 
+    @property
+    def awaiting_record(self) -> int:
+        """Held executions whose delivery has ended (sent, or finished unsent) and whose
+        attempt is not yet recorded: the part of what a worker holds that waits for the
+        finalizer's commit, and what a crash would deliver again."""
+        return len(self._claims) - self._undelivered
+
     def claimable(self) -> int:
         """How many a claim may take now: the free slots and those of executions delivered
         and waiting for their attempt to be recorded (they free at the finalizer's next
@@ -338,6 +345,11 @@ class Ledger:
         """Executions claimed and finalized (by outcome) since the worker started."""
         with self._cond:
             return dict(self._counts)
+
+    def awaiting_record(self) -> int:
+        """Of what it holds, the executions whose attempts wait to be recorded."""
+        with self._cond:
+            return self._claims.awaiting_record
 
     # -- the claimer ---------------------------------------------------------------------
 

@@ -50,6 +50,13 @@ def worker_families(counters: dict[str, int], worker_id: str) -> list[prom.Famil
             "Executions this worker holds right now (claimed, not yet recorded).",
             [(counters.get("in_flight", 0),)],
         ),
+        prom.gauge(
+            "te_worker_awaiting_record",
+            "Of te_worker_in_flight, the executions delivered (or finished unsent) whose "
+            "attempts are not yet recorded: rising with a steady te_worker_in_flight, the "
+            "database, not the targets, is what holds the slots.",
+            [(counters.get("awaiting_record", 0),)],
+        ),
         prom.counter(
             "te_worker_db_serialization_retries",
             "Transactions of this process retried after SQLSTATE 40001/40P01.",

@@ -106,6 +106,12 @@ class Worker:
     def in_flight(self) -> int:
         return len(self.ledger)
 
+    @property
+    def awaiting_record(self) -> int:
+        """Of :attr:`in_flight`, the executions delivered (or finished unsent) whose
+        attempts the finalizer has not recorded yet."""
+        return self.ledger.awaiting_record()
+
     def counts(self) -> dict[str, int]:
         """Executions claimed and finalized (by outcome) since this worker started."""
         return self.ledger.counts()

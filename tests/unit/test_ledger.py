@@ -51,6 +51,22 @@ def test_a_slot_is_free_again_when_the_attempt_is_released_not_when_delivered() 
     assert (h.capacity - len(h), h.claimable()) == (3, 3)
 
 
+def test_what_awaits_its_record_is_counted_from_the_delivery_end_to_the_release() -> None:
+    h = claims()
+    h.add([claimed("e1", "a"), claimed("e2", "a"), claimed("e3", "b")], sent_at=100)
+    assert (len(h), h.awaiting_record) == (3, 0)  # all three in delivery
+    h.delivered("e1", 1, slot=True)  # sent, its result on its way to the finalizer
+    h.delivered("e3", 1)  # finished unsent (a template that does not resolve): recorded too
+    assert (len(h), h.awaiting_record) == (3, 2)
+    h.delivered("e1", 1, slot=True)  # told twice: counted once
+    assert h.awaiting_record == 2
+    h.release("e1", 1)
+    h.release("e3", 1)
+    assert (len(h), h.awaiting_record) == (1, 0)
+    h.release("e2", 1)  # left RUNNING for the reclaimer before its delivery ended
+    assert (len(h), h.awaiting_record) == (0, 0)
+
+
 def test_an_endpoint_at_its_cap_is_full_until_a_delivery_ends() -> None:
     h = claims()
     h.add([claimed("e1", "hung"), claimed("e2", "hung"), claimed("e3", "slow", cap=3)], 100)

@@ -19,6 +19,7 @@ from chalicelib.worker.background import metrics_server
 from tests.integration.worker.conftest import settings, settle
 from tests.support.seed.worker import http_spec, retry_policy, seed
 from tests.support.served import HttpTarget, Reply, free_port
+from tests.support.waiting import wait_for
 
 
 def _get(url: str) -> tuple[int, str, str]:
@@ -46,15 +47,51 @@ def test_the_port_shows_what_this_worker_did(
     finally:
         server.stop()
     assert (status, content_type, missing) == (200, "text/plain; version=0.0.4; charset=utf-8", 404)
-    samples: dict[tuple[str, tuple[Any, ...]], float] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    samples = _samples(text)
     assert samples[("te_worker_claimed_total", ())] == 3
     assert samples[("te_worker_finalized_total", (("outcome", "succeeded"),))] == 2
     assert samples[("te_worker_finalized_total", (("outcome", "failed"),))] == 1
     assert samples[("te_worker_in_flight", ())] == 0
+    assert samples[("te_worker_awaiting_record", ())] == 0
     assert samples[("te_worker_info", (("worker_id", worker.worker_id),))] == 1
+
+
+def test_an_attempt_waiting_for_its_record_shows_on_the_port(
+    database: Database, make_worker: Callable[..., Worker], http_target: HttpTarget
+) -> None:
+    http_target.script("/slow", Reply(200, body="{}", delay=0.5))
+    [execution_id] = seed(database, spec=http_spec(http_target.url("/slow"))).execution_ids
+    worker = make_worker()
+    server = metrics_server(worker, settings(worker_metrics_port=0))
+    assert server is not None
+    try:
+        assert worker.run_once() == 1  # claimed and committed; its delivery takes 0.5 s
+        with database.connection() as locker:
+            # The row locked, the finalizer's record waits once the delivery has ended.
+            locker.run("BEGIN")
+            locker.run(
+                "SELECT 1 FROM executions WHERE execution_id = :id FOR UPDATE", id=execution_id
+            )
+            try:
+                wait_for(lambda: worker.awaiting_record == 1, "the attempt waiting", timeout=10)
+                held = _samples(_get(f"http://127.0.0.1:{server.port}/metrics")[2])
+            finally:
+                locker.run("COMMIT")
+        assert worker.drain(10)
+        after = _samples(_get(f"http://127.0.0.1:{server.port}/metrics")[2])
+    finally:
+        server.stop()
+    assert (held[("te_worker_in_flight", ())], held[("te_worker_awaiting_record", ())]) == (1, 1)
+    assert (after[("te_worker_in_flight", ())], after[("te_worker_awaiting_record", ())]) == (0, 0)
+    assert after[("te_worker_finalized_total", (("outcome", "succeeded"),))] == 1
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[Any, ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def test_no_port_no_server_and_the_default_host_is_loopback(
