@@ -19,7 +19,7 @@ from common import BENCH, BENCH_PY, free_port, progress, summary_ms
 from ours import Procs
 from pgserver import PgServer
 from sink import Sink
-from workloads import _collect
+from workloads import collect
 
 HUNG_ENDPOINT = "bench-hung"
 HUNG_TIMEOUT_MS = 300_000
@@ -49,7 +49,7 @@ def run(server: PgServer, sink: Sink, workers: int, hung: int, healthy: int) -> 
             held = _wait_for_the_hung_share(conn, procs)
             mark = sink.mark()
             seeded = dict(ours.seed_immediate_sql(conn, sink.url, healthy))
-            got = _collect(sink, mark, set(seeded), timeout=60)
+            got = collect(sink, mark, set(seeded), timeout=60)
     finally:
         procs.stop()
         targets.stop()

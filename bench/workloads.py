@@ -43,7 +43,7 @@ class _Clients:
         return self.local.api
 
 
-def _collect(sink: Sink, mark: int, want: set[str], timeout: float) -> dict[str, float]:
+def collect(sink: Sink, mark: int, want: set[str], timeout: float) -> dict[str, float]:
     deadline = time.monotonic() + timeout
     while True:
         got = {ident: ts for ts, ident in sink.read_since(mark) if ident in want}
@@ -95,7 +95,7 @@ def latency(
                 futures.append(pool.submit(fire, i))
             for f in futures:
                 f.result()
-        received = _collect(sink, mark, set(sent), 30)
+        received = collect(sink, mark, set(sent), 30)
     finally:
         procs.stop()
     lat = [received[k] - sent[k] for k in sent if k in received]
@@ -121,7 +121,7 @@ def pgqueuer_latency(server: PgServer, sink: Sink, seconds: float) -> dict[str, 
         timeout=seconds + 120,
     )
     sent: dict[str, float] = result["sent"]
-    received = _collect(sink, mark, set(sent), 30)
+    received = collect(sink, mark, set(sent), 30)
     lat = [received[k] - sent[k] for k in sent if k in received]
     out = {
         "topology": "PgQueuer: enqueue -> handler (LISTEN/NOTIFY)",
@@ -187,7 +187,7 @@ def delayed(server: PgServer, sink: Sink, count: int, spread: float) -> dict[str
             progress("  warning: creating the DELAYED jobs took longer than the lead time")
         progress(f"  {count} DELAYED jobs created; waiting {spread + lead:.0f}s")
         time.sleep(max(0.0, t0 + spread - time.time()))
-        received = _collect(sink, mark, set(due), 30)
+        received = collect(sink, mark, set(due), 30)
         unseen = sorted(set(due) - set(received))
         missing = _statuses(server, "bench_delayed", unseen)
         missing["unseen_ids"] = unseen[:20]  # type: ignore[assignment]
