@@ -41,9 +41,10 @@ METRICS_INTERVAL_SEC = 15.0
 def worker_counters(worker: Worker) -> dict[str, int]:
     """What the ``worker_metrics`` log line and the metrics port show."""
     pool = worker.db.stats
+    held, awaiting_record = worker.occupancy
     return {
-        "in_flight": worker.in_flight,
-        "awaiting_record": worker.awaiting_record,
+        "in_flight": held,
+        "awaiting_record": awaiting_record,
         **worker.counts(),
         "serialization_retries": pool.serialization_retries,
         "reconnects": pool.reconnects,

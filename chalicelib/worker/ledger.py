@@ -126,7 +126,8 @@ class Claims:
     def awaiting_record(self) -> int:
         """Held executions whose delivery has ended (sent, or finished unsent) and whose
         attempt is not yet recorded: the part of what a worker holds that waits for the
-        finalizer's commit, and what a crash would deliver again."""
+        finalizer's commit (the sent ones among them are what a crash would deliver
+        again)."""
         return len(self._claims) - self._undelivered
 
     def claimable(self) -> int:
@@ -346,10 +347,11 @@ class Ledger:
         with self._cond:
             return dict(self._counts)
 
-    def awaiting_record(self) -> int:
-        """Of what it holds, the executions whose attempts wait to be recorded."""
+    def occupancy(self) -> tuple[int, int]:
+        """(executions held, of those the ones whose attempts wait to be recorded), read
+        together so the second never exceeds the first."""
         with self._cond:
-            return self._claims.awaiting_record
+            return len(self._claims), self._claims.awaiting_record
 
     # -- the claimer ---------------------------------------------------------------------
 

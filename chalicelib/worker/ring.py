@@ -107,10 +107,10 @@ class Worker:
         return len(self.ledger)
 
     @property
-    def awaiting_record(self) -> int:
-        """Of :attr:`in_flight`, the executions delivered (or finished unsent) whose
-        attempts the finalizer has not recorded yet."""
-        return self.ledger.awaiting_record()
+    def occupancy(self) -> tuple[int, int]:
+        """(:attr:`in_flight`, of those the executions delivered or finished unsent whose
+        attempts the finalizer has not recorded yet), read at one instant."""
+        return self.ledger.occupancy()
 
     def counts(self) -> dict[str, int]:
         """Executions claimed and finalized (by outcome) since this worker started."""

@@ -73,7 +73,7 @@ def test_an_attempt_waiting_for_its_record_shows_on_the_port(
                 "SELECT 1 FROM executions WHERE execution_id = :id FOR UPDATE", id=execution_id
             )
             try:
-                wait_for(lambda: worker.awaiting_record == 1, "the attempt waiting", timeout=10)
+                wait_for(lambda: worker.occupancy == (1, 1), "the attempt waiting", timeout=10)
                 held = _samples(_get(f"http://127.0.0.1:{server.port}/metrics")[2])
             finally:
                 locker.run("COMMIT")
