@@ -23,14 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ours
 import workloads
-from common import progress
+from common import percentile, progress
 from pgserver import PgServer
 from sink import Sink
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 def main() -> None:
@@ -85,7 +80,8 @@ def main() -> None:
     title = f"ms, one job every {args.interval:g} ms"
     print(f"{title:<28}{'p50':>8}{'p90':>8}{'p99':>8}")
     for name, values in rows:
-        cells = "".join(f"{1000 * percentile(values, q):>8.2f}" for q in (0.5, 0.9, 0.99))
+        found = [percentile(values, q) for q in (50, 90, 99)]
+        cells = "".join(f"{'n/a':>8}" if v is None else f"{1000 * v:>8.2f}" for v in found)
         print(f"{name:<28}{cells}")
 
 
