@@ -12,15 +12,21 @@ or :meth:`claim_in`, then :meth:`claimed`): one commit records a batch and refil
 it frees. With a strategy that records and claims in one statement (PostgreSQL's), the
 claimer's own loop leaves the slots of attempts being recorded to that refill and claims
 only slots that are free (at start, after an idle spell, or what a refill did not fill).
-One claim at a time, whoever runs it, so the room and the per-endpoint shares a claim is
-sized by are never claimed twice. Paused, held and flow-controlled endpoints are left out
-of the claim; flow-controlled ones get a metered claim of their own
-(:mod:`chalicelib.worker.flow`). It sleeps ``TE_WORKER_POLL_INTERVAL_MS`` only when nothing
-was due; :mod:`chalicelib.worker.idle` says what ends that sleep early.
+Claims may run side by side (the claimer's own and each writer's refill: a writer whose
+batch ends while another one's statement runs refills its slots too, rather than leaving
+them to a claim of their own). Each reserves its room before it is sent and gives the
+reservation back when it is held (:meth:`_reserve`, :meth:`_settle`); a claim sized
+meanwhile leaves that room out, in total and from every endpoint's share
+(``ClaimLimits.pending``), so the slots and the shares are never claimed twice. Paused,
+held and flow-controlled endpoints are left out of the claim; flow-controlled ones get a
+metered claim of their own (:mod:`chalicelib.worker.flow`). It sleeps
+``TE_WORKER_POLL_INTERVAL_MS`` only when nothing was due; :mod:`chalicelib.worker.idle`
+says what ends that sleep early.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -73,7 +79,11 @@ class Claimer:
         self._health = health
         self._poll_interval = poll_interval
         self._metered = MeteredClaim()
-        self._claim_lock = threading.Lock()
+        #: Guards :attr:`_pending` and the hold of what a claim took: room and reservations
+        #: are read and changed together.
+        self._room_lock = threading.Lock()
+        #: Room reserved by claims in flight (:meth:`_reserve`).
+        self._pending = 0
         #: Set while :meth:`run` runs: refills inside finalize transactions only then.
         self._stopping: Callable[[], bool] | None = None
         #: Claims made inside finalize transactions (diagnostics; tests read it).
@@ -102,15 +112,14 @@ class Claimer:
     def run_once(self) -> int:
         """Claim up to the room once and start the deliveries; returns how many."""
         self.controls.refresh()
-        with self._claim_lock:
-            free, limits = self._ledger.room(
-                self.controls.excluded, recording=self._takes_recording()
-            )
-            if free <= 0:
-                return 0
-            started = time.monotonic()
-            batch = self.claims.claim(self._db, self._worker_id, free, limits)
-            self._hold(batch, started)
+        plan = self._reserve(recording=self._takes_recording())
+        if plan is None:
+            return 0
+        batch: list[ClaimedExecution] = []
+        try:
+            batch = self.claims.claim(self._db, self._worker_id, plan.room, plan.limits)
+        finally:
+            self._settle(plan, batch)
         self._start(batch)  # before the metered claim: its failure must not strand these
         return len(batch) + self._claim_metered()
 
@@ -119,15 +128,14 @@ class Claimer:
         names = self.controls.metered_due()
         if not names:
             return 0
-        with self._claim_lock:
-            free, limits = self._ledger.room(
-                self.controls.excluded, recording=self._takes_recording()
-            )
-            if free <= 0:
-                return 0
-            started = time.monotonic()
-            batch = self._metered.claim(self._db, self._worker_id, free, limits, names)
-            self._hold(batch, started)
+        plan = self._reserve(recording=self._takes_recording())
+        if plan is None:
+            return 0
+        batch: list[ClaimedExecution] = []
+        try:
+            batch = self._metered.claim(self._db, self._worker_id, plan.room, plan.limits, names)
+        finally:
+            self._settle(plan, batch)
         self._start(batch)
         return len(batch)
 
@@ -135,19 +143,12 @@ class Claimer:
 
     def plan_claim(self) -> ClaimPlan | None:
         """Room for a claim where the finalizer records (its statement or transaction),
-        while :meth:`run` runs; holds the claim lock until :meth:`claimed`. Never waits: if
-        another claim is in flight, the batch is recorded only, and the next claim counts
-        the slots it frees."""
+        while :meth:`run` runs: the room left by the claims in flight, reserved until
+        :meth:`claimed`. Never waits."""
         stopping = self._stopping
         if stopping is None or stopping():
             return None
-        if not self._claim_lock.acquire(blocking=False):
-            return None
-        room, limits = self._ledger.room(self.controls.excluded, recording=True)
-        if room <= 0:
-            self._claim_lock.release()
-            return None
-        return ClaimPlan(room, limits, time.monotonic())
+        return self._reserve(recording=True)
 
     def claim_in(self, tx: Transaction, plan: ClaimPlan) -> list[ClaimedExecution]:
         return self.claims.claim_in(tx, self._worker_id, plan.room, plan.limits)
@@ -164,11 +165,8 @@ class Claimer:
 
     def claimed(self, plan: ClaimPlan, batch: list[ClaimedExecution]) -> None:
         """The finalize transaction committed (``batch`` empty if it failed)."""
-        try:
-            self._hold(batch, plan.started)
-            self.refills += bool(batch)
-        finally:
-            self._claim_lock.release()
+        self._settle(plan, batch)
+        self.refills += bool(batch)
         self._start(batch)
 
     # -- internals -----------------------------------------------------------------------
@@ -180,8 +178,30 @@ class Claimer:
         wait behind refills that keep every slot busy)."""
         return not self.claims.records_with_claim or bool(self.controls.metered)
 
+    def _reserve(self, *, recording: bool) -> ClaimPlan | None:
+        """The room for a claim about to be sent (``recording``: counting the slots of
+        attempts being recorded), less what the claims in flight reserved, and reserved in
+        turn; None if there is none. Its limits take the reserved room from every
+        endpoint's share: a claim in flight may take its whole room from any of them."""
+        with self._room_lock:
+            room, limits = self._ledger.room(self.controls.excluded, recording=recording)
+            room -= self._pending
+            if room <= 0:
+                return None
+            limits = dataclasses.replace(limits, pending=self._pending)
+            self._pending += room
+        return ClaimPlan(room, limits, time.monotonic())
+
+    def _settle(self, plan: ClaimPlan, batch: list[ClaimedExecution]) -> None:
+        """A reserved claim ended (``batch``: what its commit took, empty if it failed):
+        what it took is held and its reservation given back in one step, so the room is
+        never counted twice nor missed in between."""
+        with self._room_lock:
+            self._pending -= plan.room
+            self._hold(batch, plan.started)
+
     def _hold(self, batch: list[ClaimedExecution], started: float) -> None:
-        """A claim committed: hold what it took (call with the claim lock held)."""
+        """A claim committed: hold what it took."""
         if not batch:
             return
         self._ledger.take(batch, started)

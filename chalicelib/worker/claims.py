@@ -45,6 +45,9 @@ class ClaimLimits:
     #: Endpoints paused, held or flow-controlled as this worker last read them
     #: (:mod:`chalicelib.worker.flow`): kept out of the fast claim's LIMIT like ``full``.
     excluded: tuple[str, ...] = ()
+    #: Room of this worker's other claims in flight (taken from any endpoint, as far as this
+    #: one knows): every endpoint's share is that much smaller (:class:`Claimer` reserves).
+    pending: int = 0
 
     def params(self) -> dict[str, Any]:
         return {
@@ -52,6 +55,7 @@ class ClaimLimits:
             "default_cap": self.default_cap,
             "full": [*self.full, *self.excluded],
             "busy": json.dumps(self.busy, separators=(",", ":")),
+            "pending": self.pending,
             # An endpoint at its cap here: the candidates come per endpoint, not from the
             # walk past its backlog (worker_claim_due's "if capped" shape).
             "capped": True if self.full else None,
@@ -202,7 +206,7 @@ class ConditionalUpdateClaim:
         raise NotImplementedError("CockroachDB records and claims in separate statements")
 
     def _find(self, tx: Transaction, batch: int, params: dict[str, Any]) -> list[str]:
-        fairness = {k: params[k] for k in ("default_cap", "full", "busy", "capped")}
+        fairness = {k: params[k] for k in ("default_cap", "full", "busy", "pending", "capped")}
         found = run_shaped(tx, self._candidates, batch=batch, **fairness, **self._region.params())
         return [row["execution_id"] for row in found]
 

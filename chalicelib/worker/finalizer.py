@@ -73,8 +73,9 @@ class Refill(Protocol):
     finalize's transaction."""
 
     def plan_claim(self) -> ClaimPlan | None:
-        """A claim plan (holding the claim lock) if there is room, the slots of attempts
-        being recorded included; None at once if another claim runs."""
+        """A claim plan (its room reserved until :meth:`claimed`) if there is room, the
+        slots of attempts being recorded included, less what other claims in flight
+        reserved; None at once if there is none."""
         ...
 
     def claim_in(self, tx: Transaction, plan: ClaimPlan) -> list[ClaimedExecution]: ...

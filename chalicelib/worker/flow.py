@@ -117,6 +117,7 @@ class MeteredClaim:
             lease_ms=params["lease_ms"],
             default_cap=params["default_cap"],
             busy=params["busy"],
+            pending=params["pending"],
         )
         claimed = [ClaimedExecution.from_row(row) for row in rows]
         taken: dict[str, int] = {}

@@ -366,9 +366,8 @@ class Ledger:
         may take: the endpoints with work are at their caps) is claimed when a
         notification or a nudge says work was queued (:meth:`nudge`), else once a poll
         interval, the cadence an idle worker looks for work at. Claiming into it on every
-        slot that frees made the claimer race the finalizer's refill for the claim lock:
-        a batch recorded without its refill, then a claim of its own, two statements where
-        one does.
+        slot that frees made the claimer take, in a claim of its own, room the finalizer's
+        next refill fills in the statement that records: two statements where one does.
         """
         min_batch = max(1, self._claims.capacity // MIN_BATCH_SHARE)
         started = time.monotonic()

@@ -24,6 +24,7 @@ PARAMS: dict[str, object] = {
     "batch": 10,
     "full": [],
     "busy": "{}",
+    "pending": 0,
     "default_cap": 10,
     "worker_id": "w",
     "lease_ms": 1000,

@@ -211,8 +211,8 @@ def test_the_room_a_lone_endpoint_at_its_cap_leaves_is_the_reserve() -> None:
 def test_the_claimers_loop_looks_in_the_reserve_at_the_poll_interval_or_when_work_is_queued() -> (
     None
 ):
-    """A lone endpoint at its cap: the loop does not claim on every slot that frees (it
-    raced the finalizer's refill for the claim lock), but once a poll interval, or at once
+    """A lone endpoint at its cap: the loop does not claim on every slot that frees (a
+    claim of its own for what the finalizer's refill fills), but once a poll interval, or at once
     when a notification says work was queued (which the reserve is for)."""
     h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
     h.add([claimed(f"a{i}", "busy") for i in range(40)], 100)

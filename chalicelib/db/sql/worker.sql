@@ -81,7 +81,9 @@ LIMIT :batch
 -- candidates, oldest first; the including statement writes the commas around it): "fair"
 -- keeps, per endpoint, only as many candidates as its cap (spec.max_concurrent of the live
 -- endpoint, else :default_cap) minus what this worker is delivering for it (:busy, a JSONB
--- object endpoint -> count), so a hung endpoint's backlog cannot hide what is behind it.
+-- object endpoint -> count) and minus the room of this worker's other claims still in
+-- flight (:pending: whatever endpoint they take it from, so claims side by side never take
+-- more than a cap between them), so a hung endpoint's backlog cannot hide what is behind it.
 -- The same join passes over endpoints that are paused, held by a Retry-After, or
 -- flow-controlled (those are claimed by worker_claim_metered only). The worker passes the
 -- ones it knows of in :full too (worker_controlled_endpoints, once per poll), so they do
@@ -100,6 +102,7 @@ ranked AS (
     WHERE r.rank <= COALESCE(CAST(en.spec ->> 'max_concurrent' AS BIGINT),
                              CAST(:default_cap AS BIGINT))
                     - COALESCE(CAST(CAST(:busy AS JSONB) ->> r.endpoint AS BIGINT), 0)
+                    - CAST(:pending AS BIGINT)
       AND en.paused_at IS NULL
       AND (en.held_until IS NULL OR en.held_until <= now())
       AND en.flow_control IS NULL
@@ -208,8 +211,8 @@ WITH fair AS (
 --     limit), debited after this statement by worker_flow_debit;
 --   * flow_control.max_concurrency minus its RUNNING executions on every worker (RUNNING
 --     covers claimed-not-yet-sent, so the target never sees more sends at once);
---   * this worker's share (spec.max_concurrent or :default_cap, minus :busy), as the
---     fast path does.
+--   * this worker's share (spec.max_concurrent or :default_cap, minus :busy and
+--     :pending), as the fast path does.
 -- Paused and held endpoints get nothing, nor does one without its endpoint_flow row (no
 -- lock, no limit: never claimed unlimited). The due rows come from
 -- idx_executions_due_by_endpoint, two ranges per endpoint (side: its rows not parked yet
@@ -232,6 +235,7 @@ WITH flow AS MATERIALIZED (
                COALESCE(CAST(en.spec ->> 'max_concurrent' AS BIGINT),
                         CAST(:default_cap AS BIGINT))
                - COALESCE(CAST(CAST(:busy AS JSONB) ->> en.name AS BIGINT), 0)
+               - CAST(:pending AS BIGINT)
            ) AS allowance
     FROM endpoints AS en
     JOIN endpoint_flow AS locked ON locked.endpoint = en.name

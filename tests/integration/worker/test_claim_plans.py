@@ -66,7 +66,13 @@ def backlog(database: Database) -> str:
 
 
 def _fairness() -> dict[str, object]:
-    return {"default_cap": BATCH, "full": [], "busy": json.dumps({}), "capped": None}
+    return {
+        "default_cap": BATCH,
+        "full": [],
+        "busy": json.dumps({}),
+        "pending": 0,
+        "capped": None,
+    }
 
 
 def _capped(endpoint: str) -> dict[str, object]:
@@ -79,6 +85,7 @@ def _capped(endpoint: str) -> dict[str, object]:
         "default_cap": BATCH,
         "full": [endpoint],
         "busy": json.dumps({endpoint: BATCH}),
+        "pending": 0,
         "capped": True,
         "results": "[]",
         "writer": "w1/t",
@@ -204,6 +211,7 @@ def test_the_metered_claim_reads_a_batch_with_either_plan(database: Database, ba
         "lease_ms": 300_000,
         "default_cap": BATCH * 10,
         "busy": json.dumps({}),
+        "pending": 0,
     }
     _claims_a_batch_per_plan(database, "worker_claim_metered", params, backlog)
 

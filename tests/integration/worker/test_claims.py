@@ -130,7 +130,7 @@ def test_claims_walk_the_due_index_whatever_the_history_or_backlog(
     for capped in (False, True):
         full = ("ep-hung",) if capped else ()  # an endpoint at its cap here, or none
         limits = ClaimLimits(full=full, busy={"ep-hung": 25}, excluded=("ep-paused",)).params()
-        fairness = {k: limits[k] for k in ("default_cap", "full", "busy", "capped")}
+        fairness = {k: limits[k] for k in ("default_cap", "full", "busy", "pending", "capped")}
         skip_locked = _plan(
             database,
             *shaped(
@@ -174,6 +174,23 @@ def test_claim_passes_over_full_endpoints_and_cuts_the_rest_to_their_share(
     assert per_endpoint == {partly.endpoint: 2, healthy.endpoint: 2}
     assert {c.endpoint_cap for c in claimed} == {None}  # no max_concurrent: the default
     assert statuses(database, hung.execution_ids) == {"QUEUED": 6}
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_room_of_claims_in_flight_comes_off_every_endpoints_share(
+    database: Database, strategy: str
+) -> None:
+    """A claim sized while others of the same worker are in flight (``pending``: their
+    room) leaves that room out of every endpoint's share, the busy one's and the idle
+    one's alike: the claims in flight may take all of it from either, and together they
+    must not pass a cap."""
+    busy = seed(database, spec=http_spec("http://example.test/busy"), count=6)
+    idle = seed(database, spec=http_spec("http://example.test/idle"), count=6)
+    limits = ClaimLimits(default_cap=4, busy={busy.endpoint: 1}, pending=2)
+
+    claimed = _strategy(strategy).claim(database, "w", 50, limits)
+
+    assert Counter(c.endpoint for c in claimed) == {busy.endpoint: 1, idle.endpoint: 2}
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

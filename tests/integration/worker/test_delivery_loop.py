@@ -12,6 +12,7 @@ import pytest
 
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.domain.delivery import DeliveryOutcome, DeliveryRequest, succeeded
+from chalicelib.worker.models import ClaimedExecution
 from tests.integration.worker.conftest import run_until_delivered, settle
 from tests.support.seed.worker import http_spec, seed, statuses
 from tests.support.waiting import wait_for
@@ -233,3 +234,52 @@ def test_a_batch_nothing_follows_is_recorded_and_refilled_by_one_statement(
         assert worker.refills > 0
     else:
         assert combined == [] and worker.refills == 0
+
+
+def test_a_refill_sized_while_another_claim_is_in_flight_gets_the_room_left(
+    database: Database, make_worker
+) -> None:
+    """Two writers' refills side by side: the second is not turned away while the first
+    one's statement runs (its batch would be recorded without a refill, and its slots
+    left to a claim of their own), but sized by the room the first did not reserve, and
+    every endpoint's share is smaller by the first's room. The reservation is given back
+    when the first commits."""
+    seeded = seed(database, spec=SPEC, count=10)
+    worker = make_worker(worker_max_concurrent=8, worker_endpoint_share=1.0)
+    claimer = worker.claimer
+    claimer._stopping = lambda: False  # as while Worker.run runs: refills are planned
+    held = [_claimed(f"held-{i}") for i in range(3)]
+    worker.ledger.take(held, time.monotonic())
+
+    first = claimer.plan_claim()  # a writer's statement in flight with this refill
+    assert first is not None and (first.room, first.limits.pending) == (5, 0)
+    for execution in held:  # another writer recorded these meanwhile
+        worker.ledger.release(execution.execution_id, execution.attempt)
+    second = claimer.plan_claim()
+    assert second is not None and (second.room, second.limits.pending) == (3, 5)
+
+    taken = database.transaction(lambda tx: claimer.claim_in(tx, second))
+    assert len(taken) == 3  # the endpoint's share (8) less the first refill's room (5)
+    assert statuses(database, seeded.execution_ids) == {"RUNNING": 3, "QUEUED": 7}
+    # Both end without holding anything (nothing is sent here): the reservations are
+    # given back, whole.
+    claimer.claimed(second, [])
+    claimer.claimed(first, [])
+    third = claimer.plan_claim()
+    assert third is not None and (third.room, third.limits.pending) == (8, 0)
+    claimer.claimed(third, [])
+
+
+def _claimed(execution_id: str) -> ClaimedExecution:
+    return ClaimedExecution(
+        execution_id=execution_id,
+        job_id="job",
+        endpoint="held",
+        endpoint_type="HTTP",
+        input={},
+        attempt=1,
+        max_attempts=3,
+        config_snapshot=None,
+        endpoint_snapshot={},
+        endpoint_cap=None,
+    )

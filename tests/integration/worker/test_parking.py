@@ -83,7 +83,7 @@ def test_a_paused_backlog_is_parked_page_by_page_and_the_claim_reads_none_of_it(
     # The other endpoint's rows stay claimable, and the claim's walk reads them alone.
     assert _parked(database, other.endpoint) == (0, 3)
     limits = ClaimLimits().params()
-    fairness = {k: limits[k] for k in ("default_cap", "full", "busy")}
+    fairness = {k: limits[k] for k in ("default_cap", "full", "busy", "pending")}
     bounded(
         database,
         queries["worker_claim_candidates"],

@@ -335,6 +335,7 @@ def test_a_later_shorter_retry_after_does_not_shorten_the_hold(database: Databas
                 "lease_ms": 1000,
                 "default_cap": 10,
                 "busy": "{}",
+                "pending": 0,
             },
         ),
         ("worker_controlled_endpoints", "idx_endpoints_controlled", {}),
