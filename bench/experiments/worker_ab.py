@@ -10,8 +10,10 @@ change's before/after in one run.
 
 Usage (bench venv, from either checkout):
     python bench/experiments/worker_ab.py /path/to/A /path/to/B [N] [ROUNDS] [--endpoints K]
+        [--workers W]
 ``--endpoints K``: A's and B's N executions spread evenly over K endpoints (same sink URL)
-instead of one. ``--execution-keys A|B``: that checkout's executions are seeded with their
+instead of one. ``--workers W``: A's and B's workload 1 with W worker processes (PgQueuer
+keeps its one). ``--execution-keys A|B``: that checkout's executions are seeded with their
 job's idempotency key, as its POST /jobs wrote them (checkouts before 2026-11-26).
 Each checkout needs its .venv (a link to the project's venv is enough).
 The harness (ours.py, jobcost.py) is the one of the checkout this script is run from.
@@ -37,12 +39,12 @@ from sink import Sink
 
 
 def run_tree(
-    tree: Path, server: PgServer, sink: Sink, n: int, endpoints: int, keys: bool
+    tree: Path, server: PgServer, sink: Sink, n: int, endpoints: int, keys: bool, workers: int = 1
 ) -> dict[str, Any]:
     """Workload 1 with the worker of checkout ``tree`` (ours.py runs ROOT's code)."""
     ours.ROOT, ours.PROJECT_PY = tree, tree / ".venv" / "bin" / "python"
     ours.EXECUTION_KEYS = keys
-    return ours.run_throughput(server, sink.url, n, 1, endpoints=endpoints)
+    return ours.run_throughput(server, sink.url, n, workers, endpoints=endpoints)
 
 
 def main() -> None:
@@ -52,6 +54,7 @@ def main() -> None:
     parser.add_argument("n", type=int, nargs="?", default=20_000)
     parser.add_argument("rounds", type=int, nargs="?", default=3)
     parser.add_argument("--endpoints", type=int, default=1, metavar="K")
+    parser.add_argument("--workers", type=int, default=1, metavar="W")
     parser.add_argument("--execution-keys", choices=("A", "B"), action="append", default=[])
     args = parser.parse_args()
     a, b, n, rounds = args.a.resolve(), args.b.resolve(), args.n, args.rounds
@@ -61,12 +64,19 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     try:
         for r in range(rounds):
-            progress(f"-- round {r + 1}/{rounds} (N={n}, endpoints {args.endpoints})")
+            progress(
+                f"-- round {r + 1}/{rounds} (N={n}, endpoints {args.endpoints}, "
+                f"workers {args.workers})"
+            )
             results.append(
                 {
                     "pgqueuer": peers.run_pgqueuer(server, sink.url, n),
-                    "a": run_tree(a, server, sink, n, args.endpoints, "A" in args.execution_keys),
-                    "b": run_tree(b, server, sink, n, args.endpoints, "B" in args.execution_keys),
+                    "a": run_tree(
+                        a, server, sink, n, args.endpoints, "A" in args.execution_keys, args.workers
+                    ),
+                    "b": run_tree(
+                        b, server, sink, n, args.endpoints, "B" in args.execution_keys, args.workers
+                    ),
                 }
             )
     finally:
