@@ -26,7 +26,6 @@ says what ends that sleep early.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -184,11 +183,11 @@ class Claimer:
         turn; None if there is none. Its limits take the reserved room from every
         endpoint's share: a claim in flight may take its whole room from any of them."""
         with self._room_lock:
-            room, limits = self._ledger.room(self.controls.excluded, recording=recording)
-            room -= self._pending
+            room, limits = self._ledger.room(
+                self.controls.excluded, recording=recording, pending=self._pending
+            )
             if room <= 0:
                 return None
-            limits = dataclasses.replace(limits, pending=self._pending)
             self._pending += room
         return ClaimPlan(room, limits, time.monotonic())
 

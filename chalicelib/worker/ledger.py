@@ -399,14 +399,17 @@ class Ledger:
             self._nudged = True
             self._cond.notify_all()
 
-    def room(self, excluded: tuple[str, ...], *, recording: bool = True) -> tuple[int, ClaimLimits]:
+    def room(
+        self, excluded: tuple[str, ...], *, recording: bool = True, pending: int = 0
+    ) -> tuple[int, ClaimLimits]:
         """How many the next claim may take (``recording``: the slots of attempts being
-        recorded included), and its limits (``excluded``: the endpoints paused, held or
-        flow-controlled, kept out of its LIMIT)."""
+        recorded included; ``pending``: less the room claims in flight reserved), and its
+        limits (``excluded``: the endpoints paused, held or flow-controlled, kept out of its
+        LIMIT; ``pending`` comes off every endpoint's share)."""
         with self._cond:
-            limits = dataclasses.replace(self._claims.limits(), excluded=excluded)
+            limits = dataclasses.replace(self._claims.limits(), excluded=excluded, pending=pending)
             self._full = frozenset(limits.full)
-            return self._room(recording), limits
+            return self._room(recording) - pending, limits
 
     def _room(self, recording: bool) -> int:
         return self._claims.claimable() if recording else self._claims.free()

@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus
 from chalicelib.worker.idle import IdleWait
 from chalicelib.worker.ledger import Claims, Ledger, SendSlots
-from chalicelib.worker.models import ClaimedExecution, FinishedExecution
+from chalicelib.worker.models import FinishedExecution
+from tests.support.seed.worker import claimed_execution as claimed
 
 
 class Clock:
@@ -19,21 +20,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def claimed(execution_id: str, endpoint: str, *, attempt: int = 1, cap: int | None = None):
-    return ClaimedExecution(
-        execution_id=execution_id,
-        job_id="job",
-        endpoint=endpoint,
-        endpoint_type="HTTP",
-        input={},
-        attempt=attempt,
-        max_attempts=3,
-        config_snapshot=None,
-        endpoint_snapshot={},
-        endpoint_cap=cap,
-    )
 
 
 def claims(clock: Clock | None = None) -> Claims:
@@ -176,6 +162,16 @@ def test_an_endpoints_max_concurrent_is_kept_whatever_the_contention() -> None:
     assert h.cap("capped") == 40
 
 
+def test_room_reserved_by_claims_in_flight_comes_off_the_room_and_every_share() -> None:
+    h = claims()  # capacity 4
+    h.add([claimed("e1", "a")], 100)
+    ledger = Ledger(h, SendSlots(4), wake=lambda: None)
+    assert ledger.room(())[0] == 3
+    room, limits = ledger.room((), pending=2)
+    assert (room, limits.pending, limits.params()["pending"]) == (1, 2, 2)
+    assert ledger.room((), pending=3)[0] == 0
+
+
 def test_the_claimers_loop_leaves_the_recording_slots_to_the_refill() -> None:
     """Where the finalizer claims in the statement that records (PostgreSQL), the claimer's
     own loop takes only free slots; the refill takes those the record frees as well."""
@@ -212,8 +208,8 @@ def test_the_claimers_loop_looks_in_the_reserve_at_the_poll_interval_or_when_wor
     None
 ):
     """A lone endpoint at its cap: the loop does not claim on every slot that frees (a
-    claim of its own for what the finalizer's refill fills), but once a poll interval, or at once
-    when a notification says work was queued (which the reserve is for)."""
+    claim of its own for what the finalizer's refill fills), but once a poll interval, or
+    at once when a notification says work was queued (which the reserve is for)."""
     h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
     h.add([claimed(f"a{i}", "busy") for i in range(40)], 100)
     ledger = Ledger(h, SendSlots(50), wake=lambda: None)

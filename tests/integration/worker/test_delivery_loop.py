@@ -12,9 +12,8 @@ import pytest
 
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.domain.delivery import DeliveryOutcome, DeliveryRequest, succeeded
-from chalicelib.worker.models import ClaimedExecution
 from tests.integration.worker.conftest import run_until_delivered, settle
-from tests.support.seed.worker import http_spec, seed, statuses
+from tests.support.seed.worker import claimed_execution, http_spec, seed, statuses
 from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
@@ -248,7 +247,7 @@ def test_a_refill_sized_while_another_claim_is_in_flight_gets_the_room_left(
     worker = make_worker(worker_max_concurrent=8, worker_endpoint_share=1.0)
     claimer = worker.claimer
     claimer._stopping = lambda: False  # as while Worker.run runs: refills are planned
-    held = [_claimed(f"held-{i}") for i in range(3)]
+    held = [claimed_execution(f"held-{i}", "held") for i in range(3)]
     worker.ledger.take(held, time.monotonic())
 
     first = claimer.plan_claim()  # a writer's statement in flight with this refill
@@ -268,18 +267,3 @@ def test_a_refill_sized_while_another_claim_is_in_flight_gets_the_room_left(
     third = claimer.plan_claim()
     assert third is not None and (third.room, third.limits.pending) == (8, 0)
     claimer.claimed(third, [])
-
-
-def _claimed(execution_id: str) -> ClaimedExecution:
-    return ClaimedExecution(
-        execution_id=execution_id,
-        job_id="job",
-        endpoint="held",
-        endpoint_type="HTTP",
-        input={},
-        attempt=1,
-        max_attempts=3,
-        config_snapshot=None,
-        endpoint_snapshot={},
-        endpoint_cap=None,
-    )

@@ -15,6 +15,7 @@ from chalicelib.crypto import SecretBox
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.settings import decode_key
+from chalicelib.worker.models import ClaimedExecution
 from tests.conftest import ENCRYPTION_KEY
 from tests.support.factories import retry_policy as retry_policy  # re-exported: seeds use it
 
@@ -162,4 +163,23 @@ def make_due(db: Database, execution_ids: list[str]) -> None:
         "UPDATE executions SET run_at = now() "
         "WHERE execution_id = ANY(CAST(:ids AS TEXT[])) AND status = 'RETRYING'",
         ids=execution_ids,
+    )
+
+
+def claimed_execution(
+    execution_id: str, endpoint: str, *, attempt: int = 1, cap: int | None = None
+) -> ClaimedExecution:
+    """An execution as a claim hands it to the worker, without a database row behind it
+    (for the ledger's bookkeeping: slots, shares, leases)."""
+    return ClaimedExecution(
+        execution_id=execution_id,
+        job_id="job",
+        endpoint=endpoint,
+        endpoint_type="HTTP",
+        input={},
+        attempt=attempt,
+        max_attempts=3,
+        config_snapshot=None,
+        endpoint_snapshot={},
+        endpoint_cap=cap,
     )
