@@ -26,15 +26,25 @@ peer's own process): SQL text, ``/proc`` readers and arithmetic only, no driver.
   6 µs at N=5,000). Background work (walwriter, autovacuum) is counted when it falls
   inside the window; the CHECKPOINT the harness runs after each run falls outside it, for
   every system alike.
+* **Machine CPU** (:class:`MachineCpu`): every process on the machine, ours or the peer's,
+  PostgreSQL, nginx, the harness and the kernel's work for them (``/proc/stat``, sampled
+  every 50 ms), over the busy middle of a run: from its 20th to its 80th percentile
+  delivery as the sink received them, so start-up, seeding and the tail are left out. Per
+  delivered job, and as the cores busy on average (2.0: both of a 2-core machine). What
+  one system spends in all against another: the rate two cores can carry is at most
+  their count divided by it.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import statistics
+import threading
+import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 HARNESS_ROLE = "bench_harness"
@@ -60,9 +70,18 @@ TARGETS: dict[str, float | None] = {
     "pg_cpu_us": 2.0,
     "wal_bytes": 1.5,
     "worker_cpu_us": 1.0,
+    "machine_cpu_us": None,
 }
 KINDS = ("begin", "commit", "rollback", "set")
-FIELDS = ("statements", *KINDS, "pg_cpu_us", "wal_bytes", "worker_cpu_us")
+FIELDS = (
+    "statements",
+    *KINDS,
+    "pg_cpu_us",
+    "wal_bytes",
+    "worker_cpu_us",
+    "machine_cpu_us",
+    "cores_busy",
+)
 _KINDS = {
     "begin": "begin",
     "start": "begin",
@@ -173,6 +192,65 @@ class CpuWindow:
         server = server_cpu_s(self.postmaster) - self.server0
         harness = process_cpu_s(self.harness) - self.harness0
         return {"pg_cpu_s": server - harness, "harness_backend_cpu_s": harness}
+
+
+class MachineCpu:
+    """The machine's busy CPU time, sampled every ``every`` seconds by a daemon thread from
+    ``/proc/stat`` (user, nice, system, irq, softirq and steal ticks: every state but idle
+    and iowait; guest time is inside user already)."""
+
+    def __init__(self, every: float = 0.05) -> None:
+        self.every = every
+        self.samples: list[tuple[float, int]] = []  # (UNIX time, busy ticks so far)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="machine-cpu", daemon=True)
+
+    def start(self) -> MachineCpu:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            with open("/proc/stat", encoding="ascii") as f:
+                user, nice, system, _idle, _iowait, irq, softirq, steal = map(
+                    int, f.readline().split()[1:9]
+                )
+            self.samples.append((time.time(), user + nice + system + irq + softirq + steal))
+            self._stop.wait(self.every)
+
+    def middle(self, received: Sequence[float]) -> dict[str, float | None]:
+        """Over the 20th to the 80th percentile of ``received`` (the times the sink got a
+        run's deliveries): the machine's CPU per delivered job in µs, and the cores busy."""
+        times = sorted(received)
+        if len(times) < 100:
+            return {"machine_cpu_us": None, "cores_busy": None}
+        first, last = times[len(times) // 5], times[len(times) * 4 // 5]
+        at = [t for t, _ in self.samples]
+        i, j = bisect.bisect_left(at, first), bisect.bisect_right(at, last) - 1
+        if j - i < 2:
+            return {"machine_cpu_us": None, "cores_busy": None}
+        (t0, busy0), (t1, busy1) = self.samples[i], self.samples[j]
+        jobs = bisect.bisect_right(times, t1) - bisect.bisect_left(times, t0)
+        busy_s = (busy1 - busy0) / _TICK
+        return {
+            "machine_cpu_us": busy_s * 1e6 / jobs if jobs else None,
+            "cores_busy": busy_s / (t1 - t0),
+        }
+
+
+def on_machine(machine: MachineCpu, sink: Any, run: Callable[[], Any]) -> Any:
+    """``run()``'s result, its per-job figures joined by the machine's CPU over the busy
+    middle of its deliveries (``sink``: the bench's nginx sink, which timed them)."""
+    mark = sink.mark()
+    result = run()
+    if isinstance(result, dict) and isinstance(result.get("per_job"), dict):
+        received = [at for at, _ in sink.read_since(mark)]
+        result["per_job"].update(machine.middle(received))
+    return result
 
 
 def per_job(result: Mapping[str, Any], delivered: int | None) -> dict[str, float | None]:

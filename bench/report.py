@@ -86,8 +86,8 @@ def per_job_table(t: dict[str, Any]) -> str:
         return ""
     lines = [
         "| per delivered job | client statements (BEGIN / COMMIT / SET) | PostgreSQL CPU µs "
-        "| WAL bytes | worker CPU µs |",
-        "| --- | --- | --- | --- | --- |",
+        "| WAL bytes | worker CPU µs | machine CPU µs (cores busy) |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for key, figures in med.items():
         label = PER_JOB_LABELS.get(key, key).format(_spread(t))
@@ -95,7 +95,8 @@ def per_job_table(t: dict[str, Any]) -> str:
             f"| {label} | {_f(figures.get('statements'), '{:.3g}')} "
             f"({_f(figures.get('begin'), '{:.3g}')} / {_f(figures.get('commit'), '{:.3g}')} / "
             f"{_f(figures.get('set'), '{:.3g}')}) | {_f(figures.get('pg_cpu_us'))} | "
-            f"{_f(figures.get('wal_bytes'))} | {_f(figures.get('worker_cpu_us'))} |"
+            f"{_f(figures.get('wal_bytes'))} | {_f(figures.get('worker_cpu_us'))} | "
+            f"{_f(figures.get('machine_cpu_us'))} ({_f(figures.get('cores_busy'), '{:.2f}')}) |"
         )
     for key, figures in ratios.items():
         system = key.split("/")[0]
@@ -103,17 +104,35 @@ def per_job_table(t: dict[str, Any]) -> str:
         lines.append(
             f"| ratio {label} ÷ PgQueuer | {_f(figures.get('statements'), '{:.2f}')} | "
             f"{_f(figures.get('pg_cpu_us'), '{:.2f}')} | {_f(figures.get('wal_bytes'), '{:.2f}')}"
-            f" | {_f(figures.get('worker_cpu_us'), '{:.2f}')} |"
+            f" | {_f(figures.get('worker_cpu_us'), '{:.2f}')} | "
+            f"{_f(figures.get('machine_cpu_us'), '{:.2f}')} |"
         )
     lines.append(
         "| target, ours ÷ PgQueuer | "
         + " | ".join(
             f"<= {targets[f]:g}" if targets.get(f) is not None else ""
-            for f in ("statements", "pg_cpu_us", "wal_bytes", "worker_cpu_us")
+            for f in ("statements", "pg_cpu_us", "wal_bytes", "worker_cpu_us", "machine_cpu_us")
         )
         + " |"
     )
     return "\n".join(lines)
+
+
+def cores_for_target(t: dict[str, Any], target: float = 1.5) -> str:
+    """What ``target`` times PgQueuer's rate would ask of the machine at one worker's machine
+    CPU per delivered job, measured in the same rounds."""
+    rate = (t.get("median") or {}).get("pgqueuer")
+    med = (t.get("per_job") or {}).get("median") or {}
+    ours_us = (med.get("ours_1w") or {}).get("machine_cpu_us")
+    pgq = med.get("pgqueuer") or {}
+    if not rate or not ours_us or not pgq.get("cores_busy"):
+        return ""
+    return (
+        f"At one worker's {ours_us:.0f} µs of machine CPU per delivered job, {target:g} times "
+        f"PgQueuer's rate ({target * rate:,.0f}/s) needs {target * rate * ours_us / 1e6:.2f} "
+        f"cores busy on average; PgQueuer kept {pgq['cores_busy']:.2f} busy for its own "
+        f"{rate:,.0f}/s at {_f(pgq.get('machine_cpu_us'))} µs a job."
+    )
 
 
 def _latency_rows(lat: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -358,6 +377,9 @@ def render(res: dict[str, Any], out_dir: Path) -> str:
             "\nWork per delivered job, same rounds (medians; ratios are medians of per-round "
             "ratios; method: bench/README.md):\n\n" + per_job + "\n"
         )
+        needed = cores_for_target(res.get("throughput") or {})
+        if needed:
+            body += "\n" + needed + "\n"
     plots = plot(res, out_dir)
     if plots:
         body += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in plots) + "\n"

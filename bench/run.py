@@ -102,26 +102,32 @@ def throughput(server: PgServer, sink: Sink, cfg: dict[str, Any]) -> dict[str, A
     pgbench_ref.prepare(server)
     rounds = []
     spread = cfg.get("spread_endpoints") or 0
+    cpu = jobcost.MachineCpu().start()
+
+    def measured(label: str, run: Callable[[], Any]) -> Any:
+        """A run whose work per job is reported, with the machine's CPU beside it."""
+        return guarded(label, lambda: jobcost.on_machine(cpu, sink, run))
+
     for r in range(cfg["rounds"]):
         progress(f"-- throughput round {r + 1}/{cfg['rounds']} (N={cfg['n']})")
         rounds.append(
             {
                 "pgbench": guarded("pgbench", lambda: peers.run_pgbench(server, cfg["pgbench_s"])),
-                "pgqueuer": guarded(
+                "pgqueuer": measured(
                     "PgQueuer", lambda: peers.run_pgqueuer(server, sink.url, cfg["n"])
                 ),
                 "procrastinate": guarded(
                     "Procrastinate", lambda: peers.run_procrastinate(server, sink.url, cfg["n"])
                 ),
-                "ours_1w": guarded(
+                "ours_1w": measured(
                     "ours, 1 worker", lambda: ours.run_throughput(server, sink.url, cfg["n"], 1)
                 ),
-                "ours_2w": guarded(
+                "ours_2w": measured(
                     "ours, 2 workers", lambda: ours.run_throughput(server, sink.url, cfg["n"], 2)
                 ),
                 # The endpoint may use all 50 slots (spec.max_concurrent), as a deployment
                 # with one endpoint would set it; the default share is half (fairness).
-                "ours_1w_all_slots": guarded(
+                "ours_1w_all_slots": measured(
                     "ours, 1 worker, max_concurrent 50",
                     lambda: ours.run_throughput(
                         server, sink.url, cfg["n"], 1, max_concurrent=ALL_SLOTS
@@ -131,17 +137,18 @@ def throughput(server: PgServer, sink: Sink, cfg: dict[str, Any]) -> dict[str, A
         )
         # CockroachDB's configuration (no SKIP LOCKED: candidates then a compare-and-set
         # take; no LISTEN/NOTIFY), on the same PostgreSQL: what its claim costs here.
-        rounds[-1]["ours_1w_crdb_config"] = guarded(
+        rounds[-1]["ours_1w_crdb_config"] = measured(
             "ours, 1 worker, CockroachDB's configuration",
             lambda: ours.run_throughput(server, sink.url, cfg["n"], 1, env=CRDB_CONFIG),
         )
         if spread > 1:
             # Optional (--spread-endpoints): the same N over K endpoints, each at its
             # default share, so the worker's slots are not held to one endpoint's cap.
-            rounds[-1]["ours_1w_spread"] = guarded(
+            rounds[-1]["ours_1w_spread"] = measured(
                 f"ours, 1 worker, load over {spread} endpoints",
                 lambda: ours.run_throughput(server, sink.url, cfg["n"], 1, endpoints=spread),
             )
+    cpu.stop()
     return {
         "n": cfg["n"],
         "rounds": rounds,

@@ -5,8 +5,9 @@ IMMEDIATE executions, one worker process, default settings) with the worker of c
 then with the worker of checkout B, on the same durable PostgreSQL and nginx sink. Prints
 each round's rates, per-delivery commits and WAL bytes, the work per delivered job (client
 statements with BEGIN/COMMIT/SET, PostgreSQL CPU, WAL bytes, worker CPU; bench/jobcost.py)
-of PgQueuer, A and B, and the medians of the per-round ratios to PgQueuer: a hot-path
-change's before/after in one run.
+of PgQueuer, A and B, with the machine's CPU per job and cores busy over the busy middle
+of each run (every process: jobcost.MachineCpu), and the medians of the per-round ratios
+to PgQueuer: a hot-path change's before/after in one run.
 
 Usage (bench venv, from either checkout):
     python bench/experiments/worker_ab.py /path/to/A /path/to/B [N] [ROUNDS] [--endpoints K]
@@ -61,25 +62,30 @@ def main() -> None:
     server, sink = PgServer(), Sink()
     server.start()
     sink.start()
+    cpu = jobcost.MachineCpu().start()
     results: list[dict[str, Any]] = []
+
+    def tree(path: Path, keys: str) -> Any:
+        return jobcost.on_machine(
+            cpu,
+            sink,
+            lambda: run_tree(
+                path, server, sink, n, args.endpoints, keys in args.execution_keys, args.workers
+            ),
+        )
+
     try:
         for r in range(rounds):
             progress(
                 f"-- round {r + 1}/{rounds} (N={n}, endpoints {args.endpoints}, "
                 f"workers {args.workers})"
             )
-            results.append(
-                {
-                    "pgqueuer": peers.run_pgqueuer(server, sink.url, n),
-                    "a": run_tree(
-                        a, server, sink, n, args.endpoints, "A" in args.execution_keys, args.workers
-                    ),
-                    "b": run_tree(
-                        b, server, sink, n, args.endpoints, "B" in args.execution_keys, args.workers
-                    ),
-                }
+            pgqueuer = jobcost.on_machine(
+                cpu, sink, lambda: peers.run_pgqueuer(server, sink.url, n)
             )
+            results.append({"pgqueuer": pgqueuer, "a": tree(a, "A"), "b": tree(b, "B")})
     finally:
+        cpu.stop()
         sink.stop()
         server.stop()
     keys = ("per_s", "commits_per_delivery", "wal_bytes_per_delivery", "worker_cpu_s", "per_job")
@@ -107,7 +113,8 @@ def print_per_job(results: list[dict[str, Any]], labels: dict[str, str]) -> None
             f"{_f(f['begin'], '.3g')}, COMMIT {_f(f['commit'], '.3g')}, ROLLBACK "
             f"{_f(f['rollback'], '.3g')}, SET {_f(f['set'], '.3g')}), PostgreSQL CPU "
             f"{_f(f['pg_cpu_us'])} µs, WAL {_f(f['wal_bytes'])} B, worker CPU "
-            f"{_f(f['worker_cpu_us'])} µs"
+            f"{_f(f['worker_cpu_us'])} µs, machine CPU {_f(f['machine_cpu_us'])} µs "
+            f"({_f(f['cores_busy'], '.2f')} cores busy)"
         )
     targets = summary["targets"]
     for key, f in summary["ratios"].items():
@@ -115,7 +122,9 @@ def print_per_job(results: list[dict[str, Any]], labels: dict[str, str]) -> None
         print(
             f"  {labels[name]} ÷ PgQueuer: "
             + ", ".join(
-                f"{field} {_f(f[field], '.2f')} (target <= {targets[field]:g})" for field in targets
+                f"{field} {_f(f[field], '.2f')}"
+                + (f" (target <= {targets[field]:g})" if targets[field] is not None else "")
+                for field in targets
             )
         )
 
