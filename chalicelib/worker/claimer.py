@@ -111,28 +111,30 @@ class Claimer:
     def run_once(self) -> int:
         """Claim up to the room once and start the deliveries; returns how many."""
         self.controls.refresh()
-        plan = self._reserve(recording=self._takes_recording())
-        if plan is None:
-            return 0
-        batch: list[ClaimedExecution] = []
-        try:
-            batch = self.claims.claim(self._db, self._worker_id, plan.room, plan.limits)
-        finally:
-            self._settle(plan, batch)
-        self._start(batch)  # before the metered claim: its failure must not strand these
-        return len(batch) + self._claim_metered()
+        db, worker = self._db, self._worker_id
+        taken = self._claim_own(lambda plan: self.claims.claim(db, worker, plan.room, plan.limits))
+        if taken is None:
+            return 0  # no room: a metered claim that is due stays due
+        # Started already: a failure of the metered claim must not strand these.
+        names = self.controls.metered_due()  # flow-controlled endpoints, when one is due
+        if names:
+            taken += (
+                self._claim_own(
+                    lambda plan: self._metered.claim(db, worker, plan.room, plan.limits, names)
+                )
+                or 0
+            )
+        return taken
 
-    def _claim_metered(self) -> int:
-        """The flow-controlled endpoints' claim, when one is due; returns how many it took."""
-        names = self.controls.metered_due()
-        if not names:
-            return 0
+    def _claim_own(self, claim: Callable[[ClaimPlan], list[ClaimedExecution]]) -> int | None:
+        """One claim in a transaction of its own, in the room reserved for it: what it
+        took is held and started; returns how many, or None if there was no room."""
         plan = self._reserve(recording=self._takes_recording())
         if plan is None:
-            return 0
+            return None
         batch: list[ClaimedExecution] = []
         try:
-            batch = self._metered.claim(self._db, self._worker_id, plan.room, plan.limits, names)
+            batch = claim(plan)
         finally:
             self._settle(plan, batch)
         self._start(batch)

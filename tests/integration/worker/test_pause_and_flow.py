@@ -17,7 +17,15 @@ from chalicelib.db.queries import queries
 from chalicelib.services.endpoints import EndpointService
 from chalicelib.worker.claims import ClaimLimits, claim_strategy
 from chalicelib.worker.flow import MeteredClaim
-from tests.support.seed.worker import attempts, execution, http_spec, retry_policy, seed
+from tests.support.seed.worker import (
+    attempts,
+    claimed_execution,
+    execution,
+    http_spec,
+    retry_policy,
+    seed,
+    statuses,
+)
 from tests.support.served import Reply
 from tests.support.waiting import wait_for
 
@@ -154,6 +162,27 @@ def _finish(db: Database, ids: list[str]) -> None:
         "UPDATE executions SET status = 'SUCCESS' WHERE execution_id = ANY(CAST(:ids AS TEXT[]))",
         ids=ids,
     )
+
+
+def test_a_worker_without_room_leaves_a_due_metered_claim_due(
+    database: Database, make_worker: Any
+) -> None:
+    """A claimer pass that finds every slot held makes no claim at all: the metered claim
+    it was due to make is not spent on a pass with no room (it runs at most once per
+    METERED_INTERVAL), so the flow-controlled endpoint gets the first room that frees."""
+    metered = seed(database, spec=http_spec("http://127.0.0.1:9/x"), count=3)
+    _flow(database, metered.endpoint, {"max_concurrency": 50})
+    worker = make_worker(worker_max_concurrent=2)
+    held = [claimed_execution(f"held-{i}", "held") for i in range(2)]
+    worker.ledger.take(held, time.monotonic())
+
+    assert worker.claimer.run_once() == 0
+    assert statuses(database, metered.execution_ids) == {"QUEUED": 3}
+    for execution_held in held:
+        worker.ledger.release(execution_held.execution_id, execution_held.attempt)
+    # At once, not a metered interval later: its share of the 2 slots.
+    assert worker.claimer.run_once() == 1
+    assert statuses(database, metered.execution_ids) == {"RUNNING": 1, "QUEUED": 2}
 
 
 def test_two_workers_at_once_never_exceed_max_concurrency(database: Database) -> None:
