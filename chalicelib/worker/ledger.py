@@ -14,10 +14,13 @@ recorded (:meth:`Claims.claimable`), so it holds RUNNING at most one claim batch
 waits for those commits. Per endpoint,
 the executions claimed and not yet delivered are capped (``spec.max_concurrent``, else
 :attr:`Claims.default_cap`: every slot but a reserve while the endpoint alone has work, a
-share of the capacity once another has work too), so a hung endpoint ties up at most all
-but the reserve; the claim passes over endpoints at their cap. (That cap is one worker's;
-an endpoint's ``flow_control.max_concurrency`` bounds all workers together:
-:mod:`chalicelib.worker.flow`.)
+share of the capacity once another has work too), and the endpoints together never take
+the reserve by claims of their own: while what is in delivery fills every slot but the
+reserve, each endpoint is held to :attr:`Claims.entry_cap` (an endpoint's own
+``spec.max_concurrent`` included), so hung endpoints, however many, tie up at most all but
+the reserve and an endpoint with nothing in delivery still finds room in it; the claim
+passes over endpoints at their cap. (That cap is one worker's; an endpoint's
+``flow_control.max_concurrency`` bounds all workers together: :mod:`chalicelib.worker.flow`.)
 
 Every held execution has a lease in the database (``executions.lease_expires_at``) that
 :class:`LeaseKeeper` renews in one statement per round. Locally each claim keeps a
@@ -54,9 +57,12 @@ SEND_MARGIN_SHARE = 0.1
 RENEW_SHARE = 1 / 3
 #: The deadline of an execution a renewal found reclaimed.
 LOST = float("-inf")
-#: The share of a worker's slots that an endpoint alone with work may not take: kept for
-#: any other endpoint whose work comes due (at least one slot).
+#: The share of a worker's slots that the endpoints in delivery may not take by claims of
+#: their own: kept for any other endpoint whose work comes due (at least one slot).
 RESERVE_SHARE = 0.2
+#: While the reserve is in use, an endpoint may hold this share of it (at least one slot):
+#: a few endpoints that hang in the reserve too still leave room for the next one.
+RESERVE_ENTRY_SHARE = 0.25
 #: How long after its last claim an endpoint still counts as having work.
 CONTENTION_SEC = 1.0
 #: Claim once at least 1/MIN_BATCH_SHARE of the capacity is free (or after
@@ -90,8 +96,12 @@ class Claims:
         #: An endpoint's fair share (``TE_WORKER_ENDPOINT_SHARE`` of the capacity): its cap
         #: while other endpoints have work too.
         self.share_cap = default_cap
-        #: Its cap while it is the only endpoint with work: every slot but the reserve.
+        #: Its cap while it is the only endpoint with work: every slot but the reserve. It is
+        #: also what every endpoint in delivery may hold together (the ceiling of any cap,
+        #: ``spec.max_concurrent`` included); a share of 1 leaves no reserve.
         self.burst_cap = max(default_cap, capacity - max(1, math.ceil(capacity * RESERVE_SHARE)))
+        #: An endpoint's cap while the reserve is in use (:meth:`in_reserve`).
+        self.entry_cap = max(1, int((capacity - self.burst_cap) * RESERVE_ENTRY_SHARE))
         self.lease_sec = lease_sec
         self._clock = clock
         self._claims: dict[str, _Claim] = {}
@@ -111,6 +121,13 @@ class Claims:
         share: the lone one claims nothing until it is below it, and the slots its ending
         deliveries free go to the others."""
         return self.burst_cap if len(self._with_work()) < 2 else self.share_cap
+
+    def in_reserve(self, pending: int = 0) -> bool:
+        """True while what is in delivery (with ``pending``: the room of claims in flight)
+        fills every slot but the reserve: from then on each endpoint is held to
+        :attr:`entry_cap`, so one that has nothing in delivery yet still gets a slot however
+        many others hang."""
+        return self.burst_cap < self.capacity and self._undelivered + pending >= self.burst_cap
 
     def _with_work(self) -> set[str]:
         """Endpoints delivering here now or claimed within :data:`CONTENTION_SEC`."""
@@ -149,35 +166,51 @@ class Claims:
         return max(0, self.capacity - len(self._claims))
 
     def usable(self, room: int, *, recording: bool) -> int:
-        """How much of ``room`` the endpoints with work here may still take (all of it while
-        none has work: any endpoint's due work may). The rest is the reserve, which only
-        other endpoints' work may take. ``recording``: the claim counts the slots of
-        attempts being recorded, so an endpoint's room is its cap less what is in delivery;
-        else (the refill takes those slots, PostgreSQL) less everything it holds."""
+        """How much of ``room`` the endpoints with work here may still take (while none has
+        work, any endpoint's due work may, up to every slot but the reserve). The rest is the
+        reserve, which only other endpoints' work may take. ``recording``: the claim counts
+        the slots of attempts being recorded, so an endpoint's room is its cap less what is
+        in delivery; else (the refill takes those slots, PostgreSQL) less everything it
+        holds."""
+        room = min(room, self.batch(room))
         with_work = self._with_work()
         if not with_work:
             return room
         counts = self._busy if recording else self._held
         return min(room, sum(max(0, self.cap(name) - counts[name]) for name in with_work))
 
-    def cap(self, endpoint: str) -> int:
-        """How many of ``endpoint``'s deliveries this worker runs at once."""
-        return self._caps.get(endpoint, self.default_cap)
+    def batch(self, room: int, pending: int = 0) -> int:
+        """The most the next claim may take of ``room`` (``pending``: the room of claims in
+        flight): no more than leaves the reserve free, or while it is in use
+        (:meth:`in_reserve`) no more than :attr:`entry_cap`, so one claim never hands the
+        whole reserve to one endpoint."""
+        if self.in_reserve(pending):
+            return min(room, self.entry_cap)
+        return min(room, self.burst_cap - self._undelivered - pending)
+
+    def cap(self, endpoint: str, pending: int = 0) -> int:
+        """How many of ``endpoint``'s deliveries this worker runs at once: its
+        ``spec.max_concurrent`` or the default, never more than every slot but the reserve,
+        nor more than :attr:`entry_cap` while the reserve is in use."""
+        ceiling = self.entry_cap if self.in_reserve(pending) else self.burst_cap
+        return min(self._caps.get(endpoint, self.default_cap), ceiling)
 
     def room(self, endpoint: str) -> int:
         """How many more of ``endpoint``'s executions the next claim may take."""
         return self.cap(endpoint) - self._busy[endpoint]
 
-    def limits(self) -> ClaimLimits:
-        """The next claim's lease and fairness: full endpoints and what each one holds."""
+    def limits(self, pending: int = 0) -> ClaimLimits:
+        """The next claim's lease and fairness: full endpoints and what each one holds
+        (``pending``: the room of claims in flight, which may fill the main slots)."""
         busy = {name: n for name, n in self._busy.items() if n > 0}
-        default = self.default_cap
-        full = tuple(name for name, held in busy.items() if held >= self._caps.get(name, default))
+        default = self.entry_cap if self.in_reserve(pending) else self.default_cap
+        full = tuple(name for name, held in busy.items() if held >= self.cap(name, pending))
         return ClaimLimits(
             lease_ms=int(self.lease_sec * 1000),
             default_cap=default,
             full=full,
             busy=busy,
+            pending=pending,
         )
 
     def add(self, batch: Iterable[ClaimedExecution], sent_at: float) -> None:
@@ -407,9 +440,9 @@ class Ledger:
         limits (``excluded``: the endpoints paused, held or flow-controlled, kept out of its
         LIMIT; ``pending`` comes off every endpoint's share)."""
         with self._cond:
-            limits = dataclasses.replace(self._claims.limits(), excluded=excluded, pending=pending)
+            limits = dataclasses.replace(self._claims.limits(pending), excluded=excluded)
             self._full = frozenset(limits.full)
-            return self._room(recording) - pending, limits
+            return self._claims.batch(self._room(recording) - pending, pending), limits
 
     def _room(self, recording: bool) -> int:
         return self._claims.claimable() if recording else self._claims.free()

@@ -71,7 +71,9 @@ SETTING_GROUPS: list[tuple[str, list[tuple[str, str | None, str]]]] = [
                 None,
                 "share of a worker's slots one endpoint may use while another endpoint has "
                 "work too (alone, every slot but a fifth), unless its `spec.max_concurrent` "
-                "says otherwise",
+                "says otherwise; the endpoints in delivery never take the reserve together "
+                "(a fifth of the slots, less what a share above 0.8 gives one endpoint, none "
+                "at 1), a `max_concurrent` included",
             ),
             ("worker_poll_interval_ms", None, "how long an idle worker sleeps between claims"),
             ("config_cache_ttl_sec", None, "how long a worker caches a config"),
@@ -461,7 +463,8 @@ SPEC_MEANINGS: dict[str, dict[str, str]] = {
         "value's JSON type",
         "timeout_ms": "the whole attempt, connect to last byte; 1 to 300,000",
         "max_concurrent": "deliveries of this endpoint one worker runs at once, 1 to 10,000 "
-        "(default: `TE_WORKER_ENDPOINT_SHARE` of the worker's slots)",
+        "(default: `TE_WORKER_ENDPOINT_SHARE` of the worker's slots; never more than every "
+        "slot but the worker's reserve for other endpoints)",
         "expected_status_codes": "the statuses that count as success (distinct, 100 to 599)",
         "signing_secret": "a secret holding a `whsec_` key: deliveries are signed "
         "([Standard Webhooks](../how-to/verify-signatures.md))",

@@ -54,7 +54,7 @@ def test_what_awaits_its_record_is_counted_from_the_delivery_end_to_the_release(
 
 
 def test_an_endpoint_at_its_cap_is_full_until_a_delivery_ends() -> None:
-    h = claims()
+    h = Claims(capacity=8, default_cap=2, lease_sec=30, clock=Clock())  # reserve: 2 slots
     h.add([claimed("e1", "hung"), claimed("e2", "hung"), claimed("e3", "slow", cap=3)], 100)
     limits = h.limits()
     assert limits.full == ("hung",)  # default cap 2
@@ -133,14 +133,19 @@ def test_another_endpoint_with_work_gets_the_reserve_then_its_share() -> None:
     clock = Clock()
     h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=clock)
     h.add([claimed(f"a{i}", "busy") for i in range(40)], 100)
-    h.add([claimed(f"b{i}", "other") for i in range(10)], 100)  # the reserve, at once
+    assert h.in_reserve() and h.entry_cap == 2
+    assert h.batch(10) == 2  # the reserve in slices: never all of it to one endpoint
+    h.add([claimed(f"b{i}", "other") for i in range(2)], 100)  # a slice of the reserve
     limits = h.limits()
-    assert limits.default_cap == 25  # two endpoints with work: each held to its share
-    assert limits.full == ("busy",)  # 40 > 25: it takes nothing until below its share
-    assert h.room("other") == 15
-    for i in range(16):  # the busy endpoint's deliveries end; "other" may take the slots
+    assert limits.default_cap == 2  # while the reserve is in use, every cap is a slice
+    assert limits.full == ("busy", "other")  # a third endpoint still finds room
+    assert h.batch(8) == 2
+    for i in range(16):  # the busy endpoint's deliveries end: back below the reserve
         h.delivered(f"a{i}", 1)
+    assert not h.in_reserve() and h.limits().default_cap == 25  # two with work: shares
     assert h.room("busy") == 1 and "busy" not in h.limits().full
+    assert h.room("other") == 23
+    assert h.batch(24) == 40 - 26  # what leaves the reserve free
 
 
 def test_the_share_lifts_once_the_other_endpoint_has_had_no_work_for_a_while() -> None:
@@ -166,7 +171,7 @@ def test_room_reserved_by_claims_in_flight_comes_off_the_room_and_every_share() 
     h = claims()  # capacity 4
     h.add([claimed("e1", "a")], 100)
     ledger = Ledger(h, SendSlots(4), wake=lambda: None)
-    assert ledger.room(())[0] == 3
+    assert ledger.room(())[0] == 2  # the fourth slot is the reserve
     room, limits = ledger.room((), pending=2)
     assert (room, limits.pending, limits.params()["pending"]) == (1, 2, 2)
     assert ledger.room((), pending=3)[0] == 0
@@ -175,7 +180,7 @@ def test_room_reserved_by_claims_in_flight_comes_off_the_room_and_every_share() 
 def test_the_claimers_loop_leaves_the_recording_slots_to_the_refill() -> None:
     """Where the finalizer claims in the statement that records (PostgreSQL), the claimer's
     own loop takes only free slots; the refill takes those the record frees as well."""
-    h = claims()
+    h = Claims(capacity=4, default_cap=4, lease_sec=30, clock=Clock())  # share 1: no reserve
     h.add([claimed("e1", "a"), claimed("e2", "a")], 100)
     h.delivered("e1", 1, slot=True)  # its attempt is being recorded
     ledger = Ledger(h, SendSlots(4), wake=lambda: None)
@@ -193,7 +198,7 @@ def test_the_room_a_lone_endpoint_at_its_cap_leaves_is_the_reserve() -> None:
     other endpoints' work may take. Where the refill takes the recording slots (PostgreSQL)
     an endpoint's room is its cap less all it holds, else less what is in delivery."""
     h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
-    assert h.usable(50, recording=False) == 50  # no endpoint has work: any may take it
+    assert h.usable(50, recording=False) == 40  # no endpoint has work: any may take it
     h.add([claimed(f"a{i}", "busy") for i in range(40)], 100)  # at its cap: every slot
     assert h.usable(h.free(), recording=False) == 0  # but the reserve of 10
     h.delivered("a0", 1, slot=True)  # its attempt is being recorded
@@ -348,3 +353,48 @@ def test_a_recorded_batch_is_released_in_one_step() -> None:
     assert len(h) == 0
     assert slots.given == [2]
     assert ledger.counts()["succeeded"] == 2
+
+
+def _claim_as_the_sql_does(ledger: Ledger, due: list[tuple[str, str, int | None]]) -> list[str]:
+    """One claim the way worker_claim_fair_share takes it: the oldest due rows, per endpoint
+    at most its cap (spec.max_concurrent, else the limits' default) less what it has in
+    delivery, none of an endpoint in ``full``, at most the room; held in the ledger."""
+    room, limits = ledger.room(())
+    taken: list[tuple[str, str, int | None]] = []
+    for row in due:
+        _, endpoint, cap = row
+        own = sum(1 for t in taken if t[1] == endpoint)
+        allowed = (cap if cap is not None else limits.default_cap) - limits.busy.get(endpoint, 0)
+        if len(taken) < room and endpoint not in limits.full and own < allowed:
+            taken.append(row)
+    for row in taken:
+        due.remove(row)
+    ledger.take([claimed(eid, endpoint, cap=cap) for eid, endpoint, cap in taken], 100)
+    return [endpoint for _, endpoint, _ in taken]
+
+
+def test_hung_endpoints_together_leave_the_reserve_to_one_that_comes_due_later() -> None:
+    """Three endpoints whose targets hang (40 due each, claimed as they fall due) never
+    hold more than every slot but the reserve between them: a fourth one's work, due last,
+    is claimed at its first claim (no delivery ends meanwhile)."""
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
+    ledger = Ledger(h, SendSlots(50), wake=lambda: None)
+    due = [(f"{name}-{i}", name, None) for name in ("h1", "h2", "h3") for i in range(40)]
+    for _ in range(20):  # claim after claim, as the worker does while nothing ends
+        _claim_as_the_sql_does(ledger, due)
+    assert len(h) <= 50 - 10 + 2 * 2  # the hung ones: all but the reserve, and 2 slices of it
+    due.append(("late-0", "late", None))
+    assert _claim_as_the_sql_does(ledger, due) == ["late"]
+
+
+def test_max_concurrent_never_takes_the_reserve() -> None:
+    """An endpoint whose spec.max_concurrent is above the worker's capacity is held, like
+    any other, to every slot but the reserve, and to a slice of it while it is in use."""
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
+    ledger = Ledger(h, SendSlots(50), wake=lambda: None)
+    due = [(f"big-{i}", "big", 10_000) for i in range(100)]
+    assert _claim_as_the_sql_does(ledger, due) == ["big"] * 40
+    assert h.cap("big") == h.entry_cap and h.limits().full == ("big",)
+    assert _claim_as_the_sql_does(ledger, due) == []  # it alone: the reserve stays free
+    due.insert(0, ("other-0", "other", None))
+    assert _claim_as_the_sql_does(ledger, due) == ["other"]

@@ -272,6 +272,35 @@ def test_a_hung_endpoint_takes_all_but_the_reserve_and_healthy_ones_are_delivere
     assert len(http_target.received("/hang")) == 3
 
 
+def test_three_hung_endpoints_leave_the_reserve_to_a_fourth(
+    database: Database, make_worker, http_target: HttpTarget
+) -> None:
+    """Three endpoints whose targets hang (40 due each) hold every slot but the reserve
+    and a slice of it each, never all 50: a fourth endpoint's work is delivered while
+    they still hang, not when their 60 s timeouts free a slot."""
+    hung_ids: list[str] = []
+    for path in ("/hang1", "/hang2", "/hang3"):
+        http_target.script(path, Reply(delay=30))
+        spec = http_spec(http_target.url(path), timeout_ms=60000)
+        hung_ids += seed(database, spec=spec, count=40).execution_ids
+    worker = make_worker(worker_max_concurrent=50)
+
+    def hung_sent() -> int:
+        return sum(len(http_target.received(p)) for p in ("/hang1", "/hang2", "/hang3"))
+
+    with running(worker):
+        # 40 for the first (all but the reserve of 10), a slice of 2 for each of the others.
+        wait_for(hung_sent, "the hung endpoints' sends", until=lambda n: n >= 44)
+        healthy = seed(database, spec=http_spec(http_target.url("/ok")), count=5)
+        wait_for(  # its 20 s guard is shorter than the 30 s hang
+            lambda: statuses(database, healthy.execution_ids),
+            "the fourth endpoint delivered",
+            until=lambda c: c == {"SUCCESS": 5},
+        )
+        assert running_by_worker(database, hung_ids) == {worker.worker_id: 44}
+    assert hung_sent() == 44
+
+
 def test_with_two_workers_each_keeps_its_reserve_from_a_hung_endpoint(
     database: Database, make_worker, http_target: HttpTarget
 ) -> None:
