@@ -2,7 +2,8 @@
 
 Semantics (documented in the README):
 
-* Expressions have exactly 5 fields (minute hour day-of-month month day-of-week).
+* Expressions have exactly 5 fields (minute hour day-of-month month day-of-week) and at
+  most :data:`MAX_CRON_LENGTH` characters.
 * Ticks are computed in the job's local wall-clock time and stored in UTC.
 * DST spring-forward: a local time that does not exist that day is skipped.
 * DST fall-back: a local time that occurs twice fires once, at its first occurrence.
@@ -17,7 +18,15 @@ from datetime import UTC, datetime, timedelta
 from importlib import resources
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from chalicelib.domain.timefmt import LATEST_INSTANT
 from chalicelib.errors import InvalidCron, ValidationFailed
+
+#: Longest expression accepted, in characters (a few lists and ranges fit; every field
+#: spelled out value by value is 319). croniter parses an expression again at every tick
+#: it computes, in time that grows with its list items: 1 MiB expressions
+#: (``0,*/1,*/1,...``) took 3.1 s per tick, inside the creating transaction and in every
+#: pass of the scheduler. At this length a tick costs about a millisecond at most.
+MAX_CRON_LENGTH = 256
 
 # Enough candidates to walk past any DST gap/overlap; a valid expression always has a
 # match within a few years (croniter itself rejects impossible dates like Feb 30).
@@ -73,6 +82,7 @@ def validate_cron(expression: object) -> str:
 
     if not isinstance(expression, str):
         raise InvalidCron("cron must be a string with 5 fields.")
+    require_bounded(expression)
     fields = expression.split()
     if len(fields) != 5:
         raise InvalidCron(
@@ -88,6 +98,19 @@ def validate_cron(expression: object) -> str:
     return normalized
 
 
+def require_bounded(expression: str) -> None:
+    """422 INVALID_CRON if ``expression`` is longer than :data:`MAX_CRON_LENGTH`.
+
+    Checked wherever a tick is computed, so that an expression stored before the limit
+    (the scheduler sets its job aside, with this message) costs no more than one allowed.
+    """
+    if len(expression) > MAX_CRON_LENGTH:
+        raise InvalidCron(
+            f"cron expression is {len(expression)} characters long; at most "
+            f"{MAX_CRON_LENGTH} are accepted (write lists as ranges and steps, e.g. '0-30/5')."
+        )
+
+
 def _exists(local: datetime, zone: ZoneInfo) -> bool:
     """False for wall-clock times inside a spring-forward gap."""
     aware = local.replace(tzinfo=zone, fold=0)
@@ -101,6 +124,7 @@ def next_tick(expression: str, zone: ZoneInfo, after: datetime) -> datetime:
 
     if after.tzinfo is None:
         raise ValueError("after must be timezone-aware")
+    require_bounded(expression)
     wall = after.astimezone(zone).replace(tzinfo=None, fold=0)
     # Start one minute early so a tick at exactly the wall time of `after` is reconsidered;
     # the UTC comparison below then keeps only ticks strictly after `after`.
@@ -121,6 +145,20 @@ def next_tick(expression: str, zone: ZoneInfo, after: datetime) -> datetime:
 def first_tick(expression: str, zone: ZoneInfo, starts_at: datetime) -> datetime:
     """The first tick at or after ``starts_at``."""
     return next_tick(expression, zone, starts_at - timedelta(microseconds=1))
+
+
+def first_tick_in_range(expression: str, zone: ZoneInfo, starts_at: datetime) -> datetime | None:
+    """The first tick at or after ``starts_at`` that lies before
+    :data:`~chalicelib.domain.timefmt.LATEST_INSTANT`, or None when none does.
+
+    Past the supported range a tick cannot be stored (the columns' CHECK refuses it), and
+    in year 10000 it cannot even be computed (``0 0 29 2 *`` from 9998).
+    """
+    try:
+        tick = first_tick(expression, zone, starts_at)
+    except (ValueError, OverflowError):
+        return None
+    return tick if tick < LATEST_INSTANT else None
 
 
 def render_local(moment: datetime | None, zone: ZoneInfo) -> str | None:

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from chalicelib.domain import cron
 from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.domain.timefmt import EARLIEST_INSTANT, LATEST_INSTANT, in_range
-from chalicelib.errors import ValidationFailed
+from chalicelib.errors import InvalidCron, ValidationFailed
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
 
@@ -58,10 +58,21 @@ class CronSchedule:
     def first_run(self, now: datetime) -> datetime:
         """First tick at or after ``max(starts_at, now)`` (no backfill before creation).
 
-        When the schedule ends first, ``ends_at``: the materializer's retirement tick.
+        When the schedule ends first, ``ends_at``: the materializer's retirement tick. A
+        schedule without an end whose next tick falls past the supported range of time
+        is 422 INVALID_CRON: it would never fire.
         """
-        tick = cron.first_tick(self.expression, self.zone, max(self.starts_at, now))
-        return tick if self.ends_at is None else min(tick, self.ends_at)
+        start = max(self.starts_at, now)
+        tick = cron.first_tick_in_range(self.expression, self.zone, start)
+        if self.ends_at is not None:
+            return self.ends_at if tick is None else min(tick, self.ends_at)
+        if tick is None:
+            raise InvalidCron(
+                f"Cron expression {self.expression!r} in {self.timezone} never fires between "
+                f"{_bound(start.astimezone(UTC))} and {_bound(LATEST_INSTANT)}, the end of the "
+                "range of time the service supports."
+            )
+        return tick
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +85,9 @@ class JobRequest:
     input: dict[str, Any]
     run_at: datetime | None = None
     schedule: CronSchedule | None = None
+    #: A CRON job's first run (:meth:`CronSchedule.first_run`), computed when the request is
+    #: parsed: before any transaction opens.
+    first_run_at: datetime | None = None
     #: Callback endpoints named in the request (None: the endpoint's default, if any).
     on_success: str | None = None
     on_failure: str | None = None
@@ -242,7 +256,7 @@ def parse_job_request(body: Mapping[str, Any], *, now: datetime) -> JobRequest:
             starts_at=_optional_instant(body, "starts_at") or now,
             ends_at=_optional_instant(body, "ends_at"),
         )
-        return replace(request, schedule=schedule)
+        return replace(request, schedule=schedule, first_run_at=schedule.first_run(now))
     return request
 
 

@@ -13,6 +13,9 @@ nothing unbounded runs inside a request):
   that does not resolve that way is refused at creation (422 INVALID_SCHEMA naming it).
 * **Every regex runs on RE2** (:mod:`chalicelib.domain.schema_regex`), linear in the input;
   a pattern RE2 cannot compile is refused at creation.
+* **Every keyword is linear and under a time budget** (:mod:`.schema_keywords`,
+  :mod:`.schema_budget`): job inputs share :data:`VALIDATION_BUDGET_SEC` per request, and
+  checking a schema (its meta-schema included) has :data:`SCHEMA_CHECK_BUDGET_SEC`.
 
 The validator for a schema is compiled once and cached by the schema's content, so each
 version of a payload spec is compiled once per process, not once per request.
@@ -26,7 +29,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
-from chalicelib.domain import schema_regex
+from chalicelib.domain import schema_keywords, schema_regex
+from chalicelib.domain.schema_budget import BudgetExceeded, budget_spent, checkpoint, time_budget
 from chalicelib.errors import InputValidationFailed, InvalidSchema, ValidationFailed
 
 #: Keywords whose values are data, not subschemas: a "$ref" inside them is not a reference.
@@ -42,37 +46,52 @@ _IN_PLACE_ONE = ("not", "if", "then", "else")
 #: How long validating the inputs of one request may take, all its items together (a batch
 #: of 1,000 shares it), before what is left is refused (422). See :func:`request_budget`.
 VALIDATION_BUDGET_SEC = 0.5
+#: How long checking one payload spec may take (POST/PUT /payload-specs): its meta-schema,
+#: its refs, patterns and cycles. Larger than an input's: a spec is checked once, when it
+#: is written, and jsonschema's draft 2020-12 meta-schema costs about 4 us per byte of
+#: schema here (a 400 KB spec of 5,000 properties: 1.5 s).
+SCHEMA_CHECK_BUDGET_SEC = 2.0
+#: Violations a 422 lists (the first by path; it counts them all), and the longest text it
+#: shows of each: an input of 100,000 wrong items has 100,000 violations.
+MAX_LISTED_VIOLATIONS = 20
+MAX_VIOLATION_CHARS = 300
 
 
 def request_budget() -> AbstractContextManager[None]:
     """One validation budget for a whole request: every :func:`validate_input` on this thread
     inside it shares the same deadline. Services open it around a request's validations,
     which run before its transaction opens, so no budget is spent holding a connection."""
-    return schema_regex.time_budget(VALIDATION_BUDGET_SEC)
+    return time_budget(VALIDATION_BUDGET_SEC)
 
 
 def check_schema(schema: Any) -> dict[str, Any]:
     """``schema`` if it is a JSON object and a valid JSON Schema this service can run.
 
     A non-object is a malformed request (400 INVALID_REQUEST); an object that breaks its
-    meta-schema, refers outside itself or uses a pattern RE2 cannot run is 422
-    INVALID_SCHEMA with the reason and location.
+    meta-schema, refers outside itself, uses a pattern RE2 cannot run or cannot be checked
+    within :data:`SCHEMA_CHECK_BUDGET_SEC` is 422 INVALID_SCHEMA with the reason and
+    location.
     """
-    from jsonschema.exceptions import SchemaError
-
     if not isinstance(schema, dict):
         raise ValidationFailed("Field 'schema' must be an object.")
     validator_class = _validator_class(schema)
+    meta = schema_keywords.meta_validator(validator_class)
     try:
-        validator_class.check_schema(
-            schema, format_checker=schema_regex.format_checker(validator_class)
-        )
-    except SchemaError as exc:
-        where = _where(exc.absolute_path)
-        if isinstance(exc.cause, schema_regex.UnsupportedPattern):  # format: regex
-            raise _unsupported(exc.cause, where) from exc
-        raise InvalidSchema(f"Invalid JSON Schema at {where}: {exc.message}") from exc
-    _check_patterns_and_refs(schema, validator_class)
+        with time_budget(SCHEMA_CHECK_BUDGET_SEC):
+            # The first violation, as jsonschema's own check_schema reports it.
+            error = next(meta.iter_errors(schema), None)
+            if error is None:
+                _check_patterns_and_refs(schema, validator_class)
+    except BudgetExceeded as exc:
+        raise InvalidSchema(
+            f"The schema could not be checked within {SCHEMA_CHECK_BUDGET_SEC:g} s: it is too "
+            "large or too costly; send a smaller one."
+        ) from exc
+    if error is not None:
+        where = _where(error.absolute_path)
+        if isinstance(error.cause, schema_regex.UnsupportedPattern):  # format: regex
+            raise _unsupported(error.cause, where)
+        raise InvalidSchema(f"Invalid JSON Schema at {where}: {_short_message(error.message)}")
     return schema
 
 
@@ -88,16 +107,16 @@ def validate_input(schema: Mapping[str, Any] | None, value: Any) -> None:
         return
     from referencing.exceptions import Unresolvable  # ~100 ms: imported on use
 
-    if schema_regex.budget_spent():
+    if budget_spent():
         raise InputValidationFailed(
             f"Input not validated: the request's validation budget ({VALIDATION_BUDGET_SEC:g} s"
             " for all its items) was spent on the items before it; send fewer or cheaper items."
         )
     validator = _compiled(_cache_key(schema))
     try:
-        with schema_regex.time_budget(VALIDATION_BUDGET_SEC):
+        with time_budget(VALIDATION_BUDGET_SEC):
             problems = sorted((e.json_path, e.message) for e in validator.iter_errors(value))
-    except schema_regex.BudgetExceeded as exc:
+    except BudgetExceeded as exc:
         raise InputValidationFailed(
             f"Input could not be validated within the request's {VALIDATION_BUDGET_SEC:g} s "
             "validation budget: the input is too large for this payload spec (or the spec too "
@@ -115,10 +134,25 @@ def validate_input(schema: Mapping[str, Any] | None, value: Any) -> None:
     except schema_regex.UnsupportedPattern as exc:
         raise _unsupported(exc, "the endpoint's payload spec") from exc
     if problems:
-        listed = "; ".join(f"{path}: {message}" for path, message in problems)
-        raise InputValidationFailed(
-            f"Input does not match the payload spec ({len(problems)} violations): {listed}."
-        )
+        raise InputValidationFailed(_violations(problems))
+
+
+def _violations(problems: list[tuple[str, str]]) -> str:
+    """The 422's message: how many violations, the first :data:`MAX_LISTED_VIOLATIONS`."""
+    shown = problems[:MAX_LISTED_VIOLATIONS]
+    listed = "; ".join(f"{path}: {_short_message(message)}" for path, message in shown)
+    count = f"{len(problems)} violations"
+    if len(problems) > len(shown):
+        count += f", the first {len(shown)} listed"
+    return f"Input does not match the payload spec ({count}): {listed}."
+
+
+def _short_message(message: str) -> str:
+    """``message``, cut to :data:`MAX_VIOLATION_CHARS` (jsonschema's messages quote the
+    value, which may be the whole input)."""
+    if len(message) <= MAX_VIOLATION_CHARS:
+        return message
+    return f"{message[:MAX_VIOLATION_CHARS]}... ({len(message)} characters)"
 
 
 def _validator_class(schema: Mapping[str, Any]) -> Any:
@@ -145,7 +179,7 @@ def _compiled(key: str) -> Any:
 
     schema = json.loads(key)
     validator_class = _validator_class(schema)
-    regex_class = schema_regex.extend_validator(validator_class)
+    regex_class = schema_keywords.extend_validator(validator_class)
     # An empty Registry never retrieves: jsonschema adds only the bundled meta-schemas.
     return regex_class(
         schema,
@@ -256,6 +290,7 @@ def _subschemas(
         return
     if not isinstance(node, dict):
         return
+    checkpoint()  # a spec may be 1 MiB of subschemas: the walk runs under its check's budget
     if path and isinstance(node.get("$id"), str):
         from referencing.jsonschema import DRAFT202012, specification_with
 

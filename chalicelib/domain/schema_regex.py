@@ -11,21 +11,25 @@ validation, and a timeout still burns its whole budget per request. The price: R
 backreferences or lookaround; payload specs that use them are refused at creation
 (422 INVALID_SCHEMA naming the pattern) instead of being accepted and slow.
 
-The keyword functions below replace jsonschema's own (same messages, same results) and
-differ only in the engine; :func:`extend_validator` installs them on a validator class.
+The keyword functions below replace jsonschema's own (same messages, same results, long
+values shortened) and differ only in the engine, and in the checkpoints of the request's
+budget inside their loops (:mod:`.schema_budget`: a schema of 300 patterns against an input
+of 20,000 keys is 6 million searches);
+:func:`~chalicelib.domain.schema_keywords.extend_validator` installs them.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+from chalicelib.domain.schema_budget import checkpoint, paced
 
 #: Instances longer than this are shortened in error messages (an input may be 1 MiB).
 MESSAGE_INSTANCE_CHARS = 80
+#: Extra keys or items an error message names; the others are counted.
+MESSAGE_EXTRAS = 10
 
 
 class UnsupportedPattern(ValueError):
@@ -59,7 +63,11 @@ compile_pattern = functools.lru_cache(maxsize=1024)(compile_uncached)
 
 
 def search(pattern: str, text: str) -> bool:
-    """Whether ``pattern`` matches anywhere in ``text`` (JSON Schema's regex semantics)."""
+    """Whether ``pattern`` matches anywhere in ``text`` (JSON Schema's regex semantics).
+
+    Checks the request's budget first: keys times patterns is the input's size times the
+    schema's, and one keyword runs them all."""
+    checkpoint()
     return compile_pattern(pattern).search(text) is not None
 
 
@@ -94,7 +102,7 @@ def pattern_properties(
     if not validator.is_type(instance, "object"):
         return
     for patrn, subschema in patterns.items():
-        for key, value in instance.items():
+        for key, value in paced(instance.items()):
             if search(patrn, key):
                 yield from validator.descend(value, subschema, path=key, schema_path=patrn)
 
@@ -105,14 +113,23 @@ def _additional(instance: Mapping[str, Any], schema: Mapping[str, Any]) -> list[
     patterns = list(schema.get("patternProperties", {}))
     return [
         key
-        for key in instance
+        for key in paced(instance)
         if key not in properties and not any(search(p, key) for p in patterns)
     ]
 
 
-def _extras_message(extras: list[Any]) -> tuple[str, str]:
+def listing(extras: Sequence[Any]) -> str:
+    """``extras`` shortened and joined by commas: the first :data:`MESSAGE_EXTRAS`, then a
+    count of the others (an input may have 100,000 extra keys)."""
+    shown = ", ".join(short(extra) for extra in extras[:MESSAGE_EXTRAS])
+    others = len(extras) - MESSAGE_EXTRAS
+    return shown if others <= 0 else f"{shown} and {others} more"
+
+
+def extras_message(extras: Sequence[Any]) -> tuple[str, str]:
+    """(the extras listed, "was" or "were"): jsonschema's ``extras_msg``, bounded."""
     verb = "was" if len(extras) == 1 else "were"
-    return ", ".join(short(extra) for extra in extras), verb
+    return listing(extras), verb
 
 
 def additional_properties(
@@ -129,11 +146,11 @@ def additional_properties(
     elif not additional and extras:
         if "patternProperties" in schema:
             verb = "does" if len(extras) == 1 else "do"
-            joined = ", ".join(short(each) for each in sorted(extras))
+            joined = listing(sorted(extras))
             patterns = ", ".join(repr(each) for each in sorted(schema["patternProperties"]))
             yield ValidationError(f"{joined} {verb} not match any of the regexes: {patterns}")
         else:
-            listed, verb = _extras_message(sorted(extras, key=str))
+            listed, verb = extras_message(sorted(extras, key=str))
             yield ValidationError(
                 f"Additional properties are not allowed ({listed} {verb} unexpected)"
             )
@@ -149,19 +166,19 @@ def unevaluated_properties(
     evaluated = _evaluated_keys(validator, instance, schema)
     invalid = [
         key
-        for key in instance
+        for key in paced(instance)
         if key not in evaluated
         and next(validator.descend(instance[key], unevaluated, path=key), None) is not None
     ]
     if not invalid:
         return
     if unevaluated is False:
-        listed, verb = _extras_message(sorted(invalid, key=str))
+        listed, verb = extras_message(sorted(invalid, key=str))
         yield ValidationError(
             f"Unevaluated properties are not allowed ({listed} {verb} unexpected)"
         )
     else:
-        listed, verb = _extras_message(invalid)
+        listed, verb = extras_message(invalid)
         yield ValidationError(
             "Unevaluated properties are not valid under the given schema "
             f"({listed} {verb} unevaluated and invalid)"
@@ -185,9 +202,9 @@ def _evaluated_keys(validator: Any, instance: Mapping[str, Any], schema: Any) ->
         keys |= properties.keys() & instance.keys()
     for keyword in ("additionalProperties", "unevaluatedProperties"):
         if (subschema := schema.get(keyword)) is not None:
-            keys |= {k for k, v in instance.items() if _valid(validator, v, subschema)}
+            keys |= {k for k, v in paced(instance.items()) if _valid(validator, v, subschema)}
     patterns = list(schema.get("patternProperties", {}))
-    keys |= {k for k in instance if any(search(p, k) for p in patterns)}
+    keys |= {k for k in paced(instance) if any(search(p, k) for p in patterns)}
     for key, subschema in schema.get("dependentSchemas", {}).items():
         if key in instance:
             keys |= _evaluated_keys(validator, instance, subschema)
@@ -226,82 +243,13 @@ def _evaluated_by_condition(
     return set()
 
 
-_KEYWORDS = {
+#: The keywords :func:`chalicelib.domain.schema_keywords.extend_validator` installs from here.
+KEYWORDS = {
     "pattern": pattern,
     "patternProperties": pattern_properties,
     "additionalProperties": additional_properties,
     "unevaluatedProperties": unevaluated_properties,
 }
-
-
-class BudgetExceeded(Exception):
-    """Validation ran past its time budget (the schema or the input is too costly)."""
-
-
-_budget = threading.local()
-
-
-@contextmanager
-def time_budget(seconds: float, clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
-    """Validation on this thread raises :class:`BudgetExceeded` after ``seconds``.
-
-    Regexes are linear on RE2, but a schema can still multiply work without one (nested
-    ``allOf`` of two refs doubles it per level) and an input of 100,000 keys meets every
-    ``patternProperties`` pattern: nothing unbounded may run inside a request.
-
-    Budgets nest: an inner one never extends an outer one, so a request that opens one
-    budget for all its items (a batch) spends it once, however many validations run in it.
-    """
-    previous = getattr(_budget, "deadline", None), getattr(_budget, "clock", clock)
-    deadline = clock() + seconds
-    if previous[0] is not None and previous[1] is clock:
-        deadline = min(deadline, previous[0])
-    _budget.deadline, _budget.clock = deadline, clock
-    try:
-        yield
-    finally:
-        _budget.deadline, _budget.clock = previous
-
-
-def budget_spent() -> bool:
-    """True when this thread's validation budget has run out (False outside a budget)."""
-    deadline = getattr(_budget, "deadline", None)
-    return deadline is not None and _budget.clock() > deadline
-
-
-#: How long a validation runs before it lets the process's other threads run (below).
-YIELD_EVERY_SEC = 0.0001
-
-
-def _budgeted(function: Any) -> Any:
-    @functools.wraps(function)
-    def keyword(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
-        deadline = getattr(_budget, "deadline", None)
-        if deadline is not None:
-            now = _budget.clock()
-            if now > deadline:
-                raise BudgetExceeded
-            if now >= getattr(_budget, "next_yield", 0.0):
-                # Validation is pure Python and holds the GIL: a costly one (a whole budget)
-                # would make every other thread of the process (other requests, a worker's
-                # deliveries in the local stack) wait the interpreter's 5 ms switch interval
-                # at each hand-over. Giving the GIL up every millisecond lets them go first.
-                _budget.next_yield = now + YIELD_EVERY_SEC
-                time.sleep(0)
-        return function(validator, value, instance, schema)
-
-    return keyword
-
-
-@functools.cache
-def extend_validator(validator_class: Any) -> Any:
-    """``validator_class`` with its regex keywords on RE2 and every keyword under the budget
-    of :func:`time_budget` (cached)."""
-    from jsonschema import validators
-
-    keywords = {**validator_class.VALIDATORS}
-    keywords.update({name: f for name, f in _KEYWORDS.items() if name in keywords})
-    return validators.extend(validator_class, {name: _budgeted(f) for name, f in keywords.items()})
 
 
 @functools.cache

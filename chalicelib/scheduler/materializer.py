@@ -39,7 +39,8 @@ Guarantees, with any number of schedulers running at once:
 * DST (``chalicelib.domain.cron``): a local time that does not exist is skipped, one that
   occurs twice fires once, at its first occurrence;
 * no job can stop the others: a job whose row cannot be read or planned (an expression or
-  time zone the code cannot evaluate, a value of an unexpected type), or whose plan the
+  time zone the code cannot evaluate, an expression longer than the API accepts, which
+  would cost every pass seconds, a value of an unexpected type), or whose plan the
   round's statement refuses (the round is then applied plan by plan to find it), is set
   aside at the end of the iteration: ``cron_next_run_at`` NULL (out of the due scan for
   good, so a batch full of such jobs cannot starve the rest), ``schedule_error`` saying
@@ -128,6 +129,9 @@ class TickPlan:
 
 # Jobs sharing an expression and zone share their ticks (a batch of 200 "* * * * *" jobs due
 # at one tick needs one cron evaluation, not 200); next_tick is pure, so caching is safe.
+# Bounded in bytes as in entries: next_tick refuses an expression longer than
+# cron.MAX_CRON_LENGTH (one stored before the limit raises, is never cached, and its job is
+# set aside with the reason), so a key holds at most 256 characters of it.
 _next_tick = functools.lru_cache(maxsize=4096)(next_tick)
 _first_tick = functools.lru_cache(maxsize=1024)(first_tick)
 

@@ -321,9 +321,11 @@ ERROR_MEANINGS: dict[tuple[str, int], str] = {
     ("EXECUTION_NOT_RETRYABLE", 409): "retry of an execution that is not FAILED, or whose "
     "endpoint was deleted",
     ("INVALID_TRANSITION", 409): "a status change the transition table does not allow",
-    ("INVALID_CRON", 422): "a cron expression that is not 5 valid fields",
+    ("INVALID_CRON", 422): "a cron expression that is not 5 valid fields, is longer than 256 "
+    "characters, or has no tick before 9999-01-01 (and no `ends_at`)",
     ("INVALID_SCHEMA", 422): "a payload spec that is not a valid JSON Schema, refers outside "
-    "itself, uses a pattern RE2 cannot run, or nests deeper than 64 levels",
+    "itself, uses a pattern RE2 cannot run, nests deeper than 64 levels, or cannot be "
+    "checked within its 2 s budget",
     ("INVALID_PAYLOAD_SPEC_REF", 422): "an endpoint names a payload spec that does not exist",
     ("INVALID_CONFIG_REF", 422): "an endpoint names a config that does not exist",
     ("INPUT_VALIDATION_FAILED", 422): "a job's input does not match its endpoint's payload "

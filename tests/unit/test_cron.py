@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from chalicelib.domain import cron
+from chalicelib.domain.jobs import CronSchedule
 from chalicelib.errors import InvalidCron, ValidationFailed
 
 NEW_YORK = ZoneInfo("America/New_York")
@@ -131,3 +132,43 @@ def test_every_listed_zone_loads_and_common_ones_are_listed() -> None:
     assert not names & cron.HOST_DEPENDENT_ZONES
     for name in sorted(names):
         assert cron.parse_timezone(name).key == name
+
+
+# -- bounded cost -----------------------------------------------------------------------
+
+
+def test_an_expression_past_the_length_limit_is_422_before_it_is_parsed() -> None:
+    over = "10" + ",0" * 124 + " * * * *"
+    assert len(over) == cron.MAX_CRON_LENGTH + 2
+    with pytest.raises(InvalidCron, match=f"at most {cron.MAX_CRON_LENGTH}"):
+        cron.validate_cron(over)
+    at_limit = "10" + ",0" * 123 + " * * * *"
+    assert cron.validate_cron(at_limit) == at_limit
+
+
+def test_no_tick_is_computed_for_a_stored_expression_past_the_limit() -> None:
+    """One stored before the limit: the scheduler sets its job aside with this message."""
+    stored = "0," + ",".join(["*/1"] * 1000) + " * * * *"
+    with pytest.raises(InvalidCron, match="characters long"):
+        cron.next_tick(stored, NEW_YORK, utc(2027, 1, 1))
+
+
+# -- the end of the supported range -------------------------------------------------------
+
+ADAK = ZoneInfo("America/Adak")
+
+
+@pytest.mark.parametrize(
+    ("expression", "zone"), [("0 0 1 1 *", ADAK), ("0 0 29 2 *", ZoneInfo("UTC"))]
+)
+def test_no_first_tick_past_the_supported_range(expression: str, zone: ZoneInfo) -> None:
+    start = utc(9998, 6, 1)
+    assert cron.first_tick_in_range(expression, zone, start) is None
+    assert cron.first_tick_in_range("0 0 1 6 *", zone, start) is not None
+    schedule = CronSchedule(expression=expression, timezone=zone.key, starts_at=start, ends_at=None)
+    with pytest.raises(InvalidCron, match="never fires between 9998-06-01T00:00:00Z"):
+        schedule.first_run(start)
+    ending = CronSchedule(
+        expression=expression, timezone=zone.key, starts_at=start, ends_at=utc(9998, 12, 1)
+    )
+    assert ending.first_run(start) == utc(9998, 12, 1)  # its retirement tick

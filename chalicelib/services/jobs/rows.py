@@ -175,7 +175,7 @@ class JobRow:
             cron_timezone=None if schedule is None else schedule.timezone,
             cron_starts_at=None if schedule is None else schedule.starts_at,
             cron_ends_at=None if schedule is None else schedule.ends_at,
-            cron_next_run_at=None if schedule is None else schedule.first_run(now),
+            cron_next_run_at=_first_run(request, now),
             endpoint_snapshot=endpoint.snapshot,
             version=1 if replaces is None else replaces.version + 1,
             previous_version_id=None if replaces is None else replaces.job_id,
@@ -200,6 +200,17 @@ class JobRow:
             for name, value in vars(self).items()
             if value is not None and name != "endpoint_snapshot"
         }
+
+
+def _first_run(request: JobRequest, now: datetime) -> datetime | None:
+    """A CRON job's first run: as computed when its request was parsed, before the
+    transaction (the API's requests all carry it); a request built without it (a test's)
+    has it computed here."""
+    if request.schedule is None:
+        return None
+    if request.first_run_at is not None:
+        return request.first_run_at
+    return request.schedule.first_run(now)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -67,6 +67,24 @@ def _view_in(tx: Transaction, job: Row) -> JobView:
     return JobView.from_rows(job, tx.one(queries["jobs_latest_execution"], job_id=job["job_id"]))
 
 
+def _active_cron_job(db: Database, job_id: str) -> Row | None:
+    """The job if it is an ACTIVE cron job, read outside any transaction (one statement)."""
+    job = next(iter(db.run(queries["jobs_get"], job_id=job_id)), None)
+    if job is None or job["trigger_type"] != TriggerType.CRON or job["status"] != "ACTIVE":
+        return None
+    return job
+
+
+@dataclass(frozen=True)
+class _PreparedUpdate:
+    """A PUT /jobs/{id} computed before its transaction: the new version's request (None
+    when the job is not an ACTIVE cron job: the transaction answers 404 or 409) and its
+    input's verdict."""
+
+    request: JobRequest | None = None
+    checked: CheckedInputs = field(default_factory=CheckedInputs)
+
+
 def _schedule_of(job: Row) -> CronSchedule:
     return CronSchedule(
         expression=job["cron_expression"],
@@ -151,43 +169,51 @@ class JobService:
     def update(self, job_id: str, body: Mapping[str, Any]) -> JobView:
         """PUT /jobs/{id}: a new CRON version; the old one RETIRED, atomically (CAS).
 
-        The new input is validated before the transaction (as every creation's is): a job's
-        input never changes in place, so the verdict holds unless the endpoint changes."""
+        The body is parsed, the new schedule's first run computed and the new input
+        validated before the transaction (as every creation's are), from the job read just
+        before: a job's schedule and input never change in place, so what was computed
+        holds in the transaction; only the input's verdict is redone there if the endpoint
+        changed meanwhile."""
+        now = self.clock()
         with request_budget():
-            checked = self._check_update(job_id, body)
+            prepared = self._prepare_update(job_id, body, now)
         return self.db.transaction(
-            lambda tx: self._update_in(tx, job_id, body, checked), name="job_put"
+            lambda tx: self._update_in(tx, job_id, prepared, now), name="job_put"
         )
 
-    def _check_update(self, job_id: str, body: Mapping[str, Any]) -> CheckedInputs:
-        checked = CheckedInputs()
-        job = next(iter(self.db.run(queries["jobs_get"], job_id=job_id)), None)
-        if job is None or job["trigger_type"] != TriggerType.CRON or job["status"] != "ACTIVE":
-            return checked  # answered in the transaction (404, 409)
+    def _prepare_update(
+        self, job_id: str, body: Mapping[str, Any], now: datetime
+    ) -> _PreparedUpdate:
+        job = _active_cron_job(self.db, job_id)
+        if job is None:
+            return _PreparedUpdate()  # answered in the transaction (404, 409)
         change = parse_cron_update(body, current=_schedule_of(job), current_input=job["input"])
-        for endpoint in read_endpoints(self.db.run, [job["endpoint"]]).values():
-            checked.check(0, change.input, endpoint)
-        return checked
-
-    def _update_in(
-        self, tx: Transaction, job_id: str, body: Mapping[str, Any], checked: CheckedInputs
-    ) -> JobView:
-        job = get_job_in(tx, job_id)
-        _require_updatable(job)
-        change = parse_cron_update(body, current=_schedule_of(job), current_input=job["input"])
-        # The new version is a new job, created as every job is: it snapshots the endpoint
-        # as it is now (404 if it is gone) and its input is checked against the endpoint's
-        # current payload spec (422). It keeps the callbacks of the version it replaces.
         request = JobRequest(
             endpoint=job["endpoint"],
             trigger=TriggerType.CRON,
             idempotency_key=None,
             input=change.input,
             schedule=change.schedule,
+            first_run_at=change.schedule.first_run(now),
         )
+        checked = CheckedInputs()
+        for endpoint in read_endpoints(self.db.run, [job["endpoint"]]).values():
+            checked.check(0, change.input, endpoint)
+        return _PreparedUpdate(request, checked)
+
+    def _update_in(
+        self, tx: Transaction, job_id: str, prepared: _PreparedUpdate, now: datetime
+    ) -> JobView:
+        job = get_job_in(tx, job_id)
+        _require_updatable(job)
+        if prepared.request is None:  # not an ACTIVE cron job a moment ago: RETIRED is final
+            raise JobNotUpdatable(f"Job '{job_id}' changed while it was being updated.")
+        # The new version is a new job, created as every job is: it snapshots the endpoint
+        # as it is now (404 if it is gone) and its input is checked against the endpoint's
+        # current payload spec (422). It keeps the callbacks of the version it replaces.
         replaces = Replaces(job_id, job["version"], job["on_success"], job["on_failure"])
-        item = NewJob(request, replaces=replaces)
-        [outcome] = create_jobs(tx, [item], now=self.clock(), checked=checked)
+        item = NewJob(prepared.request, replaces=replaces)
+        [outcome] = create_jobs(tx, [item], now=now, checked=prepared.checked)
         new_job = outcome.raise_error()
         if tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=new_job.job_id):
             return new_job
@@ -228,14 +254,22 @@ class JobService:
         skipped (the next tick is the first one after now) unless ``catch_up``: then the
         materializer catches them up one by one from where the pause stopped it."""
 
+        following = None if catch_up else self._next_run_if_resumed(job_id)
+
         def work(tx: Transaction) -> JobView:
             job = get_job_in(tx, job_id)
             _require_pausable(job)
-            following = None if catch_up else _schedule_of(job).first_run(self.clock())
             tx.one(queries["jobs_resume"], job_id=job_id, next_run_at=following)
             return _view_in(tx, get_job_in(tx, job_id))
 
         return self.db.transaction(work, name="job_resume")
+
+    def _next_run_if_resumed(self, job_id: str) -> datetime | None:
+        """The first tick after now of an ACTIVE cron job, computed before the transaction
+        (its schedule never changes in place); None for any other job, which the
+        transaction refuses."""
+        job = _active_cron_job(self.db, job_id)
+        return None if job is None else _schedule_of(job).first_run(self.clock())
 
     def _cancel_in(self, tx: Transaction, job_id: str) -> JobView:
         read_committed(tx)

@@ -11,7 +11,8 @@ import pytest
 
 from chalicelib.db import notify
 from chalicelib.db.connection import ConnectionParams, Database
-from chalicelib.domain.cron import next_tick
+from chalicelib.domain.cron import MAX_CRON_LENGTH, next_tick
+from chalicelib.scheduler import materializer
 from chalicelib.scheduler.materializer import (
     CronMaterializer,
     DueJob,
@@ -426,3 +427,20 @@ def test_a_stored_zone_now_refused_at_creation_still_materializes(
     clock = FakeClock(utc("2026-03-16T09:00:30"))
     assert CronMaterializer(database, clock=clock).run_once().count == 1
     assert run_times(database, job_id) == [utc("2026-03-16T09:00")]
+
+
+def test_a_stored_expression_past_the_length_limit_is_set_aside_and_never_cached(
+    database: Database, endpoint: str
+) -> None:
+    """Stored before the API bounded expressions: 1 MiB ones cost 3.1 s a tick each, every
+    pass, and the tick cache kept them (RSS 210 -> 393 MB in 15 minutes)."""
+    stored = "0," + ",".join(["*/1"] * 5000) + " * * * *"  # 20 KB
+    broken = seed_cron_job(database, cron=stored, next_run_at=T0)
+    caches = (materializer._next_tick, materializer._first_tick)
+    cached = [cache.cache_info().currsize for cache in caches]
+    progress = CronMaterializer(database, clock=FakeClock(T0 + MINUTE / 2)).run_once()
+    assert progress.count == 0 and executions_of(database, broken) == []
+    row = job(database, broken)
+    assert (row["cron_next_run_at"], row["status"]) == (None, "ACTIVE")
+    assert f"at most {MAX_CRON_LENGTH}" in row["schedule_error"]
+    assert [cache.cache_info().currsize for cache in caches] == cached
