@@ -31,7 +31,7 @@ def _throughput_rows(t: dict[str, Any]) -> list[tuple[str, str, str]]:
         "procrastinate": "Procrastinate, 1 worker (deliveries/s)",
         "ours_1w": "Task Executor, 1 worker (deliveries/s)",
         "ours_2w": "Task Executor, 2 workers (deliveries/s)",
-        "ours_1w_all_slots": "Task Executor, 1 worker, endpoint max_concurrent 50 (deliveries/s)",
+        "ours_1w_all_slots": "Task Executor, 1 worker, all 50 slots (share 1; deliveries/s)",
         "ours_1w_crdb_config": (
             "Task Executor, 1 worker, CockroachDB's configuration (conditional_update, "
             "no NOTIFY; on PostgreSQL) (deliveries/s)"
@@ -70,7 +70,7 @@ def _spread(t: dict[str, Any]) -> Any:
 PER_JOB_LABELS = {
     "pgqueuer": "PgQueuer, 1 worker",
     "ours_1w": "ours, 1 worker",
-    "ours_1w_all_slots": "ours, 1 worker, max_concurrent 50",
+    "ours_1w_all_slots": "ours, 1 worker, all 50 slots (share 1)",
     "ours_2w": "ours, 2 workers",
     "ours_1w_crdb_config": "ours, 1 worker, CockroachDB's configuration",
     "ours_1w_spread": "ours, 1 worker, load over {} endpoints",

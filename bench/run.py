@@ -32,10 +32,6 @@ from common import RESULTS, machine, median, progress, write_json
 from pgserver import PgServer
 from sink import Sink
 
-#: TE_WORKER_MAX_CONCURRENT's default: the bench endpoint's max_concurrent in the
-#: "all slots" run.
-ALL_SLOTS = 50
-
 PHASES = [
     "throughput",
     "latency",
@@ -125,12 +121,13 @@ def throughput(server: PgServer, sink: Sink, cfg: dict[str, Any]) -> dict[str, A
                 "ours_2w": measured(
                     "ours, 2 workers", lambda: ours.run_throughput(server, sink.url, cfg["n"], 2)
                 ),
-                # The endpoint may use all 50 slots (spec.max_concurrent), as a deployment
-                # with one endpoint would set it; the default share is half (fairness).
+                # The endpoint may use all 50 slots, as a deployment with one endpoint would
+                # set it: TE_WORKER_ENDPOINT_SHARE=1 (no reserve for other endpoints; a
+                # spec.max_concurrent never takes the reserve). The default share is half.
                 "ours_1w_all_slots": measured(
-                    "ours, 1 worker, max_concurrent 50",
+                    "ours, 1 worker, endpoint share 1",
                     lambda: ours.run_throughput(
-                        server, sink.url, cfg["n"], 1, max_concurrent=ALL_SLOTS
+                        server, sink.url, cfg["n"], 1, env={"TE_WORKER_ENDPOINT_SHARE": "1"}
                     ),
                 ),
             }
