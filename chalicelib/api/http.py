@@ -8,6 +8,7 @@ return plain data; they never build error responses and never catch broadly.
 from __future__ import annotations
 
 import contextvars
+import decimal
 import json
 import logging
 import math
@@ -189,6 +190,20 @@ def _finite_float(literal: str) -> float:
     return value
 
 
+def stored_number_length(value: float) -> int:
+    """How many characters ``value`` takes once stored: JSONB keeps numbers exact and writes
+    them out without an exponent, so ``1e300`` (5 characters) comes back as 301 digits."""
+    sign, digits, exponent = decimal.Decimal(repr(value)).as_tuple()
+    assert isinstance(exponent, int)  # a finite float: never 'n', 'N' or 'F'
+    if exponent >= 0:
+        length = len(digits) + exponent
+    elif len(digits) > -exponent:
+        length = len(digits) + 1  # the point inside the digits
+    else:
+        length = 2 - exponent  # "0." then zeros, then the digits
+    return length + sign
+
+
 def _no_constant(name: str) -> float:
     raise _NonFinite(name)
 
@@ -205,10 +220,19 @@ def contains_nul(values: Iterable[str]) -> bool:
     return any("\x00" in value for value in values)
 
 
-def _decode(text: str) -> Any:
-    """``json.loads`` with every refusal a 400 INVALID_REQUEST saying why."""
+def _decode(text: str) -> tuple[Any, int]:
+    """``json.loads`` with every refusal a 400 INVALID_REQUEST saying why, and how many
+    characters the body's numbers gain once stored (:func:`stored_number_length`)."""
+    growth = 0
+
+    def number(literal: str) -> float:
+        nonlocal growth
+        value = _finite_float(literal)
+        growth += max(0, stored_number_length(value) - len(literal))
+        return value
+
     try:
-        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+        return json.loads(text, parse_float=number, parse_constant=_no_constant), growth
     except _NonFinite as exc:
         raise InvalidRequest(NON_FINITE_MESSAGE) from exc
     except RecursionError as exc:
@@ -234,7 +258,14 @@ def parse_json_body(raw: bytes | None, *, max_bytes: int) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidRequest(f"Request body is not valid UTF-8 (byte {exc.start}).") from exc
-    body = _decode(text)
+    body, growth = _decode(text)
+    if len(raw) + growth > max_bytes:
+        # Bounded as stored, not only as sent: what is stored is what every read returns.
+        raise PayloadTooLarge(
+            f"Request body exceeds {max_bytes} bytes once its numbers are written out as "
+            f"stored (numbers are kept exact, without exponents: they add {growth} "
+            "characters); send very large or very small magnitudes as strings."
+        )
     if not isinstance(body, dict):
         raise InvalidRequest("Request body must be a JSON object.")
     depth, storable = _inspect(body, MAX_JSON_DEPTH, text)

@@ -189,3 +189,37 @@ def test_placeholders_in_input_values_are_delivered_literally(
     received = http_target.received("/echo")[0]
     assert received.json() == {"note": smuggled, "text": f"say {smuggled}"}
     assert "the-real-secret" not in str(received.json())
+
+
+def test_numbers_that_grow_once_stored_count_against_the_body_limit(
+    api: ApiClient, database: Database
+) -> None:
+    """JSONB keeps numbers exact, without exponents: ``1e300`` (5 bytes sent) is stored and
+    read back as 301 digits. A body under the 1 MiB limit as sent but far over it as stored
+    (each later GET of the job would answer ~50 MB) is a 413, and nothing is written."""
+    endpoint = {
+        "name": "e",
+        "type": "HTTP",
+        "spec": {"url": "http://example.com/", "method": "POST"},
+    }
+    assert api.post("/endpoints", endpoint).status == 201
+    numbers = ",".join(["1e300"] * 150_000)  # 900 KB sent, 45 MB stored
+    raw = (
+        '{"endpoint": "e", "trigger": "IMMEDIATE", "idempotency_key": "k", "input": {"v": ['
+        + numbers
+        + "]}}"
+    ).encode()
+    reply = api.post("/jobs", raw=raw)
+    assert reply.status == 413 and reply.error_code == "PAYLOAD_TOO_LARGE"
+    assert "as strings" in reply.body["error"]["message"]
+    assert _rows(database, "jobs") == 0 and _rows(database, "executions") == 0
+    # A few such numbers fit: the limit is on the whole body as stored.
+    few = {
+        "endpoint": "e",
+        "trigger": "IMMEDIATE",
+        "idempotency_key": "k2",
+        "input": {"v": [1e300]},
+    }
+    created = api.post("/jobs", few)
+    assert created.status == 201
+    assert api.get(f"/jobs/{created.body['job_id']}").body["input"] == {"v": [10**300]}
