@@ -8,7 +8,9 @@ The key id is the first 4 bytes of SHA-256(key), so decryption picks the right k
 the current one (``TE_SECRET_ENCRYPTION_KEY``) and older ones still accepted
 (``TE_SECRET_DECRYPTION_KEYS``): rotating the key never makes stored secrets unreadable.
 The secret's name is the associated data, so a ciphertext copied to another row fails
-authentication instead of decrypting to the wrong secret.
+authentication instead of decrypting to the wrong secret. Every decrypted value is
+remembered in :data:`chalicelib.domain.redaction.LIVE_SECRETS`, so the process's log lines
+(every logger's) and its resolvers never see it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import hashlib
 import os
 from collections.abc import Iterable
 
+from chalicelib.domain.redaction import LIVE_SECRETS, remember_secret
 from chalicelib.errors import SecretKeyError
+from chalicelib.logs import SECRET_FILTER
 
 VERSION = 1
 NONCE_BYTES = 12
@@ -70,4 +74,7 @@ class SecretBox:
             raise SecretKeyError(
                 f"secret {name!r} failed authentication (tampered or wrong key)"
             ) from exc
-        return plaintext.decode("utf-8")
+        value = plaintext.decode("utf-8")
+        remember_secret(value)  # from now on, log lines and resolvers never see it
+        SECRET_FILTER.use(LIVE_SECRETS.scrubber)
+        return value

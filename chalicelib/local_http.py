@@ -13,13 +13,17 @@ the next request) and fails on a ``Content-Length`` that is not a number. Here:
   header silently dropped.
 * **Chunked bodies** (:func:`read_chunked`) are decoded, up to the same limit, and handed
   to the route like any other body.
-* **Time**: a connection has :data:`REQUEST_TIMEOUT_SEC` to deliver each whole request
-  (request line, headers and body; the keep-alive wait before it included), however it
-  trickles in (:class:`DeadlineReader`); then it is closed. Writes time out alike.
-* **Threads** (:class:`BoundedThreads`): at most :data:`MAX_HANDLER_THREADS` connections
-  are served at once. The accept loop waits for a free thread, so further connections wait
-  in the listen backlog and are answered in turn, rather than refused with a 503 (a client
-  of the local stack retries nothing by itself).
+* **Time**: a connection has :data:`HEAD_TIMEOUT_SEC` to deliver a request's line and
+  headers (the keep-alive wait before them included) and :data:`REQUEST_TIMEOUT_SEC` for
+  the whole request, body included, however it trickles in (:class:`DeadlineReader`);
+  then it is closed. Writes time out alike.
+* **Threads** (:class:`BoundedThreads`): at most :data:`MAX_CONNECTIONS` connections are
+  open at once, one thread each, and at most :data:`MAX_HANDLER_THREADS` of them run the
+  app at once: a connection takes a handler slot only once its whole request is read, so
+  clients that send slowly (or not at all) hold a connection, never a handler, and leave
+  room for the others. Past the connection cap the accept loop waits, so further
+  connections wait in the listen backlog and are answered in turn, rather than refused
+  with a 503 (a client of the local stack retries nothing by itself).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from email.message import Message
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -39,8 +45,13 @@ from chalicelib.errors import InvalidRequest, PayloadTooLarge, TaskExecutorError
 
 #: Seconds a connection gets to deliver one request, idle keep-alive time included.
 REQUEST_TIMEOUT_SEC = 15.0
-#: Connections served at once (one thread each); the others wait in the listen backlog.
+#: Seconds of those for the request line and headers: a slow client is let go sooner.
+HEAD_TIMEOUT_SEC = 5.0
+#: Requests the app handles at once; the others wait for a slot, their request read.
 MAX_HANDLER_THREADS = 64
+#: Connections open at once (one thread each, most of them reading or idle); the others
+#: wait in the listen backlog. Far above the handlers, so slow clients leave room.
+MAX_CONNECTIONS = 512
 #: Longest chunk-size line (with its extensions) and trailer line accepted.
 MAX_CHUNK_LINE = 4096
 MAX_TRAILER_LINES = 64
@@ -182,6 +193,9 @@ class FramedRequestHandler(BaseHTTPRequestHandler):
 
     #: Seconds per request (:data:`REQUEST_TIMEOUT_SEC`); also the socket's write timeout.
     request_timeout: float = REQUEST_TIMEOUT_SEC
+    #: Seconds for the request line and headers (:data:`HEAD_TIMEOUT_SEC`, at most the above).
+    head_timeout: float = HEAD_TIMEOUT_SEC
+    _started: float = 0.0
     _reader: DeadlineReader
     _length: int | None = -1  # -1: not checked yet; None: chunked
 
@@ -193,12 +207,17 @@ class FramedRequestHandler(BaseHTTPRequestHandler):
         self.rfile = io.BufferedReader(self._reader)
 
     def handle_one_request(self) -> None:
-        self._reader.deadline = time.monotonic() + self.request_timeout
+        self._started = time.monotonic()
+        self._reader.deadline = self._started + min(self.head_timeout, self.request_timeout)
         self._length = -1
         super().handle_one_request()
 
     def parse_request(self) -> bool:
-        return super().parse_request() and self._framing_ok()
+        if not super().parse_request():
+            return False
+        # The head is in: the body gets the rest of the request's time.
+        self._reader.deadline = self._started + self.request_timeout
+        return self._framing_ok()
 
     def handle_expect_100(self) -> bool:
         # Refuse before the client sends the body it asked permission for.
@@ -236,16 +255,30 @@ class FramedRequestHandler(BaseHTTPRequestHandler):
 
 class BoundedThreads:
     """Mixed into a ``socketserver.ThreadingMixIn`` server, before it: at most
-    :attr:`max_threads` requests handled at once. The accept loop waits for a free
-    thread; the connections beyond wait in the listen backlog (``request_queue_size``)."""
+    :attr:`max_threads` connections open at once (the accept loop waits for a free
+    thread; the connections beyond wait in the listen backlog, ``request_queue_size``),
+    and at most :attr:`max_handlers` of them in the app at once (:meth:`handling`)."""
 
-    max_threads = MAX_HANDLER_THREADS
+    max_threads = MAX_CONNECTIONS
+    max_handlers = MAX_HANDLER_THREADS
     _slots: threading.BoundedSemaphore | None = None
+    _handlers: threading.BoundedSemaphore | None = None
     _stopping = False
+
+    @contextmanager
+    def handling(self) -> Iterator[None]:
+        """Hold one of the :attr:`max_handlers` slots while a read request runs."""
+        assert self._handlers is not None  # made by the accept loop before any thread
+        self._handlers.acquire()
+        try:
+            yield
+        finally:
+            self._handlers.release()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if self._slots is None:  # only the accept loop's thread gets here
             self._slots = threading.BoundedSemaphore(self.max_threads)
+            self._handlers = threading.BoundedSemaphore(self.max_handlers)
         while not self._slots.acquire(timeout=0.5):
             if self._stopping:  # shutdown() is waiting for this loop
                 self.shutdown_request(request)  # type: ignore[attr-defined]

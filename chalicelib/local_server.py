@@ -2,8 +2,9 @@
 
 * :func:`make_api_server`: Chalice's local server for an app, hardened against hostile
   clients (:mod:`chalicelib.local_http`): bodies over the API's limit refused before they
-  are read, strict framing (chunked bodies decoded), a deadline per request, a bounded
-  number of handler threads; :class:`ApiServerPart` runs it as a part of the local stack.
+  are read, strict framing (chunked bodies decoded), a deadline per request and a shorter
+  one for its head, bounded connections and handlers, long-polls capped to a share of
+  the handlers; :class:`ApiServerPart` runs it as a part of the local stack.
 * Unknown routes answer with the error envelope, as API Gateway's gateway responses do
   (:func:`use_error_envelope_for_unknown_routes`), under ``make run`` and under
   ``chalice local`` (:func:`adapt_to_chalice_cli`, which also sets the local-mode
@@ -15,18 +16,26 @@ The stack itself (database, keys, worker, scheduler, signals) is composed in
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import secrets
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from email.message import Message
 from typing import Any
 
 from chalicelib.api.context import ApiApp
+from chalicelib.services.longpoll import WaitSlots, parse_prefer_wait
 
 log = logging.getLogger("chalicelib.local")
 
 LOCAL_LISTEN_ADDR = "127.0.0.1:8080"
+#: The share of the handler slots requests that wait (``Prefer: wait``) may hold at once,
+#: and the share of those one API key may hold: the rest answer other requests.
+LONG_POLL_SHARE = 0.25
+LONG_POLL_KEY_SHARE = 0.25
 
 
 def prepare_environment(env: MutableMapping[str, str] | None = None) -> None:
@@ -123,9 +132,15 @@ def _handler(timeout: float, app: ApiApp) -> type:
         disable_nagle_algorithm = True
         _body: bytes | None = None
 
+        _may_wait = True
+
         def _generic_handle(self) -> None:
             self._body = self.read_body()
-            if self._body is not None:  # else refused (and answered) or the client left
+            if self._body is None:  # refused (and answered), or the client left
+                return
+            server: Any = self.server
+            with server.handling(), _wait_slot(server.wait_slots, self.headers) as granted:
+                self._may_wait = granted
                 super()._generic_handle()
 
         # Chalice binds its do_* methods to its own _generic_handle: rebind them.
@@ -135,6 +150,8 @@ def _handler(timeout: float, app: ApiApp) -> type:
             # Chalice's own reads Content-Length again; the body is read (or decoded from
             # chunks) already, and the route sees it as if sent with a Content-Length.
             headers = dict(self.headers)
+            if not self._may_wait:  # past the long-poll caps: answered without waiting
+                headers = {k: v for k, v in headers.items() if k.lower() != "prefer"}
             if self._length is None:  # chunked
                 headers = {k: v for k, v in headers.items() if k.lower() != "transfer-encoding"}
                 headers["Content-Length"] = str(len(self._body or b""))
@@ -147,6 +164,22 @@ def _handler(timeout: float, app: ApiApp) -> type:
     return Handler
 
 
+@contextmanager
+def _wait_slot(slots: WaitSlots, headers: Message) -> Iterator[bool]:
+    """A long-poll slot for a request that asks to wait (``Prefer: wait``), by its key.
+
+    The key is the Authorization header's hash (a request without a valid key is refused
+    before it waits, but counts against the total meanwhile). Requests that do not ask
+    to wait take no slot.
+    """
+    if parse_prefer_wait(headers.get("prefer")) is None:
+        yield True
+        return
+    key = hashlib.sha256((headers.get("authorization") or "").encode()).hexdigest()
+    with slots.holding(key) as granted:
+        yield granted
+
+
 def make_api_server(
     app: ApiApp,
     host: str,
@@ -154,11 +187,15 @@ def make_api_server(
     *,
     request_timeout: float | None = None,
     max_threads: int | None = None,
+    max_handlers: int | None = None,
 ) -> Any:
     """A threaded local HTTP server for ``app`` (also used by tests and benchmarks).
 
-    ``request_timeout`` (seconds a connection has to deliver each request) and
-    ``max_threads`` (connections served at once) default to ``local_http``'s constants.
+    ``request_timeout`` (seconds a connection has to deliver each request),
+    ``max_threads`` (connections open at once) and ``max_handlers`` (requests in the app
+    at once) default to ``local_http``'s constants. Long-polls may hold a quarter of the
+    handlers, and one API key a quarter of those (:data:`LONG_POLL_SHARE`,
+    :data:`LONG_POLL_KEY_SHARE`); past that a request asking to wait is answered at once.
     """
     from chalice.config import Config
     from chalice.local import CustomLocalChalice, LocalChalice, LocalDevServer, ThreadedHTTPServer
@@ -173,6 +210,8 @@ def make_api_server(
         CustomLocalChalice.__bases__ = (LocalChalice, app_obj.__class__)
         app_obj.__class__ = CustomLocalChalice
     config = Config.create(chalice_stage="dev", app_name="task-executor")
+    handlers = max_handlers or local_http.MAX_HANDLER_THREADS
+    long_polls = max(1, int(handlers * LONG_POLL_SHARE))
     server_cls = type(
         "LocalApiServer",
         (local_http.BoundedThreads, ThreadedHTTPServer),
@@ -180,7 +219,11 @@ def make_api_server(
             # An accept backlog of 128 instead of socketserver's 5: clients connecting in
             # a burst otherwise lose handshakes and wait 1 s for the SYN retransmit.
             "request_queue_size": 128,
-            "max_threads": max_threads or local_http.MAX_HANDLER_THREADS,
+            "max_threads": max_threads or local_http.MAX_CONNECTIONS,
+            "max_handlers": handlers,
+            "wait_slots": WaitSlots(
+                total=long_polls, per_key=max(1, int(long_polls * LONG_POLL_KEY_SHARE))
+            ),
         },
     )
     server = LocalDevServer(

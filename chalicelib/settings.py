@@ -77,6 +77,11 @@ class Settings:
     api_key_cache_ttl_sec: float = 5.0
     # Requests per second per API key (token bucket, burst = 2x); 0 disables the limiter.
     rate_limit_per_sec: float = 0.0
+    # Failed key lookups per second per client address, and in total per process (token
+    # buckets, burst = 2x; 0 turns one off): past them an unknown key is a 429 before any
+    # query, so wrong keys cannot cost the database a query each.
+    failed_auth_per_sec: float = 5.0
+    failed_auth_total_per_sec: float = 50.0
     region: str = "default"
     # Local mode (make run): generate a missing encryption key once into data_dir.
     local_mode: bool = False
@@ -149,6 +154,8 @@ def _validate(settings: Settings) -> None:
     # 0 has a meaning: no cache (API keys), keep everything (retention).
     for attr in (
         "api_key_cache_ttl_sec",
+        "failed_auth_per_sec",
+        "failed_auth_total_per_sec",
         "execution_retention_days",
         "signing_rotation_window_sec",
     ):

@@ -25,15 +25,19 @@ per status: :class:`NotFound`, :class:`Conflict`...) carrying the error envelope
 
 Configuration (:meth:`Client.from_env`): ``TE_URL`` and ``TE_API_KEY``, else the TOML file
 ``TE_CONFIG`` names (default ``~/.config/te/config.toml``) with ``url`` and ``api_key``.
+A config file that supplies the key while its group or others may read it is used with a
+warning on stderr, as ssh does; :func:`write_config` writes one readable by its owner only.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
+import sys
 import time
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -131,16 +135,38 @@ def error_from(status: int, body: Any) -> ApiError:
     )
 
 
-def load_config(env: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """(url, api_key) from ``TE_URL``/``TE_API_KEY``, else the config file."""
+def _warn_on_stderr(message: str) -> None:
+    sys.stderr.write(f"te: warning: {message}\n")
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    """The config file: the one ``TE_CONFIG`` names, else :data:`DEFAULT_CONFIG`."""
+    env = os.environ if env is None else env
+    return Path(env.get("TE_CONFIG") or DEFAULT_CONFIG).expanduser()
+
+
+def load_config(
+    env: Mapping[str, str] | None = None, *, warn: Callable[[str], None] = _warn_on_stderr
+) -> tuple[str, str]:
+    """(url, api_key) from ``TE_URL``/``TE_API_KEY``, else the config file.
+
+    ``warn`` is told (stderr by default) when the file supplies the key while its group or
+    others may read it: the key is as good as shared with them.
+    """
     env = os.environ if env is None else env
     url, key = env.get("TE_URL"), env.get("TE_API_KEY")
-    path = Path(env.get("TE_CONFIG") or DEFAULT_CONFIG).expanduser()
+    path = config_path(env)
     if (not url or not key) and path.is_file():
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
+            mode = stat.S_IMODE(path.stat().st_mode)
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read {path}: {exc}") from exc
+        if not key and data.get("api_key") and mode & 0o077:
+            warn(
+                f"{path} holds an API key and is readable by others (mode {mode:04o}); "
+                f"run 'chmod 600 {path}'"
+            )
         url = url or data.get("url")
         key = key or data.get("api_key")
     if not url or not key:
@@ -149,6 +175,17 @@ def load_config(env: Mapping[str, str] | None = None) -> tuple[str, str]:
             "TE_CONFIG)"
         )
     return str(url), str(key)
+
+
+def write_config(path: Path, url: str, api_key: str) -> None:
+    """Write ``url`` and ``api_key`` to ``path`` readable by its owner only (0600, in a
+    directory it creates 0700); an existing file is replaced and made 0600 too."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    text = f"url = {json.dumps(url)}\napi_key = {json.dumps(api_key)}\n"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        os.fchmod(fd, 0o600)  # the mode above applies only to a file created now
+        file.write(text)
 
 
 class Client:

@@ -217,6 +217,17 @@ _PROCESS_ENVIRON = os.environ
 
 
 @pytest.fixture(autouse=True)
+def _live_secrets_forgotten() -> Iterator[None]:
+    """The secrets a test decrypted are redacted from every later log line of the process
+    (chalicelib.domain.redaction.LIVE_SECRETS): forget them after each test, so one test's
+    secret never rewrites another's log assertions."""
+    yield
+    from chalicelib.domain.redaction import LIVE_SECRETS
+
+    LIVE_SECRETS.clear()
+
+
+@pytest.fixture(autouse=True)
 def _process_environ_restored() -> Iterator[None]:
     """chalice.test.Client swaps ``os.environ`` for a copy while it handles a request and
     swaps it back after; used from several threads at once, the swaps interleave and a copy

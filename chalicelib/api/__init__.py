@@ -18,7 +18,7 @@ from typing import Any
 from chalice import Response
 from chalice.app import Request
 
-from chalicelib.api.auth import authorize
+from chalicelib.api.auth import PRINCIPAL_CONTEXT_KEY, authorize
 from chalicelib.api.context import ApiApp, ApiContext
 from chalicelib.api.http import contains_nul, error_body, error_response, new_request_id
 from chalicelib.errors import (
@@ -73,9 +73,11 @@ def _guard(request: Request, context: ApiContext) -> None:
     if route in PUBLIC_ROUTES:
         return
     authenticator, limiter = context.guards()
-    principal = authenticator.authenticate(request.headers.get("authorization"))
+    client = str((request.context.get("identity") or {}).get("sourceIp") or "")
+    principal = authenticator.authenticate(request.headers.get("authorization"), client)
     limiter.check(principal.key_hash)
     authorize(principal, *route)
+    request.context[PRINCIPAL_CONTEXT_KEY] = principal  # for rules that read the body too
 
 
 def envelope_middleware(

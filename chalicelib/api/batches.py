@@ -54,8 +54,13 @@ def list_batch_jobs(batch_id: str) -> dict[str, Any]:
     params: Mapping[str, str] = resource.request.query_params or {}
     page = parse_page(params)
     status = parse_execution_status(params.get("status"))
-    views = resource.services.batch_service().jobs_page(batch_id, status, page)
-    return page_response(views, page, render=render_job, id_field="job_id")
+    service = resource.services.batch_service()
+    return page_response(
+        lambda part: service.jobs_page(batch_id, status, part),
+        page,
+        render=render_job,
+        id_field="job_id",
+    )
 
 
 @resource.route("/batches/{batch_id}/cancel", methods=["POST"])

@@ -79,7 +79,7 @@ def value_routes(
 
     def listing() -> dict[str, Any]:
         page = parse_page(resource.request.query_params)
-        return page_response(service().list_page(page), page, render=render, id_field="name")
+        return page_response(service().list_page, page, render=render, id_field="name")
 
     def get(name: str) -> dict[str, Any]:
         return render(service().get(name))

@@ -32,8 +32,13 @@ def list_executions() -> dict[str, Any]:
     params: Mapping[str, str] = resource.request.query_params or {}
     page = parse_page(params)
     filters = parse_execution_filter(params)
-    listed = resource.services.dead_letter_service().list(filters, page)
-    return page_response(listed, page, render=render_listed, id_field="execution_id")
+    service = resource.services.dead_letter_service()
+    return page_response(
+        lambda part: service.list(filters, part),
+        page,
+        render=render_listed,
+        id_field="execution_id",
+    )
 
 
 @resource.route("/executions/{execution_id}/retry", methods=["POST"])

@@ -8,6 +8,9 @@ transaction as the write:
 * ``payload_spec`` / ``config`` naming nothing: 422 INVALID_PAYLOAD_SPEC_REF /
   INVALID_CONFIG_REF.
 * ``{{secret.<name>}}`` naming a secret that does not exist: 422 TEMPLATE_RESOLUTION_FAILED.
+* ``{{secret.<name>}}`` anywhere in the templates of a POST or PUT needs an ``admin`` key
+  (403 INSUFFICIENT_SCOPE otherwise, checked before anything is read or written):
+  whoever picks where a secret is sent can read it.
   (``{{config.<key>}}`` keys are not checked against the config's current values: configs
   change independently and are resolved per execution.)
 
@@ -26,9 +29,10 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.api import crud
+from chalicelib.api.auth import authorize_secret_templates, principal_of
 from chalicelib.api.http import Resource, shown
 from chalicelib.api.pagination import page_response, parse_page
-from chalicelib.domain.endpoints import parse_endpoint
+from chalicelib.domain.endpoints import EndpointDefinition, parse_endpoint
 from chalicelib.domain.timefmt import iso
 from chalicelib.services.endpoints import EndpointView
 
@@ -67,10 +71,18 @@ def _controls(endpoint: EndpointView) -> dict[str, Any]:
     }
 
 
+def _authorize_secrets(definition: EndpointDefinition, method: str, path: str) -> None:
+    """Templates that reference secrets need an ``admin`` key (403 before anything is
+    written): the key that picks a secret's target could read the secret there."""
+    principal = principal_of(resource.request.context)
+    authorize_secret_templates(principal, definition.secrets, method, path)
+
+
 @resource.route("/endpoints", methods=["POST"], status=201)
 def create_endpoint() -> dict[str, Any]:
     """Register an endpoint."""
     definition = parse_endpoint(resource.json_body())
+    _authorize_secrets(definition, "POST", "/endpoints")
     return render(resource.services.endpoint_service().create(definition))
 
 
@@ -78,8 +90,8 @@ def create_endpoint() -> dict[str, Any]:
 def list_endpoints() -> dict[str, Any]:
     """List endpoints, newest first."""
     page = parse_page(resource.request.query_params)
-    endpoints = resource.services.endpoint_service().list_page(page)
-    return page_response(endpoints, page, render=render, id_field="name")
+    fetch = resource.services.endpoint_service().list_page
+    return page_response(fetch, page, render=render, id_field="name")
 
 
 @resource.route("/endpoints/{name}", methods=["GET"])
@@ -92,6 +104,7 @@ def get_endpoint(name: str) -> dict[str, Any]:
 def update_endpoint(name: str) -> dict[str, Any]:
     """Replace an endpoint's definition (future jobs only)."""
     definition = parse_endpoint(resource.json_body(), path_name=name)
+    _authorize_secrets(definition, "PUT", f"/endpoints/{name}")
     return render(resource.services.endpoint_service().replace(definition))
 
 

@@ -121,16 +121,27 @@ def cancel_execution(execution_id: str) -> dict[str, Any]:
 def list_attempts(execution_id: str) -> dict[str, Any]:
     """Attempts, by attempt_number ascending."""
     page = parse_page(resource.request.query_params)
-    attempts = resource.services.execution_service().attempts(execution_id, page)
-    return page_response(attempts, page, render=render_attempt, id_field="attempt_id")
+    service = resource.services.execution_service()
+    return page_response(
+        lambda part: service.attempts(execution_id, part),
+        page,
+        render=render_attempt,
+        id_field="attempt_id",
+    )
 
 
 @resource.route("/executions/{execution_id}/logs", methods=["GET"])
 def list_logs(execution_id: str) -> dict[str, Any]:
     """Log lines, oldest first."""
     page = parse_page(resource.request.query_params)
-    lines = resource.services.execution_service().logs(execution_id, page)
-    return page_response(lines, page, render=render_log, ts_field="logged_at", id_field="log_id")
+    service = resource.services.execution_service()
+    return page_response(
+        lambda part: service.logs(execution_id, part),
+        page,
+        render=render_log,
+        ts_field="logged_at",
+        id_field="log_id",
+    )
 
 
 @resource.route("/jobs/{job_id}/executions", methods=["GET"])
@@ -139,5 +150,10 @@ def list_job_executions(job_id: str) -> dict[str, Any]:
     params: Mapping[str, str] = resource.request.query_params or {}
     page = parse_page(params)
     status = parse_execution_status(params.get("status"))
-    executions = resource.services.job_status_service().executions(job_id, status, page)
-    return page_response(executions, page, render=render_execution, id_field="execution_id")
+    service = resource.services.job_status_service()
+    return page_response(
+        lambda part: service.executions(job_id, status, part),
+        page,
+        render=render_execution,
+        id_field="execution_id",
+    )

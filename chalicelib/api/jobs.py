@@ -179,8 +179,11 @@ def list_jobs() -> dict[str, Any]:
     """Jobs newest first; filters ``endpoint``, ``trigger``, ``status``."""
     params: Mapping[str, str] = resource.request.query_params or {}
     page = parse_page(params)
-    views = resource.services.job_service().list_page(parse_job_filters(params), page)
-    return page_response(views, page, render=render_job, id_field="job_id")
+    filters = parse_job_filters(params)
+    service = resource.services.job_service()
+    return page_response(
+        lambda part: service.list_page(filters, part), page, render=render_job, id_field="job_id"
+    )
 
 
 @resource.route("/jobs/{job_id}", methods=["GET"])
@@ -253,7 +256,10 @@ def job_status(job_id: str) -> dict[str, Any]:
 def job_versions(job_id: str) -> dict[str, Any]:
     """Every version of the job's chain (from any version's id), oldest first."""
     page = parse_page(resource.request.query_params)
-    versions = resource.services.job_service().versions(job_id, page)
+    service = resource.services.job_service()
     return page_response(
-        versions, page, render=lambda job: render_job(JobView(job)), id_field="job_id"
+        lambda part: service.versions(job_id, part),
+        page,
+        render=lambda job: render_job(JobView(job)),
+        id_field="job_id",
     )

@@ -40,8 +40,9 @@ def list_keys() -> dict[str, Any]:
     """Every key, revoked ones included, newest first (never a key or its hash)."""
     params: Mapping[str, str] = resource.request.query_params or {}
     page = parse_page(params)
-    keys = resource.services.api_key_service().list(page)
-    return page_response(keys, page, render=render_key, id_field="key_id")
+    return page_response(
+        resource.services.api_key_service().list, page, render=render_key, id_field="key_id"
+    )
 
 
 @resource.route("/keys/{key_id}/revoke", methods=["POST"])

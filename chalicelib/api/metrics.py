@@ -21,7 +21,8 @@ resource = Resource(__name__)
 @resource.route("/health", methods=["GET"])
 def health() -> dict[str, str]:
     """200 when the process is up, the database reachable and no loop down (no API key)."""
-    down = resource.services.metrics_service().health()
+    # The health pool: a stalled database is a 503 within seconds, not a hang.
+    down = resource.services.health_service().health()
     if down:
         names = ", ".join(sorted({loop.loop for loop in down}))
         raise LoopDown(

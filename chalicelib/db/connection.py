@@ -89,6 +89,10 @@ class ConnectionParams:
     #: worker's PostgreSQL sessions plan each prepared statement once, not on every call
     #: (``force_generic_plan``; chalicelib/wiring/process.py says why).
     plan_cache_mode: str | None = None
+    #: Seconds any one socket operation (connect, send, each read) may wait. A server that
+    #: is stalled (stopped, swapped out, partitioned) never answers, and its
+    #: ``statement_timeout`` cannot fire: only this bounds the wait.
+    timeout: float = 30.0
 
     @classmethod
     def from_url(cls, url: str) -> ConnectionParams:
@@ -123,7 +127,7 @@ class ConnectionParams:
             "password": self.password,
             "database": self.database,
             "application_name": self.application_name,
-            "timeout": 30,
+            "timeout": self.timeout,
             # Implicit transactions (Database.statement) run at the session's isolation:
             # SERIALIZABLE like the explicit ones (BEGIN), unless a pool asks for READ
             # COMMITTED (the worker's: its statements are guarded compare-and-sets).
@@ -211,6 +215,7 @@ class Database:
         max_delay: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
         on_connect: Callable[[pg8000.native.Connection], None] | None = None,
+        acquire_timeout: float | None = None,
     ) -> None:
         self.params = params
         self.pool_size = pool_size
@@ -219,6 +224,8 @@ class Database:
         self._max_delay = max_delay
         self._sleep = sleep
         self._on_connect = on_connect
+        #: How long a caller waits for a free connection; None: as long as it takes.
+        self._acquire_timeout = acquire_timeout
         self._idle: queue.LifoQueue[pg8000.native.Connection] = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(pool_size)
         self.stats = RetryStats()
@@ -230,13 +237,17 @@ class Database:
         *,
         isolation: str = "serializable",
         plan_cache_mode: str | None = None,
+        timeout: float | None = None,
         **kwargs: Any,
     ) -> Database:
         """A pool for ``url``; ``isolation``: the session default of its single statements;
-        ``plan_cache_mode``: the session's (None: the server's default)."""
+        ``plan_cache_mode``: the session's (None: the server's default); ``timeout``: each
+        socket operation's (None: :attr:`ConnectionParams.timeout`)."""
         params = dataclasses.replace(
             ConnectionParams.from_url(url), isolation=isolation, plan_cache_mode=plan_cache_mode
         )
+        if timeout is not None:
+            params = dataclasses.replace(params, timeout=timeout)
         return cls(params, **kwargs)
 
     # -- connections -------------------------------------------------------------------
@@ -253,7 +264,10 @@ class Database:
     @contextmanager
     def connection(self) -> Iterator[pg8000.native.Connection]:
         """Borrow a connection; it goes back to the pool unless it broke."""
-        self._slots.acquire()
+        if not self._slots.acquire(timeout=self._acquire_timeout):
+            raise DatabaseUnavailable(
+                f"no free database connection within {self._acquire_timeout} s"
+            )
         conn: pg8000.native.Connection | None = None
         broken = False
         try:

@@ -119,16 +119,27 @@ def decide_retry(
     )
 
 
+#: Digits of a delta-seconds Retry-After read (about 31 years); longer reads as the largest.
+_RETRY_AFTER_DIGITS = 9
+
+
 def parse_retry_after(value: str | None, now: datetime) -> int | None:
     """``Retry-After`` as milliseconds from ``now``: delta-seconds or an HTTP-date.
 
-    Returns None when the header is missing or malformed (the computed backoff applies).
+    Returns None when the header is missing or malformed (the computed backoff applies):
+    delta-seconds are ASCII digits only (``str.isdigit`` also takes ``²``, which ``int``
+    refuses), and more than :data:`_RETRY_AFTER_DIGITS` of them read as that many nines
+    (``int`` of thousands of digits costs quadratic time, or raises; every caller caps
+    the delay far below anyway).
     """
     if value is None:
         return None
     text = value.strip()
-    if text.isdigit():
-        return int(text) * 1000
+    if text.isascii() and text.isdigit():
+        digits = text.lstrip("0") or "0"
+        if len(digits) > _RETRY_AFTER_DIGITS:
+            digits = "9" * _RETRY_AFTER_DIGITS
+        return int(digits) * 1000
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError):

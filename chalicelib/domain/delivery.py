@@ -7,11 +7,13 @@ result the same way. Error shapes are exactly the spec's::
     {"type": "TIMEOUT", "message": "..."}
     {"type": "HTTP_ERROR", "status_code": 503, "message": "..."}
     {"type": "CONNECTION_ERROR" | "BROKER_ERROR" | "STREAM_ERROR", "message": "..."}
-    {"type": "TEMPLATE_RESOLUTION_FAILED", "message": "..."}
+    {"type": "TEMPLATE_RESOLUTION_FAILED" | "REQUEST_TOO_LARGE", "message": "..."}
+    {"type": "INTERNAL_ERROR", "message": "..."}
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -30,6 +32,17 @@ class DeliveryErrorType(StrEnum):
     BROKER_ERROR = "BROKER_ERROR"  #: Kafka broker unreachable or rejected the record
     STREAM_ERROR = "STREAM_ERROR"  #: Redis rejected the XADD (wrong type, bad MAXLEN...)
     TEMPLATE_RESOLUTION_FAILED = "TEMPLATE_RESOLUTION_FAILED"  #: request could not be built
+    #: the rendered request would pass :data:`MAX_REQUEST_BYTES`; not retried
+    REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
+    #: the delivery raised an error no dispatcher anticipated (retried as the policy allows)
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+#: The largest rendered request (the resolved endpoint spec as compact JSON: HTTP URL,
+#: headers and body; Kafka key, value and headers; Redis fields): four times the 1 MiB the
+#: API accepts as input, so ``{{input}}`` always fits, even escaped, while a template that
+#: repeats a large value cannot make the worker build a request of any size.
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +64,8 @@ class DeliveryOutcome:
         return None if self.error is None else str(self.error["type"])
 
     def redacted(self, secrets: Iterable[str]) -> DeliveryOutcome:
-        """A copy fit to record: secret values redacted in every encoding, then bounded.
+        """A copy fit to record: secret values redacted in every encoding, then bounded,
+        then made storable (:func:`storable`).
 
         A target may echo a header back in its body (raw, JSON-escaped, percent-encoded,
         base64), and library messages may quote the request; none of it may reach the
@@ -80,11 +94,38 @@ def _bounded(shape: dict[str, Any] | None, scrub: Redactor, limit: int) -> dict[
     if shape is None:
         return None
     return {
-        key: scrub.cut(value, limit)
+        storable(str(key)): storable(scrub.cut(value, limit))
         if key in _CUT_FIELDS and isinstance(value, str)
-        else _scrub(value, scrub)
+        else _storable_tree(_scrub(value, scrub))
         for key, value in shape.items()
     }
+
+
+#: What PostgreSQL's TEXT and JSONB refuse: NUL (``\u0000`` in JSONB too) and the UTF-16
+#: surrogates, which no UTF-8 text can hold (Python keeps lone ones from ``surrogateescape``
+#: or a JSON ``"\ud800"``).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+#: What replaces them: U+FFFD, as for bytes that are not UTF-8 when a body is decoded.
+REPLACEMENT = "\ufffd"
+
+
+def storable(text: str) -> str:
+    """``text`` with every character the database refuses replaced by U+FFFD.
+
+    A target's answer is recorded whatever bytes it holds: a 2xx with a NUL in its body is
+    a success, and its output must not make the attempt's record fail.
+    """
+    return _UNSTORABLE.sub(REPLACEMENT, text) if _UNSTORABLE.search(text) else text
+
+
+def _storable_tree(value: Any) -> Any:
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable(str(k)): _storable_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable_tree(v) for v in value]
+    return value
 
 
 def _scrub(value: Any, scrub: Redactor) -> Any:

@@ -182,6 +182,68 @@ def _literal_url_problem(url: str, schemes: tuple[str, ...], *, host: bool) -> s
     return None
 
 
+#: ``redis_url`` query parameters an endpoint may set: redis-py turns any other into a
+#: ``Connection`` keyword (an unknown one fails every delivery), and the ones it knows that
+#: set timeouts, retries or pool sizes would override the bounds the worker sets.
+REDIS_URL_PARAMETERS = (
+    "db",
+    "username",
+    "password",
+    "protocol",
+    "socket_keepalive",
+    "ssl_check_hostname",
+    "ssl_min_version",
+    "ssl_include_verify_flags",
+    "ssl_exclude_verify_flags",
+)
+#: The target fields whose address (host and port) a secret must never form: the worker
+#: would send it to DNS resolvers as a name, and resolvers log what they are asked.
+ADDRESS_FIELDS = {"HTTP": "url", "KAFKA": "bootstrap_servers", "REDIS_STREAM": "redis_url"}
+
+
+def check_redis_url_parameters(where: str, url: str) -> None:
+    """422 INVALID_TARGET for a query parameter outside :data:`REDIS_URL_PARAMETERS` (or
+    whose name is templated), naming it and the allowed ones."""
+    query = url.partition("?")[2].partition("#")[0]
+    for pair in filter(None, query.split("&")):
+        name = pair.partition("=")[0]
+        if name in REDIS_URL_PARAMETERS:
+            continue
+        raise InvalidTarget(
+            f"Field '{where}' has the query parameter {name!r}, which is not allowed "
+            f"(allowed: {', '.join(REDIS_URL_PARAMETERS)})."
+        )
+
+
+def check_secret_free_address(endpoint_type: str, spec: Mapping[str, Any]) -> None:
+    """422 INVALID_TARGET when ``{{secret.*}}`` forms part of a target's host or port: the
+    value would go to DNS as a name. User info (before ``@``), path, query and headers may
+    hold secrets; ``bootstrap_servers`` is all addresses."""
+    where = ADDRESS_FIELDS[endpoint_type]
+    value = spec.get(where)
+    if not isinstance(value, str):
+        return
+    address = value if endpoint_type == "KAFKA" else _authority_text(value)
+    for found in PLACEHOLDER.finditer(address):
+        if found.group(1) != "secret":
+            continue
+        if endpoint_type != "KAFKA" and "@" in address[found.end() :]:
+            continue  # user info: a password, never resolved
+        raise InvalidTarget(
+            f"Field 'spec.{where}' uses {found.group()} in its host or port: a secret would be "
+            "sent to DNS resolvers as a name. Put secrets in the user info, path, query or "
+            "headers."
+        )
+
+
+def _authority_text(url: str) -> str:
+    """Everything before a URL's path, query or fragment (scheme, user info, host, port)."""
+    start = url.find("://")
+    start = 0 if start < 0 else start + 3
+    ends = [i for i in (url.find(c, start) for c in "/?#") if i >= 0]
+    return url[: min(ends)] if ends else url
+
+
 def _prefix_problem(prefix: str, schemes: tuple[str, ...], *, host: bool) -> str | None:
     """The literal text before a URL's first placeholder: empty (the placeholder supplies
     the scheme), the start of an allowed scheme, or such a scheme followed by text; when
@@ -229,7 +291,8 @@ SPEC_RULES: dict[str, dict[str, FieldRule]] = {
         "signing_secret": FieldRule(check_signing_secret_field),
     },
     "KAFKA": {
-        "bootstrap_servers": FieldRule(_string, True, _CONFIG_SECRET),
+        # Only addresses: a secret there would be a name sent to DNS (ADDRESS_FIELDS).
+        "bootstrap_servers": FieldRule(_string, True, _CONFIG),
         "topic": FieldRule(_string, True, _CONFIG),
         "key_template": FieldRule(_string, namespaces=_INPUT_CONFIG),
         "value_template": FieldRule(_payload_template, namespaces=_ALL, default=INPUT_TEMPLATE),
@@ -438,6 +501,10 @@ def parse_endpoint(body: Mapping[str, Any], *, path_name: str | None = None) -> 
     _one_of(ENDPOINT_TYPES)("type", endpoint_type)
     config = _optional_ref(body, "config")
     spec = validate_spec(endpoint_type, body["spec"])
+    secrets = check_template_namespaces(endpoint_type, spec, has_config=config is not None)
+    check_secret_free_address(endpoint_type, spec)
+    if endpoint_type == "REDIS_STREAM":
+        check_redis_url_parameters("spec.redis_url", spec["redis_url"])
     return EndpointDefinition(
         name=name,
         type=endpoint_type,
@@ -446,7 +513,7 @@ def parse_endpoint(body: Mapping[str, Any], *, path_name: str | None = None) -> 
         spec=spec,
         retry_policy=validate_retry_policy(body.get("retry_policy")),
         flow_control=validate_flow_control(body.get("flow_control")),
-        secrets=check_template_namespaces(endpoint_type, spec, has_config=config is not None),
+        secrets=secrets,
         on_success=_optional_ref(body, "on_success"),
         on_failure=_optional_ref(body, "on_failure"),
     )

@@ -10,6 +10,12 @@ that itself looks like ``{{secret.x}}`` is never expanded again.
 ``{{input}}`` alone names the job's whole input. A job created without input (or with an
 empty object) has none: ``{{input}}`` is then null, so a body template that is exactly
 ``"{{input}}"`` sends no body for it, as an endpoint without a template always did.
+
+A template can repeat a placeholder, so its output can be far larger than template and
+input together. :meth:`Template.resolve` with a ``limit`` counts the output's size (as
+compact JSON) while it resolves and raises :class:`RenderTooLarge` as soon as the count
+passes the limit: a placeholder's value is measured before anything is built from it, so
+what is allocated stays near the limit whatever the template's fan-out.
 """
 
 from __future__ import annotations
@@ -98,6 +104,64 @@ def _as_text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def json_size(value: Any) -> int:
+    """Characters of ``value`` as compact JSON (ASCII, as the dispatchers encode it)."""
+    return len(json.dumps(value, separators=(",", ":")))
+
+
+class RenderTooLarge(Exception):
+    """The resolved template would pass ``limit`` (compact JSON characters): resolution
+    stopped there, before the output was built."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the rendered request exceeds the limit of {limit} bytes")
+        self.limit = limit
+
+
+class _Budget:
+    """The running size of one resolution's output; ``limit`` None counts nothing.
+
+    A value's size is measured once per resolution (a placeholder repeated 500 times is
+    measured once): values are keyed by identity, and the context keeps them alive.
+    """
+
+    __slots__ = ("_left", "_sizes", "limit")
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self._left = 0 if limit is None else limit
+        self._sizes: dict[tuple[int, bool], int] = {}
+
+    def spend(self, size: int) -> None:
+        if self.limit is None:
+            return
+        self._left -= size
+        if self._left < 0:
+            raise RenderTooLarge(self.limit)
+
+    def value(self, value: Any) -> Any:
+        """``value`` as a whole JSON value of the output, paid for."""
+        if self.limit is not None:
+            self.spend(self._measure(value))
+        return value
+
+    def text(self, value: Any) -> str:
+        """``value`` as text inside a string of the output, paid for before it is built."""
+        if self.limit is not None:
+            self.spend(self._measure(value, inside_text=True))
+        return _as_text(value)
+
+    def _measure(self, value: Any, *, inside_text: bool = False) -> int:
+        key = (id(value), inside_text)
+        size = self._sizes.get(key)
+        if size is None:
+            # Inside a string, the text is escaped once more, without its own quotes.
+            size = json_size(_as_text(value)) - 2 if inside_text else json_size(value)
+            if isinstance(value, str | Mapping | list):  # scalars are cheap and short-lived
+                self._sizes[key] = size
+        return size
+
+
 @dataclass(frozen=True)
 class TemplateContext:
     """The values placeholders resolve against."""
@@ -126,15 +190,16 @@ class TemplateContext:
             ) from None
 
 
-#: A compiled template node. Parts without placeholders compile to None instead, so their
-#: parents keep them as they are and skip them at resolution time.
-_Node = Callable[[TemplateContext], Any]
+#: A compiled template node: it resolves its part of the template and pays for the JSON
+#: it contributes. Parts without placeholders compile to None instead, so their parents
+#: keep them as they are (paying their size, measured once when compiled).
+_Node = Callable[[TemplateContext, _Budget], Any]
 
 
 def _compile_string(text: str) -> _Node | None:
     whole = whole_placeholder(text)
     if whole is not None:
-        return lambda context: context.value(whole)
+        return lambda context, budget: budget.value(context.value(whole))
     parts: list[str | Placeholder] = []
     position = 0
     for match in PLACEHOLDER.finditer(text):
@@ -144,10 +209,13 @@ def _compile_string(text: str) -> _Node | None:
     if not parts:
         return None
     parts.append(text[position:])
+    # The literal parts' escaped size and the string's quotes.
+    fixed = 2 + sum(json_size(part) - 2 for part in parts if isinstance(part, str))
 
-    def interpolate(context: TemplateContext) -> str:
+    def interpolate(context: TemplateContext, budget: _Budget) -> str:
+        budget.spend(fixed)
         return "".join(
-            part if isinstance(part, str) else _as_text(context.value(part)) for part in parts
+            part if isinstance(part, str) else budget.text(context.value(part)) for part in parts
         )
 
     return interpolate
@@ -155,17 +223,37 @@ def _compile_string(text: str) -> _Node | None:
 
 def _compile_mapping(template: Mapping[Any, Any]) -> _Node | None:
     items = []
+    fixed = 1 + 2 * len(template)  # braces, one colon per item and the commas between
     for key, value in template.items():
-        items.append((str(key), _compile_string(str(key)), value, _compile(value)))
+        key_node, node = _compile_string(str(key)), _compile(value)
+        fixed += (json_size(str(key)) if key_node is None else 0) + (
+            json_size(value) if node is None else 0
+        )
+        items.append((str(key), key_node, value, node))
     if all(key_node is None and node is None for _, key_node, _, node in items):
         return None
 
-    def build(context: TemplateContext) -> dict[str, Any]:
+    def build(context: TemplateContext, budget: _Budget) -> dict[str, Any]:
+        budget.spend(fixed)
         out = {}
         for key, key_node, value, node in items:
-            resolved_key = key if key_node is None else _as_text(key_node(context))
-            out[resolved_key] = value if node is None else node(context)
+            resolved_key = key if key_node is None else _as_text(key_node(context, budget))
+            out[resolved_key] = value if node is None else node(context, budget)
         return out
+
+    return build
+
+
+def _compile_list(template: list[Any]) -> _Node | None:
+    nodes = [(item, _compile(item)) for item in template]
+    if all(node is None for _, node in nodes):
+        return None
+    # Brackets, commas and the items without placeholders.
+    fixed = 1 + len(nodes) + sum(json_size(item) for item, node in nodes if node is None)
+
+    def build(context: TemplateContext, budget: _Budget) -> list[Any]:
+        budget.spend(fixed)
+        return [item if node is None else node(context, budget) for item, node in nodes]
 
     return build
 
@@ -176,10 +264,7 @@ def _compile(template: Any) -> _Node | None:
     if isinstance(template, Mapping):
         return _compile_mapping(template)
     if isinstance(template, list):
-        nodes = [(item, _compile(item)) for item in template]
-        if all(node is None for _, node in nodes):
-            return None
-        return lambda context: [item if node is None else node(context) for item, node in nodes]
+        return _compile_list(template)
     return None
 
 
@@ -194,13 +279,23 @@ class Template:
     def __init__(self, template: Any) -> None:
         self.source = template
         self._node = _compile(template)
+        self._size = json_size(template) if self._node is None else 0
         self.secret_names = frozenset(
             p.path.split(".")[0] for _, p in find_placeholders(template) if p.namespace == "secret"
         )
 
-    def resolve(self, context: TemplateContext) -> Any:
-        """Same result and errors as :func:`resolve` on the source template."""
-        return self.source if self._node is None else self._node(context)
+    def resolve(self, context: TemplateContext, *, limit: int | None = None) -> Any:
+        """Same result and errors as :func:`resolve` on the source template.
+
+        ``limit``: the most characters the result may take as compact JSON; past it
+        :class:`RenderTooLarge` is raised as soon as the running count passes it, before
+        the rest is resolved (no limit: nothing is counted).
+        """
+        budget = _Budget(limit)
+        if self._node is None:
+            budget.spend(self._size)
+            return self.source
+        return self._node(context, budget)
 
 
 def resolve(template: Any, context: TemplateContext) -> Any:

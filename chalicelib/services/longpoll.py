@@ -7,9 +7,12 @@ the pool: the connection goes back after every ``fetch`` and only then does the 
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -59,3 +62,35 @@ class Poller:
             self.sleep(min(self.interval, remaining))
             snapshot = fetch()
         return snapshot
+
+
+@dataclass
+class WaitSlots:
+    """How many long-polls may wait at once: ``total`` in all, ``per_key`` per API key.
+
+    A server whose handler threads are few (the local server's) gives long-polls a share of
+    them, so that waiting requests cannot take every thread. A request past either cap is
+    answered at once, as if it had not asked to wait: RFC 7240 lets a server ignore a
+    preference, and then it sends no ``Preference-Applied``.
+    """
+
+    total: int
+    per_key: int
+    _held: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextmanager
+    def holding(self, key: str) -> Iterator[bool]:
+        """Hold a slot for ``key`` while the block runs; yields whether one was free."""
+        with self._lock:
+            granted = self._held.total() < self.total and self._held[key] < self.per_key
+            if granted:
+                self._held[key] += 1
+        try:
+            yield granted
+        finally:
+            if granted:
+                with self._lock:
+                    self._held[key] -= 1
+                    if not self._held[key]:
+                        del self._held[key]

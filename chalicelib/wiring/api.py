@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from chalicelib.api.auth import Authenticator, RateLimiter
+from chalicelib.api.auth import Authenticator, FailedAuthLimiter, RateLimiter
 from chalicelib.domain.api_keys import Scope
 from chalicelib.services.jobs.fastpath import KnownEndpoints
 from chalicelib.wiring.process import ProcessRoot
@@ -58,6 +58,10 @@ class ApiRoot:
                     lookup=self._scope_of,
                     bootstrap_key=self.process.bootstrap_api_key(),
                     cache_ttl_sec=settings.api_key_cache_ttl_sec,
+                    failures=FailedAuthLimiter(
+                        rate=settings.failed_auth_per_sec,
+                        total_rate=settings.failed_auth_total_per_sec,
+                    ),
                 )
                 self._guards = authenticator, RateLimiter(rate=settings.rate_limit_per_sec)
             return self._guards
@@ -124,6 +128,12 @@ class ApiRoot:
         from chalicelib.services.metrics import MetricsService
 
         return MetricsService(self.process.database("api"), self.process.clock)
+
+    def health_service(self) -> MetricsService:
+        """The metrics service over the health pool: its reads time out in seconds."""
+        from chalicelib.services.metrics import MetricsService
+
+        return MetricsService(self.process.health_database(), self.process.clock)
 
     def overview_service(self) -> OverviewService:
         from chalicelib.services.overview import OverviewService

@@ -126,6 +126,16 @@ class ProcessRoot:
                 )
             return self._pools[role]
 
+    def health_database(self) -> Database:
+        """The pool ``GET /health`` reads through (:mod:`chalicelib.health.probe`: short
+        socket timeouts, so a stalled database is a 503, not a hang)."""
+        from chalicelib.health.probe import health_database
+
+        with self._lock:
+            if "health" not in self._pools:
+                self._pools["health"] = health_database(self.database_url())
+            return self._pools["health"]
+
     def database_stats(self) -> dict[str, int]:
         """40001 retries and reconnects of this process's pools (logged when it stops)."""
         with self._lock:

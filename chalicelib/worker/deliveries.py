@@ -15,6 +15,11 @@ the worker's ring (:mod:`chalicelib.worker.ring`) it is the stage between the cl
 the finalizer: it takes :class:`Prepared` executions, writes to the ledger what became of
 each (delivered, or lost: left RUNNING for the reclaimer), and hands every
 :class:`FinishedExecution` to the finalizer.
+
+Once a send has begun, whatever a dispatcher raises (a library error it did not expect, a
+value from the target or from a stored spec it could not handle) ends the attempt as a
+recorded ``INTERNAL_ERROR`` with the normal retry decision: the request may have gone out,
+so leaving the execution RUNNING would have the reclaimer send it again after every lease.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from chalicelib.domain.delivery import DeliveryOutcome
+from chalicelib.domain.delivery import DeliveryErrorType, DeliveryOutcome, failed
 from chalicelib.worker.dispatchers import Dispatcher
 from chalicelib.worker.ledger import Ledger
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
@@ -130,14 +135,14 @@ class DeliveryLoop:
                 raise LeaseLost(prepared.claimed.execution_id)
             # The attempt's times measure the delivery itself, from here.
             prepared = self._pipeline.begin(prepared)
-            outcome = await self._dispatch(prepared)
+            outcome = await self._dispatch_guarded(prepared)
             finished = self._complete(prepared, outcome)
         except asyncio.CancelledError as exc:
             if holding:
                 slots.give_back()
             self._lost(prepared.claimed, exc)
             raise
-        except Exception as exc:  # a bug, or the lease lost
+        except Exception as exc:  # the lease lost before the send, or a bug of ours
             if holding:
                 slots.give_back()
             self._lost(prepared.claimed, exc)
@@ -169,6 +174,24 @@ class DeliveryLoop:
                 extra={"execution_id": prepared.claimed.execution_id},
             )
             return self._pipeline.unprocessable(prepared.claimed, exc, sent=True)
+
+    async def _dispatch_guarded(self, prepared: Prepared) -> DeliveryOutcome:
+        """The dispatch's outcome; an exception out of it is a failed attempt of type
+        ``INTERNAL_ERROR`` (retried as the policy allows), never a delivery left RUNNING."""
+        try:
+            return await self._dispatch(prepared)
+        except Exception as exc:  # cancellation (BaseException) still leaves it RUNNING
+            log.error(
+                "delivery raised; attempt recorded as %s",
+                DeliveryErrorType.INTERNAL_ERROR,
+                exc_info=exc,
+                extra={"execution_id": prepared.claimed.execution_id},
+            )
+            # The pipeline redacts secret values from the message before it is recorded.
+            return failed(
+                DeliveryErrorType.INTERNAL_ERROR,
+                f"the delivery failed unexpectedly: {type(exc).__name__}: {exc}",
+            )
 
     async def _dispatch(self, prepared: Prepared) -> DeliveryOutcome:
         dispatcher: Any = self._dispatchers[prepared.claimed.endpoint_type]

@@ -19,6 +19,7 @@ from typing import Any
 
 from chalicelib.domain.backoff import Rand, decide_retry, endpoint_hold_ms
 from chalicelib.domain.delivery import (
+    MAX_REQUEST_BYTES,
     DeliveryErrorType,
     DeliveryOutcome,
     DeliveryRequest,
@@ -32,7 +33,7 @@ from chalicelib.domain.signing import (
     signing_secret_of,
 )
 from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus, LogLevel
-from chalicelib.domain.templates import Template, TemplateContext
+from chalicelib.domain.templates import RenderTooLarge, Template, TemplateContext
 from chalicelib.errors import SecretKeyError, TemplateResolutionFailed
 from chalicelib.worker.caches import CachedSecret, ConfigCache, SecretCache
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution, unprocessable
@@ -91,7 +92,9 @@ class Pipeline:
         self._templates: dict[str, tuple[Template, ...]] = {}
 
     def prepare(self, claimed: ClaimedExecution) -> Prepared | FinishedExecution:
-        """Resolve the request to send, or finish at once if its templates cannot resolve.
+        """Resolve the request to send, or finish at once if its templates cannot resolve
+        or the request would pass :data:`MAX_REQUEST_BYTES` (neither is retried: a retry
+        would render the same).
 
         Touches the database only on a config or secret cache miss (its
         :class:`~chalicelib.errors.DatabaseError` propagates: the execution stays RUNNING).
@@ -104,6 +107,9 @@ class Pipeline:
             outcome = failed(
                 DeliveryErrorType.TEMPLATE_RESOLUTION_FAILED, exc.message, retryable=False
             )
+            return self._finish(claimed, outcome, started_at, _elapsed_ms(started), None)
+        except RenderTooLarge as exc:
+            outcome = failed(DeliveryErrorType.REQUEST_TOO_LARGE, str(exc), retryable=False)
             return self._finish(claimed, outcome, started_at, _elapsed_ms(started), None)
         return Prepared(claimed=claimed, resolved=resolved, started_at=started_at, started=started)
 
@@ -150,7 +156,8 @@ class Pipeline:
                 raise TemplateResolutionFailed(f"A secret cannot be decrypted: {exc}") from exc
         secrets = {n: e.value for n, e in entries.items() if n in template.secret_names}
         context = TemplateContext(input=claimed.input, config=config or {}, secret=secrets)
-        spec = template.resolve(context)
+        # Counted as it renders: a template repeating a large value stops at the limit.
+        spec = template.resolve(context, limit=MAX_REQUEST_BYTES)
         keys = None if signer is None else self._signing_keys(signer, entries.get(signer))
         request = DeliveryRequest(
             execution_id=claimed.execution_id, attempt=claimed.attempt, spec=spec, signing=keys

@@ -14,7 +14,11 @@ Unless ``TE_ALLOW_PRIVATE_TARGETS=true``:
   IPv4 address they carry;
 * a refusal names the host the client gave, never the address it resolved to, and reads the
   same whether the name is private or does not resolve: the message reaches the API
-  (attempt errors), and anything more would make the service an oracle for internal DNS.
+  (attempt errors), and anything more would make the service an oracle for internal DNS;
+* a host that holds a secret's value (:func:`refuse_secret_host`, whatever
+  ``TE_ALLOW_PRIVATE_TARGETS`` says) is refused before any lookup and without being named:
+  resolvers see and log the names they are asked. Endpoints cannot be written so any more;
+  this covers rows stored before.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import ipaddress
 import socket
 from collections.abc import Callable
 from typing import Any
+
+from chalicelib.domain.redaction import LIVE_SECRETS
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[..., list[tuple[Any, ...]]]
@@ -44,6 +50,18 @@ REFUSED = (
 
 class BlockedTarget(Exception):
     """The target is refused by the policy (the message never names a resolved address)."""
+
+
+def refuse_secret_host(host: str) -> None:
+    """Raise :class:`BlockedTarget` (naming nothing of it) if ``host`` holds the value of a
+    secret this process has decrypted (:meth:`LiveSecrets.in_host
+    <chalicelib.domain.redaction.LiveSecrets.in_host>`)."""
+    if LIVE_SECRETS.in_host(host):
+        raise BlockedTarget(
+            "the target's host holds a secret's value: refused before any name lookup "
+            "(a secret never goes to a resolver; put it in the user info, path, query or a "
+            "header)"
+        )
 
 
 def refusal_reason(address: IPAddress) -> str | None:
@@ -108,6 +126,7 @@ def public_addresses(
     host: str, port: int, resolver: Resolver = socket.getaddrinfo
 ) -> list[tuple[int, tuple[Any, ...]]]:
     """Every ``(family, sockaddr)`` ``host`` resolves to, once all are checked public."""
+    refuse_secret_host(host)
     literal = _literal(host)
     if literal is not None:
         family = int(socket.AF_INET6 if literal.version == 6 else socket.AF_INET)

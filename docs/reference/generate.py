@@ -40,8 +40,13 @@ if str(REPO_ROOT) not in sys.path:
 from chalicelib import errors  # noqa: E402
 from chalicelib.db.queries import SQL_DIR, load_queries, parse_sql_file  # noqa: E402
 from chalicelib.domain import endpoints as endpoint_rules  # noqa: E402
-from chalicelib.domain.delivery import DeliveryErrorType  # noqa: E402
+from chalicelib.domain.delivery import MAX_REQUEST_BYTES, DeliveryErrorType  # noqa: E402
 from chalicelib.domain.loops import UNPROCESSABLE  # noqa: E402
+from chalicelib.domain.names import (  # noqa: E402
+    ENDPOINT_NAME,
+    ENDPOINT_NAME_RULE,
+    MAX_NAME_LENGTH,
+)
 from chalicelib.settings import Settings  # noqa: E402
 
 
@@ -185,6 +190,18 @@ SETTING_GROUPS: list[tuple[str, list[tuple[str, str | None, str]]]] = [
                 "Gateway's usage plan limits instead)",
             ),
             (
+                "failed_auth_per_sec",
+                None,
+                "failed API-key lookups per second per client address, burst 2x: past it a key "
+                "the process does not know is 429 `RATE_LIMITED` (with `Retry-After`) without "
+                "a database query (0: off)",
+            ),
+            (
+                "failed_auth_total_per_sec",
+                None,
+                "the same limit for every client of the process together (0: off)",
+            ),
+            (
                 "bootstrap_api_key",
                 "unset (`make run` generates one)",
                 "an API key accepted without a database row",
@@ -306,9 +323,11 @@ ERROR_MEANINGS: dict[tuple[str, int], str] = {
     ("BATCH_NOT_FOUND", 404): "no batch with that id",
     ("API_KEY_NOT_FOUND", 404): "no API key with that id",
     ("INSUFFICIENT_SCOPE", 403): "the key's scope does not allow this route (a `read` key "
-    "changes nothing; only an `admin` key manages keys)",
+    "changes nothing; only an `admin` key manages keys, or writes an endpoint whose "
+    "templates reference `{{secret.*}}`)",
     ("INVALID_TARGET", 422): "an endpoint's literal `url` is not an absolute http(s) URL "
-    "with a host, or its `redis_url` not a redis://, rediss:// or unix:// URL; the message "
+    "with a host, or its `redis_url` not a redis://, rediss:// or unix:// URL, or sets a "
+    "query parameter not allowed, or a `{{secret.*}}` forms a host or port; the message "
     "names the field",
     ("CONFLICT", 409): "the resource exists already, or live work still uses it (the message "
     "names the endpoints and up to 10 job ids)",
@@ -364,6 +383,12 @@ ATTEMPT_MEANINGS = {
     "STREAM_ERROR": "Redis refused the XADD (wrong key type, bad MAXLEN)",
     "TEMPLATE_RESOLUTION_FAILED": "the request could not be built (a placeholder without a "
     "value, a secret that cannot sign); not retried",
+    "REQUEST_TOO_LARGE": "the rendered request would pass "
+    f"{MAX_REQUEST_BYTES:,} bytes (4 MiB; the resolved spec as compact JSON: URL, headers "
+    "and body, Kafka key, value and headers, Redis fields); nothing is sent; not retried",
+    "INTERNAL_ERROR": "the delivery failed in a way no transport anticipated (a library "
+    "error, a stored spec the dispatcher cannot use); the message names the exception; "
+    "retried while the retry policy allows",
     **ATTEMPT_TYPES_ELSEWHERE,
 }
 
@@ -422,8 +447,10 @@ def errors_page() -> str:
         "",
         "A failed attempt records `error.type` (and `GET /executions?error_type=` filters dead",
         "letters on the last attempt's). A failure that a retry would repeat (a template that",
-        "cannot be resolved, an address the policy refuses, an unprocessable row) ends the",
-        "execution FAILED at once; the others are retried while the retry policy allows.",
+        "cannot be resolved, a request too large, an address the policy refuses, an",
+        "unprocessable row) ends the execution FAILED at once; the others are retried while",
+        "the retry policy allows. Whatever a delivery raises ends its attempt with one of",
+        "these types: an execution is never left RUNNING by an answer it cannot handle.",
         "",
         "| type | when |",
         "|---|---|",
@@ -439,7 +466,9 @@ def errors_page() -> str:
 TYPE_INTROS = {
     "HTTP": "One request per attempt. The attempt succeeds when the status is in "
     "`expected_status_codes`; its output is `status_code` and `body` (cut to 4,096 "
-    "characters, secrets redacted). Redirects are never followed. Every request carries "
+    "characters, secrets redacted; bytes that are not UTF-8, NUL and lone surrogates read as "
+    "U+FFFD, so any body of a 2xx is a success that can be recorded). Redirects are never "
+    "followed. Every request carries "
     "`X-Task-Executor-Execution-Id`, `X-Task-Executor-Attempt` and `Idempotency-Key` (the "
     "execution id, unless `headers` sets its own); the body is sent as compact JSON with "
     "`Content-Type: application/json` unless `headers` says otherwise. Without a "
@@ -541,7 +570,9 @@ def endpoints_page() -> str:
         "",
         "| field | required | meaning |",
         "|---|---|---|",
-        "| `name` | yes (POST) | letters, digits, `-` and `_`; unique among live endpoints |",
+        f"| `name` | yes (POST) | 1-{MAX_NAME_LENGTH} characters of {ENDPOINT_NAME_RULE} "
+        f"(`{ENDPOINT_NAME.pattern}`), e.g. `billing-webhook` or `svc2`; not `Billing`, "
+        "`billing_webhook`, `a--b` or `-a`; unique among live endpoints |",
         "| `type` | yes | " + ", ".join(f"`{t}`" for t in endpoint_rules.ENDPOINT_TYPES) + " |",
         "| `spec` | yes | the target, by type (below) |",
         "| `retry_policy` | no | retries (below) |",
@@ -560,16 +591,33 @@ def endpoints_page() -> str:
         "secret's value, decrypted by the worker, redacted from everything recorded). Each",
         "field accepts the namespaces its table lists; any other is 422",
         "`TEMPLATE_RESOLUTION_FAILED` when the endpoint is written. Unknown fields are 400.",
+        "**Writing an endpoint whose templates reference `{{secret.*}}` (POST or PUT) needs",
+        "an `admin` key**: a `write` key gets 403 `INSUFFICIENT_SCOPE` naming the scope and",
+        "nothing is written, since whoever chooses where a secret is sent can read it there.",
         "`{{input}}` is the job's whole input; a string that is exactly one placeholder stands",
         'for the value itself with its JSON type (`"{{input.order}}"` sends the order object,',
         '`{"n": "{{input.n}}"}` keeps a number a number); inside longer text a value that is',
         "not a string is written as compact JSON.",
+        "",
+        f"A rendered request may take at most {MAX_REQUEST_BYTES:,} bytes (4 MiB, four times",
+        "the largest input the API accepts), counted as the resolved spec's compact JSON while",
+        "it renders, so a template that repeats a large value stops there instead of building",
+        "the request: the attempt fails `REQUEST_TOO_LARGE`, nothing is sent, no retry.",
         "",
         "Targets are checked when an endpoint is created or replaced: a literal `url` must be",
         "an absolute `http://` or `https://` URL with a host, a literal `redis_url` a",
         "`redis://`, `rediss://` or `unix://` URL; a templated one must begin with such a",
         "scheme or with its placeholder (it is checked again once rendered, at delivery).",
         "Otherwise the answer is 422 `INVALID_TARGET`, whose message names the field.",
+        "A `{{secret.*}}` may not form a target's host or port (the `url` or `redis_url`",
+        "before its path, outside the user info before `@`; `bootstrap_servers` takes none,",
+        "and a whole URL kept as a secret is refused too): the worker would send it to DNS",
+        "resolvers as a name. Put secrets in the user info, path, query or headers. A",
+        "`redis_url` may set only these query parameters: "
+        + ", ".join(f"`{p}`" for p in endpoint_rules.REDIS_URL_PARAMETERS)
+        + ";",
+        "any other (which redis-py would pass on to its connection, or which would override",
+        "the worker's timeouts) is 422 `INVALID_TARGET` naming it and the allowed ones.",
         "",
     ]
     for kind, fields in rules.items():

@@ -1,9 +1,10 @@
 """``te``: Task Executor from the command line, over the REST API (:mod:`te.client`).
 
 Configuration: ``TE_URL`` and ``TE_API_KEY`` (or ``--url``/``--api-key``), else ``url``
-and ``api_key`` in ``~/.config/te/config.toml`` (another file: ``TE_CONFIG``). Output:
-tables for people, ``--json`` for scripts. Any error exits with status 1 and the API's
-code and message on stderr.
+and ``api_key`` in ``~/.config/te/config.toml`` (another file: ``TE_CONFIG``; ``te
+configure`` writes it, mode 0600, and a key in a file others may read is used with a
+warning on stderr). Output: tables for people, ``--json`` for scripts. Any error exits
+with status 1 and the API's code and message on stderr.
 """
 
 from __future__ import annotations
@@ -38,12 +39,12 @@ def main(ctx: click.Context, url: str | None, api_key: str | None) -> None:
 
 
 def _register() -> None:
-    from te.cli import catalogue, executions, jobs, keys
+    from te.cli import catalogue, config, executions, jobs, keys
 
     groups = (*catalogue.GROUPS, jobs.jobs, jobs.batch, executions.executions, keys.keys)
     reads = (executions.health, executions.overview, executions.metrics, executions.openapi)
     commands: tuple[click.Command, ...] = (*groups, executions.dead_letters, executions.watch)
-    for command in (*commands, *reads):
+    for command in (*commands, *reads, config.configure):
         main.add_command(command)
 
 

@@ -421,3 +421,28 @@ def test_an_endpoint_stored_with_an_undeliverable_url_stays_readable_and_usable(
     assert shown.status == 200 and shown.body["spec"]["url"] == "not a url"
     job = {"endpoint": "legacy", "trigger": "IMMEDIATE", "idempotency_key": "k", "input": {}}
     assert api.post("/jobs", job).status == 201
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ({"redis_url": "redis://cache.example.com:6379/0?foo=bar", "stream": "s"}, "'foo'"),
+        ({"redis_url": "redis://{{secret.pw}}:6379/0", "stream": "s"}, "{{secret.pw}}"),
+        ({"bootstrap_servers": "{{secret.pw}}:9092", "topic": "t"}, "{{secret.*}}"),
+    ],
+    ids=["unknown-redis-parameter", "secret-redis-host", "secret-kafka-broker"],
+)
+def test_targets_that_would_fail_or_leak_are_refused_when_written(
+    api: ApiClient, spec: dict[str, Any], named: str
+) -> None:
+    """An unknown redis_url parameter would reach redis-py's Connection(**kwargs) and fail
+    every delivery; a secret in a host or port would be sent to DNS as a name."""
+    assert api.post("/secrets", {"name": "pw", "value": "hunter2-hunter2"}).status == 201
+    kind = "REDIS_STREAM" if "redis_url" in spec else "KAFKA"
+    reply = api.post("/endpoints", {"name": "refused", "type": kind, "spec": spec})
+    assert reply.status == 422, reply.body
+    message = reply.body["error"]["message"]
+    assert named in message, message
+    if "foo" in named:
+        assert reply.body["error"]["code"] == "INVALID_TARGET" and "allowed: db" in message
+    assert api.get("/endpoints/refused").status == 404

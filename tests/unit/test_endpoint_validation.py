@@ -121,7 +121,8 @@ NAMESPACE_CASES = [
     ("HTTP", "headers", {"A": "{{input.x}}"}, False),
     ("HTTP", "headers", {"{{secret.s}}": "v"}, True),
     ("HTTP", "body_template", {"a": ["{{input.x}}", "{{config.y}}", "{{secret.s}}"]}, True),
-    ("KAFKA", "bootstrap_servers", "{{secret.s}}", True),
+    ("KAFKA", "bootstrap_servers", "{{secret.s}}", False),
+    ("KAFKA", "bootstrap_servers", "{{config.b}}", True),
     ("KAFKA", "topic", "{{secret.s}}", False),
     ("KAFKA", "topic", "{{input.t}}", False),
     ("KAFKA", "key_template", "{{input.k}}-{{config.c}}", True),
@@ -129,7 +130,7 @@ NAMESPACE_CASES = [
     ("KAFKA", "headers", {"ce-type": "order.{{input.event_type}}"}, True),
     ("REDIS_STREAM", "stream", "{{config.s}}", True),
     ("REDIS_STREAM", "stream", "{{input.s}}", False),
-    ("REDIS_STREAM", "redis_url", "{{secret.s}}", True),
+    ("REDIS_STREAM", "redis_url", "redis://:{{secret.s}}@cache.example.com:6379/0", True),
     ("REDIS_STREAM", "fields_template", {"a": "{{input.a}}", "b": "{{secret.s}}"}, True),
     ("HTTP", "body_template", {"a": "{{env.PATH}}"}, False),
 ]
@@ -150,7 +151,7 @@ def test_template_namespaces_per_field(
 
 def test_secret_names_are_collected_and_nested_secret_paths_rejected() -> None:
     spec = {
-        "url": "{{secret.base}}",
+        "url": "https://hooks.example.com/{{secret.base}}",
         "method": "POST",
         "headers": {"A": "{{ secret.token }}"},
         "body_template": {"k": "{{secret.token}}"},
@@ -417,7 +418,8 @@ def test_an_http_url_that_can_never_be_delivered_to_is_422(url: str, why: str) -
         "https://{{config.host}}/x",
         "https://api.example/{{config.path}}",
         "http{{config.tls}}://x.example/",
-        "{{secret.full_url}}",
+        "https://hooks.example/services/{{secret.path}}",
+        "https://user:{{secret.password}}@x.example/",
     ],
 )
 def test_deliverable_http_urls_are_accepted(url: str) -> None:
@@ -445,3 +447,63 @@ def test_redis_urls_name_a_redis_scheme(url: str, ok: bool) -> None:
     else:
         with pytest.raises(InvalidTarget, match=r"'spec\.redis_url'"):
             parse_endpoint(body("REDIS_STREAM", spec, config="c"))
+
+
+# -- a secret never forms a target's address; redis_url parameters are known ---------------
+
+
+@pytest.mark.parametrize(
+    ("endpoint_type", "field", "value"),
+    [
+        ("HTTP", "url", "{{secret.full_url}}"),
+        ("HTTP", "url", "https://{{secret.host}}/x"),
+        ("HTTP", "url", "https://api-{{ secret.host }}.example.com/x"),
+        ("HTTP", "url", "https://x.example:{{secret.port}}/"),
+        ("HTTP", "url", "https://{{secret.user}}@{{secret.host}}?q=1"),
+        ("HTTP", "url", "{{config.base}}{{secret.rest}}"),
+        ("REDIS_STREAM", "redis_url", "redis://{{secret.host}}:6379/0"),
+        ("REDIS_STREAM", "redis_url", "rediss://:{{config.pw}}@{{secret.host}}"),
+    ],
+)
+def test_a_secret_in_a_targets_host_or_port_is_refused(
+    endpoint_type: str, field: str, value: str
+) -> None:
+    spec = {**body(endpoint_type)["spec"], field: value}
+    with pytest.raises(InvalidTarget, match=r"host or port: a secret would be sent to DNS"):
+        parse_endpoint(body(endpoint_type, spec, config="c"))
+
+
+def test_kafka_bootstrap_servers_take_no_secret() -> None:
+    spec = {**body("KAFKA")["spec"], "bootstrap_servers": "{{secret.b}}:9092"}
+    with pytest.raises(TemplateResolutionFailed, match=r"spec\.bootstrap_servers"):
+        parse_endpoint(body("KAFKA", spec))
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["redis://r/0?foo=bar", "redis://r?db=1&retry_on_timeout=1", "rediss://r?{{config.k}}=1"],
+)
+def test_unknown_redis_url_parameters_are_refused_naming_them(url: str) -> None:
+    spec = {**body("REDIS_STREAM")["spec"], "redis_url": url}
+    with pytest.raises(InvalidTarget, match=r"query parameter .* \(allowed: db, ") as refused:
+        parse_endpoint(body("REDIS_STREAM", spec, config="c"))
+    assert "'spec.redis_url'" in str(refused.value)
+
+
+def test_known_redis_url_parameters_are_accepted() -> None:
+    url = "rediss://r:6380/0?db=2&protocol=3&ssl_check_hostname=true&password={{secret.p}}"
+    spec = {**body("REDIS_STREAM")["spec"], "redis_url": url}
+    assert parse_endpoint(body("REDIS_STREAM", spec)).spec["redis_url"] == url
+
+
+def test_the_allowed_redis_url_parameters_are_ones_redis_py_knows() -> None:
+    from redis.connection import URL_QUERY_ARGUMENT_PARSERS, AbstractConnection
+
+    from chalicelib.domain.endpoints import REDIS_URL_PARAMETERS
+
+    known = set(URL_QUERY_ARGUMENT_PARSERS) | {"username", "password"}
+    assert set(REDIS_URL_PARAMETERS) <= known
+    import inspect
+
+    keywords = set(inspect.signature(AbstractConnection.__init__).parameters)
+    assert {"username", "password", "db", "protocol"} <= keywords

@@ -71,9 +71,10 @@ def test_page_response_sets_a_cursor_only_when_more_rows_exist() -> None:
     base = datetime(2026, 1, 1, tzinfo=UTC)
     rows = [Named(f"n{i}", base - timedelta(seconds=i)) for i in range(3)]
     page = PageRequest(limit=2)
-    full = page_response(rows, page, render=lambda r: r.name, id_field="name")
+    full = page_response(lambda _: rows, page, render=lambda r: r.name, id_field="name")
     assert full["items"] == ["n0", "n1"]
     assert decode_cursor(full["cursor"]) == (rows[1].created_at, "n1")
-    last = page_response(rows[:2], page, render=lambda r: r.name, id_field="name")
+    last = page_response(lambda _: rows[:2], page, render=lambda r: r.name, id_field="name")
     assert last == {"items": ["n0", "n1"], "cursor": None}
-    assert page_response([], page, render=str, id_field="name") == {"items": [], "cursor": None}
+    empty = page_response(lambda _: [], page, render=str, id_field="name")
+    assert empty == {"items": [], "cursor": None}

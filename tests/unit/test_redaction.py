@@ -93,5 +93,6 @@ def test_overlapping_spellings_do_not_backtrack() -> None:
     secret echoed back doubled took exponential time (24 backslashes: 11 s)."""
     secret = "\\" * 40 + "X"
     text = redactor([secret]).redact("\\" * 80 + "Y")
-    assert text == "\\" * 80 + "Y"
+    # Not the secret, but runs of six of its characters: those are redacted too.
+    assert text.endswith("Y") and "\\" * 6 not in text
     assert redactor([secret]).redact(json.dumps(secret)) == f'"{REDACTED}"'

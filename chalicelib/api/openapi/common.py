@@ -145,11 +145,20 @@ ERROR_SCHEMA = {
     },
 }
 
+#: Pages end at their byte budget too (:data:`chalicelib.api.pagination.ITEMS_BUDGET`).
+LIMIT_DESCRIPTION = (
+    "Most items a page holds. A page also ends early, with its `cursor`, when the next item "
+    "would carry its encoded items past 4 MiB, so every response stays under 5 MB (Lambda "
+    "refuses 6 MB); an item past 4 MiB on its own has its fields of more than 64 KiB null "
+    "and listed with their sizes in `omitted`."
+)
+
 COMMON_PARAMETERS = {
     "Limit": {
         "name": "limit",
         "in": "query",
         "required": False,
+        "description": LIMIT_DESCRIPTION,
         "schema": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
     },
     "Cursor": {

@@ -6,7 +6,7 @@ from typing import Any
 
 from chalicelib.api.openapi.catalogue import crud_fragment
 from chalicelib.api.openapi.common import TIMESTAMP, operation, paths, schema_ref
-from chalicelib.domain.endpoints import ENDPOINT_TYPES, MAX_CONCURRENT
+from chalicelib.domain.endpoints import ENDPOINT_TYPES, MAX_CONCURRENT, REDIS_URL_PARAMETERS
 
 _REF = {"type": ["string", "null"], "maxLength": 100}
 _RETRY: dict[str, Any] = {
@@ -41,8 +41,9 @@ def _payload(what: str, default: str) -> dict[str, Any]:
 def _target(schemes: str, *, host: str = ", with a host") -> str:
     return (
         f"A literal URL must be absolute, {schemes}{host}; a templated one must begin with "
-        "such a scheme or with its placeholder (checked again once rendered). 422 "
-        "INVALID_TARGET otherwise."
+        "such a scheme or with its placeholder (checked again once rendered). A "
+        "{{secret.*}} may not form the host or port (outside the user info before @): it "
+        "would be sent to DNS. 422 INVALID_TARGET otherwise."
     )
 
 
@@ -81,7 +82,8 @@ _SPECS: dict[str, dict[str, Any]] = {
         "properties": {
             "bootstrap_servers": {
                 "type": "string",
-                "description": "Supports {{config.*}}, {{secret.*}}.",
+                "description": "Supports {{config.*}} (not {{secret.*}}: a host or port "
+                "holding a secret would be sent to DNS).",
             },
             "topic": {"type": "string", "description": "Supports {{config.*}}."},
             "key_template": {
@@ -109,7 +111,10 @@ _SPECS: dict[str, dict[str, Any]] = {
             "redis_url": {
                 "type": "string",
                 "description": "Supports {{config.*}}, {{secret.*}}. "
-                + _target("redis://, rediss:// or unix://", host=""),
+                + _target("redis://, rediss:// or unix://", host="")
+                + " Query parameters allowed: "
+                + ", ".join(REDIS_URL_PARAMETERS)
+                + " (any other: 422 INVALID_TARGET naming it).",
             },
             "stream": {"type": "string", "description": "Supports {{config.*}}."},
             "fields_template": {
@@ -182,7 +187,9 @@ _WRITABLE = {
 _UNPROCESSABLE = (
     "INVALID_PAYLOAD_SPEC_REF or INVALID_CONFIG_REF: the named payload spec or config does "
     "not exist. INVALID_TARGET: spec.url or spec.redis_url can never be delivered to (not an "
-    "absolute URL of the transport's schemes). TEMPLATE_RESOLUTION_FAILED: a placeholder "
+    "absolute URL of the transport's schemes), names a secret in its host or port, or "
+    "(redis_url) sets a query parameter not allowed. TEMPLATE_RESOLUTION_FAILED: a "
+    "placeholder "
     "whose namespace is unknown or not "
     "supported by its field, {{config.*}} without a config, or {{secret.*}} naming a secret "
     "that does not exist. INVALID_CALLBACK: on_success / on_failure names no endpoint. "
@@ -222,6 +229,16 @@ ENDPOINTS = crud_fragment(
     unprocessable=_UNPROCESSABLE,
 )
 ENDPOINTS["schemas"].update(_SPECS)
+_SCOPE_FOR_TEMPLATES = (
+    "INSUFFICIENT_SCOPE: the key's scope does not allow the route, or the definition's "
+    "templates reference {{secret.*}} and the key is not 'admin' (whoever picks where a "
+    "secret is sent can read it there); nothing is written."
+)
+for _path, _method in (("/endpoints", "post"), ("/endpoints/{name}", "put")):
+    ENDPOINTS["paths"][_path][_method]["responses"]["403"] = {
+        "$ref": "#/components/responses/Forbidden",
+        "description": _SCOPE_FOR_TEMPLATES,
+    }
 ENDPOINTS["paths"].update(
     paths(
         operation("POST", "/endpoints/{name}/pause", "pauseEndpoint", "Endpoint", _PAUSE),

@@ -63,7 +63,7 @@ from chalicelib.worker.dispatchers.wire import (
     TlsVerifyFailed,
     WireError,
 )
-from chalicelib.worker.ssrf import BlockedTarget, Resolver, resolve_public
+from chalicelib.worker.ssrf import BlockedTarget, Resolver, refuse_secret_host, resolve_public
 
 DEFAULT_EXPECTED = (200, 201, 202, 204)
 DEFAULT_TIMEOUT_MS = 30000
@@ -174,7 +174,9 @@ class HttpDispatcher:
         scheme = str(url.scheme)
         port = url.port or (443 if scheme == "https" else 80)
         address = host
-        if not self._allow_private:
+        if self._allow_private:
+            refuse_secret_host(host)  # the connection's own lookup would send it: refused
+        else:
             # Connect (or have the proxy connect) to the checked address, never to a second
             # DNS answer. The lookup blocks, so it runs off the loop.
             check = functools.partial(resolve_public, host, port, **self._resolver_kwargs)

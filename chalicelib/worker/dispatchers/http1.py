@@ -89,12 +89,20 @@ def _parse_fields(lines: list[str]) -> dict[str, str]:
     return fields
 
 
+#: Digits of a Content-Length accepted (up to an exabyte); more is a malformed answer,
+#: not a number to convert (``int`` refuses thousands of digits with a ValueError).
+_LENGTH_DIGITS = 18
+
+
 def _content_length(value: str) -> int:
     """The length, tolerating a repeated identical value ("5, 5") as RFC 9110 §8.6 allows."""
-    if value.isdigit() and value.isascii():
-        return int(value)
     first, *rest = (part.strip() for part in value.split(","))
-    if first.isascii() and first.isdigit() and all(part == first for part in rest):
+    if (
+        first.isascii()
+        and first.isdigit()
+        and len(first) <= _LENGTH_DIGITS
+        and all(part == first for part in rest)
+    ):
         return int(first)
     raise ProtocolError("invalid Content-Length")
 

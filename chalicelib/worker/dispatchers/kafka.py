@@ -132,6 +132,7 @@ class KafkaDispatcher:
     def _new_producer(self, servers: str, acks: str, timeout_ms: int) -> Any:
         bootstrap = [s.strip() for s in servers.split(",") if s.strip()]
         if self._allow_private:
+            kafka_guard.refuse_secret_hosts(bootstrap)  # kafka-python's lookup would send it
             return _new_producer(bootstrap, acks, timeout_ms, proxy_url=None)
         kafka_guard.check_bootstrap(bootstrap, self._resolver)
         policy = kafka_guard.proxy_url(self._resolver)

@@ -16,7 +16,12 @@ import socket
 import threading
 from typing import Any
 
-from chalicelib.worker.ssrf import BlockedTarget, Resolver, public_addresses
+from chalicelib.worker.ssrf import (
+    BlockedTarget,
+    Resolver,
+    public_addresses,
+    refuse_secret_host,
+)
 
 SCHEME = "te-address-policy"
 
@@ -34,7 +39,9 @@ def proxy_url(resolver: Resolver) -> str:
 
 
 def check_bootstrap(servers: list[str], resolver: Resolver) -> None:
-    """Refuse at once (:class:`BlockedTarget`) a bootstrap list with a refused address."""
+    """Refuse at once (:class:`BlockedTarget`) a bootstrap list with a refused address, or
+    with a host holding a secret's value (checked first: the message names no server)."""
+    refuse_secret_hosts(servers)
     for server in servers:
         host, _, port = server.rpartition(":")
         if not host:
@@ -44,6 +51,14 @@ def check_bootstrap(servers: list[str], resolver: Resolver) -> None:
         except ValueError as exc:
             raise BlockedTarget(f"bootstrap server {server!r} has no numeric port") from exc
         public_addresses(host.strip("[]"), number, resolver)
+
+
+def refuse_secret_hosts(servers: list[str]) -> None:
+    """:class:`BlockedTarget` if a bootstrap server's host holds a secret's value (whether
+    private targets are allowed or not: a secret never goes to a resolver)."""
+    for server in servers:
+        host = server.rpartition(":")[0] or server
+        refuse_secret_host(host.strip("[]"))
 
 
 @functools.cache

@@ -13,19 +13,28 @@ import functools
 import socket
 from typing import Any
 
-from chalicelib.worker.ssrf import BlockedTarget, Resolver, public_addresses
+from chalicelib.worker.ssrf import (
+    BlockedTarget,
+    Resolver,
+    public_addresses,
+    refuse_secret_host,
+)
 
 
 def connection_pool(url: str, *, allow_private: bool, resolver: Resolver, **options: Any) -> Any:
     """A redis-py pool for ``url`` whose connections are checked and pinned.
 
-    Raises ``ValueError`` for a malformed URL and :class:`BlockedTarget` for a refused one.
+    Raises ``ValueError`` for a malformed URL and :class:`BlockedTarget` for a refused one
+    (a host holding a secret's value is refused even when private targets are allowed).
     """
     from redis.connection import ConnectionPool, UnixDomainSocketConnection, parse_url
 
+    parsed = parse_url(url)
+    if parsed.get("host"):
+        refuse_secret_host(str(parsed["host"]))  # private targets allowed or not
     if allow_private:
         return ConnectionPool.from_url(url, **options)
-    base = parse_url(url).get("connection_class")
+    base = parsed.get("connection_class")
     if base is not None and issubclass(base, UnixDomainSocketConnection):
         raise BlockedTarget(
             "redis_url names a Unix socket on the worker's machine; refused "

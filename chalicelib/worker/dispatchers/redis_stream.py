@@ -86,6 +86,14 @@ class RedisStreamDispatcher:
             return failed(
                 DeliveryErrorType.CONNECTION_ERROR, f"invalid redis_url: {exc}", retryable=False
             )
+        except TypeError as exc:
+            # redis-py hands redis_url's query parameters to its connection class as keyword
+            # arguments: one it does not know fails here, and again on every retry.
+            return failed(
+                DeliveryErrorType.CONNECTION_ERROR,
+                f"invalid redis_url: a query parameter is not a Redis option ({exc})",
+                retryable=False,
+            )
         except RedisTimeout:
             return failed(DeliveryErrorType.TIMEOUT, f"no reply within {timeout_ms} ms")
         except RedisConnectionError as exc:

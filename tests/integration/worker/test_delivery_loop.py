@@ -13,7 +13,7 @@ import pytest
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.domain.delivery import DeliveryOutcome, DeliveryRequest, succeeded
 from tests.integration.worker.conftest import run_until_delivered, settle
-from tests.support.seed.worker import claimed_execution, http_spec, seed, statuses
+from tests.support.seed.worker import attempts, claimed_execution, http_spec, seed, statuses
 from tests.support.waiting import wait_for
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
@@ -141,9 +141,11 @@ def test_blocking_dispatchers_run_off_the_event_loop(database: Database, make_wo
     assert dispatcher.threads and all(n.startswith("te-delivery_") for n in dispatcher.threads)
 
 
-def test_a_crashing_delivery_leaves_its_execution_running_and_the_rest_go_on(
+def test_a_crashing_delivery_is_a_recorded_internal_error_and_the_rest_go_on(
     database: Database, make_worker
 ) -> None:
+    """It may have been sent: left RUNNING, the reclaimer would send it again after every
+    lease. Its attempt is recorded instead, and the retry policy decides (here: no retry)."""
     seeded = seed(database, spec=SPEC, count=6)
     broken = seeded.execution_ids[2]
     dispatcher = GatedDispatcher(fail_for={broken})
@@ -154,7 +156,10 @@ def test_a_crashing_delivery_leaves_its_execution_running_and_the_rest_go_on(
         assert worker.drain(10)
 
     assert worker.in_flight == 0  # the crashed one left the window too
-    assert statuses(database, [broken]) == {"RUNNING": 1}  # the reclaimer's to retry
+    assert statuses(database, [broken]) == {"FAILED": 1}
+    [attempt] = attempts(database, broken)
+    assert attempt["error"]["type"] == "INTERNAL_ERROR"
+    assert "RuntimeError: dispatcher bug" in attempt["error"]["message"]
     others = [e for e in seeded.execution_ids if e != broken]
     assert statuses(database, others) == {"SUCCESS": 5}
     assert worker.counts()["succeeded"] == 5

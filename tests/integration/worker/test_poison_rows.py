@@ -6,11 +6,16 @@ worker's slots all come back. Real PostgreSQL at SERIALIZABLE."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from chalicelib.db.connection import Database
+from chalicelib.domain.delivery import DeliveryOutcome, DeliveryRequest
+from chalicelib.worker.dispatchers.http import HttpDispatcher
 from tests.integration.worker.conftest import settle
 from tests.support.seed.worker import (
     attempts,
@@ -100,22 +105,46 @@ def test_claim_sets_aside_an_execution_it_cannot_process_and_delivers_the_other(
     assert worker.in_flight == 0  # every slot came back
 
 
+class NotANumberOutput:
+    """The real HTTP dispatcher, whose outputs for ``/nan`` gain a NaN: JSON cannot carry
+    it, so the database refuses the attempt's record. (A target's bytes can no longer do
+    that: outputs are made storable, NUL included.)"""
+
+    def __init__(self) -> None:
+        self._http = HttpDispatcher(allow_private=True, clock=lambda: datetime.now(UTC))
+
+    async def dispatch_async(self, request: DeliveryRequest) -> DeliveryOutcome:
+        outcome = await self._http.dispatch_async(request)
+        if outcome.output is not None and request.spec["url"].endswith("/nan"):
+            return dataclasses.replace(outcome, output={**outcome.output, "ratio": math.nan})
+        return outcome
+
+    def dispatch(self, request: DeliveryRequest) -> DeliveryOutcome:
+        raise AssertionError("the worker uses dispatch_async")
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def close(self) -> None:
+        self._http.close()
+
+
 def test_finalize_sets_aside_a_result_the_database_refuses_and_records_the_others(
     database: Database, make_worker: Any, http_target: HttpTarget
 ) -> None:
-    # PostgreSQL's JSONB cannot hold U+0000: the target's answer makes the attempt's
-    # output unwritable. Before, the whole finalize batch was retried for ever.
-    http_target.script("/nul", Reply(200, body=b"before\x00after"))
+    # A result the database refuses makes the attempt unwritable. Before, the whole
+    # finalize batch was retried for ever.
+    http_target.script("/nan", Reply(200, body=b"fine"))
     http_target.script("/ok", Reply(200, body=b"fine"))
-    bad = seed(database, spec=http_spec(http_target.url("/nul"))).execution_id
+    bad = seed(database, spec=http_spec(http_target.url("/nan"))).execution_id
     good = seed(database, spec=http_spec(http_target.url("/ok")), count=3).execution_ids
-    worker = make_worker()
+    worker = make_worker(dispatchers={"HTTP": NotANumberOutput()})
     settle(worker, database, [bad, *good], timeout=10)
     for execution_id in good:
         assert execution(database, execution_id)["status"] == "SUCCESS"
     attempt = assert_set_aside(database, bad)
-    assert "Unicode" in attempt["error"]["message"]
+    assert "invalid input syntax for type json" in attempt["error"]["message"]
     [line] = [x for x in logs(database, bad) if x["level"] == "ERROR"]
     assert "could not be recorded" in line["message"]
-    assert len(http_target.received("/nul")) == 1  # delivered once, not again
+    assert len(http_target.received("/nan")) == 1  # delivered once, not again
     assert worker.in_flight == 0
