@@ -21,6 +21,7 @@ what is allocated stays near the limit whatever the template's fan-out.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -105,7 +106,16 @@ def _as_text(value: Any) -> str:
 
 
 def json_size(value: Any) -> int:
-    """Characters of ``value`` as compact JSON (ASCII, as the dispatchers encode it)."""
+    """Characters of ``value`` as compact JSON (ASCII, as the dispatchers encode it).
+
+    Scalars other than strings are measured without encoding them (every delivery measures
+    its placeholders' values: most are numbers): JSON writes them as Python prints them."""
+    if value is None or value is True:
+        return 4
+    if value is False:
+        return 5
+    if type(value) is int or (type(value) is float and math.isfinite(value)):
+        return len(repr(value))
     return len(json.dumps(value, separators=(",", ":")))
 
 
