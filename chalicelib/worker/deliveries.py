@@ -177,9 +177,17 @@ class DeliveryLoop:
 
     async def _dispatch_guarded(self, prepared: Prepared) -> DeliveryOutcome:
         """The dispatch's outcome; an exception out of it is a failed attempt of type
-        ``INTERNAL_ERROR`` (retried as the policy allows), never a delivery left RUNNING."""
+        ``INTERNAL_ERROR`` (retried as the policy allows), never a delivery left RUNNING.
+        (One coroutine: the dispatcher's own is awaited here, not through another.)"""
         try:
-            return await self._dispatch(prepared)
+            dispatcher: Any = self._dispatchers[prepared.claimed.endpoint_type]
+            send_async = getattr(dispatcher, "dispatch_async", None)
+            if send_async is not None:
+                outcome: DeliveryOutcome = await send_async(prepared.request)
+                return outcome
+            return await asyncio.get_running_loop().run_in_executor(
+                self._blocking_pool(), dispatcher.dispatch, prepared.request
+            )
         except Exception as exc:  # cancellation (BaseException) still leaves it RUNNING
             log.error(
                 "delivery raised; attempt recorded as %s",
@@ -192,17 +200,6 @@ class DeliveryLoop:
                 DeliveryErrorType.INTERNAL_ERROR,
                 f"the delivery failed unexpectedly: {type(exc).__name__}: {exc}",
             )
-
-    async def _dispatch(self, prepared: Prepared) -> DeliveryOutcome:
-        dispatcher: Any = self._dispatchers[prepared.claimed.endpoint_type]
-        send_async = getattr(dispatcher, "dispatch_async", None)
-        if send_async is not None:
-            outcome: DeliveryOutcome = await send_async(prepared.request)
-            return outcome
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._blocking_pool(), dispatcher.dispatch, prepared.request
-        )
 
     def _blocking_pool(self) -> ThreadPoolExecutor:
         if self._blocking is None:

@@ -96,6 +96,8 @@ _LENGTH_DIGITS = 18
 
 def _content_length(value: str) -> int:
     """The length, tolerating a repeated identical value ("5, 5") as RFC 9110 §8.6 allows."""
+    if value.isascii() and value.isdigit() and len(value) <= _LENGTH_DIGITS:
+        return int(value)  # the usual answer: one plain number
     first, *rest = (part.strip() for part in value.split(","))
     if (
         first.isascii()
