@@ -17,7 +17,8 @@ called by the API's middleware for every keyed route): a route's method says wha
 ``admin`` whatever its method. The bootstrap key is ``admin``. One rule depends on the body
 as well as the route (:func:`authorize_secret_templates`): writing an endpoint whose
 templates reference ``{{secret.*}}`` needs ``admin``, because whoever chooses where a secret
-is sent can read it (a ``write`` key could point the template at its own server).
+is sent can read it (a ``write`` key could point the template at its own server); so does
+replacing a config whose values such endpoints resolve (:func:`authorize_secret_config`).
 """
 
 from __future__ import annotations
@@ -74,6 +75,20 @@ def authorize_secret_templates(
 
     A template decides where a secret's value goes; a key that could choose the target could
     send the value to itself and read it there, so only an ``admin`` key may."""
+    _require_secret_scope(principal, secrets, f"{method.upper()} {path} with templates that")
+
+
+def authorize_secret_config(principal: Principal | None, secrets: Iterable[str], name: str) -> None:
+    """Raise Forbidden (403 INSUFFICIENT_SCOPE) when config ``name``, whose values live
+    endpoints send with ``secrets`` (``{{config.host}}`` in the URL of an endpoint that
+    sends ``{{secret.tok}}``), is replaced by a key below ``admin``: the values can choose
+    where the secrets go, as the templates can."""
+    _require_secret_scope(
+        principal, secrets, f"PUT /configs/{name} changes values sent by endpoints that"
+    )
+
+
+def _require_secret_scope(principal: Principal | None, secrets: Iterable[str], what: str) -> None:
     names = sorted(secrets)
     if not names:
         return
@@ -82,8 +97,8 @@ def authorize_secret_templates(
     scope = "unknown" if principal is None else principal.scope.value
     shown = ", ".join(f"{{{{secret.{n}}}}}" for n in names)
     raise Forbidden(
-        f"This API key's scope is '{scope}'; {method.upper()} {path} with templates that "
-        f"reference secrets ({shown}) needs a '{SECRET_TEMPLATES_SCOPE.value}' key."
+        f"This API key's scope is '{scope}'; {what} reference secrets ({shown}) needs a "
+        f"'{SECRET_TEMPLATES_SCOPE.value}' key."
     )
 
 

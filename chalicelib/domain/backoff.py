@@ -142,7 +142,7 @@ def parse_retry_after(value: str | None, now: datetime) -> int | None:
         return int(digits) * 1000
     try:
         when = parsedate_to_datetime(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # a year or zone past C's integers
         return None
     if when.tzinfo is None:
         return None

@@ -231,11 +231,25 @@ def _compile_string(text: str) -> _Node | None:
     return interpolate
 
 
+def _compile_key(text: str) -> _Node | None:
+    """A key is always text: a key that is one placeholder takes its value as text (compact
+    JSON for anything but a string), paid for as the quoted string it becomes."""
+    whole = whole_placeholder(text)
+    if whole is None:
+        return _compile_string(text)
+
+    def as_text(context: TemplateContext, budget: _Budget) -> str:
+        budget.spend(2)  # the key's quotes
+        return budget.text(context.value(whole))
+
+    return as_text
+
+
 def _compile_mapping(template: Mapping[Any, Any]) -> _Node | None:
     items = []
     fixed = 1 + 2 * len(template)  # braces, one colon per item and the commas between
     for key, value in template.items():
-        key_node, node = _compile_string(str(key)), _compile(value)
+        key_node, node = _compile_key(str(key)), _compile(value)
         fixed += (json_size(str(key)) if key_node is None else 0) + (
             json_size(value) if node is None else 0
         )

@@ -323,8 +323,8 @@ ERROR_MEANINGS: dict[tuple[str, int], str] = {
     ("BATCH_NOT_FOUND", 404): "no batch with that id",
     ("API_KEY_NOT_FOUND", 404): "no API key with that id",
     ("INSUFFICIENT_SCOPE", 403): "the key's scope does not allow this route (a `read` key "
-    "changes nothing; only an `admin` key manages keys, or writes an endpoint whose "
-    "templates reference `{{secret.*}}`)",
+    "changes nothing; only an `admin` key manages keys, writes an endpoint whose "
+    "templates reference `{{secret.*}}`, or replaces a config such an endpoint resolves)",
     ("INVALID_TARGET", 422): "an endpoint's literal `url` is not an absolute http(s) URL "
     "with a host, or its `redis_url` not a redis://, rediss:// or unix:// URL, or sets a "
     "query parameter not allowed, or a `{{secret.*}}` forms a host or port; the message "
@@ -385,7 +385,8 @@ ATTEMPT_MEANINGS = {
     "value, a secret that cannot sign); not retried",
     "REQUEST_TOO_LARGE": "the rendered request would pass "
     f"{MAX_REQUEST_BYTES:,} bytes (4 MiB; the resolved spec as compact JSON: URL, headers "
-    "and body, Kafka key, value and headers, Redis fields); nothing is sent; not retried",
+    "and body, Kafka key, value and headers, Redis fields; nothing is sent), or a Kafka "
+    "broker refused the record for its size (its `message.max.bytes`); not retried",
     "INTERNAL_ERROR": "the delivery failed in a way no transport anticipated (a library "
     "error, a stored spec the dispatcher cannot use); the message names the exception; "
     "retried while the retry policy allows",
@@ -594,6 +595,9 @@ def endpoints_page() -> str:
         "**Writing an endpoint whose templates reference `{{secret.*}}` (POST or PUT) needs",
         "an `admin` key**: a `write` key gets 403 `INSUFFICIENT_SCOPE` naming the scope and",
         "nothing is written, since whoever chooses where a secret is sent can read it there.",
+        "For the same reason, `PUT /configs/{name}` needs an `admin` key while a live endpoint",
+        "(or a live job's endpoint snapshot) resolving that config references `{{secret.*}}`:",
+        "the config's values can choose where the secret goes (`{{config.host}}` in its URL).",
         "`{{input}}` is the job's whole input; a string that is exactly one placeholder stands",
         'for the value itself with its JSON type (`"{{input.order}}"` sends the order object,',
         '`{"n": "{{input.n}}"}` keeps a number a number); inside longer text a value that is',
@@ -603,6 +607,9 @@ def endpoints_page() -> str:
         "the largest input the API accepts), counted as the resolved spec's compact JSON while",
         "it renders, so a template that repeats a large value stops there instead of building",
         "the request: the attempt fails `REQUEST_TOO_LARGE`, nothing is sent, no retry.",
+        "A key that is one placeholder counts as the text it becomes. Kafka records up to the",
+        "limit are produced (the broker's own `message.max.bytes` may be lower: a record it",
+        "refuses for its size fails `REQUEST_TOO_LARGE` too, not retried).",
         "",
         "Targets are checked when an endpoint is created or replaced: a literal `url` must be",
         "an absolute `http://` or `https://` URL with a host, a literal `redis_url` a",
@@ -618,6 +625,9 @@ def endpoints_page() -> str:
         + ";",
         "any other (which redis-py would pass on to its connection, or which would override",
         "the worker's timeouts) is 422 `INVALID_TARGET` naming it and the allowed ones.",
+        "A URL that reaches the worker anyway (rendered from a config, or stored earlier)",
+        "with a parameter or value redis-py cannot use fails its attempt `CONNECTION_ERROR`",
+        "(`invalid redis_url: ...`), not retried.",
         "",
     ]
     for kind, fields in rules.items():

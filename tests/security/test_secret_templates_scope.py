@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import BOOTSTRAP_KEY, ApiClient
 from tests.integration.test_api_foundation import assert_envelope
 from tests.integration.test_api_keys import make_key
-from tests.support.factories import endpoint_body
+from tests.support.factories import endpoint_body, immediate_job
 
 TARGET = "https://hooks.example.com/in"
 
@@ -75,3 +75,60 @@ def test_an_admin_key_may_write_secret_templates(api: ApiClient) -> None:
     spec = {"url": TARGET, "method": "POST", "headers": {"X-K": "{{secret.tok}}"}}
     assert api.post("/endpoints", endpoint_body("sends", spec=spec)).status == 201
     assert api.put("/endpoints/sends", {"type": "HTTP", "spec": spec}).status == 200
+
+
+ROUTED = "https://{{config.host}}/in"
+SENDS_TOKEN = {"url": ROUTED, "method": "POST", "headers": {"X-K": "{{secret.tok}}"}}
+
+
+def _admin_endpoint(writer: ApiClient, spec: dict[str, Any]) -> str:
+    """An admin key registers config ``route`` and endpoint ``routed`` (``spec``, resolved
+    with that config); returns the write key, which ``writer`` holds again."""
+    write_key, writer.key = writer.key, BOOTSTRAP_KEY
+    assert (
+        writer.post("/configs", {"name": "route", "values": {"host": "hooks.example.com"}}).status
+        == 201
+    )
+    body = endpoint_body("routed", spec=spec, config="route")
+    assert writer.post("/endpoints", body).status == 201, body
+    writer.key = write_key
+    return write_key
+
+
+def test_a_write_key_cannot_redirect_a_secret_through_the_config_its_url_reads(
+    writer: ApiClient,
+) -> None:
+    _admin_endpoint(writer, SENDS_TOKEN)
+    _refused(writer.put("/configs/route", {"values": {"host": "attacker.example.net"}}))
+    assert writer.get("/configs/route").body["values"] == {"host": "hooks.example.com"}
+
+
+def test_a_live_jobs_snapshot_keeps_its_config_guarded(writer: ApiClient) -> None:
+    write_key = _admin_endpoint(writer, SENDS_TOKEN)
+    assert writer.post("/jobs", immediate_job("routed", "k-1")).status == 201
+    writer.key = BOOTSTRAP_KEY  # the endpoint stops sending the secret; the job's snapshot not
+    assert (
+        writer.put(
+            "/endpoints/routed",
+            {"type": "HTTP", "spec": {"url": ROUTED, "method": "POST"}, "config": "route"},
+        ).status
+        == 200
+    )
+    writer.key = write_key
+    _refused(writer.put("/configs/route", {"values": {"host": "attacker.example.net"}}))
+
+
+def test_configs_that_send_no_secret_stay_writable_and_admin_may_write_any(
+    writer: ApiClient,
+) -> None:
+    write_key = _admin_endpoint(writer, {"url": ROUTED, "method": "POST"})
+    assert writer.put("/configs/route", {"values": {"host": "other.example.com"}}).status == 200
+    writer.key = BOOTSTRAP_KEY
+    spec = {**SENDS_TOKEN, "url": ROUTED + "?v=1"}
+    assert (
+        writer.put("/endpoints/routed", {"type": "HTTP", "spec": spec, "config": "route"}).status
+        == 200
+    )
+    assert writer.put("/configs/route", {"values": {"host": "hooks.example.com"}}).status == 200
+    writer.key = write_key
+    _refused(writer.put("/configs/route", {"values": {"host": "attacker.example.net"}}))

@@ -60,6 +60,8 @@ TEMPLATES: list[Any] = [
     ["{{input.s}}"],
     {"only": "literal", "list": [1, {"a": []}]},
     "a{{input.n}}b",
+    # a key that is one placeholder becomes text: an object's JSON, escaped once more
+    {"{{input.n}}": 1, "{{ input.b }}": "{{input.b}}"},
 ]
 
 
@@ -86,7 +88,21 @@ def test_recorded_outcomes_are_storable_everywhere() -> None:
     assert bad.error == {"type": "HTTP_ERROR", "detail": ["\ufffd"], "message": "x\ufffd\ufffd"}
 
 
-@pytest.mark.parametrize("value", ["\u00b2", "1\u00b2", "\u0661", "soon", "-5", ""])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "\u00b2",
+        "1\u00b2",
+        "\u0661",
+        "soon",
+        "-5",
+        "",
+        # dates whose year or zone offset passes what datetime's C fields hold
+        "Mon, 01 Jan 99999999999999999999 00:00:00 GMT",
+        "Mon, 01 Jan 2026 00:00:00 +99999999999999999999999",
+        "Mon, 01 Jan 2026 00:00:00 -9999",
+    ],
+)
 def test_a_malformed_retry_after_is_ignored(value: str) -> None:
     assert parse_retry_after(value, NOW) is None
 
@@ -103,3 +119,29 @@ def test_a_malformed_content_length_is_a_protocol_error(length: str) -> None:
     head = f"HTTP/1.1 200 OK\r\nContent-Length: {length}\r\n\r\n".encode("latin-1")
     with pytest.raises(ProtocolError):
         parser.feed(bytearray(head))
+
+
+class _RefusingProducer:
+    """A producer whose broker refuses the record's size (``message.max.bytes``)."""
+
+    def send(self, topic: str, **record: Any) -> Any:
+        from kafka.errors import MessageSizeTooLargeError
+
+        raise MessageSizeTooLargeError("MESSAGE_TOO_LARGE")
+
+
+def test_a_record_the_broker_refuses_for_its_size_fails_without_retry() -> None:
+    from chalicelib.domain.delivery import DeliveryRequest
+    from chalicelib.worker.dispatchers.kafka import KafkaDispatcher
+
+    class Refused(KafkaDispatcher):
+        def _new_producer(self, servers: str, acks: str, timeout_ms: int) -> Any:
+            return _RefusingProducer()
+
+    spec = {"bootstrap_servers": "127.0.0.1:9", "topic": "t", "value_template": {"b": "x"}}
+    outcome = Refused(allow_private=True).dispatch(
+        DeliveryRequest(execution_id="e", attempt=1, spec=spec)
+    )
+
+    assert outcome.error_type == DeliveryErrorType.REQUEST_TOO_LARGE
+    assert outcome.retryable is False

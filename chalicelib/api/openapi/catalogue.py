@@ -249,3 +249,12 @@ SECRETS["paths"]["/secrets/{name}"]["put"]["responses"]["422"] = response_ref(
     "is not 'whsec_' + the base64 of a 24-64 byte key. A whsec_ value replacing another "
     "keeps the previous key signing too for TE_SIGNING_ROTATION_WINDOW_SEC.",
 )
+CONFIGS["paths"]["/configs/{name}"]["put"]["responses"]["403"] = {
+    "$ref": "#/components/responses/Forbidden",
+    "description": (
+        "INSUFFICIENT_SCOPE: the key's scope does not allow the route, or live endpoints "
+        "(or live jobs' endpoint snapshots) resolving this config also send {{secret.*}} and "
+        "the key is not 'admin' (the values can choose where the secrets go); nothing is "
+        "written."
+    ),
+}

@@ -96,6 +96,21 @@ ORDER BY name LIMIT :limit
 SELECT job_id FROM live_jobs WHERE endpoint_snapshot ->> 'config_ref' = :name
 ORDER BY created_at DESC, job_id DESC LIMIT :limit
 
+-- name: catalogue_config_secret_specs
+-- The specs that may send a secret along with the config's values: live endpoints naming
+-- the config, and the distinct endpoint snapshots of its live jobs (an endpoint replaced
+-- since keeps sending through them), whose text mentions "secret." (candidates: the caller
+-- keeps those with a real {{secret.*}} placeholder). Endpoints per config are few and
+-- snapshots repeat (compared as text), so the read is small. It runs in the config
+-- update's SERIALIZABLE transaction: an endpoint written concurrently is seen by one side
+-- or the other.
+SELECT CAST(spec AS TEXT) AS spec FROM endpoints
+WHERE config_ref = :name AND deleted_at IS NULL AND strpos(CAST(spec AS TEXT), 'secret.') > 0
+UNION
+SELECT CAST(endpoint_snapshot -> 'spec' AS TEXT) AS spec FROM live_jobs
+WHERE endpoint_snapshot ->> 'config_ref' = :name
+  AND strpos(CAST(endpoint_snapshot -> 'spec' AS TEXT), 'secret.') > 0
+
 -- name: catalogue_config_delete
 -- Soft delete: deleted endpoints keep their reference to the row (foreign key) and job
 -- snapshots keep its name, so the row stays, marked.

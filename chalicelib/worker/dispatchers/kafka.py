@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib.domain.delivery import (
+    MAX_REQUEST_BYTES,
     DeliveryErrorType,
     DeliveryOutcome,
     DeliveryRequest,
@@ -34,6 +35,10 @@ ProducerKey = tuple[str, str, int]
 
 #: How long a failed connect to a set of brokers is remembered (deliveries to it fail fast).
 FAILED_CONNECT_TTL_SEC = 1.0
+#: The largest record the producer sends: what the rendered-request limit lets through,
+#: plus room for the record's framing and our headers (kafka-python's default, 1 MiB,
+#: would refuse renders the limit allows).
+MAX_RECORD_BYTES = MAX_REQUEST_BYTES + 64 * 1024
 
 
 class KafkaDispatcher:
@@ -60,7 +65,7 @@ class KafkaDispatcher:
         self._clock = clock
 
     def dispatch(self, request: DeliveryRequest) -> DeliveryOutcome:
-        from kafka.errors import KafkaError, KafkaTimeoutError
+        from kafka.errors import KafkaError, KafkaTimeoutError, MessageSizeTooLargeError
 
         spec = request.spec
         timeout_ms = int(spec.get("timeout_ms") or DEFAULT_TIMEOUT_MS)
@@ -87,6 +92,12 @@ class KafkaDispatcher:
             metadata = future.get(timeout=timeout_ms / 1000)
         except KafkaTimeoutError:
             return failed(DeliveryErrorType.TIMEOUT, f"no acknowledgement within {timeout_ms} ms")
+        except MessageSizeTooLargeError as exc:  # the broker's message.max.bytes: no retry
+            return failed(
+                DeliveryErrorType.REQUEST_TOO_LARGE,
+                f"the record is larger than the broker accepts: {exc}",
+                retryable=False,
+            )
         except KafkaError as exc:
             return failed(DeliveryErrorType.BROKER_ERROR, f"broker rejected the record: {exc}")
         return succeeded({"partition": metadata.partition, "offset": metadata.offset})
@@ -163,6 +174,7 @@ def _new_producer(
         request_timeout_ms=timeout_ms,
         delivery_timeout_ms=timeout_ms,
         max_block_ms=timeout_ms,
+        max_request_size=MAX_RECORD_BYTES,
     )
 
 

@@ -118,7 +118,10 @@ class RedisStreamDispatcher:
                     decode_responses=True,
                 )
                 client = redis.Redis(connection_pool=pool)
-                script = client.register_script(XADD_ONCE)
+                try:
+                    script = client.register_script(XADD_ONCE)
+                except LookupError as exc:  # redis-py encodes the script with ?encoding=
+                    raise ValueError(f"unknown encoding ({exc})") from None
                 self._scripts[(url, timeout_ms)] = script
             return script
 

@@ -124,13 +124,35 @@ def test_redis_fields_past_the_limit_fail_request_too_large(
         client.close()
 
 
+def test_a_kafka_record_under_the_limit_is_sent(
+    database: Database, make_worker, kafka_bootstrap: str
+) -> None:
+    """A 2 MiB record is within the rendered-request limit but past kafka-python's default
+    ``max_request_size`` (1 MiB): the producer takes what the limit allows, instead of
+    failing a ``BROKER_ERROR`` that every retry repeats."""
+    topic = "big-" + uuid.uuid4().hex[:8]
+    seeded = seed(
+        database,
+        spec=kafka_spec(kafka_bootstrap, topic, value_template={"b": "{{input.b}}"}),
+        endpoint_type="KAFKA",
+        policy=retry_policy(max_attempts=3),
+        inputs=[{"b": "k" * (2 * 1024 * 1024), "order_id": "o-1", "event_type": "x"}],
+    )
+
+    settle(make_worker(), database, seeded.execution_ids)
+
+    row = execution(database, seeded.execution_id)
+    assert row["status"] == "SUCCESS", _attempt_errors(database, seeded.execution_id)
+    assert set(row["output"]) == {"partition", "offset"}
+
+
 # -- nothing a target answers leaves a delivery RUNNING --------------------------------------
 
 
 @pytest.mark.parametrize(
     "retry_after",
-    ["\u00b2", "1" * 5000],
-    ids=["superscript-two", "five-thousand-digits"],
+    ["\u00b2", "1" * 5000, "Mon, 01 Jan 99999999999999999999 00:00:00 GMT"],
+    ids=["superscript-two", "five-thousand-digits", "year-past-c-long"],
 )
 def test_malformed_retry_after_is_ignored(
     database: Database, make_worker, http_target: HttpTarget, retry_after: str
@@ -168,15 +190,16 @@ def test_an_exception_in_a_delivery_is_a_recorded_attempt_and_retried(
     assert "lease" not in " ".join(e["message"] for e in errors)
 
 
+@pytest.mark.parametrize("query", ["?foo=bar", "?encoding=nope"], ids=["unknown", "codec"])
 def test_unknown_redis_url_parameter_fails_the_attempt(
-    database: Database, make_worker, redis_url: str
+    database: Database, make_worker, redis_url: str, query: str
 ) -> None:
-    """A row stored before such URLs were refused at write time: refused at delivery,
-    without a retry (every retry would fail the same way)."""
+    """A row stored before such URLs were refused at write time (or a URL rendered from a
+    config): refused at delivery, without a retry (every retry would fail the same way)."""
     stream = "q-" + uuid.uuid4().hex[:8]
     seeded = seed(
         database,
-        spec=redis_spec(f"{redis_url}?foo=bar", stream),
+        spec=redis_spec(f"{redis_url}{query}", stream),
         endpoint_type="REDIS_STREAM",
         policy=retry_policy(max_attempts=3),
         inputs=[{"user_id": "u", "n": 1}],
