@@ -279,6 +279,19 @@ class InvalidData(DatabaseError):
     code = "INVALID_REQUEST"
 
 
+class ProcessDown(TaskExecutorError):
+    """GET /health: a kind of process (worker, scheduler) has run in the deployment and none
+    of it is live now; ``kinds`` names them. Their due work waits until one runs again."""
+
+    status = 503
+    code = "PROCESS_DOWN"
+
+    def __init__(self, message: str, *, kinds: list[str]) -> None:
+        super().__init__(message, kinds=kinds)
+        #: Shown in the error envelope next to code and message.
+        self.public_fields = {"kinds": kinds}
+
+
 class LoopDown(TaskExecutorError):
     """GET /health: a recent heartbeat reports a background loop down. ``loops`` lists
     them by loop name, phase, since when and the last error's type; not by process (the

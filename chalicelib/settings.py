@@ -20,6 +20,9 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 CLAIM_STRATEGIES = ("skip_locked", "conditional_update")
+PROFILES = ("full", "lean")
+#: The scheduler loops a worker invocation may run beside its claim (TE_WORKER_SCHEDULER_LOOPS).
+WORKER_HOSTED_LOOPS = ("delayed_promoter", "cron_materializer")
 
 
 def _env_name(attr: str) -> str:
@@ -83,6 +86,13 @@ class Settings:
     failed_auth_per_sec: float = 5.0
     failed_auth_total_per_sec: float = 50.0
     region: str = "default"
+    # The deployment's process shape (full or lean; infra/stacks/config.py): /health
+    # reports it, and `make run PROFILE=lean` runs lean's shape locally.
+    profile: str = "full"
+    # Scheduler loops the worker's Lambda invocation runs beside its claim, at their own
+    # intervals (comma-separated: delayed_promoter, cron_materializer). The lean profile
+    # sets both: its scheduler functions make one pass a minute, the worker runs all minute.
+    worker_scheduler_loops: str = ""
     # Local mode (make run): generate a missing encryption key once into data_dir.
     local_mode: bool = False
     # AWS: Secrets Manager ARNs read once per cold start instead of plain env values.
@@ -181,6 +191,16 @@ def _validate_choices(settings: Settings) -> None:
         )
     if settings.wakeup_notify not in ("auto", "on", "off"):
         raise ConfigurationError("TE_WAKEUP_NOTIFY must be auto, on or off")
+    if settings.profile not in PROFILES:
+        raise ConfigurationError(
+            f"TE_PROFILE must be one of {', '.join(PROFILES)}, got {settings.profile!r}"
+        )
+    for loop in split_keys(settings.worker_scheduler_loops):
+        if loop not in WORKER_HOSTED_LOOPS:
+            raise ConfigurationError(
+                f"TE_WORKER_SCHEDULER_LOOPS names {loop!r}; the worker may run "
+                f"{', '.join(WORKER_HOSTED_LOOPS)}"
+            )
     if settings.log_format not in ("text", "json"):
         raise ConfigurationError("TE_LOG_FORMAT must be 'text' or 'json'")
 

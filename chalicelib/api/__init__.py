@@ -31,10 +31,17 @@ from chalicelib.errors import (
 
 log = logging.getLogger(__name__)
 
-#: Served without a key: the OpenAPI document, the load balancers' health check, and the
-#: dashboard's page and files (every data call the page makes sends the key).
+#: Served without a key: the OpenAPI document, the load balancers' liveness probe and the
+#: deployment's health check, and the dashboard's page and files (every data call the page
+#: makes sends the key).
 PUBLIC_ROUTES = frozenset(
-    {("GET", "/openapi.json"), ("GET", "/health"), ("GET", "/ui"), ("GET", "/ui/{name}")}
+    {
+        ("GET", "/openapi.json"),
+        ("GET", "/health"),
+        ("GET", "/health/live"),
+        ("GET", "/ui"),
+        ("GET", "/ui/{name}"),
+    }
 )
 
 

@@ -353,11 +353,16 @@ class Resource:
         return parse_json_body(data, max_bytes=self.services.max_body_bytes)
 
     def route(
-        self, path: str, *, methods: list[str], status: int = 200
+        self, path: str, *, methods: list[str], status: int = 200, beats: bool = True
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register ``view``; ``beats=False`` for a route that must not touch the database
+        (liveness): every other request lets the process beat (``ApiContext.served``)."""
+
         def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
             def wrapped(**kwargs: Any) -> Response:
                 try:
+                    if beats:
+                        self.services.served()
                     return to_response(view(**kwargs), status)
                 except TaskExecutorError as exc:
                     if exc.status >= 500:

@@ -149,6 +149,37 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+#: The kinds of process that beat (``te_live_processes{kind}``).
+API = "api"
+WORKER = "worker"
+SCHEDULER = "scheduler"
+KINDS = (API, SCHEDULER, WORKER)
+
+
+@dataclass(frozen=True)
+class KindLiveness:
+    """One kind of process as the heartbeats show it."""
+
+    kind: str
+    live: int  #: processes whose heartbeat is fresh
+    has_run: bool  #: a row of this kind exists (the housekeeper keeps each kind's newest)
+
+    @property
+    def down(self) -> bool:
+        """It has run in this deployment and no process of it is live now."""
+        return self.has_run and self.live == 0
+
+
+def kinds_from_json(value: object) -> list[KindLiveness]:
+    """The ``[kind, live, has run]`` arrays metrics_live_processes reads, every kind of
+    :data:`KINDS` present (one the read did not return counts as never run)."""
+    seen: dict[str, KindLiveness] = {}
+    for entry in value if isinstance(value, list) else []:
+        if isinstance(entry, list) and len(entry) == 3 and entry[0] in KINDS:
+            seen[entry[0]] = KindLiveness(entry[0], int(entry[1]), entry[2] is True)
+    return [seen.get(kind, KindLiveness(kind, 0, False)) for kind in KINDS]
+
+
 #: The longest reason recorded for a row a loop set aside.
 REASON_LIMIT = 500
 

@@ -45,7 +45,7 @@ RESTART_BACKOFF = Backoff(first=1.0)
 class Heartbeat(Protocol):
     """What the group needs of a heartbeat writer: one beat with a given status."""
 
-    def beat(self, status: str) -> None: ...
+    def beat(self, status: str, *, next_beat_in: float | None = None) -> None: ...
 
 
 class LoopCrashed(TaskExecutorError):
@@ -55,8 +55,9 @@ class LoopCrashed(TaskExecutorError):
 class LoopGroup:
     """Runs loops in threads; :meth:`run` returns when stopped or out of time.
 
-    ``heartbeat`` with a ``final_status`` gets one last beat after the loops ended (a
-    scheduled invocation passes None: the next one comes within a minute, so not dead).
+    ``heartbeat`` with a ``final_status`` gets one last beat after the loops ended:
+    ``DEAD`` for a process that stops, ``ALIVE`` with ``final_next_beat_in`` (its schedule's
+    period) for a scheduled invocation, whose next one comes by then.
     ``registry`` receives every loop's state (the heartbeat writer reports it).
     """
 
@@ -66,6 +67,7 @@ class LoopGroup:
         *,
         heartbeat: Heartbeat | None = None,
         final_status: str | None = None,
+        final_next_beat_in: float | None = None,
         time_left: TimeLeft | None = None,
         loop_clock: LoopClock | None = None,
         registry: LoopRegistry | None = None,
@@ -73,6 +75,7 @@ class LoopGroup:
         self.loops = list(loops)
         self.heartbeat = heartbeat
         self._final_status = final_status
+        self._final_next_beat_in = final_next_beat_in
         self._time_left = time_left
         self._loop_clock = loop_clock or LoopClock()
         self.registry = registry or LoopRegistry()
@@ -152,6 +155,6 @@ class LoopGroup:
         if self.heartbeat is None or self._final_status is None:
             return
         try:
-            self.heartbeat.beat(self._final_status)
+            self.heartbeat.beat(self._final_status, next_beat_in=self._final_next_beat_in)
         except TaskExecutorError as exc:
             log_event(log, "heartbeat_failed", logging.WARNING, error=str(exc))

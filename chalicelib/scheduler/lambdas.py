@@ -15,6 +15,8 @@ from typing import Protocol
 from chalicelib.runtime.loop import TimeLeft
 
 SCHEDULE = "rate(1 minute)"
+#: SCHEDULE's period: an invocation's last heartbeat says the next one comes by then.
+SCHEDULE_PERIOD_SEC = 60.0
 
 # The margin kept before the invocation's deadline: a fifth of the time the invocation had
 # when it started, within these bounds. It must cover one iteration plus returning.

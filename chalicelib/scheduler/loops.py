@@ -15,7 +15,7 @@ from datetime import timedelta
 from chalicelib.db.connection import Database
 from chalicelib.domain.clock import Clock, utcnow
 from chalicelib.domain.regions import RegionFilter
-from chalicelib.health.heartbeat import DEAD, HeartbeatWriter, instance_name
+from chalicelib.health.heartbeat import DEAD, SCHEDULER, HeartbeatWriter, instance_name
 from chalicelib.health.region import RegionRefresher
 from chalicelib.runtime.group import LoopGroup
 from chalicelib.runtime.loop import LoopClock, LoopSpec, TimeLeft
@@ -103,6 +103,7 @@ class Scheduler(LoopGroup):
         *,
         heartbeat: HeartbeatWriter | None = None,
         final_status: str | None = DEAD,
+        final_next_beat_in: float | None = None,
         time_left: TimeLeft | None = None,
         loop_clock: LoopClock | None = None,
         registry: LoopRegistry | None = None,
@@ -111,6 +112,7 @@ class Scheduler(LoopGroup):
             loops,
             heartbeat=heartbeat,
             final_status=final_status,
+            final_next_beat_in=final_next_beat_in,
             time_left=time_left,
             loop_clock=loop_clock,
             registry=registry,
@@ -126,6 +128,7 @@ class Scheduler(LoopGroup):
         clock: Clock = utcnow,
         component: str | None = None,
         final_status: str | None = DEAD,
+        final_next_beat_in: float | None = None,
         time_left: TimeLeft | None = None,
     ) -> Scheduler:
         """The named loops, the heartbeat writer and the region refresher over ``db``; the
@@ -134,6 +137,7 @@ class Scheduler(LoopGroup):
         registry = LoopRegistry(clock)
         heartbeat = HeartbeatWriter(
             db,
+            kind=SCHEDULER,
             component=component or instance_name("scheduler"),
             region=settings.region,
             clock=clock,
@@ -146,6 +150,7 @@ class Scheduler(LoopGroup):
             specs,
             heartbeat=heartbeat,
             final_status=final_status,
+            final_next_beat_in=final_next_beat_in,
             time_left=time_left,
             registry=registry,
         )

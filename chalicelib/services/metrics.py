@@ -1,9 +1,13 @@
 """GET /health and GET /metrics: what the database says about the whole deployment.
 
-Loops: every process writes its loops' states into its heartbeat row
-(:mod:`chalicelib.health.heartbeat`); /health reads the recent rows (one index range) and
-answers 503 ``LOOP_DOWN`` while one reports a loop down, and /metrics shows
-``te_loop_up{component,loop}``.
+Processes: every process beats into its heartbeat row with its kind and until when it
+counts as live (:mod:`chalicelib.health.heartbeat`). /metrics shows
+``te_live_processes{kind}`` for api, scheduler and worker, always (0, never an absent
+series, when none is live), and /health answers 503 ``PROCESS_DOWN`` naming each kind that
+has run in the deployment with no live process now. Loops: each row also carries its
+process's loops' states; /health answers 503 ``LOOP_DOWN`` while a recent one reports a
+loop down, and /metrics shows ``te_loop_up{component,loop}``. Both are one read of
+``region_heartbeats`` (index ranges bounded by the live processes).
 
 Every figure is read from the database (``metrics.sql``), never from this process's
 memory, so it is the same whichever API container answers and however many workers and
@@ -25,7 +29,7 @@ from typing import Any
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain import prometheus as prom
-from chalicelib.domain.loops import ReportedLoop, reported_loops
+from chalicelib.domain.loops import API, KindLiveness, ReportedLoop, kinds_from_json, reported_loops
 from chalicelib.errors import DatabaseError, DatabaseUnavailable
 
 WINDOW = timedelta(seconds=60)
@@ -58,10 +62,25 @@ class MetricsSnapshot:
     attempts: AttemptDurations
     events: dict[str, int]  #: cron_ticks_materialized / reclaimed in the window
     loops: tuple[ReportedLoop, ...] = ()  #: every loop of every process alive lately
+    kinds: tuple[KindLiveness, ...] = ()  #: live processes of each kind
     #: since counting began: (endpoint, outcome, attempts, executions ended), by endpoint
     #: and outcome, and (endpoint, error type, attempts) of the failed ones
     totals: Sequence[tuple[str, str, int, int]] = ()
     failed: Sequence[tuple[str, str, int]] = ()
+
+
+@dataclass(frozen=True)
+class HealthState:
+    """What GET /health judges: the kinds with no live process, the loops down."""
+
+    kinds: tuple[KindLiveness, ...]
+    loops_down: tuple[ReportedLoop, ...]
+
+    @property
+    def kinds_down(self) -> list[str]:
+        """The kinds that have run in the deployment and have no live process now (the API
+        answering is one: only a worker or a scheduler can be missing)."""
+        return [k.kind for k in self.kinds if k.down and k.kind != API]
 
 
 def oldest_due(tx: Transaction, now: datetime) -> datetime | None:
@@ -85,14 +104,19 @@ class MetricsService:
         except DatabaseError as exc:
             raise DatabaseUnavailable(f"health check: {exc.message}") from exc
 
-    def health(self) -> list[ReportedLoop]:
-        """The loops that recent heartbeats report down (one indexed read, which is also
-        the database check: :class:`DatabaseUnavailable` if it does not answer)."""
+    def health(self) -> HealthState:
+        """The kinds of process and the loops the heartbeats show (one indexed read, which
+        is also the database check: :class:`DatabaseUnavailable` if it does not answer)."""
         try:
-            rows = self._db.run(queries["metrics_loop_states"], fresh_since=self._fresh_since())
+            [row] = self._db.run(
+                queries["health_state"], now=self._clock(), fresh_since=self._fresh_since()
+            )
         except DatabaseError as exc:
             raise DatabaseUnavailable(f"health check: {exc.message}") from exc
-        return [loop for loop in _loops((r["component"], r["metadata"]) for r in rows) if loop.down]
+        return HealthState(
+            kinds=tuple(kinds_from_json(row["kinds"])),
+            loops_down=tuple(loop for loop in _loops(row["beats"]) if loop.down),
+        )
 
     def _fresh_since(self) -> datetime:
         return self._clock() - HEARTBEAT_FRESH
@@ -118,6 +142,7 @@ class MetricsService:
             attempts=_durations(row["durations"]),
             events=dict.fromkeys(EVENTS, 0) | {event: int(n) for event, n in row["events"]},
             loops=tuple(_loops(row["beats"])),
+            kinds=tuple(kinds_from_json(row["kinds"])),
             totals=row["totals"][0],
             failed=row["totals"][1],
         )
@@ -197,8 +222,9 @@ def families(snap: MetricsSnapshot) -> list[prom.Family]:
         ),
         prom.gauge(
             "te_oldest_due_lag_seconds",
-            "How long the oldest due execution (PENDING, QUEUED or RETRYING) has waited "
-            "past its run_at, paused endpoints left out; 0 when nothing is due.",
+            "How long the oldest due work has waited past its time: an execution not "
+            "claimed (QUEUED, RETRYING; paused endpoints left out), a DELAYED run not "
+            "promoted, a cron tick not materialized; 0 when nothing is due.",
             [(snap.oldest_due_lag_sec,)],
         ),
         prom.gauge(
@@ -230,6 +256,14 @@ def families(snap: MetricsSnapshot) -> list[prom.Family]:
             "te_executions_reclaimed_last_minute",
             f"RUNNING executions taken back from lost workers by all schedulers {window}.",
             [(snap.events["reclaimed"],)],
+        ),
+        prom.gauge(
+            "te_live_processes",
+            "Processes of each kind (api, scheduler, worker) whose heartbeat is fresh: beaten "
+            "within its interval (5 s) or, for a scheduled Lambda invocation, within the "
+            "minute until the next one, plus 10 s of grace. Always present: 0 when none is.",
+            [(k.kind, k.live) for k in snap.kinds],
+            ("kind",),
         ),
         prom.gauge(
             "te_loop_up",

@@ -22,6 +22,7 @@ from chalicelib.services.jobs.fastpath import KnownEndpoints
 from chalicelib.wiring.process import ProcessRoot
 
 if TYPE_CHECKING:
+    from chalicelib.health.heartbeat import BeatWhenServing
     from chalicelib.services.api_keys import ApiKeyService
     from chalicelib.services.batches import BatchService
     from chalicelib.services.configs import ConfigService
@@ -44,10 +45,40 @@ class ApiRoot:
         self._lock = threading.Lock()
         self._guards: tuple[Authenticator, RateLimiter] | None = None
         self._known = KnownEndpoints()
+        self._beat: BeatWhenServing | None = None
 
     @property
     def max_body_bytes(self) -> int:
         return self.process.settings.max_body_bytes
+
+    @property
+    def profile(self) -> str:
+        return self.process.settings.profile
+
+    def served(self) -> None:
+        """This API process is serving a request: its heartbeat (kind ``api``) when due,
+        on the health pool (a stalled database costs the request seconds at most)."""
+        with self._lock:
+            if self._beat is None:
+                # Here, not at import: the loop runtime it pulls in is no cold start's business.
+                from chalicelib.health.heartbeat import (
+                    API,
+                    BeatWhenServing,
+                    HeartbeatWriter,
+                    instance_name,
+                )
+
+                p = self.process
+                self._beat = BeatWhenServing(
+                    HeartbeatWriter(
+                        p.health_database(),
+                        kind=API,
+                        component=instance_name("api"),
+                        region=p.settings.region,
+                        clock=p.clock,
+                    )
+                )
+        self._beat.served()
 
     def guards(self) -> tuple[Authenticator, RateLimiter]:
         """The process's Authenticator and RateLimiter, built on the first request."""

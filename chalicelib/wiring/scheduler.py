@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from chalicelib.health.heartbeat import ALIVE
 from chalicelib.runtime.process import LoopGroupPart, ProcessRunner
-from chalicelib.scheduler.lambdas import LambdaContext, time_left_of
+from chalicelib.scheduler.lambdas import SCHEDULE_PERIOD_SEC, LambdaContext, time_left_of
 from chalicelib.scheduler.loops import LOOP_NAMES, Scheduler
 from chalicelib.wiring.process import ProcessRoot
 
@@ -52,7 +53,9 @@ def invoke(
         loops=[loop, *beside],
         clock=process.clock,
         component=f"scheduler/{loop}",
-        final_status=None,  # the next invocation comes within a minute: not dead
+        # Not dead: the next invocation comes within the schedule's period.
+        final_status=ALIVE,
+        final_next_beat_in=SCHEDULE_PERIOD_SEC,
         time_left=time_left_of(context),
     )
     part = LoopGroupPart("scheduler", scheduler)

@@ -24,7 +24,7 @@ from typing import Any
 
 from chalicelib.db.connection import Database
 from chalicelib.domain import prometheus as prom
-from chalicelib.health.heartbeat import DEAD, HeartbeatWriter, instance_name
+from chalicelib.health.heartbeat import DEAD, WORKER, HeartbeatWriter, instance_name
 from chalicelib.health.region import RegionRefresher
 from chalicelib.logs import log_event
 from chalicelib.runtime.group import LoopGroup
@@ -77,6 +77,7 @@ def background_loops(
     """Heartbeat, region refresher and metrics reporter for ``worker``; ``run(stop)`` them."""
     heartbeat = HeartbeatWriter(
         db,
+        kind=WORKER,
         component=instance_name("worker"),
         region=settings.region,
         metadata={"worker_id": worker.worker_id},

@@ -213,6 +213,21 @@ SETTING_GROUPS: list[tuple[str, list[tuple[str, str | None, str]]]] = [
                 "(`make run` and the tests set it)",
             ),
             ("region", None, "the region this process reports (multi-region is a stub)"),
+            (
+                "profile",
+                "`full`; the AWS stack sets the deployed profile",
+                "the deployment's process shape, `full` or `lean` "
+                "([deploy](../how-to/deploy.md)); `GET /health` reports it, and `make run "
+                "PROFILE=lean` runs lean's shape locally",
+            ),
+            (
+                "worker_scheduler_loops",
+                "empty; the lean profile's worker function: both",
+                "scheduler loops a worker Lambda invocation runs beside its claim, at their "
+                "own intervals (comma-separated: `delayed_promoter`, `cron_materializer`), "
+                "so near-term work is on time while the scheduler functions make one pass a "
+                "minute",
+            ),
         ],
     ),
     (
@@ -362,6 +377,8 @@ ERROR_MEANINGS: dict[tuple[str, int], str] = {
     ("DATABASE_UNAVAILABLE", 503): "the database cannot be reached (the process reconnects "
     "by itself)",
     ("DATABASE_CONTENTION", 503): "a transaction kept failing to serialize after every retry",
+    ("PROCESS_DOWN", 503): "`GET /health` only: a kind of process (`worker`, `scheduler`) has "
+    "run in the deployment and none of it is live now; `error.kinds` names them",
     ("LOOP_DOWN", 503): "`GET /health` only: a background loop of a process seen in the last "
     "15 s is down; `error.loops` lists them",
 }
@@ -432,9 +449,9 @@ def errors_page() -> str:
         "",
         "Every error answer has the envelope",
         '`{"error": {"code": "...", "message": "...", "request_id": "..."}}` and every answer',
-        "an `X-Request-Id` header; a few add a field to the envelope (`items`, `loops`). In",
-        "AWS, API Gateway's own answers (unknown routes, missing gateway keys, throttling,",
-        "oversized bodies) are mapped to the same envelope and codes",
+        "an `X-Request-Id` header; a few add a field to the envelope (`items`, `kinds`,",
+        "`loops`). In AWS, API Gateway's own answers (unknown routes, missing gateway keys,",
+        "throttling, oversized bodies) are mapped to the same envelope and codes",
         "([deploy](../how-to/deploy.md#errors-that-api-gateway-answers-itself)).",
         "",
         "| code | HTTP | when |",

@@ -28,12 +28,18 @@ SAM_USAGE_PLAN = f"{API_LOGICAL_ID}UsagePlan"
 
 #: Methods that cannot carry an ``x-api-key`` header: the dashboard's page and its files,
 #: which a browser loads by navigation (the app serves them without its own key too; every
-#: data call the page makes sends both keys), and ``GET /health``, which load balancers and
-#: uptime checks call without any key (it says only "up, database reachable"). SAM leaves
+#: data call the page makes sends both keys), and ``GET /health/live`` and ``GET /health``,
+#: which load balancers and uptime checks call without any key (they say only "serving",
+#: and "up, database reachable, no kind of process or loop missing"). SAM leaves
 #: a method whose security names ``api_key_false`` out of the API-wide ``ApiKeyRequired``
 #: default (the marker is what SAM writes itself for an event with ``ApiKeyRequired:
 #: false``, and it removes it).
-KEYLESS_METHODS = (("/health", "get"), ("/ui", "get"), ("/ui/{name}", "get"))
+KEYLESS_METHODS = (
+    ("/health", "get"),
+    ("/health/live", "get"),
+    ("/ui", "get"),
+    ("/ui/{name}", "get"),
+)
 
 
 def burst_for(rate_per_sec: float) -> int:

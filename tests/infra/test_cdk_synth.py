@@ -122,7 +122,7 @@ def test_the_dashboard_page_and_health_need_no_gateway_key_and_everything_else_d
     paths = synthesis.resources("AWS::Serverless::Api")["RestAPI"]["Properties"]["DefinitionBody"][
         "paths"
     ]
-    for path in ("/health", "/ui", "/ui/{name}"):
+    for path in ("/health", "/health/live", "/ui", "/ui/{name}"):
         assert paths[path]["get"]["security"] == [{"api_key_false": []}]
         assert "x-amazon-apigateway-integration" in paths[path]["get"]
     marked = sorted(
@@ -131,7 +131,7 @@ def test_the_dashboard_page_and_health_need_no_gateway_key_and_everything_else_d
         for method, operation in methods.items()
         if isinstance(operation, dict) and "security" in operation
     )
-    assert marked == ["GET /health", "GET /ui", "GET /ui/{name}"]
+    assert marked == ["GET /health", "GET /health/live", "GET /ui", "GET /ui/{name}"]
 
 
 def test_unknown_route_is_a_404_envelope(synthesis: Synthesis) -> None:

@@ -19,7 +19,13 @@ from tests.conftest import ApiClient
 
 #: Served without a key: the OpenAPI document, the load balancers' health check, and the
 #: dashboard's page and files (whose data calls carry the key).
-PUBLIC = {("GET", "/openapi.json"), ("GET", "/health"), ("GET", "/ui"), ("GET", "/ui/dummy-1")}
+PUBLIC = {
+    ("GET", "/openapi.json"),
+    ("GET", "/health"),
+    ("GET", "/health/live"),
+    ("GET", "/ui"),
+    ("GET", "/ui/dummy-1"),
+}
 
 
 def all_routes() -> list[tuple[str, str]]:

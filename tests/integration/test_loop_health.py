@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import pytest
 
 from chalicelib.db.connection import Database
-from chalicelib.health.heartbeat import DEAD, HeartbeatWriter
+from chalicelib.health.heartbeat import DEAD, SCHEDULER, HeartbeatWriter
 from chalicelib.runtime.loop import LoopSpec, Progress
 from chalicelib.runtime.registry import LoopRegistry
 from chalicelib.scheduler.loops import Scheduler
@@ -56,11 +56,13 @@ class Running:
 def failing_scheduler(database: Database) -> Iterator[Running]:
     """A loop group whose loop "doomed" always fails, beating every 50 ms, until stopped."""
     registry = LoopRegistry()
-    heartbeat = HeartbeatWriter(database, component=COMPONENT, registry=registry)
+    heartbeat = HeartbeatWriter(
+        database, kind=SCHEDULER, component=COMPONENT, registry=registry, interval_sec=0.05
+    )
     loops = [
         LoopSpec(name="doomed", interval_sec=0.01, iteration=doomed),
         LoopSpec(name="fine", interval_sec=0.05, iteration=Progress),
-        heartbeat.loop_spec(interval_sec=0.05),
+        heartbeat.loop_spec(),
     ]
     running = Running(Scheduler(loops, heartbeat=heartbeat, final_status=DEAD, registry=registry))
     yield running
@@ -89,14 +91,20 @@ def test_health_and_metrics_name_the_loop_that_is_down(
     assert failing_scheduler.group.registry.state("doomed").failures >= 3
 
 
-def test_health_is_200_again_once_the_process_stopped(
+def test_a_stopped_process_has_no_loop_down_but_its_kind_is_missing(
     api: ApiClient, database: Database, failing_scheduler: Running
 ) -> None:
     wait_for(lambda: reported_down(database), "the heartbeat to report the loop down", timeout=30)
-    assert api.get("/health", auth=False).status == 503
-    failing_scheduler.stop()  # a graceful stop writes DEAD: a stopped process is not down
+    assert api.get("/health", auth=False).error_code == "LOOP_DOWN"
+    failing_scheduler.stop()  # a graceful stop writes DEAD: its loops are no longer down
     [row] = database.run("SELECT status FROM region_heartbeats WHERE component = :c", c=COMPONENT)
     assert row["status"] == "DEAD"
+    # ... but it was the only scheduler: the deployment has none live now.
+    reply = api.get("/health", auth=False)
+    assert (reply.status, reply.error_code) == (503, "PROCESS_DOWN")
+    assert reply.body["error"]["kinds"] == ["scheduler"]
+    # Another scheduler beating makes the deployment whole again.
+    HeartbeatWriter(database, kind=SCHEDULER, component="scheduler@test-host:2").beat()
     assert api.get("/health", auth=False).status == 200
 
 
@@ -128,7 +136,7 @@ def test_odd_heartbeat_rows_neither_break_health_nor_stop_the_heartbeat(
     )
     registry = LoopRegistry()
     registry.running("fine")
-    HeartbeatWriter(database, component=COMPONENT, registry=registry).iteration()
+    HeartbeatWriter(database, kind=SCHEDULER, component=COMPONENT, registry=registry).iteration()
     [own] = database.run(
         "SELECT status, metadata FROM region_heartbeats WHERE component = :c", c=COMPONENT
     )
@@ -147,5 +155,6 @@ def test_odd_heartbeat_rows_neither_break_health_nor_stop_the_heartbeat(
 
 def test_the_health_read_is_a_range_of_the_heartbeat_index(database: Database) -> None:
     # /health is called by load balancers: it must cost the live processes, not the table.
-    used = indexes_used(database, "metrics_loop_states", fresh_since=datetime.now(UTC))
-    assert used == {"idx_region_heartbeats_beat"}, used
+    now = datetime.now(UTC)
+    used = indexes_used(database, "health_state", now=now, fresh_since=now)
+    assert used == {"idx_region_heartbeats_beat", "idx_region_heartbeats_kind"}, used

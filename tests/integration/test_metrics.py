@@ -49,7 +49,16 @@ def job(api: ApiClient, endpoint: str, key: str) -> str:
 
 def test_health_needs_no_key_and_says_the_database_answers(api: ApiClient) -> None:
     reply = api.get("/health", auth=False)
-    assert (reply.status, reply.body) == (200, {"status": "ok", "database": "ok"})
+    assert (reply.status, reply.body) == (
+        200,
+        {
+            "status": "ok",
+            "database": "ok",
+            "profile": "full",
+            # The answering API process beat before it read; nothing else has run.
+            "processes": {"api": 1, "scheduler": 0, "worker": 0},
+        },
+    )
 
 
 def test_health_is_503_in_the_envelope_when_the_database_is_unreachable(
@@ -293,6 +302,21 @@ def test_each_metrics_query_reads_an_index_not_the_history(
     assert used >= expected, used
 
 
+def seed_cron_jobs(database: Database, like_job: str, n: int, *, next_in: str) -> None:
+    """``n`` active cron jobs like ``like_job``'s endpoint, next tick ``next_in`` from now
+    (negative: overdue), so the lag's cron probe has a table to be bounded in."""
+    database.execute(
+        "INSERT INTO jobs (endpoint, endpoint_type, trigger_type, input, cron_expression,"
+        " cron_timezone, cron_next_run_at, endpoint_snapshot)"
+        " SELECT j.endpoint, j.endpoint_type, 'CRON', j.input, '* * * * *', 'UTC',"
+        " now() + CAST(:next_in AS INTERVAL), j.endpoint_snapshot"
+        " FROM jobs AS j, generate_series(1, :n) WHERE j.job_id = :job",
+        job=like_job,
+        n=n,
+        next_in=next_in,
+    )
+
+
 def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Database) -> None:
     """The statements /metrics, /overview and the queue_health line read, prepared as the
     service runs them, with the custom and the forced generic plan, over a history of
@@ -304,6 +328,7 @@ def test_the_delivery_figures_read_a_bounded_range_under_both_plans(database: Da
     paused = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
     late = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
     held = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
+    seed_cron_jobs(database, busy.job_id, 2000, next_in="1 hour")
     for job, status, n, age in (
         (busy, "SUCCESS", 5000, "1 day"),
         (paused, "QUEUED", 2000, "1 hour"),
@@ -454,6 +479,7 @@ def test_the_overviews_lag_is_every_endpoints_oldest_in_a_few_probes(database: D
     ready, held, paused, history = (
         seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1) for _ in range(4)
     )
+    seed_cron_jobs(database, history.job_id, 2000, next_in="1 hour")
     for job, status, parked, n, ago in (
         (history, "SUCCESS", False, 5000, "1 day"),
         (ready, "QUEUED", False, 3, "5 minutes"),
@@ -514,3 +540,18 @@ def test_the_overviews_lag_is_every_endpoints_oldest_in_a_few_probes(database: D
     assert oldest() == now - timedelta(minutes=20)
     database.execute("UPDATE endpoints SET paused_at = NULL WHERE name = :p", p=paused.endpoint)
     assert oldest() == per_endpoint() == now - timedelta(hours=3)
+    # A cron tick nobody materialized (no scheduler runs) is due work too; a paused cron
+    # job's is not (the materializer passes it over).
+    database.execute(
+        "UPDATE jobs SET cron_next_run_at = CAST(:at AS TIMESTAMPTZ), paused_at = now()"
+        " WHERE job_id = (SELECT min(job_id) FROM jobs WHERE trigger_type = 'CRON')",
+        at=now - timedelta(hours=5),
+    )
+    assert oldest() == now - timedelta(hours=3)
+    database.execute(
+        "UPDATE jobs SET cron_next_run_at = CAST(:at AS TIMESTAMPTZ)"
+        " WHERE job_id = (SELECT max(job_id) FROM jobs WHERE trigger_type = 'CRON')",
+        at=now - timedelta(hours=4),
+    )
+    assert oldest() == now - timedelta(hours=4)
+    bounded(database, queries["metrics_oldest_due"], {"now": now}, at_most=10)

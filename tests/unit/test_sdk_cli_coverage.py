@@ -73,6 +73,8 @@ COVERAGE: dict[str, tuple[str, tuple[str, ...]]] = {
 NOT_CLIENT_OPERATIONS = {
     "getDashboard": "the dashboard's HTML page, for a browser",
     "getDashboardFile": "the dashboard page's scripts and styles, for a browser",
+    "getLiveness": "a load balancer's probe of one container; `te health` reads the "
+    "deployment's state (GET /health)",
 }
 
 

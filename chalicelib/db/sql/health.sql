@@ -5,12 +5,16 @@
 -- One row per (region, component), overwritten on every beat: the table holds each
 -- component's latest sign of life, not a history. The explicit conflict target is the
 -- primary key (CockroachDB has UPSERT, PostgreSQL does not; ON CONFLICT works on both).
-INSERT INTO region_heartbeats (region, component, last_beat_at, status, metadata)
-VALUES (:region, :component, CAST(:now AS TIMESTAMPTZ), :status, CAST(:metadata AS JSONB))
+-- fresh_until is when the row stops counting as a live process of its kind (migration 022).
+INSERT INTO region_heartbeats (region, component, last_beat_at, status, metadata, kind, fresh_until)
+VALUES (:region, :component, CAST(:now AS TIMESTAMPTZ), :status, CAST(:metadata AS JSONB),
+        :kind, CAST(:fresh_until AS TIMESTAMPTZ))
 ON CONFLICT (region, component) DO UPDATE
 SET last_beat_at = excluded.last_beat_at,
     status = excluded.status,
-    metadata = excluded.metadata
+    metadata = excluded.metadata,
+    kind = excluded.kind,
+    fresh_until = excluded.fresh_until
 
 -- name: health_region_status
 -- Every region's row; the refresher logs what it read but serves ["default"] regardless

@@ -4,9 +4,27 @@
 -- name: housekeeping_prune_heartbeats
 -- region_heartbeats gets one row per process (<role>@<host>:<pid>) and a process that
 -- stopped beating (crashed, or wrote DEAD on shutdown) never comes back under that name:
--- rows silent since :cutoff (a day ago) are removed. The table holds a row per live
--- process plus a day of dead ones, so one unbounded DELETE stays small.
-DELETE FROM region_heartbeats WHERE last_beat_at < CAST(:cutoff AS TIMESTAMPTZ)
+-- rows silent since :cutoff (a day ago) are removed, except the newest row of each kind
+-- (migration 022): it is how GET /health knows that a kind has run in this deployment, so
+-- a worker stopped a week ago is still PROCESS_DOWN. The table holds a row per live
+-- process plus a day of dead ones, so one unbounded DELETE stays small; the newest row of
+-- each kind is a probe of idx_region_heartbeats_kind.
+WITH newest AS (
+    SELECT k.kind,
+           (
+               SELECT n.fresh_until
+               FROM region_heartbeats AS n
+               WHERE n.kind = k.kind
+               ORDER BY n.fresh_until DESC
+               LIMIT 1
+           ) AS fresh_until
+    FROM (VALUES ('api'), ('scheduler'), ('worker')) AS k (kind)
+)
+DELETE FROM region_heartbeats AS h
+WHERE h.last_beat_at < CAST(:cutoff AS TIMESTAMPTZ)
+  AND NOT EXISTS (
+      SELECT 1 FROM newest AS w WHERE w.kind = h.kind AND w.fresh_until = h.fresh_until
+  )
 
 -- name: housekeeping_purge_one_shot
 -- One-shot jobs created before :cutoff whose execution finished before :cutoff, with the

@@ -5,8 +5,17 @@
 -- GET /health: the database answers a trivial statement on a pooled connection.
 SELECT 1 AS ok
 
--- name: metrics_loop_states
--- GET /health's read (below); GET /metrics reads the same rows in metrics_snapshot.
+-- name: health_state
+-- GET /health's one read: the loops of the processes alive lately (below) and the
+-- processes by kind (metrics_live_processes); GET /metrics reads both in metrics_snapshot.
+SELECT
+-- The heartbeats' two columns of GET /health and GET /metrics: beats, [component, metadata]
+-- of each process alive lately; kinds, each kind's live processes.
+    (
+        SELECT COALESCE(
+                   json_agg(json_build_array(h.component, h.metadata)), CAST('[]' AS JSON)
+               )
+        FROM (
 -- The heartbeats of the processes alive lately (rows beaten since :fresh_since, a few beats ago;
 -- DEAD rows are graceful stops): each carries its loops' states in metadata.loop_states
 -- (chalicelib/health/heartbeat.py). GET /health answers 503 LOOP_DOWN when one reports a
@@ -20,6 +29,68 @@ WHERE last_beat_at >= CAST(:fresh_since AS TIMESTAMPTZ)
   AND status <> 'DEAD'
 ORDER BY last_beat_at DESC
 LIMIT 500
+        ) AS h
+    ) AS beats,
+-- Per kind of process (api, worker, scheduler), [kind, live, has run]: how many of its
+-- heartbeat rows are still fresh (fresh_until, written with every beat: the beat interval,
+-- or for a scheduled invocation the minute until the next one, plus a grace; DEAD rows are
+-- graceful stops), and whether any row of it exists at all (kept by the housekeeper: the
+-- newest row of each kind is never pruned). A range and a first entry of
+-- idx_region_heartbeats_kind per kind, the count capped so a fleet cannot make it long.
+    (
+        SELECT json_agg(
+                   json_build_array(
+                       k.kind,
+                       (
+                           SELECT count(*)
+                           FROM (
+                               SELECT 1
+                               FROM region_heartbeats AS h
+                               WHERE h.kind = k.kind
+                                 AND h.fresh_until >= CAST(:now AS TIMESTAMPTZ)
+                                 AND h.status <> 'DEAD'
+                               LIMIT 10000
+                           ) AS live
+                       ),
+                       EXISTS (SELECT 1 FROM region_heartbeats AS r WHERE r.kind = k.kind)
+                   )
+                   ORDER BY k.kind
+               )
+        FROM (VALUES ('api'), ('scheduler'), ('worker')) AS k (kind)
+    )
+    AS kinds
+
+-- name: health_live_processes
+-- The processes by kind alone (the housekeeper's queue_health line).
+SELECT
+-- Per kind of process (api, worker, scheduler), [kind, live, has run]: how many of its
+-- heartbeat rows are still fresh (fresh_until, written with every beat: the beat interval,
+-- or for a scheduled invocation the minute until the next one, plus a grace; DEAD rows are
+-- graceful stops), and whether any row of it exists at all (kept by the housekeeper: the
+-- newest row of each kind is never pruned). A range and a first entry of
+-- idx_region_heartbeats_kind per kind, the count capped so a fleet cannot make it long.
+    (
+        SELECT json_agg(
+                   json_build_array(
+                       k.kind,
+                       (
+                           SELECT count(*)
+                           FROM (
+                               SELECT 1
+                               FROM region_heartbeats AS h
+                               WHERE h.kind = k.kind
+                                 AND h.fresh_until >= CAST(:now AS TIMESTAMPTZ)
+                                 AND h.status <> 'DEAD'
+                               LIMIT 10000
+                           ) AS live
+                       ),
+                       EXISTS (SELECT 1 FROM region_heartbeats AS r WHERE r.kind = k.kind)
+                   )
+                   ORDER BY k.kind
+               )
+        FROM (VALUES ('api'), ('scheduler'), ('worker')) AS k (kind)
+    )
+AS kinds
 
 -- name: metrics_oldest_due
 -- GET /overview's lag and the queue_health line's; GET /metrics reads it in
@@ -31,7 +102,10 @@ LIMIT 500
 -- parks them within a pass: the bound the worker's claim has on the same walk); the oldest
 -- parked row of each endpoint that has some and is not paused (a held or flow-controlled
 -- endpoint's parked backlog is due and waiting: lag, as metrics_endpoint_lag counts it);
--- and the oldest due PENDING row not yet promoted (idx_executions_pending's first entry).
+-- the oldest due PENDING row not yet promoted (idx_executions_pending's first entry); and the
+-- oldest cron tick not yet materialized (idx_jobs_cron_due's first entry past paused jobs,
+-- as the materializer's scan): with no scheduler running, a tick that is never
+-- materialized has no execution to be late, and the lag must still grow.
 -- The minimum of metrics_endpoint_lag's values and that PENDING head, read in a few probes
 -- instead of two per endpoint (only /metrics needs each endpoint's lag).
 SELECT min(t.run_at) AS oldest_run_at
@@ -67,6 +141,17 @@ FROM (
     SELECT min(p.run_at) AS run_at
     FROM executions AS p
     WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
+    UNION ALL
+    SELECT tick.cron_next_run_at AS run_at
+    FROM (
+        SELECT j.cron_next_run_at
+        FROM jobs AS j
+        WHERE j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
+          AND j.cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
+          AND j.paused_at IS NULL
+        ORDER BY j.cron_next_run_at ASC
+        LIMIT 1
+    ) AS tick
 ) AS t
 
 -- The summary-row reads below (and overview.sql's) take a closed window [since, until]:
@@ -114,7 +199,10 @@ FROM (
 -- parks them within a pass: the bound the worker's claim has on the same walk); the oldest
 -- parked row of each endpoint that has some and is not paused (a held or flow-controlled
 -- endpoint's parked backlog is due and waiting: lag, as metrics_endpoint_lag counts it);
--- and the oldest due PENDING row not yet promoted (idx_executions_pending's first entry).
+-- the oldest due PENDING row not yet promoted (idx_executions_pending's first entry); and the
+-- oldest cron tick not yet materialized (idx_jobs_cron_due's first entry past paused jobs,
+-- as the materializer's scan): with no scheduler running, a tick that is never
+-- materialized has no execution to be late, and the lag must still grow.
 -- The minimum of metrics_endpoint_lag's values and that PENDING head, read in a few probes
 -- instead of two per endpoint (only /metrics needs each endpoint's lag).
 SELECT min(t.run_at) AS oldest_run_at
@@ -150,6 +238,17 @@ FROM (
     SELECT min(p.run_at) AS run_at
     FROM executions AS p
     WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
+    UNION ALL
+    SELECT tick.cron_next_run_at AS run_at
+    FROM (
+        SELECT j.cron_next_run_at
+        FROM jobs AS j
+        WHERE j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
+          AND j.cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
+          AND j.paused_at IS NULL
+        ORDER BY j.cron_next_run_at ASC
+        LIMIT 1
+    ) AS tick
 ) AS t
 
 -- The summary-row reads below (and overview.sql's) take a closed window [since, until]:
@@ -312,6 +411,8 @@ GROUP BY event
 ORDER BY event
         ) AS v
     ) AS events,
+-- The heartbeats' two columns of GET /health and GET /metrics: beats, [component, metadata]
+-- of each process alive lately; kinds, each kind's live processes.
     (
         SELECT COALESCE(
                    json_agg(json_build_array(h.component, h.metadata)), CAST('[]' AS JSON)
@@ -331,7 +432,35 @@ WHERE last_beat_at >= CAST(:fresh_since AS TIMESTAMPTZ)
 ORDER BY last_beat_at DESC
 LIMIT 500
         ) AS h
-    ) AS beats
+    ) AS beats,
+-- Per kind of process (api, worker, scheduler), [kind, live, has run]: how many of its
+-- heartbeat rows are still fresh (fresh_until, written with every beat: the beat interval,
+-- or for a scheduled invocation the minute until the next one, plus a grace; DEAD rows are
+-- graceful stops), and whether any row of it exists at all (kept by the housekeeper: the
+-- newest row of each kind is never pruned). A range and a first entry of
+-- idx_region_heartbeats_kind per kind, the count capped so a fleet cannot make it long.
+    (
+        SELECT json_agg(
+                   json_build_array(
+                       k.kind,
+                       (
+                           SELECT count(*)
+                           FROM (
+                               SELECT 1
+                               FROM region_heartbeats AS h
+                               WHERE h.kind = k.kind
+                                 AND h.fresh_until >= CAST(:now AS TIMESTAMPTZ)
+                                 AND h.status <> 'DEAD'
+                               LIMIT 10000
+                           ) AS live
+                       ),
+                       EXISTS (SELECT 1 FROM region_heartbeats AS r WHERE r.kind = k.kind)
+                   )
+                   ORDER BY k.kind
+               )
+        FROM (VALUES ('api'), ('scheduler'), ('worker')) AS k (kind)
+    )
+    AS kinds
 
 -- name: metrics_record_event
 -- Written by the materializer and the reclaimer inside the transaction that did the work

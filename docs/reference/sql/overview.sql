@@ -94,7 +94,10 @@ WHERE status = 'CANCELLED' AND completed_at >= CAST(:cancelled_since AS TIMESTAM
 -- parks them within a pass: the bound the worker's claim has on the same walk); the oldest
 -- parked row of each endpoint that has some and is not paused (a held or flow-controlled
 -- endpoint's parked backlog is due and waiting: lag, as metrics_endpoint_lag counts it);
--- and the oldest due PENDING row not yet promoted (idx_executions_pending's first entry).
+-- the oldest due PENDING row not yet promoted (idx_executions_pending's first entry); and the
+-- oldest cron tick not yet materialized (idx_jobs_cron_due's first entry past paused jobs,
+-- as the materializer's scan): with no scheduler running, a tick that is never
+-- materialized has no execution to be late, and the lag must still grow.
 -- The minimum of metrics_endpoint_lag's values and that PENDING head, read in a few probes
 -- instead of two per endpoint (only /metrics needs each endpoint's lag).
 SELECT min(t.run_at) AS oldest_run_at
@@ -130,6 +133,17 @@ FROM (
     SELECT min(p.run_at) AS run_at
     FROM executions AS p
     WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
+    UNION ALL
+    SELECT tick.cron_next_run_at AS run_at
+    FROM (
+        SELECT j.cron_next_run_at
+        FROM jobs AS j
+        WHERE j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
+          AND j.cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
+          AND j.paused_at IS NULL
+        ORDER BY j.cron_next_run_at ASC
+        LIMIT 1
+    ) AS tick
 ) AS t
 
 -- The summary-row reads below (and overview.sql's) take a closed window [since, until]:

@@ -7,7 +7,7 @@ from datetime import timedelta
 from chalicelib.db.connection import Database
 from chalicelib.domain.regions import ALL_REGIONS
 from chalicelib.health.evaluator import HealthEvaluator
-from chalicelib.health.heartbeat import DEAD, HeartbeatWriter, instance_name
+from chalicelib.health.heartbeat import DEAD, SCHEDULER, HeartbeatWriter, instance_name
 from chalicelib.health.region import RegionRefresher
 from tests.support.seed.scheduler import T0, FakeClock
 
@@ -18,11 +18,13 @@ def heartbeats(db: Database) -> list[dict[str, object]]:
 
 def test_heartbeat_upserts_one_row_per_region_and_component(database: Database) -> None:
     clock = FakeClock(T0)
-    writer = HeartbeatWriter(database, component="scheduler@a:1", clock=clock, metadata={"x": 1})
+    writer = HeartbeatWriter(
+        database, kind=SCHEDULER, component="scheduler@a:1", clock=clock, metadata={"x": 1}
+    )
     writer.iteration()
     clock.advance(seconds=5)
     writer.iteration()
-    other = HeartbeatWriter(database, component="scheduler@b:2", clock=clock)
+    other = HeartbeatWriter(database, kind=SCHEDULER, component="scheduler@b:2", clock=clock)
     other.beat()
     rows = heartbeats(database)
     assert [(r["region"], r["component"], r["status"]) for r in rows] == [
@@ -36,7 +38,7 @@ def test_heartbeat_upserts_one_row_per_region_and_component(database: Database) 
 
 
 def test_heartbeat_loop_runs_every_five_seconds(database: Database) -> None:
-    assert HeartbeatWriter(database, component="c").loop_spec().interval_sec == 5.0
+    assert HeartbeatWriter(database, kind=SCHEDULER, component="c").loop_spec().interval_sec == 5.0
     assert instance_name("scheduler").startswith("scheduler@")
 
 
