@@ -16,20 +16,47 @@ in an entry point) get one alarm per function.
 
 ``queue_health``
     the deployment's figures, logged once a minute by the housekeeper (in the
-    ``reclaim_stuck_executions`` function): ``oldest_due_lag_seconds``, and the delivery
-    ``attempts`` and ``failed_attempts`` of the last complete minute
-    (``chalicelib.scheduler.queue_health``). Each field becomes a metric, and two alarms
+    ``reclaim_stuck_executions`` function): ``oldest_due_lag_seconds``, the delivery
+    ``attempts`` and ``failed_attempts`` of the last complete minute, and how many worker
+    and scheduler processes have a fresh heartbeat (``live_workers``, ``live_schedulers``;
+    ``chalicelib.scheduler.queue_health``). Each field becomes a metric, and the alarms
     read them per minute, taking each minute's Maximum (overlapping invocations may log a
     minute twice): ``QueueLag`` when the lag stays above :data:`LAG_THRESHOLD_SEC` for
     :data:`LAG_MINUTES` minutes, ``DeliveryFailureRate`` (metric math: failed / attempts)
     when more than :data:`FAILURE_RATE_PERCENT` % of the attempts fail for
     :data:`FAILURE_RATE_MINUTES` minutes, in minutes of at least
     :data:`FAILURE_RATE_MIN_ATTEMPTS` attempts.
+
+A stopped process. The Prometheus rules read ``te_live_processes{kind}``; here:
+
+``WorkerStopped``
+    ``LiveWorkers`` below 1 in each of :data:`WORKER_STOPPED_MINUTES` minutes in a row (a
+    Fargate task killed, the worker Lambda no longer invoked or failing at start). A
+    minute without a line is not breaching: no line means the housekeeper's scheduler
+    is down, which is ``SchedulerStopped``'s alarm, and the line is what says whether a
+    worker runs.
+``SchedulerStopped``
+    the scheduler that logs the line cannot report its own death: the alarm reads
+    ``LiveSchedulers`` below 1 with missing data *breaching*, in each of
+    :data:`SCHEDULER_STOPPED_MINUTES` minutes in a row, so the line missing is the alarm
+    (a scheduler invocation's timing may leave one minute without a line; three in a row
+    are not chance).
+``<Function>NotInvoked``
+    per function EventBridge invokes on its schedule (each scheduler function and the
+    worker Lambda): Lambda's own ``Invocations`` below 1 in each of
+    :data:`SCHEDULER_STOPPED_MINUTES` minutes in a row, missing data (Lambda publishes
+    nothing for a minute without an invocation) breaching. The cron materializer or the
+    delayed promoter can stop alone (its rule disabled, its concurrency at 0) while the
+    housekeeper still logs: only these alarms see that.
+
+``QueueLag`` keeps missing data not breaching: its lag counts the cron ticks and DELAYED
+runs a stopped scheduler leaves behind, but with the housekeeper's function stopped there
+is no lag to read, and ``SchedulerStopped`` is the alarm that says so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from aws_cdk import Duration
@@ -49,6 +76,8 @@ QUEUE_HEALTH_METRICS = {
     "oldest_due_lag_seconds": "OldestDueLagSeconds",
     "attempts": "DeliveryAttempts",
     "failed_attempts": "DeliveryAttemptsFailed",
+    "live_workers": "LiveWorkers",
+    "live_schedulers": "LiveSchedulers",
 }
 # A healthy worker claims due work within its poll interval, so the lag stays at seconds;
 # the lean profile's scheduler adds at most a minute to a DELAYED run it promotes late.
@@ -63,6 +92,13 @@ LAG_MINUTES = 5
 FAILURE_RATE_PERCENT = 20
 FAILURE_RATE_MINUTES = 5
 FAILURE_RATE_MIN_ATTEMPTS = 5
+# A killed worker reads 0 within 15 s of its last beat (a Lambda worker's last beat counts
+# until its next invocation is due). 2 minutes leaves room for ECS replacing a stopped task
+# and is the Prometheus rule's `for: 2m` (TaskExecutorWorkerDown).
+WORKER_STOPPED_MINUTES = 2
+# Scheduled invocations jitter by seconds: a minute may pass without a queue_health line or
+# an invocation and the next have two. Three minutes in a row without one is a stop.
+SCHEDULER_STOPPED_MINUTES = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,7 +116,8 @@ class EventMetric:
 
 
 class Observability(Construct):
-    """SNS topic, event metrics + alarms, and Lambda error alarms."""
+    """SNS topic, event metrics + alarms, queue_health alarms, and per-function Lambda
+    alarms (errors; a scheduled function no longer invoked)."""
 
     def __init__(
         self,
@@ -94,7 +131,11 @@ class Observability(Construct):
         queue_health_log_group_name: str,
         lambda_function_names: dict[str, str],
         alarm_email: str | None,
+        scheduled_function_names: Mapping[str, str] | None = None,
     ) -> None:
+        """``lambda_function_names``: every function (logical id -> name), for the Errors
+        alarms; ``scheduled_function_names``: those EventBridge invokes on a schedule, for
+        the NotInvoked alarms."""
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "AlarmTopic", enforce_ssl=True)
         if alarm_email:
@@ -140,9 +181,33 @@ class Observability(Construct):
             threshold=FAILURE_RATE_PERCENT,
             minutes=FAILURE_RATE_MINUTES,
         )
+        self.worker_stopped_alarm = self._alarm(
+            "WorkerStopped",
+            f"No worker process has had a fresh heartbeat for {WORKER_STOPPED_MINUTES} "
+            "minutes (queue_health's live_workers): due executions wait unclaimed.",
+            figures["live_workers"],
+            threshold=1,
+            minutes=WORKER_STOPPED_MINUTES,
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+        )
+        self.scheduler_stopped_alarm = self._alarm(
+            "SchedulerStopped",
+            f"No queue_health line (or one with no live scheduler) for "
+            f"{SCHEDULER_STOPPED_MINUTES} minutes: the housekeeper's scheduler function has "
+            "stopped; DELAYED runs, cron ticks and lost executions may wait too.",
+            figures["live_schedulers"],
+            threshold=1,
+            minutes=SCHEDULER_STOPPED_MINUTES,
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            missing=cloudwatch.TreatMissingData.BREACHING,
+        )
         self.lambda_error_alarms = [
             self._lambda_errors_alarm(logical_id, function_name)
             for logical_id, function_name in lambda_function_names.items()
+        ]
+        self.not_invoked_alarms = [
+            self._not_invoked_alarm(logical_id, function_name)
+            for logical_id, function_name in (scheduled_function_names or {}).items()
         ]
 
     def _event_alarm(
@@ -210,9 +275,14 @@ class Observability(Construct):
         *,
         threshold: float,
         minutes: int,
+        comparison: cloudwatch.ComparisonOperator = (
+            cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
+        ),
+        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
     ) -> cloudwatch.Alarm:
-        """Above ``threshold`` in each of ``minutes`` minutes in a row; no data (no
-        scheduler logging: the Lambda Errors alarms' business) is not breaching."""
+        """Above (or as ``comparison`` says) ``threshold`` in each of ``minutes`` minutes in
+        a row; by default a minute without data (no scheduler logging: SchedulerStopped's
+        business) is not breaching."""
         alarm = cloudwatch.Alarm(
             self,
             f"{construct_id}Alarm",
@@ -221,8 +291,8 @@ class Observability(Construct):
             threshold=threshold,
             evaluation_periods=minutes,
             datapoints_to_alarm=minutes,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            comparison_operator=comparison,
+            treat_missing_data=missing,
         )
         alarm.add_alarm_action(self._action)
         return alarm
@@ -246,3 +316,24 @@ class Observability(Construct):
         )
         alarm.add_alarm_action(self._action)
         return alarm
+
+    def _not_invoked_alarm(self, logical_id: str, function_name: str) -> cloudwatch.Alarm:
+        """No invocation of a scheduled function in each of SCHEDULER_STOPPED_MINUTES
+        minutes (no data is no invocation: breaching)."""
+        return self._alarm(
+            f"{logical_id}NotInvoked",
+            f"The {logical_id} Lambda function has not been invoked for "
+            f"{SCHEDULER_STOPPED_MINUTES} minutes: its EventBridge schedule no longer runs "
+            "it (rule disabled or deleted, concurrency at 0).",
+            cloudwatch.Metric(
+                namespace="AWS/Lambda",
+                metric_name="Invocations",
+                dimensions_map={"FunctionName": function_name},
+                statistic=cloudwatch.Stats.SUM,
+                period=Duration.minutes(1),
+            ),
+            threshold=1,
+            minutes=SCHEDULER_STOPPED_MINUTES,
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            missing=cloudwatch.TreatMissingData.BREACHING,
+        )

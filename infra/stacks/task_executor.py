@@ -279,6 +279,12 @@ class TaskExecutorStack(Stack):
                 for logical_id in self.functions
             },
             alarm_email=self.config.alarm_email,
+            # Every function EventBridge invokes each minute: an alarm when it no longer is.
+            scheduled_function_names={
+                logical_id: self.chalice.get_resource(logical_id).ref
+                for logical_id in self.functions
+                if logical_id != API_FUNCTION
+            },
         )
 
     def _outputs(self) -> None:

@@ -164,7 +164,8 @@ def _event(kind: str, data: dict[str, Any], fields: tuple[str, ...]) -> None:
 @click.command()
 @json_option
 def health() -> None:
-    """GET /health: the API is up and its database answers (exit 1 otherwise)."""
+    """GET /health: the deployment's state: the database answers, no kind of process
+    (worker, scheduler) is missing and no loop is down (exit 1 otherwise)."""
     show(settings().client().health())
 
 

@@ -1,10 +1,13 @@
-"""The queue lag and delivery failure rate alarms, in the synthesized templates.
+"""The queue lag, delivery failure rate and stopped-process alarms, in the synthesized
+templates.
 
 They read the ``queue_health`` line the housekeeper logs once a minute
 (``chalicelib/scheduler/queue_health.py``; tests/integration/scheduler/test_queue_health.py
 checks its figures on the real database): here, that each field the code logs feeds a
 metric from the log group the housekeeper writes to, that the alarms read those metrics
-as docs/how-to/deploy.md says, and that the CloudWatch expression means what it says.
+as docs/how-to/deploy.md and docs/how-to/alerts.md say, that the CloudWatch expression
+means what it says, and that a scheduler that stops logging, or a scheduled function
+EventBridge stops invoking, is an alarm rather than a silence.
 """
 
 from __future__ import annotations
@@ -144,3 +147,93 @@ def test_the_deploy_page_states_the_thresholds_of_the_code(observability: Module
         f"`IF(attempts >= {rate[0]}, 100 * failed / attempts, 0)` above {rate[1]} (%) "
         f"in {rate[2]} minutes in a row"
     ) in page
+
+
+def _reads(alarm: dict[str, Any]) -> tuple[str, str, str, int]:
+    return alarm["Namespace"], alarm["MetricName"], alarm["Statistic"], alarm["Period"]
+
+
+def test_a_stopped_worker_is_live_workers_below_1_for_2_minutes(
+    template: Synthesis, observability: ModuleType
+) -> None:
+    alarm = _alarm(template, "WorkerStopped")
+    assert _reads(alarm) == ("TaskExecutor", "LiveWorkers", "Maximum", 60)
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("LessThanThreshold", 1)
+    minutes = observability.WORKER_STOPPED_MINUTES
+    assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == minutes == 2
+    # No line: the scheduler is down and SchedulerStopped says so; the line says the workers.
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert alarm["AlarmActions"]
+
+
+def test_a_stopped_scheduler_is_its_queue_health_line_missing_for_3_minutes(
+    template: Synthesis, observability: ModuleType
+) -> None:
+    alarm = _alarm(template, "SchedulerStopped")
+    assert _reads(alarm) == ("TaskExecutor", "LiveSchedulers", "Maximum", 60)
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("LessThanThreshold", 1)
+    minutes = observability.SCHEDULER_STOPPED_MINUTES
+    assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == minutes == 3
+    assert alarm["TreatMissingData"] == "breaching"  # the line missing is the alarm
+    assert alarm["AlarmActions"]
+
+
+def test_what_silences_the_lag_alarm_raises_the_scheduler_alarm(template: Synthesis) -> None:
+    """QueueLag treats a minute without a line as not breaching (there is no lag to read);
+    SchedulerStopped reads a field of the same line, from the same log group, as breaching."""
+    lag, stopped = _alarm(template, "QueueLag"), _alarm(template, "SchedulerStopped")
+    assert (lag["TreatMissingData"], stopped["TreatMissingData"]) == ("notBreaching", "breaching")
+    source = {
+        f["Properties"]["MetricTransformations"][0]["MetricName"]: (
+            f["Properties"]["FilterPattern"],
+            str(f["Properties"]["LogGroupName"]),
+        )
+        for f in template.resources("AWS::Logs::MetricFilter").values()
+    }
+    assert source[lag["MetricName"]] == source[stopped["MetricName"]]
+    assert source[lag["MetricName"]][0] == f'{{ $.event = "{EVENT}" }}'
+
+
+def test_every_scheduled_function_has_an_alarm_for_when_it_is_no_longer_invoked(
+    template: Synthesis, observability: ModuleType
+) -> None:
+    scheduled = {
+        logical_id
+        for logical_id, function in template.resources("AWS::Serverless::Function").items()
+        if any(
+            event["Type"] == "Schedule"
+            for event in function["Properties"].get("Events", {}).values()
+        )
+    }
+    assert {"MaterializeCronTicks", "PromoteDelayedExecutions", "ReclaimStuckExecutions"} <= (
+        scheduled
+    )
+    alarms = {
+        alarm["Properties"]["Dimensions"][0]["Value"]["Ref"]: alarm["Properties"]
+        for logical_id, alarm in template.resources("AWS::CloudWatch::Alarm").items()
+        if "NotInvokedAlarm" in logical_id
+    }
+    assert set(alarms) == scheduled  # the API handler is invoked by requests: none for it
+    minutes = observability.SCHEDULER_STOPPED_MINUTES
+    for alarm in alarms.values():
+        assert _reads(alarm) == ("AWS/Lambda", "Invocations", "Sum", 60)
+        assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("LessThanThreshold", 1)
+        assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == minutes
+        # Lambda publishes nothing for a minute without an invocation: missing is the alarm.
+        assert alarm["TreatMissingData"] == "breaching"
+        assert alarm["AlarmActions"]
+
+
+def test_the_alerts_page_states_the_stopped_process_alarms_of_the_code(
+    observability: ModuleType,
+) -> None:
+    page = (REPO_ROOT / "docs" / "how-to" / "alerts.md").read_text()
+    worker, scheduler = (
+        observability.WORKER_STOPPED_MINUTES,
+        observability.SCHEDULER_STOPPED_MINUTES,
+    )
+    assert f"`LiveWorkers` below 1 in {worker} minutes in a row" in page
+    assert f"`LiveSchedulers` below 1 or missing in {scheduler} minutes in a row" in page
+    assert f"`Invocations` below 1 or missing in {scheduler} minutes in a row" in page
+    lag = observability.LAG_THRESHOLD_SEC, observability.LAG_MINUTES
+    assert f"`OldestDueLagSeconds` above {lag[0]} in {lag[1]} minutes in a row" in page

@@ -197,10 +197,12 @@ def test_alarms_on_failed_and_reclaimed_executions(synthesis: Synthesis) -> None
     assert patterns == {
         "ExecutionsFailed": '{ $.event = "execution_failed" }',
         "ExecutionsReclaimed": '{ $.event = "reclaimed" }',
-        # The queue lag and failure rate alarms' (tests/infra/test_alarms.py).
+        # The queue lag, failure rate and stopped-process alarms' (tests/infra/test_alarms.py).
         "OldestDueLagSeconds": '{ $.event = "queue_health" }',
         "DeliveryAttempts": '{ $.event = "queue_health" }',
         "DeliveryAttemptsFailed": '{ $.event = "queue_health" }',
+        "LiveWorkers": '{ $.event = "queue_health" }',
+        "LiveSchedulers": '{ $.event = "queue_health" }',
     }
     alarms = synthesis.resources("AWS::CloudWatch::Alarm").values()
     alarmed = {

@@ -146,11 +146,14 @@ def test_the_alarms_are_as_documented(profile: tuple[dict[str, str], Synthesis])
 
     metrics = sorted(metric for alarm in alarms for metric in watched(alarm))
     functions = _functions(synthesis)
+    scheduled = [f for f in functions if f != "APIHandler"]
     assert metrics == sorted(
         [("TaskExecutor", "ExecutionsFailed"), ("TaskExecutor", "ExecutionsReclaimed")]
         + [("TaskExecutor", "OldestDueLagSeconds")]
         + [("TaskExecutor", "DeliveryAttempts"), ("TaskExecutor", "DeliveryAttemptsFailed")]
+        + [("TaskExecutor", "LiveWorkers"), ("TaskExecutor", "LiveSchedulers")]
         + [("AWS/Lambda", "Errors")] * len(functions)
+        + [("AWS/Lambda", "Invocations")] * len(scheduled)
     )
     # What an operator pays for: one alarm metric per metric an alarm reads.
     assert len(metrics) == int(cells["CloudWatch alarm metrics"])

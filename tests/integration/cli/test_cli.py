@@ -219,7 +219,8 @@ def test_the_config_file_supplies_url_and_key(te: Te, tmp_path: Path) -> None:
     config.write_text(f'url = "{te.url}"\napi_key = "{te.key}"\n')
     result = te("health", "--json", TE_URL="", TE_API_KEY="", TE_CONFIG=str(config))
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"status": "ok", "database": "ok"}
+    health = json.loads(result.stdout)
+    assert (health["status"], health["database"], health["profile"]) == ("ok", "ok", "full")
 
 
 def test_keys_create_a_working_key_and_revoke_it(te: Te) -> None:

@@ -23,7 +23,7 @@ def test_a_world_readable_config_file_with_a_key_is_used_with_a_warning(
     config = _config(tmp_path, te, 0o644)
     result = te("health", "--json", TE_URL="", TE_API_KEY="", TE_CONFIG=str(config))
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"status": "ok", "database": "ok"}
+    assert json.loads(result.stdout)["status"] == "ok"
     assert "warning" in result.stderr and str(config) in result.stderr
     assert "0644" in result.stderr and "chmod 600" in result.stderr
     assert te.key not in result.stderr

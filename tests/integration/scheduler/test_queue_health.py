@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from chalicelib.db.connection import Database
+from chalicelib.health.heartbeat import SCHEDULER, WORKER, HeartbeatWriter
 from chalicelib.logs import JsonFormatter
 from chalicelib.scheduler.housekeeper import Housekeeper
 from chalicelib.scheduler.queue_health import EVENT, QueueHealth
@@ -101,6 +102,8 @@ def test_the_housekeeper_logs_queue_health_once_a_minute_with_the_deployments_fi
             "oldest_due_lag_seconds": 90.0,
             "attempts": 5,
             "failed_attempts": 2,
+            "live_workers": 0,  # no process beats in this test
+            "live_schedulers": 0,
         }
         # The same lag GET /metrics shows at that instant (te_oldest_due_lag_seconds).
         assert MetricsService(database, lambda: now).snapshot().oldest_due_lag_sec == 90.0
@@ -114,6 +117,8 @@ def test_the_housekeeper_logs_queue_health_once_a_minute_with_the_deployments_fi
                 "oldest_due_lag_seconds": 150.0,
                 "attempts": 0,
                 "failed_attempts": 0,
+                "live_workers": 0,
+                "live_schedulers": 0,
             }
         ]
 
@@ -126,3 +131,25 @@ def test_nothing_due_and_nothing_delivered_is_zero_lag_and_no_attempts(
         Housekeeper(database, retention_days=0).run_once()
     [line] = lines(caplog)
     assert (line["oldest_due_lag_seconds"], line["attempts"], line["failed_attempts"]) == (0, 0, 0)
+
+
+def test_the_line_counts_the_live_workers_and_schedulers_as_metrics_does(
+    database: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two workers beat now, a third beat 16 s ago (killed: stale), one scheduler beats:
+    the line says 2 and 1, what te_live_processes shows at the same instant."""
+    now = datetime.now(UTC)
+
+    def beat(kind: str, component: str, at: datetime) -> None:
+        HeartbeatWriter(database, kind=kind, component=component, clock=lambda: at).beat()
+
+    beat(WORKER, "worker@h:1", now)
+    beat(WORKER, "worker@h:2", now)
+    beat(WORKER, "worker@h:3", now - timedelta(seconds=16))
+    beat(SCHEDULER, "scheduler@h:4", now)
+    with caplog.at_level(logging.INFO, logger="chalicelib.scheduler.queue_health"):
+        Housekeeper(database, retention_days=0, clock=lambda: now).run_once()
+    [line] = lines(caplog)
+    assert (line["live_workers"], line["live_schedulers"]) == (2, 1)
+    live = {k.kind: k.live for k in MetricsService(database, lambda: now).snapshot().kinds}
+    assert (live["worker"], live["scheduler"]) == (2, 1)
