@@ -151,6 +151,8 @@ class BeatWhenServing:
     def served(self) -> None:
         """A request is being served: beat now unless one was written within the interval."""
         now = self._monotonic()
+        if now < self._due:  # the common case, without the lock (a float read is atomic)
+            return
         with self._lock:
             if now < self._due:
                 return

@@ -56,8 +56,12 @@ class ApiRoot:
         return self.process.settings.profile
 
     def served(self) -> None:
-        """This API process is serving a request: its heartbeat (kind ``api``) when due,
-        on the health pool (a stalled database costs the request seconds at most)."""
+        """This API process is serving a request: its heartbeat (kind ``api``) when due, on
+        the ``api`` pool the request uses anyway (no connection of its own to open at a
+        cold start)."""
+        if self._beat is not None:
+            self._beat.served()
+            return
         with self._lock:
             if self._beat is None:
                 # Here, not at import: the loop runtime it pulls in is no cold start's business.
@@ -71,7 +75,7 @@ class ApiRoot:
                 p = self.process
                 self._beat = BeatWhenServing(
                     HeartbeatWriter(
-                        p.health_database(),
+                        p.database("api"),
                         kind=API,
                         component=instance_name("api"),
                         region=p.settings.region,
