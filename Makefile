@@ -37,9 +37,12 @@ $(TEST_STAMP): $(RUN_STAMP) requirements-dev.txt requirements-infra.txt
 
 venv: $(TEST_STAMP)
 
-## run: the whole local stack (API + worker + scheduler) on an embedded PostgreSQL.
+## run: the whole local stack (API + worker + scheduler) on an embedded PostgreSQL, in a
+## deployment profile's process shape: PROFILE=full (default: long-lived worker and
+## scheduler) or PROFILE=lean (the Lambda handlers invoked every minute, as EventBridge does).
+PROFILE ?= full
 run: $(RUN_STAMP)
-	$(PY) -m chalicelib.local
+	$(PY) -m chalicelib.local --profile $(PROFILE)
 
 ## test: lint (ruff, the import-linter layer contracts), type check, then the whole test
 ## suite (unit + integration), then the claim- and wake-up-sensitive tests again in

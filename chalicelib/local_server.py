@@ -238,13 +238,21 @@ def make_api_server(
     return server
 
 
-def banner(host: str, port: int, api_key: str | None, api: bool) -> None:
+#: What the banner says each profile runs beside the API.
+PROFILE_SHAPES = {
+    "full": "the worker and the scheduler running all the time, as on Fargate",
+    "lean": "the worker and scheduler Lambda handlers invoked every minute, as EventBridge does",
+}
+
+
+def banner(host: str, port: int, api_key: str | None, api: bool, profile: str = "full") -> None:
     """What ``make run`` prints once the stack is up: where, the key, how to stop."""
     shown = "localhost" if host in ("0.0.0.0", "", "127.0.0.1") else host  # noqa: S104
     url = f"http://{shown}:{port}"
     if api:
         lines = [
             f"Task Executor is running on {url}",
+            f"Profile: {profile} ({PROFILE_SHAPES.get(profile, profile)})",
             f"API key: {api_key}",
             f"Try:     curl -s -H 'Authorization: Bearer {api_key}' {url}/endpoints",
             f"Dashboard: {url}/ui    OpenAPI: {url}/openapi.json    Stop: Ctrl-C",
@@ -252,6 +260,7 @@ def banner(host: str, port: int, api_key: str | None, api: bool) -> None:
     else:
         lines = [
             "Task Executor worker and scheduler are running (the API: `chalice local`)",
+            f"Profile: {profile} ({PROFILE_SHAPES.get(profile, profile)})",
             f"API key: {api_key}",
             "Stop: Ctrl-C",
         ]

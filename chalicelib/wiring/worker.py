@@ -6,17 +6,26 @@ over a worker built from one :class:`~chalicelib.wiring.process.ProcessRoot`.
 in-flight deliveries get up to ``TE_WORKER_SHUTDOWN_TIMEOUT_SEC`` to finish and be
 recorded. Whatever is still running then stays RUNNING in the database for the stuck
 reclaimer, and the process exits without waiting for those delivery threads.
+
+A Lambda invocation (:class:`LambdaWorker`) beats every 5 s while it claims, and last an
+``ALIVE`` beat that counts until the next invocation is due; beside its claim it runs the
+loops its container hands it (:mod:`chalicelib.wiring.lambdas`: the scheduler loops
+``TE_WORKER_SCHEDULER_LOOPS`` names). This module does not build them: ``python -m
+chalicelib.worker`` imports it, and the worker package never imports the scheduler.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from chalicelib.logs import log_event
+from chalicelib.runtime.loop import LoopSpec
 from chalicelib.runtime.process import ProcessRunner
 from chalicelib.wiring.process import ProcessRoot
+from chalicelib.worker.background import lambda_heartbeat
 from chalicelib.worker.factory import Worker, build_worker
 from chalicelib.worker.lambdas import LambdaContext, invocation_limits
 from chalicelib.worker.runner import WorkerPart
@@ -53,24 +62,53 @@ def main() -> int:
     return runner.exit(runner.run())
 
 
-class LambdaWorker:
-    """One worker per Lambda container, built on the first invocation, kept for warm ones."""
+#: Builds the loops a worker invocation runs beside its claim, once per container.
+HostedLoops = Callable[[ProcessRoot], Sequence[LoopSpec]]
 
-    def __init__(self, process: ProcessRoot) -> None:
+
+class LambdaWorker:
+    """One worker per Lambda container, built on the first invocation, kept for warm ones
+    with the loops it hosts (``hosted``: built then, so their state lasts as the worker's).
+
+    ``next_invocation_in``: the schedule's period, which an invocation's last heartbeat
+    counts on (the next invocation comes by then).
+    """
+
+    def __init__(
+        self,
+        process: ProcessRoot,
+        *,
+        next_invocation_in: float,
+        hosted: HostedLoops = lambda _process: (),
+    ) -> None:
         self.process = process
+        self._next_invocation_in = next_invocation_in
+        self._build_hosted = hosted
         self._lock = threading.Lock()
         self._worker: Worker | None = None
+        self._hosted: Sequence[LoopSpec] = ()
 
     def invoke(self, context: LambdaContext) -> dict[str, Any]:
-        """Claim until the invocation's margin, then drain (:mod:`chalicelib.worker.lambdas`)."""
+        """Claim until the invocation's margin, then drain (:mod:`chalicelib.worker.lambdas`);
+        the heartbeat and the hosted scheduler loops run while it claims."""
         worker = self._shared()
         until, drain_timeout = invocation_limits(context)
+        settings = self.process.settings
+        beside = lambda_heartbeat(
+            worker,
+            settings,
+            worker.db,
+            # Not dead: the next invocation comes within the schedule's period.
+            next_invocation_in=self._next_invocation_in,
+            hosted=self._hosted,
+        )
         part = WorkerPart(
             worker,
-            self.process.settings,
+            settings,
             drain_timeout=drain_timeout,
             until=until,
             background=False,
+            while_claiming=beside,
             keep=True,
         )
         outcome = ProcessRunner([part], name="worker", announce=False).run()
@@ -81,6 +119,12 @@ class LambdaWorker:
             "worker_id": worker.worker_id,
             "drained": stats["drained"],
             "in_flight": worker.in_flight,
+            # What each hosted loop did (executions promoted, ticks materialized).
+            "hosted": {
+                spec.name: beside.stats[spec.name].total
+                for spec in self._hosted
+                if spec.name in beside.stats
+            },
         }
         log_event(log, "worker_invocation_done", **result)
         return result
@@ -90,6 +134,7 @@ class LambdaWorker:
             if self._worker is None:
                 self.process.configure_logging()
                 self._worker = worker_of(self.process)
+                self._hosted = self._build_hosted(self.process)
             return self._worker
 
     def close(self) -> None:

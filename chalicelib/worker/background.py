@@ -12,19 +12,24 @@
 
 They run as a :class:`~chalicelib.runtime.group.LoopGroup` (the loop runtime the scheduler
 uses too; the worker does not import the scheduler), beside :meth:`Worker.run`.
+
+A Lambda invocation runs a smaller group while it claims (:func:`lambda_heartbeat`): the
+heartbeat, whose last beat says the next invocation comes within the schedule's period,
+and the loops the composition root hands it (the scheduler loops a lean worker hosts). No
+metrics reporter or server: the invocation returns its own summary.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from chalicelib.db.connection import Database
 from chalicelib.domain import prometheus as prom
-from chalicelib.health.heartbeat import DEAD, WORKER, HeartbeatWriter, instance_name
+from chalicelib.health.heartbeat import ALIVE, DEAD, WORKER, HeartbeatWriter, instance_name
 from chalicelib.health.region import RegionRefresher
 from chalicelib.logs import log_event
 from chalicelib.runtime.group import LoopGroup
@@ -67,6 +72,18 @@ def report_metrics(worker: Worker, last: dict[str, Any] | None = None) -> Progre
     return Progress()
 
 
+def worker_heartbeat(worker: Worker, settings: Settings, db: Database) -> HeartbeatWriter:
+    """The worker's heartbeat: ``worker@<host>:<pid>``, with the states of its loops."""
+    return HeartbeatWriter(
+        db,
+        kind=WORKER,
+        component=instance_name("worker"),
+        region=settings.region,
+        metadata={"worker_id": worker.worker_id},
+        registry=worker.loops,  # claim and finalize too, beside the group's loops
+    )
+
+
 def background_loops(
     worker: Worker,
     settings: Settings,
@@ -75,14 +92,7 @@ def background_loops(
     metrics_interval_sec: float = METRICS_INTERVAL_SEC,
 ) -> LoopGroup:
     """Heartbeat, region refresher and metrics reporter for ``worker``; ``run(stop)`` them."""
-    heartbeat = HeartbeatWriter(
-        db,
-        kind=WORKER,
-        component=instance_name("worker"),
-        region=settings.region,
-        metadata={"worker_id": worker.worker_id},
-        registry=worker.loops,  # claim and finalize too, beside these loops
-    )
+    heartbeat = worker_heartbeat(worker, settings, db)
     last_report: dict[str, Any] = {}
     metrics = LoopSpec(
         name="worker_metrics",
@@ -93,13 +103,33 @@ def background_loops(
     return LoopGroup(loops, heartbeat=heartbeat, final_status=DEAD, registry=worker.loops)
 
 
+def lambda_heartbeat(
+    worker: Worker,
+    settings: Settings,
+    db: Database,
+    *,
+    next_invocation_in: float,
+    hosted: Sequence[LoopSpec] = (),
+) -> LoopGroup:
+    """A Lambda invocation's loops beside its claim: the heartbeat every 5 s and the
+    ``hosted`` loops, their states in the worker's registry; once they end, a last ``ALIVE``
+    beat that counts until the next invocation (``next_invocation_in`` seconds) is due."""
+    heartbeat = worker_heartbeat(worker, settings, db)
+    return LoopGroup(
+        [heartbeat.loop_spec(), *hosted],
+        heartbeat=heartbeat,
+        final_status=ALIVE,
+        final_next_beat_in=next_invocation_in,
+        registry=worker.loops,
+    )
+
+
 @contextmanager
-def running_background(worker: Worker, settings: Settings) -> Iterator[None]:
-    """Run the background loops while the block runs; a final DEAD heartbeat at the end."""
+def running(group: LoopGroup, name: str) -> Iterator[None]:
+    """Run ``group`` in a thread while the block runs; on exit its loops are stopped and
+    waited for (up to 10 s), its last beat written."""
     stop = threading.Event()
-    server = metrics_server(worker, settings)
-    group = background_loops(worker, settings, worker.db)
-    thread = threading.Thread(target=group.run, args=(stop,), name="te-worker-background")
+    thread = threading.Thread(target=group.run, args=(stop,), name=name)
     thread.daemon = True  # never keeps a stopping process alive
     thread.start()
     try:
@@ -107,6 +137,16 @@ def running_background(worker: Worker, settings: Settings) -> Iterator[None]:
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+@contextmanager
+def running_background(worker: Worker, settings: Settings) -> Iterator[None]:
+    """Run the background loops while the block runs; a final DEAD heartbeat at the end."""
+    server = metrics_server(worker, settings)
+    try:
+        with running(background_loops(worker, settings, worker.db), "te-worker-background"):
+            yield
+    finally:
         if server is not None:
             server.stop()
 

@@ -4,7 +4,8 @@ The long-lived process, the local stack and each Lambda invocation run a :class:
 through a :class:`WorkerPart`: claim and deliver until stopped (or ``until()``), then drain
 in-flight deliveries for ``drain_timeout()`` seconds and, unless the worker is kept for the
 next invocation, close it. The long-lived shapes run the worker's background loops
-(heartbeat, region refresher, metrics) beside it.
+(heartbeat, region refresher, metrics) beside it until it is closed; a Lambda invocation
+runs its own group (heartbeat, hosted scheduler loops) while it claims.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from chalicelib.runtime.group import LoopGroup
 from chalicelib.settings import Settings
-from chalicelib.worker.background import running_background
+from chalicelib.worker.background import running, running_background
 from chalicelib.worker.ring import Worker
 
 
@@ -23,7 +25,9 @@ class WorkerPart:
     """Run ``worker`` until :meth:`stop` or ``until()``; drain, then close unless ``keep``.
 
     ``background`` runs the heartbeat, region refresher and metrics reporter beside it
-    (the long-lived shapes; a Lambda invocation runs none).
+    until it is closed (the long-lived shapes); ``while_claiming`` is a loop group run only
+    while it claims, ended with the claim, before the drain (a Lambda invocation's:
+    :func:`~chalicelib.worker.background.lambda_heartbeat`).
     """
 
     name = "worker"
@@ -36,6 +40,7 @@ class WorkerPart:
         drain_timeout: Callable[[], float],
         until: Callable[[], bool] | None = None,
         background: bool = True,
+        while_claiming: LoopGroup | None = None,
         keep: bool = False,
     ) -> None:
         self.worker = worker
@@ -43,6 +48,7 @@ class WorkerPart:
         self._drain_timeout = drain_timeout
         self._until = until
         self._background = background
+        self._while_claiming = while_claiming
         self._keep = keep
         self._stop = threading.Event()
 
@@ -56,7 +62,8 @@ class WorkerPart:
 
     def run(self) -> dict[str, Any]:
         with self._beside():
-            self.worker.run(self._stop, until=self._until)
+            with self._claiming():
+                self.worker.run(self._stop, until=self._until)
             drained = self.worker.drain(self._drain_timeout())
             left = self.worker.in_flight
             if not self._keep:
@@ -71,3 +78,8 @@ class WorkerPart:
         if not self._background:
             return nullcontext()
         return running_background(self.worker, self._settings)
+
+    def _claiming(self) -> AbstractContextManager[None]:
+        if self._while_claiming is None:
+            return nullcontext()
+        return running(self._while_claiming, "te-worker-invocation")

@@ -11,12 +11,19 @@ A *profile* sets three choices at once, each of which may also be given on its o
     Lambda; the Fargate task has a public IP in a public subnet; the three scheduler Lambdas
     loop at their sub-second intervals for about 65 s of every minute.
 ``lean``
-    the worker runs once, as the long-poll Lambda (no VPC, no container, no public IP); the
-    scheduler Lambdas make one pass per minute, looking 75 s ahead, instead of looping.
+    the worker runs once, as the long-poll Lambda (no VPC, no container, no public IP),
+    which also runs the delayed promoter and the cron materializer at their sub-second
+    intervals while it claims; the scheduler Lambdas make one pass per minute, looking 75 s
+    ahead, instead of looping.
+
+Each scheduled function's timeout and settings overrides come from ``chalicelib/profiles.py``
+(:meth:`DeploymentConfig.scheduled_functions`), the table the local stack (``make run
+PROFILE=lean``) runs too.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +31,15 @@ from typing import Any
 from constructs import Node
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# chalicelib/profiles.py imports nothing but the standard library. The repository root is on
+# sys.path only while it is imported: Chalice's packaging later imports the deployed
+# project's app.py, which an earlier root on the path must not shadow.
+sys.path.insert(0, str(REPO_ROOT))
+try:
+    from chalicelib.profiles import ScheduledFunction, deployment_functions
+finally:
+    sys.path.remove(str(REPO_ROOT))
 
 # The values CloudWatch Logs accepts for RetentionInDays.
 VALID_RETENTION_DAYS = frozenset(
@@ -138,6 +154,14 @@ class DeploymentConfig:
     def lambda_worker(self) -> bool:
         """The worker runs as the scheduled long-poll ``run_worker`` Lambda."""
         return self.worker in ("both", "lambda")
+
+    def scheduled_functions(self) -> dict[str, ScheduledFunction]:
+        """Each scheduled function (deployed or not) with its timeout and settings overrides,
+        as the scheduler and worker choices of this deployment set them."""
+        return deployment_functions(
+            scheduler_loop=bool(self.scheduler_loop),
+            lone_worker=self.lambda_worker and not self.fargate_worker,
+        )
 
     @classmethod
     def from_context(cls, node: Node) -> DeploymentConfig:

@@ -1,10 +1,12 @@
 """The Task Executor stack: the Chalice app, the Fargate worker, secrets and alarms.
 
 The construct id of the stack is the Chalice stage (``chalice.cdk.Chalice`` takes its stage
-from its scope), so ``.chalice/config.json``'s stage settings (timeouts, memory) apply
-unless the deployment's profile overrides them (``stacks.config``: the ``lean`` profile's
-short scheduler invocations, the lone worker Lambda's budget); the CloudFormation stack
-name is ``task-executor-<stage>``.
+from its scope), so ``.chalice/config.json``'s stage settings (memory, the API's timeout)
+apply; each scheduled function's timeout and settings overrides are the deployment's
+(``chalicelib/profiles.py`` through ``stacks.config``: the ``lean`` profile's short
+scheduler invocations, the lone worker Lambda's budget and the scheduler loops it hosts),
+and every process gets ``TE_PROFILE``. The CloudFormation stack name is
+``task-executor-<stage>``.
 """
 
 from __future__ import annotations
@@ -41,22 +43,10 @@ SCHEDULED_FUNCTIONS = {
 }
 LAMBDA_FUNCTIONS = [API_FUNCTION, *SCHEDULED_FUNCTIONS.values()]
 RUN_WORKER = SCHEDULED_FUNCTIONS["run_worker"]
-SCHEDULER_FUNCTIONS = [
-    SCHEDULED_FUNCTIONS[name]
-    for name in ("materialize_cron_ticks", "promote_delayed_executions", "reclaim_stuck_executions")
-]
 
-# scheduler_loop=false: each scheduled invocation makes one pass and returns near the end of
-# this budget (the loop runner waits out its time; it keeps a fifth of it, 2 s, in reserve).
-ONE_PASS_TIMEOUT_SEC = 10
-# ... and looks this far ahead, so a pass covers the minute until the next one with room
-# for EventBridge's jitter: cron ticks and DELAYED runs due before then are QUEUED with
-# their run_at, and the worker's claim still waits for run_at.
-ONE_PASS_LOOKAHEAD_SEC = 75
-# worker=lambda: the lone worker Lambda claims until 20 s are left (chalicelib/worker/
-# lambdas.py), so an 80 s budget claims for the 60 s until the next invocation: one
-# claiming loop at a time. The lean profile also halves its memory (its RSS is ~40 MB).
-LONE_WORKER_TIMEOUT_SEC = 80
+# The lone worker Lambda of the lean profile at half the memory (its RSS is ~40 MB). Its
+# timeout and every scheduled function's, and their settings overrides, are
+# chalicelib/profiles.py's (DeploymentConfig.scheduled_functions).
 LEAN_WORKER_MEMORY_MB = 512
 
 
@@ -138,27 +128,20 @@ class TaskExecutorStack(Stack):
         self._outputs()
 
     def _apply_profile(self) -> None:
-        """Timeouts, memory and loop intervals the profile sets over .chalice/config.json."""
-        if not self.config.scheduler_loop:
-            for logical_id in SCHEDULER_FUNCTIONS:
-                self.chalice.get_resource(logical_id).add_property_override(
-                    "Timeout", ONE_PASS_TIMEOUT_SEC
-                )
-            self.chalice.add_environment_variable(
-                "TE_CRON_TICK_INTERVAL_SEC",
-                str(ONE_PASS_LOOKAHEAD_SEC),
-                SCHEDULED_FUNCTIONS["materialize_cron_ticks"],
+        """Timeouts, memory and settings overrides of the scheduled functions deployed."""
+        for name, function in self.config.scheduled_functions().items():
+            logical_id = SCHEDULED_FUNCTIONS[name]
+            if logical_id not in self.functions:
+                continue
+            resource = self.chalice.get_resource(logical_id)
+            resource.add_property_override("Timeout", function.timeout_sec)
+            for key, value in function.env.items():
+                self.chalice.add_environment_variable(key, value, logical_id)
+        lone_worker = self.config.lambda_worker and not self.config.fargate_worker
+        if lone_worker and self.config.profile == "lean":
+            self.chalice.get_resource(RUN_WORKER).add_property_override(
+                "MemorySize", LEAN_WORKER_MEMORY_MB
             )
-            self.chalice.add_environment_variable(
-                "TE_PROMOTE_INTERVAL_MS",
-                str(ONE_PASS_LOOKAHEAD_SEC * 1000),
-                SCHEDULED_FUNCTIONS["promote_delayed_executions"],
-            )
-        if self.config.lambda_worker and not self.config.fargate_worker:
-            run_worker = self.chalice.get_resource(RUN_WORKER)
-            run_worker.add_property_override("Timeout", LONE_WORKER_TIMEOUT_SEC)
-            if self.config.profile == "lean":
-                run_worker.add_property_override("MemorySize", LEAN_WORKER_MEMORY_MB)
 
     def _lambda_log_groups(self) -> dict[str, logs.LogGroup]:
         """One log group per function, with retention, owned by the stack.
@@ -185,6 +168,7 @@ class TaskExecutorStack(Stack):
             # (docs/explanation/design.md, database rules).
             "TE_CLAIM_STRATEGY": "conditional_update",
             "TE_REGION": self.config.te_region,
+            "TE_PROFILE": self.config.profile,
         }
 
     def _configure_lambda_environment(self) -> None:

@@ -4,7 +4,10 @@ The page's table "What each profile deploys" is read as data (one column per pro
 checked against the synthesized templates: which Lambda functions exist with which budget
 and memory, the Fargate worker and its network, NAT gateways, and the alarms. Further tests
 pin what the page says in prose: no loop runs twice in ``lean``, its scheduler makes one
-pass per minute with a look-ahead, no public IP unless asked.
+pass per minute with a look-ahead while its worker Lambda hosts the fast promoter and
+materializer, no public IP unless asked. Each scheduled function's timeout and settings
+overrides are ``chalicelib/profiles.py``'s, the table the local stack (``make run
+PROFILE=lean``) invokes too, and every process knows its profile (``TE_PROFILE``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any
 
 import pytest
 from conftest import REPO_ROOT, Synthesis
+
+from chalicelib import profiles
 
 DEPLOY_DOC = REPO_ROOT / "docs" / "how-to" / "deploy.md"
 TABLE_TITLE = "What each profile deploys"
@@ -61,6 +66,23 @@ def _functions(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
 
 
 PROFILES = ["synthesis", "lean_synthesis", "lean_fargate_synthesis"]
+#: chalice function name -> the template's logical id.
+LOGICAL_IDS = {
+    "materialize_cron_ticks": "MaterializeCronTicks",
+    "promote_delayed_executions": "PromoteDelayedExecutions",
+    "reclaim_stuck_executions": "ReclaimStuckExecutions",
+    "run_worker": "RunWorker",
+}
+#: Each synthesis: (its profile, the table of its scheduled functions, in chalicelib/profiles.py).
+TABLES = {
+    "synthesis": ("full", profiles.PROFILES["full"]),
+    "lean_synthesis": ("lean", profiles.PROFILES["lean"]),
+    # The lean scheduler with the worker on Fargate: no RunWorker to host the fast loops.
+    "lean_fargate_synthesis": (
+        "lean",
+        profiles.deployment_functions(scheduler_loop=False, lone_worker=False),
+    ),
+}
 
 
 @pytest.fixture(params=PROFILES)
@@ -313,3 +335,80 @@ def test_unknown_profile_and_worker_values_are_refused() -> None:
     assert (lean.worker, lean.worker_public_ip, lean.scheduler_loop) == ("lambda", False, False)
     mixed = DeploymentConfig(profile="lean", worker="both", scheduler_loop=True)
     assert (mixed.fargate_worker, mixed.lambda_worker, mixed.scheduler_loop) == (True, True, True)
+
+
+#: Every setting a profile overrides on some function.
+OVERRIDDEN = {
+    key
+    for table in profiles.PROFILES.values()
+    for function in table.values()
+    for key in function.env
+}
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_each_scheduled_function_is_deployed_as_chalicelib_profiles_says(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    """The timeouts and settings the stack deploys are the table the local stack runs."""
+    synthesis: Synthesis = request.getfixturevalue(name)
+    _, table = TABLES[name]
+    assert set(table) == set(profiles.SCHEDULED_FUNCTIONS) == set(LOGICAL_IDS)
+    functions = _functions(synthesis)
+    deployed = {
+        function: functions[logical_id]
+        for function, logical_id in LOGICAL_IDS.items()
+        if logical_id in functions
+    }
+    assert set(deployed) == set(table) - (
+        {"run_worker"} if name == "lean_fargate_synthesis" else set()
+    )
+    for function, props in deployed.items():
+        expected = table[function]
+        env = props["Environment"]["Variables"]
+        assert int(props["Timeout"]) == expected.timeout_sec, function
+        assert {k: env[k] for k in OVERRIDDEN if k in env} == dict(expected.env), function
+
+
+def test_the_profile_tables_are_what_the_deployment_choices_make() -> None:
+    """PROFILES holds the two named shapes; the CDK's mixes come from the same builder."""
+    for name, (scheduler_loop, lone_worker) in {
+        "full": (True, False),
+        "lean": (False, True),
+    }.items():
+        built = profiles.deployment_functions(
+            scheduler_loop=scheduler_loop, lone_worker=lone_worker
+        )
+        assert built == dict(profiles.PROFILES[name])
+    lean = profiles.PROFILES["lean"]
+    assert lean["run_worker"].env == {
+        "TE_WORKER_SCHEDULER_LOOPS": "delayed_promoter,cron_materializer"
+    }
+    assert all(not function.env for function in profiles.PROFILES["full"].values())
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_every_process_knows_its_profile(name: str, request: pytest.FixtureRequest) -> None:
+    """TE_PROFILE on every Lambda function and the Fargate worker (``GET /health`` says it)."""
+    synthesis: Synthesis = request.getfixturevalue(name)
+    profile, _ = TABLES[name]
+    for logical_id, props in _functions(synthesis).items():
+        assert props["Environment"]["Variables"]["TE_PROFILE"] == profile, logical_id
+    for task in synthesis.resources("AWS::ECS::TaskDefinition").values():
+        (container,) = task["Properties"]["ContainerDefinitions"]
+        env = {e["Name"]: e["Value"] for e in container["Environment"]}
+        assert env["TE_PROFILE"] == profile
+        assert "TE_WORKER_SCHEDULER_LOOPS" not in env
+
+
+def test_the_lean_worker_lambda_hosts_the_fast_scheduler_loops(lean_synthesis: Synthesis) -> None:
+    """The lean worker runs the promoter and the materializer at their own (default,
+    sub-second) intervals while it claims: no interval override reaches it."""
+    from chalicelib.settings import WORKER_HOSTED_LOOPS, load_settings
+
+    env = _functions(lean_synthesis)["RunWorker"]["Environment"]["Variables"]
+    plain = {k: v for k, v in env.items() if isinstance(v, str)}
+    settings = load_settings(plain)
+    assert sorted(settings.worker_scheduler_loops.split(",")) == sorted(WORKER_HOSTED_LOOPS)
+    assert "TE_CRON_TICK_INTERVAL_SEC" not in env and "TE_PROMOTE_INTERVAL_MS" not in env
+    assert settings.profile == "lean"
