@@ -80,7 +80,8 @@ QUEUE_HEALTH_METRICS = {
     "live_schedulers": "LiveSchedulers",
 }
 # A healthy worker claims due work within its poll interval, so the lag stays at seconds;
-# the lean profile's scheduler adds at most a minute to a DELAYED run it promotes late.
+# one-pass scheduler functions with no worker Lambda to run the promoter (lean with
+# worker=fargate) add at most a minute to a DELAYED run they promote late.
 # Twice that, for 5 minutes running (the oldest then at least 7 minutes late): the workers
 # are down or saturated, or an endpoint's flow control admits less than arrives. The
 # Prometheus rule (docs/alerts/prometheus-rules.yml) holds per endpoint the same 120 s.
