@@ -278,6 +278,34 @@ def test_pause_cancels_a_tick_materialized_ahead(
     assert logs[-1]["message"] == "Job paused before this tick; execution CANCELLED."
 
 
+def test_a_resume_before_a_tick_the_pause_cancelled_fires_it(
+    api: ApiClient, database: Database, endpoint: str
+) -> None:
+    """The lean profile's scheduler materializes ticks 75 s ahead: a pause cancels such a
+    tick, and a resume before it makes it the job's next tick again. It must fire (it was
+    skipped: the cancelled execution held the tick's idempotency key), once, however often
+    the job is paused and resumed before it."""
+    job = cron_job(api, cron="* * * * *", timezone="UTC", starts_at=None)
+    tick = (datetime.now(UTC) + timedelta(minutes=2)).replace(second=0, microsecond=0)
+    database.run(
+        "UPDATE jobs SET cron_next_run_at = :tick WHERE job_id = :id", tick=tick, id=job["job_id"]
+    )
+    ahead = CronMaterializer(database, lookahead=timedelta(minutes=3))
+    for _ in range(2):  # materialized ahead, paused, resumed: twice over
+        ahead.run_once()
+        assert api.post(f"/jobs/{job['job_id']}/pause").status == 200
+        resumed = api.post(f"/jobs/{job['job_id']}/resume")
+        assert resumed.status == 200
+        assert _job_row(database, job["job_id"])["cron_next_run_at"] <= tick
+    CronMaterializer(database, lookahead=timedelta(seconds=150)).run_once()
+    rows = database.run(
+        "SELECT status, run_at FROM executions WHERE job_id = :id ORDER BY created_at",
+        id=job["job_id"],
+    )
+    at_tick = [r["status"] for r in rows if r["run_at"] == tick]
+    assert at_tick == ["CANCELLED", "CANCELLED", "QUEUED"], rows
+
+
 def test_a_pause_after_the_due_scan_wins_over_the_tick(
     api: ApiClient, database: Database, endpoint: str
 ) -> None:

@@ -540,15 +540,21 @@ SELECT execution_id FROM logged
 -- paused_at IS NULL, so a pause racing a tick either commits first (no tick) or finds the
 -- tick materialized. cancelled/logged: a tick the scheduler materialized ahead of time
 -- (look-ahead: QUEUED, run_at still in the future) must not fire while paused, so it is
--- CANCELLED as jobs_retire does; it counts as skipped even for a catch-up resume (its
--- idempotency key is taken). Due and running executions are in flight and continue.
+-- CANCELLED as jobs_retire does, and gives up the tick's idempotency key (suffixed with its
+-- own id, unique however often a tick is paused): a resume before that tick makes it the
+-- job's next tick again, and the materializer must then be able to insert it. Keeping the
+-- key skipped it silently (ON CONFLICT DO NOTHING), which in the lean profile, whose
+-- scheduler looks 75 s ahead, lost the first tick after nearly every pause and resume. A
+-- catch-up resume leaves cron_next_run_at past it: a cancelled tick is not caught up.
+-- Due and running executions are in flight and continue.
 WITH paused AS (
     UPDATE jobs SET paused_at = COALESCE(paused_at, now())
     WHERE job_id = :job_id AND trigger_type = 'CRON' AND status = 'ACTIVE'
     RETURNING job_id
 ), cancelled AS (
     UPDATE executions AS e
-    SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
+    SET status = 'CANCELLED', completed_at = now(), worker_id = NULL,
+        idempotency_key = e.idempotency_key || ':paused:' || CAST(e.execution_id AS TEXT)
     FROM paused AS p
     WHERE e.job_id = p.job_id AND e.status = 'QUEUED' AND e.run_at > now()
     RETURNING e.execution_id, e.attempt_count
