@@ -89,7 +89,9 @@ def per_job_table(t: dict[str, Any]) -> str:
         "| WAL bytes | worker CPU µs | machine CPU µs (cores busy) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for key, figures in med.items():
+    # In the run's order (PgQueuer first), also when read back from bench.json (sorted keys).
+    order = {key: i for i, key in enumerate(PER_JOB_LABELS)}
+    for key, figures in sorted(med.items(), key=lambda kv: order.get(kv[0], len(order))):
         label = PER_JOB_LABELS.get(key, key).format(_spread(t))
         lines.append(
             f"| {label} | {_f(figures.get('statements'), '{:.3g}')} "
@@ -98,7 +100,9 @@ def per_job_table(t: dict[str, Any]) -> str:
             f"{_f(figures.get('wal_bytes'))} | {_f(figures.get('worker_cpu_us'))} | "
             f"{_f(figures.get('machine_cpu_us'))} ({_f(figures.get('cores_busy'), '{:.2f}')}) |"
         )
-    for key, figures in ratios.items():
+    for key, figures in sorted(
+        ratios.items(), key=lambda kv: order.get(kv[0].split("/")[0], len(order))
+    ):
         system = key.split("/")[0]
         label = PER_JOB_LABELS.get(system, system).format(_spread(t))
         lines.append(
@@ -312,6 +316,7 @@ def _other_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
             )
         )
     rows += _fairness_rows(res.get("fairness"))
+    rows += _on_time_rows(res.get("on_time"))
     return rows
 
 
@@ -332,6 +337,98 @@ def _fairness_rows(f: dict[str, Any] | None) -> list[tuple[str, str, str]]:
             )
         )
     return rows
+
+
+ON_TIME_LABELS = {
+    "delayed": "DELAYED, created 2-70 s ahead",
+    "cron_first_after_create": "cron, first tick after creation",
+    "cron_first_after_replace": "cron, first tick after PUT (replaced)",
+    "cron_first_after_resume": "cron, first tick after pause + resume",
+    "cron_later": "cron, every later tick",
+}
+
+
+def _on_time_rows(o: dict[str, Any] | None) -> list[tuple[str, str, str]]:
+    """Workload 13, one row per profile: the worst category (the table below has them all)."""
+    if o is None:
+        return []
+    if _status(o):
+        return [("on time in every profile", _status(o) or "", "")]
+    rows = []
+    for profile, r in (o.get("profiles") or {}).items():
+        w = (o.get("worst") or {}).get(profile)
+        value = _status(r) or (
+            f"worst category p99 {_f(w.get('p99_ms'))} / max {_f(w.get('max_ms'))} ms over "
+            f"{w.get('samples')} starts; {w.get('undelivered')} undelivered, "
+            f"{w.get('unexpected')} unexpected"
+            if w
+            else "n/a"
+        )
+        rows.append(
+            (
+                f"on time, profile {profile}: DELAYED and cron starts - their time",
+                value,
+                "p99, max <= 1000 ms; none undelivered",
+            )
+        )
+    return rows
+
+
+def on_time_table(o: dict[str, Any] | None) -> str:
+    """Workload 13: lateness per profile and category (bench/on_time.py)."""
+    profiles = (o or {}).get("profiles") or {}
+    if not profiles:
+        return ""
+    lines = [
+        "| profile | starts | samples (expected) | p50 ms | p99 ms | max ms | > 1 s "
+        "| undelivered |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    notes = []
+    for profile, r in profiles.items():
+        if _status(r):
+            lines.append(f"| {profile} | {_status(r)} | | | | | | |")
+            continue
+        for key, label in ON_TIME_LABELS.items():
+            c = (r.get("categories") or {}).get(key) or {}
+            missing = c.get("undelivered_by_status") or {}
+            lines.append(
+                f"| {profile} | {label} | {c.get('count')} ({c.get('expected')}) | "
+                f"{_f(c.get('p50_ms'))} | {_f(c.get('p99_ms'))} | {_f(c.get('max_ms'))} | "
+                f"{c.get('over_1s')} | {c.get('undelivered')}"
+                + (f" ({', '.join(f'{k}: {v}' for k, v in missing.items())})" if missing else "")
+                + " |"
+            )
+        unexpected = r.get("unexpected_ticks") or {}
+        notes.append(
+            f"{profile}: run {r.get('started_at')} ({r.get('duration_s')} s, load average at "
+            f"start {r.get('loadavg_at_start')}), ticks {', '.join(r.get('boundaries') or [])}; "
+            f"{sum(unexpected.values())} unexpected executions"
+            + (f" ({', '.join(f'{k}: {v}' for k, v in unexpected.items())})" if unexpected else "")
+            + f", {r.get('duplicate_ticks')} duplicate ticks, {r.get('ambiguous_ticks')} "
+            f"ambiguous ticks left out, {r.get('api_errors')} API errors."
+        )
+    return "\n".join(lines) + "\n\n" + "\n".join(f"* {n}" for n in notes)
+
+
+def _runs_note(res: dict[str, Any]) -> list[str]:
+    """The workloads a later subset run (``run.py --only``) replaced: when and where."""
+    out = []
+    for phase, info in (res.get("runs") or {}).items():
+        if info.get("started_at") == res.get("started_at"):
+            continue
+        m = info.get("machine") or {}
+        out.append(
+            f"`{phase}` is from a later run ({info.get('started_at')}, {info.get('duration_s')}"
+            f" s, {m.get('nproc')} CPUs ({m.get('cpu_model')}), commit {m.get('git_commit')}"
+            + (
+                f" plus uncommitted changes in {', '.join(m['git_dirty'])}"
+                if m.get("git_dirty")
+                else ""
+            )
+            + f", load average at start {m.get('loadavg_at_start')})."
+        )
+    return out
 
 
 def table(res: dict[str, Any]) -> str:
@@ -368,6 +465,8 @@ def render(res: dict[str, Any], out_dir: Path) -> str:
         f"shared_buffers={pg.get('shared_buffers')}.",
         f"Throughput figures are medians of {res.get('config', {}).get('rounds')} round(s) of "
         f"N={res.get('config', {}).get('n')}; ratios are medians of per-round ratios.",
+        *(line for note in _runs_note(res) for line in ("", note)),
+        *([""] if _runs_note(res) else []),
         "",
     ]
     body = "\n".join(head) + table(res) + "\n"
@@ -380,6 +479,13 @@ def render(res: dict[str, Any], out_dir: Path) -> str:
         needed = cores_for_target(res.get("throughput") or {})
         if needed:
             body += "\n" + needed + "\n"
+    on_time = on_time_table(res.get("on_time"))
+    if on_time:
+        body += (
+            "\nOn time in every profile (workload 13, `bench/on_time.py`): the local stack in "
+            "each deployment profile, lateness = the sink's receive time - the execution's "
+            "run_at (a cron execution's tick):\n\n" + on_time + "\n"
+        )
     plots = plot(res, out_dir)
     if plots:
         body += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in plots) + "\n"
@@ -391,7 +497,7 @@ def render(res: dict[str, Any], out_dir: Path) -> str:
 def plot(res: dict[str, Any], out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     made = []
-    for fn in (_plot_throughput, _plot_latency, _plot_precision, _plot_scale):
+    for fn in (_plot_throughput, _plot_latency, _plot_precision, _plot_scale, _plot_on_time):
         path = fn(res, out_dir)
         if path is not None:
             made.append(path)
@@ -433,7 +539,10 @@ def _cdf(ax: Any, samples: list[float], label: str) -> None:
 
 def _plot_latency(res: dict[str, Any], out_dir: Path) -> Path | None:
     lat = res.get("latency") or {}
-    series = {k: v.get("samples_ms") for k, v in lat.items() if isinstance(v, dict)}
+    # In the run's order, also when read back from bench.json (sorted keys).
+    order = ("local_stack", "separate_worker", "pgqueuer", "separate_worker_poll_only")
+    keys = sorted(lat, key=lambda k: order.index(k) if k in order else len(order))
+    series = {k: lat[k].get("samples_ms") for k in keys if isinstance(lat[k], dict)}
     if not any(series.values()):
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -481,6 +590,27 @@ def _plot_scale(res: dict[str, Any], out_dir: Path) -> Path | None:
     ax.set_title("Scale: cost vs terminal history")
     ax.legend()
     return _save(fig, out_dir / "scale.png")
+
+
+def _plot_on_time(res: dict[str, Any], out_dir: Path) -> Path | None:
+    profiles = ((res.get("on_time") or {}).get("profiles")) or {}
+    shown = {p: r for p, r in profiles.items() if isinstance(r, dict) and r.get("samples_ms")}
+    if not shown:
+        return None
+    fig, axes = plt.subplots(1, len(shown), figsize=(6 * len(shown), 4), squeeze=False)
+    for ax, (profile, r) in zip(axes[0], shown.items(), strict=True):
+        for i, (key, label) in enumerate(ON_TIME_LABELS.items()):
+            samples = sorted(r["samples_ms"].get(key) or [])
+            if not samples:
+                label += " (no samples)"
+            ys = [(j + 1) / len(samples) for j in range(len(samples))]
+            ax.plot(samples, ys, label=label, color=f"C{i}")  # one colour per category
+        ax.axvline(1000, color="#cc3311", linestyle="--", linewidth=1)
+        ax.set_xlabel("lateness (ms)")
+        ax.set_ylabel("fraction")
+        ax.set_title(f"On time, profile {profile}")
+        ax.legend(fontsize=7)
+    return _save(fig, out_dir / "on_time.png")
 
 
 def _save(fig: Any, path: Path) -> Path:

@@ -1,11 +1,17 @@
-"""Benchmark driver: ``make bench`` (full) and ``make bench-quick`` (about 4 minutes).
+"""Benchmark driver: ``make bench`` (full, about 30 minutes) and ``make bench-quick`` (about
+10 minutes; workload 13, on time in both profiles, waits for minute boundaries: about 10 and
+5 minutes of each).
 
 Starts its own durable PostgreSQL and an nginx sink under bench/.work, runs every workload,
 prints a table and writes bench/results/ (bench.json, RESULTS.md, PNG plots); quick runs
 write bench/results/quick/ instead so the committed full results stay intact.
 
 Usage: run.py [--quick] [--only throughput,latency,delayed,cron,scale,api,batch,coldstart,
-package,memory] [--rounds K] [--spread-endpoints K]
+package,memory,fairness,on_time] [--rounds K] [--spread-endpoints K]
+
+A run of a subset (``--only``) is merged into the existing bench.json of its mode: the
+workloads it ran replace theirs, the others are kept, and ``runs`` records when and where
+each replaced workload was measured (RESULTS.md says so for those not of the header's run).
 
 ``--spread-endpoints K`` adds a run to each throughput round: ours, 1 worker, the N
 executions spread evenly over K endpoints with the same sink URL (key ``ours_1w_spread``).
@@ -14,15 +20,18 @@ executions spread evenly over K endpoints with the same sink URL (key ``ours_1w_
 from __future__ import annotations
 
 import argparse
+import json
 import time
 import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import batches
 import fairness
 import jobcost
+import on_time
 import ours
 import peers
 import pgbench_ref
@@ -44,6 +53,7 @@ PHASES = [
     "package",
     "memory",
     "fairness",
+    "on_time",
 ]
 
 FULL = {
@@ -58,6 +68,9 @@ FULL = {
     "batches": 20,
     "memory_n": 2000,
     "fairness": (120, 500),
+    # Workload 13, per profile: DELAYED jobs, cron jobs kept / replaced / paused and resumed,
+    # how many minute boundaries, and before which one the replaces and resumes fall.
+    "on_time": on_time.FULL,
     # Issue 26 asks the same ratio with the load spread over 20 endpoints.
     "spread_endpoints": 20,
 }
@@ -73,6 +86,7 @@ QUICK = {
     "batches": 4,
     "memory_n": 600,
     "fairness": (120, 200),
+    "on_time": on_time.QUICK,
 }
 
 
@@ -202,6 +216,51 @@ def _ratios(rounds: list[dict[str, Any]]) -> dict[str, float | None]:
     return out
 
 
+#: The configuration keys each workload reads (a subset run merges only its own).
+PHASE_CONFIG = {
+    "throughput": ("n", "rounds", "pgbench_s", "spread_endpoints"),
+    "latency": ("latency_s",),
+    "delayed": ("delayed",),
+    "cron": ("cron",),
+    "scale": ("scale",),
+    "api": ("api_n",),
+    "batch": ("batches",),
+    "memory": ("memory_n",),
+    "fairness": ("fairness",),
+    "on_time": ("on_time",),
+}
+
+
+def merge_subset(path: Path, new: dict[str, Any], ran: list[str]) -> dict[str, Any]:
+    """A subset run (``--only``) merged into the results already at ``path`` (same mode):
+    the workloads it ran replace theirs, the others and the header are kept, and
+    ``runs[workload]`` says when, where and on what commit each replaced one was measured.
+    Without earlier results of the same mode, the subset's own results."""
+    try:
+        old = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return new
+    if old.get("mode") != new.get("mode"):
+        return new
+    merged = dict(old)
+    runs = dict(old.get("runs") or {})
+    config = dict(old.get("config") or {})
+    for phase in ran:
+        merged[phase] = new.get(phase)
+        runs[phase] = {
+            "started_at": new["started_at"],
+            "duration_s": new["duration_s"],
+            "machine": new["machine"],
+            "config": new["config"],
+        }
+        for key in PHASE_CONFIG.get(phase, ()):
+            if key in new["config"]:
+                config[key] = new["config"][key]
+    merged["runs"], merged["config"] = runs, config
+    progress(f"merged {', '.join(ran)} into the results of {old.get('started_at')} in {path}")
+    return merged
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -266,6 +325,7 @@ def main() -> None:
             "package": workloads.package_size,
             "memory": lambda: workloads.memory(server, cfg["memory_n"]),
             "fairness": lambda: fairness.fairness(server, sink, *cfg["fairness"]),
+            "on_time": lambda: on_time.on_time(server, sink, cfg["on_time"], guarded),
         }
         for phase in PHASES:
             if phase in only:
@@ -274,6 +334,9 @@ def main() -> None:
         sink.stop()
         server.stop()
     results["duration_s"] = round(time.monotonic() - t0, 1)
+    ran = [p for p in PHASES if p in only]
+    if set(ran) != set(PHASES):
+        results = merge_subset(out_dir / "bench.json", results, ran)
     write_json(out_dir / "bench.json", results)
     print(report.render(results, out_dir))
     progress(f"wrote {out_dir}/bench.json, RESULTS.md and plots")
