@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chalicelib.api.http import Resource, shown
-from chalicelib.api.jobs import render_job
+from chalicelib.api.jobs import render_job, request_trace
 from chalicelib.api.pagination import page_response, parse_page
 from chalicelib.services.batches import Batch
 from chalicelib.services.executions import parse_execution_status
@@ -38,7 +38,8 @@ def render_batch(batch: Batch) -> dict[str, Any]:
 @resource.route("/jobs/batch", methods=["POST"])
 def create_batch() -> dict[str, Any]:
     """Up to 1,000 job requests in one transaction; per-item status, in order."""
-    result = resource.services.batch_service().create(resource.json_body())
+    with resource.services.traced("POST /jobs/batch", request_trace(resource.request)) as trace:
+        result = resource.services.batch_service().create(resource.json_body(), trace=trace)
     return {"batch_id": result.batch_id, "items": [render_item(o) for o in result.items]}
 
 

@@ -8,12 +8,14 @@ and the API imports nothing of the root.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
 
 from chalice import Chalice
 
 if TYPE_CHECKING:
     from chalicelib.api.auth import Authenticator, RateLimiter
+    from chalicelib.domain.trace_context import TraceContext
     from chalicelib.services.api_keys import ApiKeyService
     from chalicelib.services.batches import BatchService
     from chalicelib.services.configs import ConfigService
@@ -41,6 +43,12 @@ class ApiContext(Protocol):
         """A request is being served: the process's heartbeat, when one is due."""
 
     def guards(self) -> tuple[Authenticator, RateLimiter]: ...
+
+    def traced(
+        self, name: str, incoming: TraceContext | None
+    ) -> AbstractContextManager[TraceContext | None]:
+        """The API call ``name`` as a span of ``incoming``'s trace where tracing is on
+        (:mod:`chalicelib.tracing`); yields the trace context its jobs keep."""
 
     def job_service(self) -> JobService: ...
 

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from chalice.app import Request
+
 from chalicelib.api.executions import (
     render_execution_detail,
     render_execution_summary,
@@ -25,6 +27,7 @@ from chalicelib.domain.cron import render_local
 from chalicelib.domain.jobs import parse_job_filters
 from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.domain.timefmt import iso
+from chalicelib.domain.trace_context import TRACEPARENT, TRACESTATE, TraceContext, trace_context
 from chalicelib.services.jobs.rows import JobView
 from chalicelib.services.jobs.status import JobHealthReport
 from chalicelib.services.views import ExecutionSummary, Job
@@ -164,13 +167,23 @@ def render_status(report: JobHealthReport) -> dict[str, Any]:
     }
 
 
+def request_trace(request: Request) -> TraceContext | None:
+    """The W3C trace context of a request's ``traceparent`` and ``tracestate`` headers;
+    None when it has none or a malformed one (ignored, as the recommendation says)."""
+    headers = request.headers
+    parent = headers.get(TRACEPARENT)
+    return None if parent is None else trace_context(parent, headers.get(TRACESTATE))
+
+
 # -- routes -------------------------------------------------------------------------------
 
 
 @resource.route("/jobs", methods=["POST"], status=201)
 def create_job() -> Any:
-    """201 with the new job, or 200 with the existing one on an idempotency-key hit."""
-    result = resource.services.job_service().create(resource.json_body())
+    """201 with the new job, or 200 with the existing one on an idempotency-key hit; a
+    ``traceparent`` header (W3C) is kept with the job."""
+    with resource.services.traced("POST /jobs", request_trace(resource.request)) as trace:
+        result = resource.services.job_service().create(resource.json_body(), trace=trace)
     return ApiResponse(render_job(result.view), status=201 if result.created else 200)
 
 

@@ -14,7 +14,7 @@ result the same way. Error shapes are exactly the spec's::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -167,3 +167,12 @@ class DeliveryRequest:
     attempt: int
     spec: dict[str, Any] = field(default_factory=dict)
     signing: SigningKeys | None = None
+    #: The job's own headers (:mod:`chalicelib.domain.job_headers`), sent after the spec's.
+    headers: Mapping[str, str] | None = None
+    #: This attempt's W3C ``traceparent`` (the job's trace-id, a parent-id of its own) and
+    #: the job's ``tracestate`` (:mod:`chalicelib.domain.trace_context`).
+    traceparent: str | None = None
+    tracestate: str | None = None
+    #: ``spec["body_template"]`` rendered as text (a form, XML or plain text body) rather
+    #: than a JSON value (:func:`chalicelib.domain.body_text.text_encoder`).
+    text_body: bool = False

@@ -15,7 +15,9 @@ Rules, per the specification's field tables:
   ``"{{input}}"``): HTTP ``body_template`` (every method but GET, which sends no body),
   KAFKA ``value_template``, and REDIS_STREAM ``fields_template`` as one field ``input``
   holding the input's compact JSON. ``body_template`` and ``value_template`` are an object
-  or a string that is exactly one placeholder (the value it names, with its JSON type).
+  or a string that is exactly one placeholder (the value it names, with its JSON type); an
+  HTTP endpoint with a form, XML or text ``Content-Type`` may give a ``body_template``
+  string with text around its placeholders, sent as that text (:mod:`.body_text`).
 * Targets: a literal ``url`` must be an absolute http(s) URL with a host, a literal
   ``redis_url`` a redis://, rediss:// or unix:// URL; a templated one must begin with such a
   scheme or with its placeholder (checked again once rendered). 422 INVALID_TARGET
@@ -41,6 +43,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.domain.body_text import FORM, text_encoder
 from chalicelib.domain.names import check_endpoint_name
 from chalicelib.domain.signing import check_signing_secret_field
 from chalicelib.domain.templates import (
@@ -139,6 +142,27 @@ def _payload_template(where: str, value: Any) -> None:
     if isinstance(value, dict) or (isinstance(value, str) and whole_placeholder(value)):
         return
     _fail(where, 'an object, or a string that is exactly one placeholder such as "{{input}}"')
+
+
+def _http_body_template(where: str, value: Any) -> None:
+    """An object or any string here; a string with text around its placeholders is checked
+    against the spec's Content-Type by :func:`_check_text_body`."""
+    if not isinstance(value, dict | str):
+        _payload_template(where, value)
+
+
+def _check_text_body(spec: Mapping[str, Any]) -> None:
+    """A ``body_template`` string that is more than one placeholder is a text body: the
+    endpoint must send a Content-Type whose values it can encode (:mod:`.body_text`)."""
+    body = spec.get("body_template")
+    if not isinstance(body, str) or whole_placeholder(body) or text_encoder(spec) is not None:
+        return
+    _fail(
+        "spec.body_template",
+        'an object, or a string that is exactly one placeholder such as "{{input}}"; a text '
+        "body (text around placeholders) needs a literal Content-Type header in spec.headers "
+        f"of {FORM}, text/* or XML (application/xml, text/xml, application/*+xml)",
+    )
 
 
 HTTP_SCHEMES = ("http", "https")
@@ -284,7 +308,7 @@ SPEC_RULES: dict[str, dict[str, FieldRule]] = {
         "url": FieldRule(_target_url(HTTP_SCHEMES, host=True), True, _CONFIG_SECRET),
         "method": FieldRule(_one_of(HTTP_METHODS), True),
         "headers": FieldRule(_string_map, namespaces=_CONFIG_SECRET),
-        "body_template": FieldRule(_payload_template, namespaces=_ALL),
+        "body_template": FieldRule(_http_body_template, namespaces=_ALL),
         "timeout_ms": FieldRule(_timeout, default=30000),
         "max_concurrent": FieldRule(_max_concurrent),
         "expected_status_codes": FieldRule(_status_codes, default=[200, 201, 202, 204]),
@@ -372,6 +396,8 @@ def validate_spec(endpoint_type: str, spec: Any) -> dict[str, Any]:
     for name, value in spec.items():
         if value is not None:
             rules[name].check(f"spec.{name}", value)
+    if endpoint_type == "HTTP":
+        _check_text_body(spec)
     return apply_spec_defaults(endpoint_type, spec)
 
 

@@ -25,14 +25,16 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from chalicelib.domain import cron
+from chalicelib.domain.job_headers import parse_job_headers
 from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.domain.timefmt import EARLIEST_INSTANT, LATEST_INSTANT, in_range
+from chalicelib.domain.trace_context import TraceContext
 from chalicelib.errors import InvalidCron, ValidationFailed
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
 
 _COMMON_FIELDS = frozenset(
-    {"endpoint", "trigger", "idempotency_key", "input", "on_success", "on_failure"}
+    {"endpoint", "trigger", "idempotency_key", "input", "on_success", "on_failure", "headers"}
 )
 TRIGGER_FIELDS: dict[TriggerType, frozenset[str]] = {
     TriggerType.IMMEDIATE: _COMMON_FIELDS,
@@ -82,7 +84,8 @@ class JobRequest:
     endpoint: str
     trigger: TriggerType
     idempotency_key: str | None
-    input: dict[str, Any]
+    #: Any JSON value (an object, an array, a string, a number...); {} when none was given.
+    input: Any
     run_at: datetime | None = None
     schedule: CronSchedule | None = None
     #: A CRON job's first run (:meth:`CronSchedule.first_run`), computed when the request is
@@ -91,6 +94,10 @@ class JobRequest:
     #: Callback endpoints named in the request (None: the endpoint's default, if any).
     on_success: str | None = None
     on_failure: str | None = None
+    #: The job's own headers, sent with each delivery (:mod:`.job_headers`).
+    headers: dict[str, str] | None = None
+    #: The W3C trace context the job keeps (:mod:`.trace_context`).
+    trace: TraceContext | None = None
 
 
 def parse_instant(value: object, name: str) -> datetime:
@@ -149,13 +156,11 @@ def _string(body: Mapping[str, Any], name: str, *, required: bool) -> str | None
     return value
 
 
-def _input(body: Mapping[str, Any]) -> dict[str, Any]:
+def _input(body: Mapping[str, Any]) -> Any:
+    """The job's input: any JSON value (an object, an array, a string, a number, a
+    boolean); absent or null is no input, ``{}``."""
     value = body.get("input")
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValidationFailed("Field 'input' must be an object.")
-    return value
+    return {} if value is None else value
 
 
 def _trigger(body: Mapping[str, Any]) -> TriggerType:
@@ -231,12 +236,19 @@ def _optional_instant(body: Mapping[str, Any], name: str) -> datetime | None:
     return None if value is None else parse_instant(value, name)
 
 
-def parse_job_request(body: Mapping[str, Any], *, now: datetime) -> JobRequest:
-    """Validate a ``POST /jobs`` body for its trigger (400 / 422 INVALID_CRON)."""
+def parse_job_request(
+    body: Mapping[str, Any], *, now: datetime, trace: TraceContext | None = None
+) -> JobRequest:
+    """Validate a ``POST /jobs`` body for its trigger (400 / 422 INVALID_CRON).
+
+    ``trace``: the trace context of the request that carries the body (its
+    ``traceparent`` header); a ``traceparent`` in the job's own ``headers`` wins over it.
+    """
     trigger = _trigger(body)
     _reject_unknown(body, TRIGGER_FIELDS[trigger], f"{trigger} jobs")
     endpoint = _string(body, "endpoint", required=True)
     assert endpoint is not None
+    headers = parse_job_headers(body.get("headers"))
     request = JobRequest(
         endpoint=endpoint,
         trigger=trigger,
@@ -244,6 +256,8 @@ def parse_job_request(body: Mapping[str, Any], *, now: datetime) -> JobRequest:
         input=_input(body),
         on_success=_string(body, "on_success", required=False),
         on_failure=_string(body, "on_failure", required=False),
+        headers=headers.headers,
+        trace=headers.trace or trace,
     )
     if trigger is TriggerType.DELAYED:
         if body.get("run_at") is None:
@@ -265,11 +279,11 @@ class CronUpdate:
     """A validated ``PUT /jobs/{id}``: the new version's schedule and input."""
 
     schedule: CronSchedule
-    input: dict[str, Any]
+    input: Any
 
 
 def parse_cron_update(
-    body: Mapping[str, Any], *, current: CronSchedule, current_input: dict[str, Any]
+    body: Mapping[str, Any], *, current: CronSchedule, current_input: Any
 ) -> CronUpdate:
     """Merge a PUT body over the current version: unspecified fields are carried over.
 

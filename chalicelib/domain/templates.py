@@ -176,14 +176,15 @@ class _Budget:
 class TemplateContext:
     """The values placeholders resolve against."""
 
-    input: Mapping[str, Any]
+    input: Any  #: the job's input: any JSON value
     config: Mapping[str, Any]
     secret: Mapping[str, str]
 
     def value(self, placeholder: Placeholder) -> Any:
         if not placeholder.path:
             if placeholder.namespace == WHOLE:
-                return self.input or None  # no input (none, or {}): null
+                # No input (none, or {}): null. Any other value (0, "", [] too) is itself.
+                return None if self.input is None or self.input == {} else self.input
             raise TemplateResolutionFailed(f"Template variable {placeholder} names no value.")
         source: Mapping[str, Any] | None = {
             "input": self.input,
@@ -231,6 +232,37 @@ def _compile_string(text: str) -> _Node | None:
     return interpolate
 
 
+def _compile_text(text: str, encode: Callable[[str], str]) -> _Node:
+    """A string rendered as text (a form, XML or plain text body): every placeholder, a
+    lone one too, becomes its value as text (compact JSON for anything but a string)
+    passed through ``encode``. Paid for as it is built: the value's text before it is
+    encoded, then what encoding added, so a repeated placeholder stops at the limit."""
+    parts: list[str | Placeholder] = []
+    position = 0
+    for match in PLACEHOLDER.finditer(text):
+        parts.append(text[position : match.start()])
+        parts.append(_placeholder(match))
+        position = match.end()
+    parts.append(text[position:])
+    fixed = 2 + sum(len(part) for part in parts if isinstance(part, str))
+
+    def render(context: TemplateContext, budget: _Budget) -> str:
+        budget.spend(fixed)
+        out = []
+        for part in parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            raw = _as_text(context.value(part))
+            budget.spend(len(raw))
+            encoded = encode(raw)
+            budget.spend(len(encoded) - len(raw))
+            out.append(encoded)
+        return "".join(out)
+
+    return render
+
+
 def _compile_key(text: str) -> _Node | None:
     """A key is always text: a key that is one placeholder takes its value as text (compact
     JSON for anything but a string), paid for as the quoted string it becomes."""
@@ -245,11 +277,15 @@ def _compile_key(text: str) -> _Node | None:
     return as_text
 
 
-def _compile_mapping(template: Mapping[Any, Any]) -> _Node | None:
+def _compile_mapping(
+    template: Mapping[Any, Any], compiled: Mapping[str, _Node] | None = None
+) -> _Node | None:
+    """``compiled``: nodes already made for some of the values, by key."""
     items = []
     fixed = 1 + 2 * len(template)  # braces, one colon per item and the commas between
     for key, value in template.items():
-        key_node, node = _compile_key(str(key)), _compile(value)
+        node = (compiled or {}).get(str(key))
+        key_node, node = _compile_key(str(key)), node or _compile(value)
         fixed += (json_size(str(key)) if key_node is None else 0) + (
             json_size(value) if node is None else 0
         )
@@ -300,9 +336,19 @@ class Template:
     for them apart from the containers it rebuilds.
     """
 
-    def __init__(self, template: Any) -> None:
+    def __init__(self, template: Any, *, text_body: Callable[[str], str] | None = None) -> None:
+        """``text_body``: the spec's ``body_template`` is a string rendered as text, each
+        value through this encoder (:mod:`chalicelib.domain.body_text`)."""
         self.source = template
-        self._node = _compile(template)
+        self.text_body = False
+        if text_body is not None and isinstance(template, Mapping):
+            body = template.get("body_template")
+            if isinstance(body, str):
+                self.text_body = True
+                text = {"body_template": _compile_text(body, text_body)}
+                self._node = _compile_mapping(template, text)
+        if not self.text_body:
+            self._node = _compile(template)
         self._size = json_size(template) if self._node is None else 0
         self.secret_names = frozenset(
             p.path.split(".")[0] for _, p in find_placeholders(template) if p.namespace == "secret"

@@ -21,6 +21,7 @@ from chalicelib.domain.jobs import parse_job_request
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.payload_specs import request_budget
 from chalicelib.domain.statuses import ExecutionStatus, TriggerType, sources_of
+from chalicelib.domain.trace_context import TraceContext
 from chalicelib.errors import (
     BatchNotFound,
     BatchRejected,
@@ -79,11 +80,13 @@ class BatchCancelled:
     retired: int  #: CRON jobs of the batch retired by this request
 
 
-def _parse_item(item: Any, now: datetime, batch_id: str) -> NewJob | TaskExecutorError:
+def _parse_item(
+    item: Any, now: datetime, batch_id: str, trace: TraceContext | None
+) -> NewJob | TaskExecutorError:
     if not isinstance(item, dict):
         return ValidationFailed("A job request must be a JSON object.")
     try:
-        return NewJob(parse_job_request(item, now=now), batch_id=batch_id)
+        return NewJob(parse_job_request(item, now=now, trace=trace), batch_id=batch_id)
     except TaskExecutorError as exc:
         return exc
 
@@ -109,12 +112,13 @@ class BatchService:
     clock: Callable[[], datetime]
     wakeup_notify: str = notify.AUTO
 
-    def create(self, body: Mapping[str, Any]) -> BatchCreated:
-        """POST /jobs/batch: one transaction, whatever the number of items."""
+    def create(self, body: Mapping[str, Any], *, trace: TraceContext | None = None) -> BatchCreated:
+        """POST /jobs/batch: one transaction, whatever the number of items. ``trace``: the
+        request's trace context, kept by every item without one in its own headers."""
         request = parse_batch_request(body)
         batch_id = new_id("batch_")
         now = self.clock()
-        items = [_parse_item(item, now, batch_id) for item in request.items]
+        items = [_parse_item(item, now, batch_id, trace) for item in request.items]
         wake = wake_for(self.db, self.wakeup_notify, (i.request for i in items if _new(i)))
         with request_budget():  # one budget for every item, spent before the transaction
             checked = check_inputs(self.db, items)

@@ -14,14 +14,17 @@ eager imports of all thirteen cost about 8 ms of every cold start).
 from __future__ import annotations
 
 import threading
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
+from chalicelib import tracing
 from chalicelib.api.auth import Authenticator, FailedAuthLimiter, RateLimiter
 from chalicelib.domain.api_keys import Scope
 from chalicelib.services.jobs.fastpath import KnownEndpoints
 from chalicelib.wiring.process import ProcessRoot
 
 if TYPE_CHECKING:
+    from chalicelib.domain.trace_context import TraceContext
     from chalicelib.health.heartbeat import BeatWhenServing
     from chalicelib.services.api_keys import ApiKeyService
     from chalicelib.services.batches import BatchService
@@ -103,6 +106,11 @@ class ApiRoot:
 
     def _scope_of(self, digest: bytes) -> Scope | None:
         return self.api_key_service().scope_of(digest)
+
+    def traced(
+        self, name: str, incoming: TraceContext | None
+    ) -> AbstractContextManager[TraceContext | None]:
+        return tracing.api_call(self.process.tracing, name, incoming)
 
     def job_service(self) -> JobService:
         from chalicelib.services.jobs.service import JobService

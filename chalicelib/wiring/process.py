@@ -9,6 +9,7 @@ fresh process builds a new root, and :meth:`ProcessRoot.close` closes its pools.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Mapping
 
@@ -18,6 +19,7 @@ from chalicelib.db.connection import Database
 from chalicelib.domain.clock import Clock, utcnow
 from chalicelib.errors import ConfigurationError
 from chalicelib.settings import Settings, decode_key, load_settings, split_keys
+from chalicelib.tracing import Tracing, from_environment
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +60,18 @@ class ProcessRoot:
     ``clock`` is the service clock handed to every service and loop.
     """
 
-    def __init__(self, env: Mapping[str, str] | None = None, *, clock: Clock = utcnow) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        clock: Clock = utcnow,
+        tracing: Tracing | None = None,
+    ) -> None:
+        """``tracing``: the process's OpenTelemetry spans as given (tests); None reads the
+        ``OTEL_*`` variables on first use (:func:`chalicelib.tracing.from_environment`)."""
         self.clock = clock
         self._env = env
+        self._tracing: tuple[Tracing | None] | None = None if tracing is None else (tracing,)
         self._lock = threading.RLock()
         self._settings: Settings | None = None
         self._url: str | None = None
@@ -181,6 +192,15 @@ class ProcessRoot:
                 "Set it to 32 random bytes, base64-encoded."
             )
         return SecretBox(current, older)
+
+    @property
+    def tracing(self) -> Tracing | None:
+        """The spans of traced jobs (None: off, the usual case), configured once."""
+        with self._lock:
+            if self._tracing is None:
+                env = os.environ if self._env is None else self._env
+                self._tracing = (from_environment(env),)
+            return self._tracing[0]
 
     def bootstrap_api_key(self) -> str | None:
         """TE_BOOTSTRAP_API_KEY, else in local mode the key generated once into the data dir."""

@@ -40,6 +40,7 @@ def worker_of(process: ProcessRoot) -> Worker:
         settings=process.settings,
         secret_box=process.reading_box,
         clock=process.clock,
+        tracing=process.tracing,
     )
 
 

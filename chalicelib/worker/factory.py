@@ -17,6 +17,7 @@ from chalicelib.domain.backoff import Rand
 from chalicelib.domain.clock import utcnow
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.settings import Settings
+from chalicelib.tracing import Tracing
 from chalicelib.worker.caches import ConfigCache, SecretCache
 from chalicelib.worker.claims import claim_strategy
 from chalicelib.worker.dispatchers import Dispatcher, default_dispatchers
@@ -37,8 +38,10 @@ def build_worker(
     rand: Rand = random.random,
     region: RegionFilter = ALL_REGIONS,
     worker_id: str | None = None,
+    tracing: Tracing | None = None,
 ) -> Worker:
-    """A worker over ``db`` as ``settings`` say; the other collaborators can be replaced."""
+    """A worker over ``db`` as ``settings`` say; the other collaborators can be replaced.
+    ``tracing``: spans of traced jobs' claims and attempts (None: off)."""
     if dispatchers is None:
         dispatchers = default_dispatchers(
             allow_private=settings.allow_private_targets,
@@ -51,6 +54,7 @@ def build_worker(
         clock=clock,
         rand=rand,
         rotation_window=timedelta(seconds=settings.signing_rotation_window_sec),
+        tracing=tracing,
     )
     return Worker(
         db,
@@ -59,4 +63,5 @@ def build_worker(
         pipeline=pipeline,
         dispatchers=dispatchers,
         worker_id=worker_id,
+        tracing=tracing,
     )

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from chalicelib.domain.backoff import RetryPolicy
+from chalicelib.domain.job_headers import credential_values
 from chalicelib.domain.loops import UNPROCESSABLE, fault_reason
 from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus, LogLevel
 
@@ -22,7 +23,7 @@ class ClaimedExecution:
     job_id: str
     endpoint: str
     endpoint_type: str
-    input: Mapping[str, Any]
+    input: Any  #: any JSON value ({} when the job has none)
     attempt: int  #: the attempt this claim runs (attempt_count after the claim)
     max_attempts: int
     config_snapshot: Mapping[str, Any] | None
@@ -38,6 +39,13 @@ class ClaimedExecution:
     follows: bool = True
     #: The snapshot's retry policy as read at the claim (None: read on use).
     policy: RetryPolicy | None = None
+    #: The job's own headers (None: none), sent with each delivery, and the values among
+    #: them that are credentials (redacted from what the attempt records).
+    headers: Mapping[str, str] | None = None
+    credentials: tuple[str, ...] = ()
+    #: The job's W3C trace context (None: none): each attempt sends its own parent-id.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ClaimedExecution:
@@ -56,12 +64,15 @@ class ClaimedExecution:
         # Read here, once per distinct snapshot: a policy the worker cannot read makes the
         # row a fault (FAILED unsent), not a failure after its delivery.
         policy = snapshot_policy(row["endpoint_snapshot"], snapshot)
+        headers = row.get("job_headers")
+        if headers is not None and not isinstance(headers, Mapping):
+            raise TypeError(f"job headers are a {type(headers).__name__}, not an object")
         return cls(
             execution_id=row["execution_id"],
             job_id=row["job_id"],
             endpoint=row["endpoint"],
             endpoint_type=row["endpoint_type"],
-            input=row["input"] or {},
+            input={} if row["input"] is None else row["input"],
             attempt=int(row["attempt_count"]),
             max_attempts=int(row["max_attempts"]),
             config_snapshot=row["config_snapshot"],
@@ -69,6 +80,10 @@ class ClaimedExecution:
             endpoint_cap=row.get("endpoint_cap"),
             follows=row.get("follows") is not False,
             policy=policy,
+            headers=headers,
+            credentials=credential_values(headers),
+            traceparent=row.get("traceparent"),
+            tracestate=row.get("tracestate"),
         )
 
     @classmethod

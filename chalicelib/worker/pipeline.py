@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.domain.backoff import Rand, decide_retry, endpoint_hold_ms
+from chalicelib.domain.body_text import text_encoder
 from chalicelib.domain.delivery import (
     MAX_REQUEST_BYTES,
     DeliveryErrorType,
@@ -34,7 +35,9 @@ from chalicelib.domain.signing import (
 )
 from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus, LogLevel
 from chalicelib.domain.templates import RenderTooLarge, Template, TemplateContext
+from chalicelib.domain.trace_context import attempt_traceparent, new_parent_id
 from chalicelib.errors import SecretKeyError, TemplateResolutionFailed
+from chalicelib.tracing import Tracing
 from chalicelib.worker.caches import CachedSecret, ConfigCache, SecretCache
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution, unprocessable
 
@@ -62,6 +65,8 @@ class Prepared:
     resolved: Resolved
     started_at: datetime
     started: float  #: time.monotonic() when preparation began (for duration_ms)
+    #: The attempt's OpenTelemetry span (:mod:`chalicelib.tracing`), from :meth:`Pipeline.begin`.
+    span: Any = None
 
     @property
     def request(self) -> DeliveryRequest:
@@ -79,9 +84,12 @@ class Pipeline:
         clock: Callable[[], datetime],
         rand: Rand = random.random,
         rotation_window: timedelta = timedelta(hours=24),
+        tracing: Tracing | None = None,
     ) -> None:
         """``rotation_window``: how long after a signing secret's rotation its previous
-        key still signs too (``TE_SIGNING_ROTATION_WINDOW_SEC``)."""
+        key still signs too (``TE_SIGNING_ROTATION_WINDOW_SEC``); ``tracing``: the
+        attempts' spans (None: off)."""
+        self._tracing = tracing
         self._configs = configs
         self._secrets = secrets
         self._clock = clock
@@ -121,12 +129,36 @@ class Pipeline:
         return unprocessable(claimed, reason, self._clock(), sent=sent)
 
     def begin(self, prepared: Prepared) -> Prepared:
-        """The same execution, its attempt's clock started now (just before the send)."""
-        return dataclasses.replace(prepared, started_at=self._clock(), started=time.monotonic())
+        """The same execution, its attempt's clock started now (just before the send); a
+        job's trace context gets this attempt's own parent-id (and span, tracing on)."""
+        begun = dataclasses.replace(prepared, started_at=self._clock(), started=time.monotonic())
+        claimed = prepared.claimed
+        if claimed.traceparent is None:
+            return begun
+        span = None
+        if self._tracing is None:
+            parent_id = new_parent_id()
+        else:
+            span = self._tracing.start_attempt(
+                claimed.traceparent,
+                claimed.tracestate,
+                {
+                    "te.execution_id": claimed.execution_id,
+                    "te.endpoint": claimed.endpoint,
+                    "te.attempt": claimed.attempt,
+                },
+            )
+            parent_id = f"{span.get_span_context().span_id:016x}"
+        traceparent = attempt_traceparent(claimed.traceparent, parent_id)
+        request = dataclasses.replace(begun.request, traceparent=traceparent)
+        resolved = dataclasses.replace(begun.resolved, request=request)
+        return dataclasses.replace(begun, resolved=resolved, span=span)
 
     def complete(self, prepared: Prepared, outcome: DeliveryOutcome) -> FinishedExecution:
         """The finished execution for a delivery's outcome (redacted of secret values)."""
         resolved = prepared.resolved
+        if prepared.span is not None and self._tracing is not None:
+            self._tracing.end_attempt(prepared.span, ok=outcome.ok, error_type=outcome.error_type)
         return self._finish(
             prepared.claimed,
             outcome.redacted(resolved.secrets),
@@ -160,9 +192,19 @@ class Pipeline:
         spec = template.resolve(context, limit=MAX_REQUEST_BYTES)
         keys = None if signer is None else self._signing_keys(signer, entries.get(signer))
         request = DeliveryRequest(
-            execution_id=claimed.execution_id, attempt=claimed.attempt, spec=spec, signing=keys
+            execution_id=claimed.execution_id,
+            attempt=claimed.attempt,
+            spec=spec,
+            signing=keys,
+            headers=claimed.headers,
+            tracestate=claimed.tracestate,
+            text_body=template.text_body,
         )
-        hidden = (*secrets.values(), *(keys.redaction_forms() if keys else ()))
+        hidden = (
+            *secrets.values(),
+            *(keys.redaction_forms() if keys else ()),
+            *claimed.credentials,  # the job's credential headers, which a target may echo
+        )
         return Resolved(request, hidden, fresh)
 
     def _signing_keys(self, name: str, entry: CachedSecret | None) -> SigningKeys:
@@ -196,7 +238,7 @@ class Pipeline:
                     return template
         if len(self._templates) >= TEMPLATE_CACHE_SIZE:
             self._templates.clear()
-        template = Template(spec)
+        template = Template(spec, text_body=text_encoder(spec))
         # Replace rather than mutate: another thread may be iterating the old tuple.
         self._templates[claimed.endpoint] = (template, *(versions or ()))[:VERSIONS_PER_ENDPOINT]
         return template

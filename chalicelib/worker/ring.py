@@ -36,6 +36,7 @@ from chalicelib.db import notify
 from chalicelib.db.connection import Database
 from chalicelib.runtime.registry import LoopRegistry
 from chalicelib.settings import Settings
+from chalicelib.tracing import Tracing
 from chalicelib.worker.claimer import Claimer
 from chalicelib.worker.claims import ClaimStrategy
 from chalicelib.worker.deliveries import DeliveryLoop
@@ -60,6 +61,7 @@ class Worker:
         pipeline: Pipeline,
         dispatchers: Mapping[str, Dispatcher],
         worker_id: str | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.db = db
         self.worker_id = worker_id or new_worker_id()
@@ -96,6 +98,7 @@ class Worker:
             idle=self._idle,
             health=ClaimLoopHealth(self.loops, poll_interval),
             poll_interval=poll_interval,
+            tracing=tracing,
         )
         self._finalizer.refill = self.claimer  # the ring closes
         self._stop = threading.Event()

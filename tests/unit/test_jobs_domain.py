@@ -72,7 +72,6 @@ def test_cron_defaults_starts_at_to_now_and_normalizes() -> None:
         (body(idempotency_key=None), "idempotency_key"),
         (body(idempotency_key="x" * 256), "longer than 255"),
         (body(trigger="DELAYED", idempotency_key=None, run_at="2026-03-15T18:00:00Z"), "idem"),
-        (body(input=[1, 2]), "input"),
         (body(surprise=1), "surprise"),
         (body(run_at="2026-03-15T18:00:00Z"), "run_at"),
         (body(cron="* * * * *"), "cron"),

@@ -148,6 +148,10 @@ class JobRow:
     on_failure: str | None = None
     parent_execution_id: str | None = None
     callback_depth: int = 0
+    #: The job's own headers and W3C trace context, sent with each delivery.
+    headers: dict[str, str] | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
     #: Set by the fast path: write the row only if the endpoint still hashes to this.
     fingerprint: str | None = None
 
@@ -184,6 +188,9 @@ class JobRow:
             on_failure=callbacks[1],
             parent_execution_id=item.parent_execution_id,
             callback_depth=item.depth,
+            headers=request.headers,
+            traceparent=None if request.trace is None else request.trace.traceparent,
+            tracestate=None if request.trace is None else request.trace.tracestate,
             fingerprint=fingerprint,
         )
 

@@ -29,6 +29,7 @@ from chalicelib.domain.jobs import (
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.payload_specs import request_budget
 from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
+from chalicelib.domain.trace_context import TraceContext
 from chalicelib.errors import (
     JobNotFound,
     JobNotPausable,
@@ -109,11 +110,12 @@ class JobService:
 
     # -- create ----------------------------------------------------------------------------
 
-    def create(self, body: Mapping[str, Any]) -> CreateResult:
+    def create(self, body: Mapping[str, Any], *, trace: TraceContext | None = None) -> CreateResult:
         """POST /jobs: 201 for a new job, 200 for an idempotency-key hit; usually one
-        statement, else one transaction (:func:`chalicelib.services.jobs.create.create_one`)."""
+        statement, else one transaction (:func:`chalicelib.services.jobs.create.create_one`).
+        ``trace``: the request's trace context (the job's own headers may carry another)."""
         now = self.clock()
-        request = parse_job_request(body, now=now)
+        request = parse_job_request(body, now=now, trace=trace)
         wake = wake_for(self.db, self.wakeup_notify, [request])
         outcome = create_one(self.db, NewJob(request), now=now, known=self.known, wake=wake)
         return CreateResult(outcome.raise_error(), created=outcome.created)

@@ -209,12 +209,17 @@ def _build(request: DeliveryRequest) -> Outgoing:
         raise InvalidHttpRequest("resolved url is not a string")
     parsed, netloc = _parse_url(url)
     headers = _headers(spec.get("headers") or {})
+    if request.headers or request.traceparent is not None:
+        headers = _with_job_headers(headers, request)
     present = {name.lower() for name in headers}
     if "host" not in present:
         headers["Host"] = netloc
     body = None
     if spec.get("body_template") is not None:
-        body = json.dumps(spec["body_template"], separators=(",", ":")).encode("utf-8")
+        if request.text_body:  # a form, XML or text body, rendered as such
+            body = str(spec["body_template"]).encode("utf-8")
+        else:
+            body = json.dumps(spec["body_template"], separators=(",", ":")).encode("utf-8")
         if "content-type" not in present:
             headers["Content-Type"] = "application/json"
     headers[EXECUTION_HEADER] = request.execution_id
@@ -225,6 +230,18 @@ def _build(request: DeliveryRequest) -> Outgoing:
     if signed:  # ours replace same-named spec headers (any case): receivers verify them
         headers = {k: v for k, v in headers.items() if k.lower() not in signed} | signed
     return Outgoing(method, parsed, headers, body)
+
+
+def _with_job_headers(headers: dict[str, str], request: DeliveryRequest) -> dict[str, str]:
+    """The endpoint's headers with the job's own and its attempt's trace context over those
+    of the same name (in any case). The job's were checked when it was created."""
+    own = dict(request.headers or {})
+    if request.traceparent is not None:
+        own["traceparent"] = request.traceparent
+        if request.tracestate is not None:
+            own["tracestate"] = request.tracestate
+    replaced = {name.lower() for name in own}
+    return {k: v for k, v in headers.items() if k.lower() not in replaced} | own
 
 
 @functools.lru_cache(maxsize=1024)

@@ -190,6 +190,8 @@ def _record(request: DeliveryRequest) -> dict[str, Any]:
     spec = request.spec
     key = spec.get("key_template")
     headers = [(str(k), _as_bytes(v)) for k, v in (spec.get("headers") or {}).items()]
+    if request.headers or request.traceparent is not None:
+        headers = _with_job_headers(headers, request)
     headers.append((EXECUTION_HEADER, request.execution_id.encode()))
     headers.append((ATTEMPT_HEADER, str(request.attempt).encode()))
     # The value is JSON whatever the template resolved to: "{{input.name}}" sends "\"a\"".
@@ -199,3 +201,17 @@ def _record(request: DeliveryRequest) -> dict[str, Any]:
         headers = [(k, v) for k, v in headers if k.lower() not in signed]
         headers += [(k, v.encode()) for k, v in signed.items()]
     return {"key": None if key is None else _as_bytes(key), "value": value, "headers": headers}
+
+
+def _with_job_headers(
+    headers: list[tuple[str, bytes]], request: DeliveryRequest
+) -> list[tuple[str, bytes]]:
+    """The endpoint's record headers, then the job's own and the attempt's trace context,
+    which replace the endpoint's of the same name (in any case)."""
+    own = [(name, value.encode()) for name, value in (request.headers or {}).items()]
+    if request.traceparent is not None:
+        own.append(("traceparent", request.traceparent.encode()))
+        if request.tracestate is not None:
+            own.append(("tracestate", request.tracestate.encode()))
+    replaced = {name.lower() for name, _ in own}
+    return [(k, v) for k, v in headers if k.lower() not in replaced] + own

@@ -21,6 +21,7 @@ from chalicelib.domain.delivery import (
     failed,
     succeeded,
 )
+from chalicelib.domain.job_headers import REDIS_FIELD_PREFIX
 from chalicelib.domain.signing import stream_payload, webhook_headers
 from chalicelib.worker.dispatchers.redis_guard import connection_pool
 from chalicelib.worker.ssrf import BlockedTarget, Resolver
@@ -154,6 +155,12 @@ def _script_args(request: DeliveryRequest) -> tuple[str, list[str]]:
     if max_len is not None and (isinstance(max_len, bool) or not str(max_len).isdigit()):
         raise InvalidStreamSpec("resolved max_len is not a non-negative integer")
     fields = {str(k): _field_value(v) for k, v in (spec.get("fields_template") or {}).items()}
+    if request.headers:  # the job's own headers, as fields "header:<name>"
+        fields.update((REDIS_FIELD_PREFIX + k, v) for k, v in request.headers.items())
+    if request.traceparent is not None:
+        fields["traceparent"] = request.traceparent
+        if request.tracestate is not None:
+            fields["tracestate"] = request.tracestate
     # Ours win over same-named template fields: receivers rely on them to deduplicate.
     fields["execution_id"] = request.execution_id
     fields["attempt"] = str(request.attempt)
