@@ -38,7 +38,9 @@ def make_worker(database: Database) -> Iterator[Callable[..., Worker]]:
 
     def make(**overrides: Any) -> Worker:
         kwargs = {
-            k: overrides.pop(k) for k in ("worker_id", "rand", "dispatchers") if k in overrides
+            k: overrides.pop(k)
+            for k in ("worker_id", "rand", "dispatchers", "tracing")
+            if k in overrides
         }
         kwargs.setdefault("rand", lambda: 0.5)  # no jitter: exact delays
         worker = build_worker(
