@@ -343,6 +343,16 @@ class Endpoints(Named):
         return self._client.request("POST", f"{self.path}/{_id(name)}/redrive", body)
 
 
+def trace_headers(traceparent: str | None, tracestate: str | None) -> dict[str, str] | None:
+    """The W3C trace context headers of a request that creates jobs (None: none)."""
+    if traceparent is None:
+        return None
+    headers = {"traceparent": traceparent}
+    if tracestate is not None:
+        headers["tracestate"] = tracestate
+    return headers
+
+
 class Jobs:
     """``/jobs``: create, list (filters ``endpoint``, ``trigger``, ``status``), read, update,
     cancel, pause, resume, trigger (run now)."""
@@ -350,8 +360,18 @@ class Jobs:
     def __init__(self, client: Client) -> None:
         self._client = client
 
-    def create(self, body: Mapping[str, Any]) -> Any:
-        return self._client.request("POST", "/jobs", body)
+    def create(
+        self,
+        body: Mapping[str, Any],
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> Any:
+        """``POST /jobs``; ``body`` may carry ``"headers"`` (sent with each delivery).
+        ``traceparent``/``tracestate``: the W3C trace context the job keeps (each delivery
+        attempt then sends the same trace-id with a parent-id of its own)."""
+        headers = trace_headers(traceparent, tracestate)
+        return self._client.request("POST", "/jobs", body, headers=headers)
 
     def list(self, *, limit: int | None = None, cursor: str | None = None, **filters: Any) -> Any:
         return self._client.request(
@@ -392,11 +412,21 @@ class Jobs:
     def executions(self, job_id: str, *, status: str | None = None) -> Iterator[Any]:
         return self._client.pages(f"/jobs/{_id(job_id)}/executions", {"status": status})
 
-    def create_batch(self, jobs: Sequence[Mapping[str, Any]], **options: Any) -> Any:
-        """One ``POST /jobs/batch`` (at most :data:`MAX_BATCH` job requests)."""
+    def create_batch(
+        self,
+        jobs: Sequence[Mapping[str, Any]],
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+        **options: Any,
+    ) -> Any:
+        """One ``POST /jobs/batch`` (at most :data:`MAX_BATCH` job requests); the trace
+        context, as for :meth:`create`, is kept by every job without its own."""
         if len(jobs) > MAX_BATCH:
             raise ValueError(f"a batch holds at most {MAX_BATCH} jobs, got {len(jobs)}")
-        return self._client.request("POST", "/jobs/batch", {"jobs": list(jobs), **options})
+        body = {"jobs": list(jobs), **options}
+        headers = trace_headers(traceparent, tracestate)
+        return self._client.request("POST", "/jobs/batch", body, headers=headers)
 
 
 class Executions:

@@ -491,14 +491,26 @@ TYPE_INTROS = {
     "execution id, unless `headers` sets its own); the body is sent as compact JSON with "
     "`Content-Type: application/json` unless `headers` says otherwise. Without a "
     '`body_template` the body is the job\'s input (`"{{input}}"`), except with `GET`, which '
-    "sends no body; a job without input (none, or `{}`) sends an empty body. A callback "
-    "endpoint needs no template: it receives `{execution_id, job_id, endpoint, status, "
-    "attempt_count, output | error, batch_id}`.",
+    "sends no body; a job without input (none, or `{}`) sends an empty body, and an input "
+    "that is an array, a string or a number is sent as that JSON. With a literal "
+    "`Content-Type` of `application/x-www-form-urlencoded`, `text/*` or XML "
+    "(`application/xml`, `text/xml`, `application/*+xml`), a `body_template` string with "
+    'text around its placeholders (`"name={{input.name}}&n={{input.n}}"`) is the body as '
+    "text, each value encoded for the type: form percent-encoded, XML escaped, text as is "
+    '(`"{{input}}"` alone stays the input as JSON). A job\'s own `headers` are sent over '
+    "the endpoint's of the same name (any case), and a job with a W3C `traceparent` sends "
+    "one per attempt: the same trace-id, a parent-id of its own, `tracestate` unchanged. A "
+    "callback endpoint needs no template: it receives `{execution_id, job_id, endpoint, "
+    "status, attempt_count, output | error, batch_id}`.",
     "KAFKA": "One record per attempt, acknowledged as `acks` says. The record's value is "
     "`value_template` as JSON, its key `key_template`; its headers are `headers` plus "
-    "`X-Task-Executor-Execution-Id` and `X-Task-Executor-Attempt`.",
+    "`X-Task-Executor-Execution-Id` and `X-Task-Executor-Attempt`; a job's own `headers` "
+    "replace the endpoint's of the same name (any case), and a job with a W3C `traceparent` "
+    "adds `traceparent` (a parent-id per attempt) and `tracestate`.",
     "REDIS_STREAM": "One `XADD` per execution, exactly once: the entry's fields are "
-    "`fields_template` (values as strings; objects as JSON) plus `execution_id` and `attempt`. "
+    "`fields_template` (values as strings; objects as JSON) plus `execution_id` and `attempt`; "
+    "a job's own `headers` are fields `header:<name>`, and its W3C trace context the fields "
+    "`traceparent` (the attempt's own parent-id) and `tracestate`. "
     "A retried or reclaimed execution gets the id of the entry already added instead of a "
     "second entry (a single Redis, not Redis Cluster).",
 }
@@ -509,7 +521,8 @@ SPEC_MEANINGS: dict[str, dict[str, str]] = {
         "method": "`GET`, `POST`, `PUT`, `PATCH` or `DELETE`",
         "headers": "request headers (string values)",
         "body_template": "the JSON body; a string that is exactly one placeholder keeps the "
-        "value's JSON type",
+        "value's JSON type; with a form, XML or text `Content-Type`, a string is the body as "
+        "text, each value encoded for the type",
         "timeout_ms": "the whole attempt, connect to last byte; 1 to 300,000",
         "max_concurrent": "deliveries of this endpoint one worker runs at once, 1 to 10,000 "
         "(default: `TE_WORKER_ENDPOINT_SHARE` of the worker's slots; never more than every "

@@ -26,12 +26,22 @@ def jobs() -> None:
     executions."""
 
 
+TRACEPARENT = click.option(
+    "--traceparent", help="W3C traceparent the jobs keep: each delivery attempt continues it."
+)
+TRACESTATE = click.option("--tracestate", help="W3C tracestate sent with the traceparent.")
+
+
 @jobs.command("create")
 @FILE
+@TRACEPARENT
+@TRACESTATE
 @json_option
-def create(path: Path) -> None:
-    """Create a job from a JSON/YAML file (the POST /jobs body)."""
-    show(settings().client().jobs.create(read_object(path)))
+def create(path: Path, traceparent: str | None, tracestate: str | None) -> None:
+    """Create a job from a JSON/YAML file (the POST /jobs body: "headers" and any JSON
+    "input" included)."""
+    api = settings().client().jobs
+    show(api.create(read_object(path), traceparent=traceparent, tracestate=tracestate))
 
 
 @jobs.command("list")
@@ -197,9 +207,17 @@ def _chunks(
     "--atomic", is_flag=True, help="Each request all-or-nothing (422 if any item is invalid)."
 )
 @click.option("--on-complete", help="Endpoint called when each request's batch completes.")
+@TRACEPARENT
+@TRACESTATE
 @json_option
 def create_batch(
-    path: Path, chunk: int, max_bytes: int, atomic: bool, on_complete: str | None
+    path: Path,
+    chunk: int,
+    max_bytes: int,
+    atomic: bool,
+    on_complete: str | None,
+    traceparent: str | None,
+    tracestate: str | None,
 ) -> None:
     """Create jobs from a JSON-lines file (one POST /jobs body per line).
 
@@ -213,7 +231,8 @@ def create_batch(
         options["on_complete"] = on_complete
     requests = _lines(path)
     parts = _chunks(requests, chunk, max_bytes, options)
-    results, failure = _send(settings().client().jobs, parts, options)
+    trace = {"traceparent": traceparent, "tracestate": tracestate}
+    results, failure = _send(settings().client().jobs, parts, options, trace)
     refused = _report(results, failure)
     if failure:
         click.echo(
@@ -234,7 +253,10 @@ class _Failure:
 
 
 def _send(
-    api: Jobs, parts: list[list[Line]], options: dict[str, Any]
+    api: Jobs,
+    parts: list[list[Line]],
+    options: dict[str, Any],
+    trace: dict[str, str | None] | None = None,
 ) -> tuple[list[dict[str, Any]], _Failure | None]:
     """Send each part; the answered items (with their line and batch), and the failure
     that stopped the sending, if one did."""
@@ -243,7 +265,9 @@ def _send(
     with click.progressbar(length=total, label="Creating jobs", file=sys.stderr) as bar:
         for index, part in enumerate(parts):
             try:
-                answer = api.create_batch([request for _, request in part], **options)
+                answer = api.create_batch(
+                    [request for _, request in part], **(trace or {}), **options
+                )
             except TeError as exc:
                 unsent = sum(len(rest) for rest in parts[index:])
                 return results, _Failure(part[0][0], unsent, exc)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.api.openapi.common import TIMESTAMP, operation, paths, query_param, schema_ref
+from chalicelib.api.openapi.common import (
+    TIMESTAMP,
+    TRACE_CONTEXT,
+    operation,
+    paths,
+    query_param,
+    schema_ref,
+)
 
 _EXECUTION_STATUS = {
     "type": "string",
@@ -74,6 +81,7 @@ BATCHES: dict[str, Any] = {
             _CREATE,
             errors=("Unprocessable",),
             body="BatchCreate",
+            parameters=list(TRACE_CONTEXT),
         ),
         operation("GET", _ONE, "getBatch", "Batch", _GET),
         operation(

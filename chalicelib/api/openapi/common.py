@@ -79,6 +79,29 @@ _ERROR_STATUS = {
 Operation = tuple[str, str, dict[str, Any]]
 
 
+#: W3C trace context headers a request that creates jobs may carry: the jobs keep them.
+TRACE_CONTEXT = (
+    {
+        "name": "traceparent",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string"},
+        "description": "W3C trace context: kept with the jobs created (a job's own "
+        "headers.traceparent wins); every delivery attempt sends the same trace-id with a "
+        "parent-id of its own. A malformed value is ignored. Where an OpenTelemetry exporter "
+        "is configured, this call, each claim and each attempt are spans of the trace.",
+    },
+    {
+        "name": "tracestate",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string"},
+        "description": "W3C tracestate, sent unchanged with each attempt (with a valid "
+        "traceparent only).",
+    },
+)
+
+
 def operation(
     method: str,
     path: str,

@@ -61,12 +61,21 @@ _SPECS: dict[str, dict[str, Any]] = {
             },
             "method": {"enum": ["GET", "POST", "PUT", "PATCH", "DELETE"]},
             "headers": {**_STRING_MAP, "description": "Supports {{config.*}}, {{secret.*}}."},
-            "body_template": _payload(
-                "Sent as the JSON body (Content-Type application/json unless headers set one); "
-                "null sends no body.",
-                'every method but GET sends the job\'s input ("{{input}}", shown as the '
-                "default); GET sends no body.",
-            ),
+            "body_template": {
+                **_payload(
+                    "Sent as the JSON body (Content-Type application/json unless headers set "
+                    "one); null sends no body. With a literal Content-Type header of "
+                    "application/x-www-form-urlencoded, text/* or XML (application/xml, "
+                    "text/xml, application/*+xml), a string with text around its "
+                    'placeholders ("name={{input.name}}") is sent as that text, each value '
+                    "encoded for the type (form: percent-encoded; XML: escaped; text: as is; "
+                    'a value that is not a string as compact JSON); "{{input}}" alone stays '
+                    "the input as JSON.",
+                    'every method but GET sends the job\'s input ("{{input}}", shown as the '
+                    "default); GET sends no body.",
+                ),
+                "oneOf": [{"type": "object"}, {"type": "string"}],
+            },
             "timeout_ms": {**_TIMEOUT, "default": 30000},
             "expected_status_codes": {
                 "type": "array",

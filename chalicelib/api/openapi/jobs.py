@@ -6,6 +6,7 @@ from typing import Any
 
 from chalicelib.api.openapi.common import (
     TIMESTAMP,
+    TRACE_CONTEXT,
     operation,
     page_of,
     paths,
@@ -33,6 +34,24 @@ _CALLBACK = {
     ),
 }
 
+
+_INPUT = {
+    "description": "Any JSON value (an object, an array, a string, a number, a boolean); "
+    "none or null is no input ({}). Without a body_template it is sent as that JSON.",
+}
+_HEADERS = {
+    "type": "object",
+    "additionalProperties": {"type": "string"},
+    "maxProperties": 32,
+    "description": "Literal values (no templates) sent with each delivery: HTTP request "
+    "headers (over the endpoint's of the same name, in any case), Kafka record headers, "
+    "Redis Stream fields header:<name>. traceparent and tracestate here are the job's W3C "
+    "trace context (a malformed traceparent is ignored). 400 naming the header: a name that "
+    "is not an HTTP token, a value with CR, LF or NUL, a name the service owns "
+    "(X-Task-Executor-*, Idempotency-Key, webhook-*, Host, Content-Length, "
+    "Transfer-Encoding, Connection), more than 32 headers or 8 KiB in all. Not shown back "
+    "(they may carry credentials; values of credential headers are redacted from attempts).",
+}
 
 _CREATE_OK = "Existing job (idempotency_key already used for this endpoint)."
 _CREATE_RULES = (
@@ -63,6 +82,7 @@ _CREATE = operation(
     errors=("NotFound", "Unprocessable"),
     body="JobCreate",
     description=_CREATE_RULES,
+    parameters=list(TRACE_CONTEXT),
 )
 _CREATE[2]["responses"]["201"] = {
     "description": "Job created.",
@@ -155,7 +175,7 @@ JOBS: dict[str, Any] = {
                     "maxLength": 255,
                     "description": "Required for IMMEDIATE and DELAYED; optional for CRON.",
                 },
-                "input": {"type": "object"},
+                "input": _INPUT,
                 "run_at": {"type": "string", "format": "date-time"},
                 "cron": {"type": "string", "description": "5 fields; required for CRON."},
                 "timezone": {"type": "string", "description": "IANA; required for CRON."},
@@ -163,6 +183,7 @@ JOBS: dict[str, Any] = {
                 "ends_at": {"type": ["string", "null"], "format": "date-time"},
                 "on_success": _CALLBACK,
                 "on_failure": _CALLBACK,
+                "headers": _HEADERS,
             },
         },
         "JobUpdate": {
@@ -173,7 +194,7 @@ JOBS: dict[str, Any] = {
             "properties": {
                 "cron": {"type": "string"},
                 "timezone": {"type": "string"},
-                "input": {"type": "object"},
+                "input": _INPUT,
                 "starts_at": {"type": "string", "format": "date-time"},
                 "ends_at": {"type": ["string", "null"], "format": "date-time"},
             },
@@ -205,7 +226,7 @@ JOBS: dict[str, Any] = {
                     "type": ["string", "null"],
                     "description": "In the job's timezone with its offset.",
                 },
-                "input": {"type": ["object", "null"]},
+                "input": {"description": "The job's input: any JSON value."},
                 "execution": _SUMMARY,
                 "latest_execution": _SUMMARY,
                 "retired_at": TIMESTAMP,

@@ -150,17 +150,20 @@ claimed AS (
                OR e.batch_id IS NOT NULL) AS follows
 )
 -- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
--- with its job's endpoint snapshot and its endpoint's cap.
+-- with its job's endpoint snapshot and its endpoint's cap, and the job's own headers and
+-- trace context (migration 023: NULL for most jobs) from the same probe of jobs.
 SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
        c.max_attempts, c.config_snapshot, c.follows,
        CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
            'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
            'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
            'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
-       CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap
+       CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
+       j.headers AS job_headers, j.traceparent, j.tracestate
 FROM claimed AS c
 LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
-    SELECT x.endpoint_snapshot FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
+    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate
+    FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
 ) AS j ON TRUE
 LEFT JOIN LATERAL (
     SELECT * FROM endpoints AS x WHERE x.name = c.endpoint LIMIT 1
@@ -318,17 +321,20 @@ claimed AS (
                OR e.batch_id IS NOT NULL) AS follows
 )
 -- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
--- with its job's endpoint snapshot and its endpoint's cap.
+-- with its job's endpoint snapshot and its endpoint's cap, and the job's own headers and
+-- trace context (migration 023: NULL for most jobs) from the same probe of jobs.
 SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
        c.max_attempts, c.config_snapshot, c.follows,
        CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
            'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
            'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
            'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
-       CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap
+       CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
+       j.headers AS job_headers, j.traceparent, j.tracestate
 FROM claimed AS c
 LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
-    SELECT x.endpoint_snapshot FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
+    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate
+    FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
 ) AS j ON TRUE
 LEFT JOIN LATERAL (
     SELECT * FROM endpoints AS x WHERE x.name = c.endpoint LIMIT 1
@@ -428,17 +434,20 @@ claimed AS (
                OR e.batch_id IS NOT NULL) AS follows
 )
 -- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
--- with its job's endpoint snapshot and its endpoint's cap.
+-- with its job's endpoint snapshot and its endpoint's cap, and the job's own headers and
+-- trace context (migration 023: NULL for most jobs) from the same probe of jobs.
 SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
        c.max_attempts, c.config_snapshot, c.follows,
        CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
            'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
            'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
            'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
-       CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap
+       CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
+       j.headers AS job_headers, j.traceparent, j.tracestate
 FROM claimed AS c
 LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
-    SELECT x.endpoint_snapshot FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
+    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate
+    FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
 ) AS j ON TRUE
 LEFT JOIN LATERAL (
     SELECT * FROM endpoints AS x WHERE x.name = c.endpoint LIMIT 1
@@ -878,17 +887,20 @@ claimed AS (
 SELECT 'claimed' AS kind, r.*
 FROM (
 -- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
--- with its job's endpoint snapshot and its endpoint's cap.
+-- with its job's endpoint snapshot and its endpoint's cap, and the job's own headers and
+-- trace context (migration 023: NULL for most jobs) from the same probe of jobs.
 SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
        c.max_attempts, c.config_snapshot, c.follows,
        CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
            'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
            'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
            'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
-       CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap
+       CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
+       j.headers AS job_headers, j.traceparent, j.tracestate
 FROM claimed AS c
 LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
-    SELECT x.endpoint_snapshot FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
+    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate
+    FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
 ) AS j ON TRUE
 LEFT JOIN LATERAL (
     SELECT * FROM endpoints AS x WHERE x.name = c.endpoint LIMIT 1
