@@ -7,6 +7,12 @@ SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_
 FROM job_states
 WHERE job_id = :job_id
 
+-- name: jobs_delivery_context
+-- What a job adds to its deliveries (migration 023: its own headers, its W3C trace
+-- context), read by PUT /jobs/{id} so that a cron job's new version keeps them; one probe
+-- of pk_jobs. Not in job_states: the API never shows a job's headers.
+SELECT headers, traceparent, tracestate FROM jobs WHERE job_id = :job_id
+
 -- name: jobs_latest_execution
 -- Uses idx_executions_by_job (job_id, created_at DESC); execution_id breaks ties so the
 -- answer is deterministic when two ticks share a timestamp.

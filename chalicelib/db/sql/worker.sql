@@ -467,7 +467,8 @@ FROM (
 -- include: worker_claim_rows
 ) AS r
 UNION ALL
-SELECT 'recorded', m.execution_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT 'recorded', m.execution_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL
 FROM moved AS m
 
 -- name: worker_config_values

@@ -76,6 +76,16 @@ def _active_cron_job(db: Database, job_id: str) -> Row | None:
     return job
 
 
+def _delivery_context(
+    db: Database, job_id: str
+) -> tuple[dict[str, str] | None, TraceContext | None]:
+    """The job's own headers and trace context, which its new version keeps."""
+    row = next(iter(db.run(queries["jobs_delivery_context"], job_id=job_id)), None)
+    if row is None or row["traceparent"] is None:
+        return (None if row is None else row["headers"]), None
+    return row["headers"], TraceContext(row["traceparent"], row["tracestate"])
+
+
 @dataclass(frozen=True)
 class _PreparedUpdate:
     """A PUT /jobs/{id} computed before its transaction: the new version's request (None
@@ -190,6 +200,7 @@ class JobService:
         if job is None:
             return _PreparedUpdate()  # answered in the transaction (404, 409)
         change = parse_cron_update(body, current=_schedule_of(job), current_input=job["input"])
+        headers, trace = _delivery_context(self.db, job_id)
         request = JobRequest(
             endpoint=job["endpoint"],
             trigger=TriggerType.CRON,
@@ -197,6 +208,8 @@ class JobService:
             input=change.input,
             schedule=change.schedule,
             first_run_at=change.schedule.first_run(now),
+            headers=headers,
+            trace=trace,
         )
         checked = CheckedInputs()
         for endpoint in read_endpoints(self.db.run, [job["endpoint"]]).values():

@@ -907,7 +907,8 @@ LEFT JOIN LATERAL (
 ) AS en ON TRUE
 ) AS r
 UNION ALL
-SELECT 'recorded', m.execution_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT 'recorded', m.execution_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL
 FROM moved AS m
 
 -- name: worker_config_values

@@ -260,3 +260,32 @@ def test_redis_entry_carries_header_fields_and_the_trace(
     assert (trace_id, flags) == (TRACE, "01")
     assert parent_id != "00f067aa0ba902b7"
     assert fields["execution_id"] == execution_id
+
+
+def test_a_cron_jobs_new_version_keeps_its_headers_and_trace(
+    api: ApiClient, database: Database
+) -> None:
+    register_endpoint(api, "ticking")
+    body = {
+        "endpoint": "ticking",
+        "trigger": "CRON",
+        "cron": "0 9 * * *",
+        "timezone": "UTC",
+        "headers": {"X-Tenant": "acme", "traceparent": TRACEPARENT},
+    }
+    created = api.post("/jobs", body)
+    assert created.status == 201, created.body
+    assert "headers" not in created.body  # never shown back: they may carry credentials
+
+    replaced = api.put(f"/jobs/{created.body['job_id']}", {"cron": "0 10 * * *"})
+    assert replaced.status == 200, replaced.body
+
+    [row] = database.run(
+        "SELECT headers, traceparent, tracestate FROM jobs WHERE job_id = :id",
+        id=replaced.body["job_id"],
+    )
+    assert (row["headers"], row["traceparent"], row["tracestate"]) == (
+        {"X-Tenant": "acme"},
+        TRACEPARENT,
+        None,
+    )
