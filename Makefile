@@ -14,7 +14,7 @@ STAMP := $(TEST_STAMP)
 PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --progress-bar on
 
 .PHONY: run test test-cockroach lint typecheck unit migrate clean venv test-hidden-tools \
-	browser binutils promtool screenshots synth
+	browser binutils promtool screenshots synth localstack test-localstack
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -45,11 +45,18 @@ run: $(RUN_STAMP)
 	$(PY) -m chalicelib.local --profile $(PROFILE)
 
 ## test: lint (ruff, the import-linter layer contracts), type check, then the whole test
-## suite (unit + integration), then the claim- and wake-up-sensitive tests again in
-## CockroachDB's configuration (test-cockroach); it says how long the suite took.
-test: $(TEST_STAMP) lint typecheck browser binutils promtool
-	@start=$$(date +%s); \
-	  $(PY) -m pytest -m "not chaos" && \
+## suite (unit + integration) with the LocalStack end-to-end tests (test-localstack) in a
+## second pytest process beside it (their output follows the suite's), then the claim- and
+## wake-up-sensitive tests again in CockroachDB's configuration (test-cockroach); it says
+## how long the suite took.
+test: $(TEST_STAMP) lint typecheck browser binutils promtool localstack
+	@start=$$(date +%s); ls_log=$$(mktemp); \
+	  $(LOCALSTACK_TESTS) > "$$ls_log" 2>&1 & ls_pid=$$!; \
+	  trap 'kill $$ls_pid 2>/dev/null; rm -f "$$ls_log"' EXIT; \
+	  $(PY) -m pytest -m "not chaos and not localstack"; suite=$$?; \
+	  wait $$ls_pid; ls_status=$$?; \
+	  echo "==> the LocalStack end-to-end tests (run beside the suite):"; cat "$$ls_log"; \
+	  [ $$suite = 0 ] && [ $$ls_status = 0 ] && \
 	  $(MAKE) --no-print-directory test-cockroach && \
 	  echo "==> make test: the suite took $$(( $$(date +%s) - start )) s"
 
@@ -63,6 +70,36 @@ test-cockroach: $(TEST_STAMP)
 	TE_CLAIM_STRATEGY=conditional_update TE_WAKEUP_NOTIFY=off \
 	  $(PY) -m pytest -m "claim_path and not chaos and not postgres_only" \
 	  tests/integration/worker tests/integration/scheduler
+
+## localstack: LocalStack in host mode (no Docker) for the end-to-end tests, in its own venv
+## $(LS_VENV) on the newest Python >= 3.12 here (pyenv's versions, python3.1x on PATH;
+## tests/localstack/pythons.py): requirements-localstack.txt (exact pins), then the host
+## Lambda executor (tests/localstack/hostlambda, a test fixture: it only registers the
+## plugin, the code runs from the tree). Once. Without such a Python it says so, and the
+## LocalStack tests skip saying so too.
+LS_VENV := .venv-localstack
+LS_STAMP := $(LS_VENV)/.installed
+LS_EXECUTOR := tests/localstack/hostlambda
+localstack: $(LS_STAMP)
+$(LS_STAMP): requirements-localstack.txt $(LS_EXECUTOR)/pyproject.toml | $(PY)
+	@py=$$($(PY) tests/localstack/pythons.py) || { echo "==> no LocalStack: $$py"; exit 0; }; \
+	  set -e; \
+	  if [ ! -x $(LS_VENV)/bin/python ]; then \
+	    echo "==> creating $(LS_VENV) with $$($$py --version) ($$py)"; $$py -m venv $(LS_VENV); fi; \
+	  echo "==> installing LocalStack into $(LS_VENV) (requirements-localstack.txt; once)"; \
+	  $(LS_VENV)/bin/python -m pip install --disable-pip-version-check --progress-bar on \
+	    -r requirements-localstack.txt; \
+	  tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; cp -r $(LS_EXECUTOR)/. "$$tmp"; \
+	  $(LS_VENV)/bin/python -m pip install --disable-pip-version-check --no-deps \
+	    --no-build-isolation --force-reinstall "$$tmp"; \
+	  touch $@
+
+## test-localstack: the LocalStack end-to-end tests (marker localstack) alone: the deployed
+## lean profile in host-mode LocalStack (tests/localstack), and tests/infra's compose stack
+## where a Docker daemon is reachable. `make test` runs them beside the main suite.
+LOCALSTACK_TESTS := $(PY) -m pytest -m localstack tests/localstack tests/infra/test_localstack_e2e.py
+test-localstack: $(TEST_STAMP) localstack
+	$(LOCALSTACK_TESTS)
 
 ## test-hidden-tools: `make test` in a fresh clone of HEAD, with a PATH of only the venv and
 ## /usr/bin minus node, redis-server and nginx (proves the project installs what it needs).
@@ -143,7 +180,7 @@ migrate: $(RUN_STAMP)
 	TE_LOCAL_MODE=$${TE_LOCAL_MODE:-true} $(PY) -m chalicelib.migrate
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LS_VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # Benchmarks (make bench, make bench-quick, make bench-package) live with their scripts.
 -include bench/bench.mk
