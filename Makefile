@@ -48,12 +48,16 @@ run: $(RUN_STAMP)
 ## suite (unit + integration) with the LocalStack end-to-end tests (test-localstack) in a
 ## second pytest process beside it (their output follows the suite's), then the claim- and
 ## wake-up-sensitive tests again in CockroachDB's configuration (test-cockroach); it says
-## how long the suite took.
+## how long the suite took. The suite runs in $(TEST_WORKERS) pytest-xdist processes, a
+## test file to one process (each starts its own PostgreSQL, Redis and broker): most of a
+## test's time is spent waiting on servers, so more processes than cores still pays.
+TEST_WORKERS ?= 3
+XDIST := -n $(TEST_WORKERS) --dist loadfile
 test: $(TEST_STAMP) lint typecheck browser binutils promtool localstack
 	@start=$$(date +%s); ls_log=$$(mktemp); \
 	  $(LOCALSTACK_TESTS) > "$$ls_log" 2>&1 & ls_pid=$$!; \
 	  trap 'kill $$ls_pid 2>/dev/null; rm -f "$$ls_log"' EXIT; \
-	  $(PY) -m pytest -m "not chaos and not localstack"; suite=$$?; \
+	  $(PY) -m pytest $(XDIST) -m "not chaos and not localstack"; suite=$$?; \
 	  wait $$ls_pid; ls_status=$$?; \
 	  echo "==> the LocalStack end-to-end tests (run beside the suite):"; cat "$$ls_log"; \
 	  [ $$suite = 0 ] && [ $$ls_status = 0 ] && \
@@ -68,7 +72,7 @@ test: $(TEST_STAMP) lint typecheck browser binutils promtool localstack
 test-cockroach: $(TEST_STAMP)
 	@echo "==> claim- and wake-up-sensitive tests in CockroachDB's configuration"
 	TE_CLAIM_STRATEGY=conditional_update TE_WAKEUP_NOTIFY=off \
-	  $(PY) -m pytest -m "claim_path and not chaos and not postgres_only" \
+	  $(PY) -m pytest $(XDIST) -m "claim_path and not chaos and not postgres_only" \
 	  tests/integration/worker tests/integration/scheduler
 
 ## localstack: LocalStack in host mode (no Docker) for the end-to-end tests, in its own venv
