@@ -333,13 +333,28 @@ def _enum_filter(params: Mapping[str, str], name: str, allowed: list[str]) -> st
 
 
 def parse_job_filters(params: Mapping[str, str] | None) -> dict[str, str | None]:
-    """``GET /jobs`` filters (``endpoint``, ``trigger``, ``status``); 400 on a bad value."""
+    """``GET /jobs`` filters (``endpoint``, ``trigger``, ``status``, ``idempotency_key``);
+    400 on a bad value. A key is unique per endpoint, so ``idempotency_key`` needs
+    ``endpoint``."""
     params = params or {}
     endpoint = params.get("endpoint")
     if endpoint is not None and not endpoint.strip():
         raise ValidationFailed("endpoint must be a non-empty endpoint name.")
-    return {
+    filters = {
         "endpoint": endpoint,
         "trigger_type": _enum_filter(params, "trigger", [t.value for t in TriggerType]),
         "status": _enum_filter(params, "status", [s.value for s in JobStatus]),
     }
+    key = params.get("idempotency_key")
+    if key is not None:
+        if not key.strip() or len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+            raise ValidationFailed(
+                "idempotency_key must be a non-empty key of at most "
+                f"{MAX_IDEMPOTENCY_KEY_LENGTH} characters."
+            )
+        if endpoint is None:
+            raise ValidationFailed(
+                "idempotency_key needs endpoint: a key names a job on one endpoint."
+            )
+        filters["idempotency_key"] = key
+    return filters

@@ -251,11 +251,11 @@ def test_a_move_racing_the_claim_either_moves_it_or_loses_to_the_claim(
         start = threading.Barrier(2)
         claimed: list[str] = []
 
-        def take() -> None:
+        def take(start: threading.Barrier, claimed: list[str]) -> None:
             start.wait()
             claimed.extend(claim(database))
 
-        worker = threading.Thread(target=take)
+        worker = threading.Thread(target=take, args=(start, claimed))
         worker.start()
         start.wait()
         reply = api.put(f"/jobs/{job_id}", {"delay": "1h"})
@@ -340,3 +340,52 @@ def test_a_read_key_may_not_reschedule(api: ApiClient, endpoint: str) -> None:
     api.key = make_key(api, "reader", "read")
     reply = api.put(f"/jobs/{job_id}", {"delay": "1h"})
     assert_envelope(reply, 403, "INSUFFICIENT_SCOPE")
+
+
+# -- GET /jobs?endpoint=&idempotency_key= -------------------------------------------------
+
+
+def test_a_job_is_found_by_its_endpoint_and_idempotency_key(api: ApiClient, endpoint: str) -> None:
+    created = api.post("/jobs", delayed("order-77", run_at="2030-03-15T18:00:00Z")).body
+    api.post("/jobs", delayed("order-78", run_at="2030-03-15T18:00:00Z"))
+    reply = api.get(f"/jobs?endpoint={EP}&idempotency_key=order-77")
+    assert reply.status == 200, reply.body
+    assert [job["job_id"] for job in reply.body["items"]] == [created["job_id"]]
+    assert (
+        reply.body["items"][0]["execution"]["execution_id"]
+        == (created["execution"]["execution_id"])
+    )
+    assert reply.body["cursor"] is None
+    # Rescheduled, the key still names the job (its earlier version holds no key).
+    api.put(f"/jobs/{created['job_id']}", {"delay": "1h"})
+    again = api.get(f"/jobs?endpoint={EP}&idempotency_key=order-77").body["items"]
+    assert [(job["job_id"], job["version"]) for job in again] == [(created["job_id"], 2)]
+
+
+def test_an_unknown_key_lists_nothing_and_filters_apply_to_the_one_found(
+    api: ApiClient, endpoint: str
+) -> None:
+    api.post("/jobs", delayed("order-79", run_at="2030-03-15T18:00:00Z"))
+    assert api.get(f"/jobs?endpoint={EP}&idempotency_key=nope").body == {
+        "items": [],
+        "cursor": None,
+    }
+    assert api.get("/jobs?endpoint=other&idempotency_key=order-79").body["items"] == []
+    path = f"/jobs?endpoint={EP}&idempotency_key=order-79"
+    assert len(api.get(path + "&trigger=DELAYED&status=ACTIVE").body["items"]) == 1
+    assert api.get(path + "&trigger=IMMEDIATE").body["items"] == []
+    assert api.get(path + "&status=RETIRED").body["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("query", "fragment"),
+    [
+        ("idempotency_key=order-1", "idempotency_key needs endpoint"),
+        (f"endpoint={EP}&idempotency_key=", "idempotency_key must be a non-empty key"),
+        (f"endpoint={EP}&idempotency_key=" + "k" * 256, "at most 255 characters"),
+    ],
+)
+def test_a_bad_key_lookup_is_400(api: ApiClient, endpoint: str, query: str, fragment: str) -> None:
+    reply = api.get(f"/jobs?{query}")
+    assert_envelope(reply, 400, "INVALID_REQUEST")
+    assert fragment in reply.body["error"]["message"]

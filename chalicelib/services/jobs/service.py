@@ -43,6 +43,7 @@ from chalicelib.services.jobs.create import (
     CheckedInputs,
     create_jobs,
     create_one,
+    find_existing,
     read_endpoints,
     wake_for,
 )
@@ -141,7 +142,11 @@ class JobService:
         return self.poller.wait(fetch, _nothing_to_wait_for, wait)
 
     def list_page(self, filters: Mapping[str, str | None], page: PageRequest) -> list[JobView]:
-        """A keyset page of jobs, newest first; one-shot jobs carry their execution."""
+        """A keyset page of jobs, newest first; one-shot jobs carry their execution. With an
+        ``idempotency_key`` (and its endpoint), the job holding it: one item or none."""
+        key = filters.get("idempotency_key")
+        if key is not None:
+            return self._by_key(filters, key, page)
 
         def work(tx: Transaction) -> list[JobView]:
             query, params = list_query(filters, page)
@@ -154,6 +159,19 @@ class JobService:
             return [JobView.from_rows(job, executions.get(job["job_id"])) for job in jobs]
 
         return self.db.transaction(work, name="job_list")
+
+    def _by_key(
+        self, filters: Mapping[str, str | None], key: str, page: PageRequest
+    ) -> list[JobView]:
+        """``GET /jobs?endpoint=&idempotency_key=``: one probe of idx_jobs_idempotency (the
+        lookup a repeated POST /jobs makes); the other filters and the cursor are checked
+        on the one job found."""
+        endpoint = filters["endpoint"]
+        assert endpoint is not None, "parse_job_filters requires it with a key"
+        found = self.db.transaction(
+            lambda tx: find_existing(tx, [(endpoint, key)]), name="job_by_key"
+        )
+        return [view for view in found.values() if _listed(view.job, filters, page)]
 
     def versions(self, job_id: str, page: PageRequest) -> list[Job]:
         """The whole version chain containing ``job_id``, oldest first."""
@@ -384,6 +402,19 @@ def _waiting(trigger: str | None) -> tuple[ExecutionStatus, ...]:
     """The statuses a one-shot job waits in: never PENDING for an IMMEDIATE job."""
     waiting = (ExecutionStatus.PENDING, ExecutionStatus.QUEUED, ExecutionStatus.RETRYING)
     return waiting[1:] if trigger == TriggerType.IMMEDIATE else waiting
+
+
+def _listed(job: Job, filters: Mapping[str, str | None], page: PageRequest) -> bool:
+    """Whether ``job`` passes GET /jobs's trigger and status filters and lies past the
+    page's cursor (newest first)."""
+    trigger, status = filters.get("trigger_type"), filters.get("status")
+    if trigger is not None and job.trigger_type != trigger:
+        return False
+    if status is not None and job.status != status:
+        return False
+    if page.after_ts is None or page.after_id is None:
+        return True
+    return (job.created_at, job.job_id) < (page.after_ts, page.after_id)
 
 
 def _retired_message(job: Row) -> str:
