@@ -1,5 +1,6 @@
-"""Job use cases: create (IMMEDIATE / DELAYED / CRON), read, list, update, cancel, versions,
-trigger (run a cron job now), pause, resume.
+"""Job use cases: create (IMMEDIATE / DELAYED / CRON), read, list (or find by key), update (a
+cron job's new version), reschedule (a DELAYED job's new time), cancel, versions, trigger
+(run a cron job now), pause, resume.
 
 Each use case is one transaction through :meth:`Database.transaction` (re-runnable: it only
 reads and writes the database and computes from what it read). Creating a job, here for
