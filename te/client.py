@@ -344,8 +344,9 @@ class Endpoints(Named):
 
 
 class Jobs:
-    """``/jobs``: create, list (filters ``endpoint``, ``trigger``, ``status``), read, update,
-    cancel, pause, resume, trigger (run now)."""
+    """``/jobs``: create, list (filters ``endpoint``, ``trigger``, ``status``,
+    ``idempotency_key``), find by key, read, update, reschedule, cancel, pause, resume,
+    trigger (run now)."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
@@ -361,10 +362,26 @@ class Jobs:
     def list_all(self, **filters: Any) -> Iterator[Any]:
         return self._client.pages("/jobs", filters)
 
+    def find(self, endpoint: str, idempotency_key: str) -> Any:
+        """The job created on ``endpoint`` with ``idempotency_key``, or None."""
+        params = {"endpoint": endpoint, "idempotency_key": idempotency_key}
+        items = self._client.request("GET", "/jobs", params=params)["items"]
+        return items[0] if items else None
+
     def get(self, job_id: str) -> Any:
         return self._client.request("GET", f"/jobs/{_id(job_id)}")
 
     def update(self, job_id: str, body: Mapping[str, Any]) -> Any:
+        return self._client.request("PUT", f"/jobs/{_id(job_id)}", body)
+
+    def reschedule(
+        self, job_id: str, *, run_at: str | None = None, delay: str | None = None
+    ) -> Any:
+        """Move a DELAYED job not yet started to ``run_at`` (ISO 8601 with an offset) or to
+        ``delay`` from now (``"90s"``, ``"1h30m"``); exactly one of them."""
+        if (run_at is None) == (delay is None):
+            raise ValueError("give exactly one of run_at and delay")
+        body = {"run_at": run_at} if run_at is not None else {"delay": delay}
         return self._client.request("PUT", f"/jobs/{_id(job_id)}", body)
 
     def cancel(self, job_id: str) -> Any:

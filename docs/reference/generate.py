@@ -320,7 +320,8 @@ def settings_page() -> str:
 #: (code, HTTP status) -> when the API answers it.
 ERROR_MEANINGS: dict[tuple[str, int], str] = {
     ("INVALID_REQUEST", 400): "a malformed body, query or path value; a field of the wrong "
-    "type, missing or out of range; a bad IANA timezone; a value the database refuses",
+    "type, missing or out of range; a bad IANA timezone; a value the database refuses; a "
+    "query parameter the route does not declare (the message names it)",
     ("INVALID_REQUEST", 422): "a well-formed request the service cannot act on",
     ("UNAUTHORIZED", 401): "no API key, or an unknown or revoked one",
     ("ROUTE_NOT_FOUND", 404): "no such route",
@@ -346,7 +347,8 @@ ERROR_MEANINGS: dict[tuple[str, int], str] = {
     "names the field",
     ("CONFLICT", 409): "the resource exists already, or live work still uses it (the message "
     "names the endpoints and up to 10 job ids)",
-    ("JOB_NOT_UPDATABLE", 409): "`PUT /jobs/{id}` on a job that is not an ACTIVE cron job",
+    ("JOB_NOT_UPDATABLE", 409): "`PUT /jobs/{id}` on an IMMEDIATE job or a RETIRED version "
+    "(of a cron job, or a rescheduled DELAYED job's earlier one)",
     ("JOB_NOT_TRIGGERABLE", 409): "`POST /jobs/{id}/trigger` on a job that is not an ACTIVE "
     "cron job",
     ("JOB_NOT_PAUSABLE", 409): "pause or resume of a job that is not an ACTIVE cron job",
@@ -354,7 +356,8 @@ ERROR_MEANINGS: dict[tuple[str, int], str] = {
     "SUCCESS or FAILED",
     ("EXECUTION_NOT_RETRYABLE", 409): "retry of an execution that is not FAILED, or whose "
     "endpoint was deleted",
-    ("INVALID_TRANSITION", 409): "a status change the transition table does not allow",
+    ("INVALID_TRANSITION", 409): "a status change the transition table does not allow; "
+    "`PUT /jobs/{id}` of a DELAYED job whose execution has started or ended",
     ("INVALID_CRON", 422): "a cron expression that is not 5 valid fields, is longer than 256 "
     "characters, or has no tick before 9999-01-01 (and no `ends_at`)",
     ("INVALID_SCHEMA", 422): "a payload spec that is not a valid JSON Schema, refers outside "
