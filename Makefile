@@ -64,7 +64,7 @@ test: $(TEST_STAMP) lint typecheck browser binutils promtool localstack
 	  $(MAKE) --no-print-directory test-cockroach && \
 	  echo "==> make test: the suite took $$(( $$(date +%s) - start )) s"
 
-## test-cockroach: the worker and scheduler tests whose behaviour depends on the claim
+## test-cockroach: the worker, scheduler and job-timing tests whose behaviour depends on the claim
 ## strategy or the wake-up (marker claim_path), again with the settings production uses on
 ## CockroachDB (no SKIP LOCKED claim, no LISTEN/NOTIFY), PostgreSQL at SERIALIZABLE as
 ## always. Tests of PostgreSQL-only behaviour are deselected by their marker (the summary
@@ -73,7 +73,7 @@ test-cockroach: $(TEST_STAMP)
 	@echo "==> claim- and wake-up-sensitive tests in CockroachDB's configuration"
 	TE_CLAIM_STRATEGY=conditional_update TE_WAKEUP_NOTIFY=off \
 	  $(PY) -m pytest $(XDIST) -m "claim_path and not chaos and not postgres_only" \
-	  tests/integration/worker tests/integration/scheduler
+	  tests/integration/worker tests/integration/scheduler tests/integration/test_api_jobs_timing.py
 
 ## localstack: LocalStack in host mode (no Docker) for the end-to-end tests, in its own venv
 ## $(LS_VENV) on the newest Python >= 3.12 here (pyenv's versions, python3.1x on PATH;
