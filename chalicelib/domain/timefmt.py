@@ -14,7 +14,8 @@ this service has no history and cron tick keys (epoch milliseconds) would go neg
 from __future__ import annotations
 
 import functools
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 
 #: The first instant the service accepts (inclusive).
 EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
@@ -41,3 +42,25 @@ def iso(value: datetime | None) -> str | None:
         raise ValueError("naive datetime: timestamps must be timezone-aware")
     text = value.astimezone(UTC).isoformat()
     return text.replace("+00:00", "Z")
+
+
+#: A duration such as ``250ms``, ``90s``, ``1h30m`` or ``2d``: one or more integer-unit parts.
+_DURATION = re.compile(r"(?:[0-9]{1,12}(?:ms|s|m|h|d))+")
+_DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h|d)")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+#: Longest duration text read (the value is echoed in errors).
+MAX_DURATION_TEXT = 32
+
+
+def parse_duration(text: str) -> timedelta:
+    """A positive duration written as integer-unit parts (units ``ms``, ``s``, ``m``,
+    ``h``, ``d``): ``"250ms"``, ``"90s"``, ``"1h30m"``, ``"2d"``. ValueError otherwise."""
+    if not isinstance(text, str) or len(text) > MAX_DURATION_TEXT or not _DURATION.fullmatch(text):
+        raise ValueError(f"not a duration such as '90s' or '1h30m': {text!r}")
+    total = sum(int(n) * _UNIT_MS[unit] for n, unit in _DURATION_PART.findall(text))
+    if total <= 0:
+        raise ValueError(f"a duration must be positive: {text!r}")
+    try:
+        return timedelta(milliseconds=total)
+    except OverflowError as exc:
+        raise ValueError(f"duration too long: {text!r}") from exc
