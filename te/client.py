@@ -333,13 +333,24 @@ class Endpoints(Named):
     def resume(self, name: str) -> Any:
         return self._client.request("POST", f"{self.path}/{_id(name)}/resume")
 
-    def redrive(self, name: str, *, since: str, until: str, error_type: str | None = None) -> Any:
+    def redrive(
+        self,
+        name: str,
+        *,
+        since: str,
+        until: str,
+        error_type: str | None = None,
+        endpoint_version: str | None = None,
+    ) -> Any:
         """Requeue FAILED executions created in [since, until) (ISO 8601 with an offset),
         optionally of one last error type: ``{"requeued": n, "more": bool}``; call again
-        while ``more``."""
+        while ``more``. ``endpoint_version="current"`` delivers them with the endpoint as it
+        is now instead of each job's snapshot."""
         body: dict[str, Any] = {"since": since, "until": until}
         if error_type is not None:
             body["error_type"] = error_type
+        if endpoint_version is not None:
+            body["endpoint_version"] = endpoint_version
         return self._client.request("POST", f"{self.path}/{_id(name)}/redrive", body)
 
 
@@ -462,9 +473,11 @@ class Executions:
     def cancel(self, execution_id: str) -> Any:
         return self._client.request("POST", f"/executions/{_id(execution_id)}/cancel")
 
-    def retry(self, execution_id: str) -> Any:
-        """Queue a FAILED execution again (409 EXECUTION_NOT_RETRYABLE otherwise)."""
-        return self._client.request("POST", f"/executions/{_id(execution_id)}/retry")
+    def retry(self, execution_id: str, *, endpoint_version: str | None = None) -> Any:
+        """Queue a FAILED execution again (409 EXECUTION_NOT_RETRYABLE otherwise);
+        ``endpoint_version="current"`` delivers it with the endpoint as it is now."""
+        body = None if endpoint_version is None else {"endpoint_version": endpoint_version}
+        return self._client.request("POST", f"/executions/{_id(execution_id)}/retry", body)
 
 
 class Batches:

@@ -27,6 +27,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from chalicelib.domain import cron
+from chalicelib.domain.job_delivery import DELIVERY_FIELDS, parse_delivery_overrides
 from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.domain.timefmt import EARLIEST_INSTANT, LATEST_INSTANT, in_range, parse_duration
 from chalicelib.errors import InvalidCron, ValidationFailed
@@ -37,8 +38,8 @@ _COMMON_FIELDS = frozenset(
     {"endpoint", "trigger", "idempotency_key", "input", "on_success", "on_failure"}
 )
 TRIGGER_FIELDS: dict[TriggerType, frozenset[str]] = {
-    TriggerType.IMMEDIATE: _COMMON_FIELDS,
-    TriggerType.DELAYED: _COMMON_FIELDS | {"run_at", "delay"},
+    TriggerType.IMMEDIATE: _COMMON_FIELDS | DELIVERY_FIELDS,
+    TriggerType.DELAYED: _COMMON_FIELDS | DELIVERY_FIELDS | {"run_at", "delay"},
     TriggerType.CRON: _COMMON_FIELDS | {"cron", "timezone", "starts_at", "ends_at"},
 }
 CRON_UPDATE_FIELDS = frozenset({"cron", "timezone", "input", "starts_at", "ends_at"})
@@ -95,6 +96,9 @@ class JobRequest:
     #: Callback endpoints named in the request (None: the endpoint's default, if any).
     on_success: str | None = None
     on_failure: str | None = None
+    #: The job's own delivery settings over its endpoint's (one-shot jobs only:
+    #: :mod:`chalicelib.domain.job_delivery`); None for none.
+    delivery_overrides: dict[str, Any] | None = None
 
 
 def parse_instant(value: object, name: str) -> datetime:
@@ -267,6 +271,7 @@ def parse_job_request(body: Mapping[str, Any], *, now: datetime) -> JobRequest:
         input=_input(body),
         on_success=_string(body, "on_success", required=False),
         on_failure=_string(body, "on_failure", required=False),
+        delivery_overrides=parse_delivery_overrides(body),
     )
     if trigger is TriggerType.DELAYED:
         return replace(request, run_at=parse_run_at(body, now=now))

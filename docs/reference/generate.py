@@ -410,6 +410,9 @@ ATTEMPT_MEANINGS = {
     "INTERNAL_ERROR": "the delivery failed in a way no transport anticipated (a library "
     "error, a stored spec the dispatcher cannot use); the message names the exception; "
     "retried while the retry policy allows",
+    "EXPIRED": "a first attempt of a job with `expire_after` would have started that long "
+    "after its due time or later (checked at the claim and again just before the send); "
+    "nothing is sent; not retried",
     **ATTEMPT_TYPES_ELSEWHERE,
 }
 
@@ -520,6 +523,9 @@ SPEC_MEANINGS: dict[str, dict[str, str]] = {
         "expected_status_codes": "the statuses that count as success (distinct, 100 to 599)",
         "signing_secret": "a secret holding a `whsec_` key: deliveries are signed "
         "([Standard Webhooks](../how-to/verify-signatures.md))",
+        "allowed_url_prefixes": "absolute `http(s)` URL prefixes ending in `/` under which a "
+        "job may give its own `url` (same scheme, host, port and path prefix; no user info, "
+        "dot segments or encoded slashes), checked when written and at each delivery",
     },
     "KAFKA": {
         "bootstrap_servers": "`host:port[,host:port...]`",

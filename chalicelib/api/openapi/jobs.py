@@ -12,6 +12,7 @@ from chalicelib.api.openapi.common import (
     query_param,
     schema_ref,
 )
+from chalicelib.api.openapi.endpoints import RETRY_POLICY_SCHEMA
 
 _TRIGGER = {"type": "string", "enum": ["IMMEDIATE", "DELAYED", "CRON"]}
 _JOB_STATUS = {"type": "string", "enum": ["ACTIVE", "RETIRED"]}
@@ -33,6 +34,36 @@ _CALLBACK = {
     ),
 }
 
+#: A one-shot job's own delivery settings (chalicelib/domain/job_delivery.py).
+_DELIVERY: dict[str, Any] = {
+    "retry_policy": {
+        **RETRY_POLICY_SCHEMA,
+        "description": "IMMEDIATE and DELAYED: the endpoint's retry policy fields; each one "
+        "given overrides the endpoint's for this job (max_attempts sets the execution's).",
+    },
+    "timeout_ms": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 300000,
+        "description": "IMMEDIATE and DELAYED: over the endpoint's spec.timeout_ms.",
+    },
+    "url": {
+        "type": "string",
+        "format": "uri",
+        "description": "IMMEDIATE and DELAYED, an HTTP endpoint with allowed_url_prefixes: "
+        "delivered here instead of spec.url, with the endpoint's method, headers, template "
+        "and signing. 422 INVALID_TARGET naming 'url' when it matches no prefix or the "
+        "endpoint has none; never user info, dot segments, encoded slashes or another port.",
+    },
+    "expire_after": {
+        "type": "string",
+        "pattern": "^([0-9]+(ms|s|m|h|d))+$",
+        "examples": ["90s", "1h30m"],
+        "description": "IMMEDIATE and DELAYED: a positive duration (units ms, s, m, h, d). "
+        "An execution not started that long after its due time ends FAILED with error type "
+        "EXPIRED, never delivered.",
+    },
+}
 
 _CREATE_OK = "Existing job (idempotency_key already used for this endpoint)."
 _CREATE_RULES = (
@@ -191,6 +222,7 @@ JOBS: dict[str, Any] = {
                 "ends_at": {"type": ["string", "null"], "format": "date-time"},
                 "on_success": _CALLBACK,
                 "on_failure": _CALLBACK,
+                **_DELIVERY,
             },
         },
         "JobUpdate": {

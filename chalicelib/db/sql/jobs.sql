@@ -413,7 +413,8 @@ WITH job AS (
     INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input,
                       run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
                       cron_next_run_at, endpoint_snapshot, version, previous_version_id,
-                      batch_id, on_success, on_failure, parent_execution_id, callback_depth)
+                      batch_id, on_success, on_failure, parent_execution_id, callback_depth,
+                      delivery_overrides)
     SELECT r ->> 'job_id', r ->> 'endpoint', r ->> 'endpoint_type', r ->> 'trigger_type',
            r ->> 'idempotency_key', r -> 'input', CAST(r ->> 'run_at' AS TIMESTAMPTZ),
            r ->> 'cron_expression', r ->> 'cron_timezone',
@@ -422,7 +423,7 @@ WITH job AS (
            CAST(r ->> 'cron_next_run_at' AS TIMESTAMPTZ), snapshot.value,
            CAST(r ->> 'version' AS BIGINT), r ->> 'previous_version_id', r ->> 'batch_id',
            r ->> 'on_success', r ->> 'on_failure', r ->> 'parent_execution_id',
-           CAST(r ->> 'callback_depth' AS BIGINT)
+           CAST(r ->> 'callback_depth' AS BIGINT), r -> 'delivery_overrides'
     FROM jsonb_array_elements(CAST(:jobs AS JSONB)) AS r
     JOIN jsonb_each(CAST(:snapshots AS JSONB)) AS snapshot ON snapshot.key = r ->> 'endpoint'
     WHERE r ->> 'fingerprint' IS NULL OR EXISTS (

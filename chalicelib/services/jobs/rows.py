@@ -22,6 +22,7 @@ from typing import Any
 
 from chalicelib.db.connection import Row
 from chalicelib.domain.endpoints import endpoint_snapshot
+from chalicelib.domain.job_delivery import max_attempts_of
 from chalicelib.domain.jobs import JobRequest
 from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
 from chalicelib.services.views import ExecutionSummary, Job
@@ -148,6 +149,8 @@ class JobRow:
     on_failure: str | None = None
     parent_execution_id: str | None = None
     callback_depth: int = 0
+    #: The job's own delivery settings (:mod:`chalicelib.domain.job_delivery`), or None.
+    delivery_overrides: dict[str, Any] | None = None
     #: Set by the fast path: write the row only if the endpoint still hashes to this.
     fingerprint: str | None = None
 
@@ -184,6 +187,7 @@ class JobRow:
             on_failure=callbacks[1],
             parent_execution_id=item.parent_execution_id,
             callback_depth=item.depth,
+            delivery_overrides=request.delivery_overrides,
             fingerprint=fingerprint,
         )
 
@@ -253,7 +257,9 @@ class ExecutionRow:
             status=ExecutionStatus.PENDING if delayed else ExecutionStatus.QUEUED,
             run_at=job.run_at,
             input=job.input,
-            max_attempts=int(job.endpoint_snapshot["retry_policy"]["max_attempts"]),
+            max_attempts=max_attempts_of(
+                job.endpoint_snapshot["retry_policy"], job.delivery_overrides
+            ),
             batch_id=job.batch_id,
             on_success=job.on_success,
             on_failure=job.on_failure,
