@@ -17,8 +17,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,10 +107,18 @@ def target() -> Iterator[int]:
         proc.wait(timeout=10)
 
 
-def _stack(tmp_path: Path) -> Stack:
-    data_dir = tmp_path / "stack" / "data"
-    data_dir.parent.mkdir()
-    os.chmod(data_dir.parent, 0o755)  # noqa: S103 - the embedded postgres OS user must reach it
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    """A fresh data directory outside pytest's temporary root: a pytest session that starts
+    meanwhile sets that root back to 0700, and the embedded PostgreSQL's OS user (as root)
+    could no longer reach its files."""
+    parent = Path(tempfile.mkdtemp(prefix="te-docs-blocks-"))
+    os.chmod(parent, 0o755)  # noqa: S103 - the embedded postgres OS user must reach it
+    yield parent / "data"
+    shutil.rmtree(parent)
+
+
+def _stack(data_dir: Path) -> Stack:
     return Stack(data_dir, free_port())
 
 
@@ -133,8 +143,10 @@ def _tutorial_claims_hold(outputs: list[str]) -> None:
     assert [item["status"] for item in batches[0]["items"]] == [201, 201, 422]
 
 
-def test_the_readme_then_the_tutorial_run_on_the_same_data(tmp_path: Path, target: int) -> None:
-    stack = _stack(tmp_path)
+def test_the_readme_then_the_tutorial_run_on_the_same_data(
+    tmp_path: Path, data_dir: Path, target: int
+) -> None:
+    stack = _stack(data_dir)
     try:
         readme = Reader(stack, target, tmp_path / "readme-reader")
         readme.run("README.md")
@@ -144,8 +156,10 @@ def test_the_readme_then_the_tutorial_run_on_the_same_data(tmp_path: Path, targe
         _stop(stack)
 
 
-def test_the_tutorial_runs_on_a_fresh_data_directory(tmp_path: Path, target: int) -> None:
-    stack = _stack(tmp_path)
+def test_the_tutorial_runs_on_a_fresh_data_directory(
+    tmp_path: Path, data_dir: Path, target: int
+) -> None:
+    stack = _stack(data_dir)
     try:
         _tutorial_claims_hold(Reader(stack, target, tmp_path / "reader").run("docs/tutorial.md"))
     finally:
