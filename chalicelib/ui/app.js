@@ -1,7 +1,7 @@
 // The dashboard's shell: sign-in (key kept in sessionStorage), hash routing, polling.
 
 import { ApiError, key } from './api.js';
-import { confirmAction } from './confirm.js';
+import { confirmAction, dismissConfirmation } from './confirm.js';
 import { fill, h } from './dom.js';
 import { executionView, executionsView } from './executions.js';
 import { endpointView, endpointsView } from './endpoints.js';
@@ -99,6 +99,7 @@ async function render() {
   if (!key.get()) return signIn();
   const mine = ++generation;
   clearInterval(timer);
+  dismissConfirmation();
   say('');
   const { route, params } = parseHash();
   const found = ROUTES.map(([re, fn]) => [route.match(re), fn]).find(([m]) => m);
@@ -119,6 +120,7 @@ async function render() {
 function signIn(message) {
   generation++;
   clearInterval(timer);
+  dismissConfirmation();
   fill(view);
   document.getElementById('nav').hidden = true;
   document.getElementById('login').hidden = false;

@@ -11,6 +11,11 @@ const keep = document.getElementById('confirm-keep');
 yes.addEventListener('click', () => dialog.close('confirm'));
 keep.addEventListener('click', () => dialog.close('keep'));
 
+/** Close an open question, unconfirmed: the view it was asked in is gone. */
+export function dismissConfirmation() {
+  if (dialog.open) dialog.close('keep');
+}
+
 /** Ask before `label` (the confirm button's text) does what `message` says: resolves to
  * true only when the user confirms. */
 export function confirmAction(label, message) {

@@ -181,6 +181,16 @@ def test_retry_asks_first(stack: Stack, target: HttpTarget, browser: Any) -> Non
     def status() -> str:
         return str(stack.ok("GET", f"/executions/{execution_id}")["status"])
 
+    # Leaving the view closes the question unanswered: nothing happens.
+    click_button(browser, "Retry")
+    assert confirmation_open(browser)
+    go(browser, "#/endpoints")
+    stack.wait_for(lambda: not confirmation_open(browser), "the dialog closed")
+    time.sleep(SETTLE_SEC)
+    assert status() == "FAILED"
+
+    go(browser, "#/executions?status=FAILED&endpoint=ui-confirm-retry")
+    wait_text(browser, "tr", execution_id)
     text, _ = _keep_then_confirm(browser, "Retry", status)
     assert execution_id in text and "delivered to its endpoint again" in text
     stack.wait_status(execution_id, "SUCCESS")
