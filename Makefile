@@ -162,10 +162,22 @@ screenshots: $(TEST_STAMP) browser
 ## synth: the AWS stack's CloudFormation template, offline (no credentials, no network, no
 ## Node.js on PATH): cdk.out/dev.template.json. PROFILE=lean (default full), CDK_OUTDIR=dir,
 ## AWS_DEFAULT_REGION (default us-east-1), CONTEXT="key=value ..." for other context keys.
+## It runs in its own venv, $(SYNTH_VENV), with requirements-synth.txt only (the runtime
+## packages, Chalice, the CDK library and the Node.js wheel; no test toolchain).
 PROFILE ?= full
 CDK_OUTDIR ?= cdk.out
-synth: $(TEST_STAMP)
-	$(PY) infra/synth.py --out $(CDK_OUTDIR) --profile $(PROFILE) \
+SYNTH_VENV := .venv-synth
+SYNTH_STAMP := $(SYNTH_VENV)/.installed
+$(SYNTH_STAMP): requirements.txt requirements-synth.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
+	@[ -x $(SYNTH_VENV)/bin/python ] || { echo "==> creating $(SYNTH_VENV) with $$($(PYTHON) --version)"; \
+	  $(PYTHON) -m venv $(SYNTH_VENV); }
+	@echo "==> installing what synthesis needs into $(SYNTH_VENV) (requirements-synth.txt; once)"
+	$(SYNTH_VENV)/bin/python -m pip install --disable-pip-version-check --progress-bar on \
+	  'pip>=23,<26.3' -r requirements-synth.txt  # chalice 1.34 needs pip<26.3
+	@touch $@
+synth: $(SYNTH_STAMP)
+	$(SYNTH_VENV)/bin/python infra/synth.py --out $(CDK_OUTDIR) --profile $(PROFILE) \
 	  $(foreach pair,$(CONTEXT),--context $(pair))
 
 lint: $(TEST_STAMP)
@@ -184,7 +196,7 @@ migrate: $(RUN_STAMP)
 	TE_LOCAL_MODE=$${TE_LOCAL_MODE:-true} $(PY) -m chalicelib.migrate
 
 clean:
-	rm -rf $(VENV) $(LS_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LS_VENV) $(SYNTH_VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # Benchmarks (make bench, make bench-quick, make bench-package) live with their scripts.
 -include bench/bench.mk

@@ -137,7 +137,11 @@ class ApiRoot:
     def endpoint_service(self) -> EndpointService:
         from chalicelib.services.endpoints import EndpointService
 
-        return EndpointService(self.process.database("api"), box=self.process.reading_box)
+        return EndpointService(
+            self.process.database("api"),
+            box=self.process.reading_box,
+            health_read=self.overview_service().endpoint_health,
+        )
 
     def config_service(self) -> ConfigService:
         from chalicelib.services.configs import ConfigService

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.api.openapi.catalogue import crud_fragment
-from chalicelib.api.openapi.common import TIMESTAMP, operation, paths, schema_ref
+from chalicelib.api.openapi.common import TIMESTAMP, operation, paths, query_param, schema_ref
 from chalicelib.domain.endpoints import (
     ENDPOINT_TYPES,
     MAX_CONCURRENT,
@@ -13,6 +13,7 @@ from chalicelib.domain.endpoints import (
     REDIS_URL_PARAMETERS,
     RETRY_DEFAULTS,
 )
+from chalicelib.domain.health import Health
 from chalicelib.domain.url_prefixes import MAX_PREFIXES
 
 _REF = {"type": ["string", "null"], "maxLength": 100}
@@ -258,6 +259,28 @@ ENDPOINTS = crud_fragment(
     unprocessable=_UNPROCESSABLE,
 )
 ENDPOINTS["schemas"].update(_SPECS)
+_LIST = ENDPOINTS["paths"]["/endpoints"]["get"]
+_LIST["summary"] = "List endpoints, newest first (cursor pagination), optionally filtered."
+# New lists and dicts: the collection fragments share theirs.
+_LIST["parameters"] = [
+    *_LIST["parameters"],
+    {
+        **query_param("paused", {"enum": ["true", "false"]}),
+        "description": "true: only paused endpoints (paused_at set); false: only the others.",
+    },
+    {
+        **query_param("health", {"enum": [h.value for h in Health]}),
+        "description": "Only endpoints with this health, the one GET /overview shows: their "
+        "executions of the last 24 hours (IDLE: none).",
+    },
+]
+_LIST["responses"] = {
+    **_LIST["responses"],
+    "400": {
+        **_LIST["responses"]["400"],
+        "description": "INVALID_REQUEST: bad limit, cursor, paused or health.",
+    },
+}
 _SCOPE_FOR_TEMPLATES = (
     "INSUFFICIENT_SCOPE: the key's scope does not allow the route, or the definition's "
     "templates reference {{secret.*}} and the key is not 'admin' (whoever picks where a "
