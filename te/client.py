@@ -204,6 +204,7 @@ class Client:
         self.jobs = Jobs(self)
         self.executions = Executions(self)
         self.batches = Batches(self)
+        self.operations = Operations(self)
         self.keys = Keys(self)
 
     @classmethod
@@ -478,6 +479,54 @@ class Executions:
         ``endpoint_version="current"`` delivers it with the endpoint as it is now."""
         body = None if endpoint_version is None else {"endpoint_version": endpoint_version}
         return self._client.request("POST", f"/executions/{_id(execution_id)}/retry", body)
+
+    def bulk(self, action: str, *, all: bool = False, **filters: Any) -> Any:
+        """A bulk ``retry``, ``cancel`` or ``delete`` of the executions ``filters`` match
+        (``endpoint``, ``status`` (one or a list), ``error_type``, ``created_after``,
+        ``created_before``; ``all=True`` with none): the operation, its first page done.
+        Follow it with ``client.operations.wait(op["operation_id"])``."""
+        body: dict[str, Any] = {"action": action, "filter": filters}
+        if all:
+            body["all"] = True
+        return self._client.request("POST", "/executions/bulk", body)
+
+
+class Operations:
+    """``/operations``: a bulk action's progress (``matched = done + refused``), abort."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def get(self, operation_id: str) -> Any:
+        return self._client.request("GET", f"/operations/{_id(operation_id)}")
+
+    def abort(self, operation_id: str) -> Any:
+        """Stop a RUNNING operation (409 OPERATION_NOT_RUNNING once DONE or FAILED)."""
+        return self._client.request("POST", f"/operations/{_id(operation_id)}/abort")
+
+    def wait(
+        self,
+        operation_id: str,
+        *,
+        timeout: float | None = None,
+        interval: float = 1.0,
+        progress: Callable[[Any], None] | None = None,
+    ) -> Any:
+        """Poll until the operation is no longer RUNNING (or ``timeout`` seconds passed);
+        ``progress`` sees each answer whose counts changed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last = None
+        while True:
+            operation = self.get(operation_id)
+            counts = (operation["state"], operation["matched"], operation["done"])
+            if progress is not None and counts != last:
+                progress(operation)
+            last = counts
+            if operation["state"] != "RUNNING":
+                return operation
+            if deadline is not None and time.monotonic() >= deadline:
+                return operation
+            time.sleep(interval)
 
 
 class Batches:

@@ -143,6 +143,7 @@ def register_api(app: ApiApp) -> None:
         keys,
         meta,
         metrics,
+        operations,
         overview,
         payload_specs,
         secrets,
@@ -157,3 +158,4 @@ def register_api(app: ApiApp) -> None:
     for module in (*modules, metrics, overview, ui, keys):
         app.register_blueprint(module.resource.blueprint)
     app.register_blueprint(dead_letters.resource.blueprint)
+    app.register_blueprint(operations.resource.blueprint)

@@ -138,6 +138,12 @@ SETTING_GROUPS: list[tuple[str, list[tuple[str, str | None, str]]]] = [
             ),
             ("reclaim_interval_sec", None, "stuck reclaimer interval"),
             (
+                "bulk_page_size",
+                None,
+                "executions a bulk action (`POST /executions/bulk`) reads and acts on per "
+                "transaction",
+            ),
+            (
                 "stuck_execution_timeout_sec",
                 None,
                 "the lease: a RUNNING execution whose worker has not renewed it for this long "
@@ -337,6 +343,7 @@ ERROR_MEANINGS: dict[tuple[str, int], str] = {
     ("JOB_NOT_FOUND", 404): "no job with that id",
     ("EXECUTION_NOT_FOUND", 404): "no execution with that id",
     ("BATCH_NOT_FOUND", 404): "no batch with that id",
+    ("OPERATION_NOT_FOUND", 404): "no bulk operation with that id",
     ("API_KEY_NOT_FOUND", 404): "no API key with that id",
     ("INSUFFICIENT_SCOPE", 403): "the key's scope does not allow this route (a `read` key "
     "changes nothing; only an `admin` key manages keys, writes an endpoint whose "
@@ -356,6 +363,8 @@ ERROR_MEANINGS: dict[tuple[str, int], str] = {
     "SUCCESS or FAILED",
     ("EXECUTION_NOT_RETRYABLE", 409): "retry of an execution that is not FAILED, or whose "
     "endpoint was deleted",
+    ("OPERATION_NOT_RUNNING", 409): "`POST /operations/{id}/abort` of a bulk operation that "
+    "ended DONE or FAILED (aborting an ABORTED one answers it as it is)",
     ("INVALID_TRANSITION", 409): "a status change the transition table does not allow; "
     "`PUT /jobs/{id}` of a DELAYED job whose execution has started or ended",
     ("INVALID_CRON", 422): "a cron expression that is not 5 valid fields, is longer than 256 "

@@ -26,6 +26,7 @@ from chalicelib.api.openapi.executions import EXECUTIONS
 from chalicelib.api.openapi.jobs import JOBS
 from chalicelib.api.openapi.keys import KEYS
 from chalicelib.api.openapi.metrics import METRICS
+from chalicelib.api.openapi.operations import OPERATIONS
 from chalicelib.api.openapi.overview import OVERVIEW
 from chalicelib.domain.api_keys import Scope
 
@@ -61,7 +62,7 @@ def openapi_document() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
     resources = (PAYLOAD_SPECS, CONFIGS, SECRETS, ENDPOINTS, JOBS, BATCHES, EXECUTIONS)
-    for fragment in (*resources, DEAD_LETTERS, METRICS, OVERVIEW, KEYS, _META):
+    for fragment in (*resources, DEAD_LETTERS, OPERATIONS, METRICS, OVERVIEW, KEYS, _META):
         for path, operations in fragment.get("paths", {}).items():
             paths.setdefault(path, {}).update(operations)
         schemas.update(fragment.get("schemas", {}))

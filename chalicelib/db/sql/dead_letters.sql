@@ -185,6 +185,18 @@ SET status = 'QUEUED',
     FROM moved
     RETURNING log_id
 
+-- part: dead_letters_retry_guard
+-- The guard and the log of a retry, shared by a single retry and a bulk retry's page (the
+-- including statement picks the rows by id first): FAILED (:sources) and a live endpoint.
+-- The endpoint is probed per row (OFFSET 0 keeps the subquery a probe): as a join, the
+-- generic plan walked every endpoint and probed the page once per endpoint.
+      AND e.status = ANY(CAST(:sources AS TEXT[]))
+      AND EXISTS (SELECT 1 FROM endpoints AS en
+                  WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
+    RETURNING e.execution_id, e.attempt_count, e.max_attempts
+), logged AS (
+-- include: dead_letters_requeue_log
+
 -- name: dead_letters_retry
 -- POST /executions/{id}/retry: one compare-and-set. The guard is the transition table's
 -- terminal sources of QUEUED (:sources, FAILED) and a live endpoint (a deleted endpoint
@@ -193,12 +205,7 @@ SET status = 'QUEUED',
 WITH moved AS (
 -- include: dead_letters_requeue
     WHERE e.execution_id = :execution_id
-      AND e.status = ANY(CAST(:sources AS TEXT[]))
-      AND EXISTS (SELECT 1 FROM endpoints AS en
-                  WHERE en.name = e.endpoint AND en.deleted_at IS NULL)
-    RETURNING e.execution_id, e.attempt_count, e.max_attempts
-), logged AS (
--- include: dead_letters_requeue_log
+-- include: dead_letters_retry_guard
 )
 SELECT execution_id FROM moved
 

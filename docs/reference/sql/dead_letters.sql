@@ -390,9 +390,13 @@ SET status = 'QUEUED',
     lease_expires_at = NULL,
     config_snapshot = NULL
     WHERE e.execution_id = :execution_id
+-- The guard and the log of a retry, shared by a single retry and a bulk retry's page (the
+-- including statement picks the rows by id first): FAILED (:sources) and a live endpoint.
+-- The endpoint is probed per row (OFFSET 0 keeps the subquery a probe): as a join, the
+-- generic plan walked every endpoint and probed the page once per endpoint.
       AND e.status = ANY(CAST(:sources AS TEXT[]))
       AND EXISTS (SELECT 1 FROM endpoints AS en
-                  WHERE en.name = e.endpoint AND en.deleted_at IS NULL)
+                  WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
     RETURNING e.execution_id, e.attempt_count, e.max_attempts
 ), logged AS (
 -- One INFO line per requeued execution (in the same statement, for exactly the rows that

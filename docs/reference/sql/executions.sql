@@ -43,9 +43,13 @@ FROM (
 -- CANCELLED, never a terminal status overwritten. batch_id: a batch child's cancel may be
 -- its batch's last end (on_complete, chalicelib/services/callbacks.py).
 WITH moved AS (
+-- The CANCELLED transition, shared by a single cancel and a bulk cancel's page; the
+-- including statement's WHERE picks the rows and guards on the sources (:sources).
     UPDATE executions
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     WHERE execution_id = :execution_id AND status = ANY(CAST(:sources AS TEXT[]))
+-- The rest of a cancel: the log line of each row that moved, and the rows with their
+-- batch (a batch child's cancel may be its batch's last end).
     RETURNING execution_id, attempt_count, batch_id
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
