@@ -212,6 +212,7 @@ class OperationService:
                 queries["operations_retry_page"],
                 ids=ids,
                 sources=requeue_sources(),
+                endpoint_version="snapshot",  # as a single retry's default
                 message=f"Execution requeued by bulk operation {operation_id}.",
             )
         )
