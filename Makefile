@@ -14,7 +14,7 @@ STAMP := $(TEST_STAMP)
 PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --progress-bar on
 
 .PHONY: run test test-cockroach lint typecheck unit migrate clean venv test-hidden-tools \
-	browser binutils promtool screenshots synth
+	browser binutils promtool screenshots synth localstack test-localstack
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -45,15 +45,26 @@ run: $(RUN_STAMP)
 	$(PY) -m chalicelib.local --profile $(PROFILE)
 
 ## test: lint (ruff, the import-linter layer contracts), type check, then the whole test
-## suite (unit + integration), then the claim- and wake-up-sensitive tests again in
-## CockroachDB's configuration (test-cockroach); it says how long the suite took.
-test: $(TEST_STAMP) lint typecheck browser binutils promtool
-	@start=$$(date +%s); \
-	  $(PY) -m pytest -m "not chaos" && \
+## suite (unit + integration) with the LocalStack end-to-end tests (test-localstack) in a
+## second pytest process beside it (their output follows the suite's), then the claim- and
+## wake-up-sensitive tests again in CockroachDB's configuration (test-cockroach); it says
+## how long the suite took. The suite runs in $(TEST_WORKERS) pytest-xdist processes, a
+## test file to one process (each starts its own PostgreSQL, Redis and broker): most of a
+## test's time is spent waiting on servers, so more processes than cores still pays.
+TEST_WORKERS ?= 3
+XDIST := -n $(TEST_WORKERS) --dist loadfile
+test: $(TEST_STAMP) lint typecheck browser binutils promtool localstack
+	@start=$$(date +%s); ls_log=$$(mktemp); \
+	  $(LOCALSTACK_TESTS) > "$$ls_log" 2>&1 & ls_pid=$$!; \
+	  trap 'kill $$ls_pid 2>/dev/null; rm -f "$$ls_log"' EXIT; \
+	  $(PY) -m pytest $(XDIST) -m "not chaos and not localstack"; suite=$$?; \
+	  wait $$ls_pid; ls_status=$$?; \
+	  echo "==> the LocalStack end-to-end tests (run beside the suite):"; cat "$$ls_log"; \
+	  [ $$suite = 0 ] && [ $$ls_status = 0 ] && \
 	  $(MAKE) --no-print-directory test-cockroach && \
 	  echo "==> make test: the suite took $$(( $$(date +%s) - start )) s"
 
-## test-cockroach: the worker and scheduler tests whose behaviour depends on the claim
+## test-cockroach: the worker, scheduler and job-timing tests whose behaviour depends on the claim
 ## strategy or the wake-up (marker claim_path), again with the settings production uses on
 ## CockroachDB (no SKIP LOCKED claim, no LISTEN/NOTIFY), PostgreSQL at SERIALIZABLE as
 ## always. Tests of PostgreSQL-only behaviour are deselected by their marker (the summary
@@ -61,8 +72,38 @@ test: $(TEST_STAMP) lint typecheck browser binutils promtool
 test-cockroach: $(TEST_STAMP)
 	@echo "==> claim- and wake-up-sensitive tests in CockroachDB's configuration"
 	TE_CLAIM_STRATEGY=conditional_update TE_WAKEUP_NOTIFY=off \
-	  $(PY) -m pytest -m "claim_path and not chaos and not postgres_only" \
-	  tests/integration/worker tests/integration/scheduler
+	  $(PY) -m pytest $(XDIST) -m "claim_path and not chaos and not postgres_only" \
+	  tests/integration/worker tests/integration/scheduler tests/integration/test_api_jobs_timing.py
+
+## localstack: LocalStack in host mode (no Docker) for the end-to-end tests, in its own venv
+## $(LS_VENV) on the newest Python >= 3.12 here (pyenv's versions, python3.1x on PATH;
+## tests/localstack/pythons.py): requirements-localstack.txt (exact pins), then the host
+## Lambda executor (tests/localstack/hostlambda, a test fixture: it only registers the
+## plugin, the code runs from the tree). Once. Without such a Python it says so, and the
+## LocalStack tests skip saying so too.
+LS_VENV := .venv-localstack
+LS_STAMP := $(LS_VENV)/.installed
+LS_EXECUTOR := tests/localstack/hostlambda
+localstack: $(LS_STAMP)
+$(LS_STAMP): requirements-localstack.txt $(LS_EXECUTOR)/pyproject.toml | $(PY)
+	@py=$$($(PY) tests/localstack/pythons.py) || { echo "==> no LocalStack: $$py"; exit 0; }; \
+	  set -e; \
+	  if [ ! -x $(LS_VENV)/bin/python ]; then \
+	    echo "==> creating $(LS_VENV) with $$($$py --version) ($$py)"; $$py -m venv $(LS_VENV); fi; \
+	  echo "==> installing LocalStack into $(LS_VENV) (requirements-localstack.txt; once)"; \
+	  $(LS_VENV)/bin/python -m pip install --disable-pip-version-check --progress-bar on \
+	    -r requirements-localstack.txt; \
+	  tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; cp -r $(LS_EXECUTOR)/. "$$tmp"; \
+	  $(LS_VENV)/bin/python -m pip install --disable-pip-version-check --no-deps \
+	    --no-build-isolation --force-reinstall "$$tmp"; \
+	  touch $@
+
+## test-localstack: the LocalStack end-to-end tests (marker localstack) alone: the deployed
+## lean profile in host-mode LocalStack (tests/localstack), and tests/infra's compose stack
+## where a Docker daemon is reachable. `make test` runs them beside the main suite.
+LOCALSTACK_TESTS := $(PY) -m pytest -m localstack tests/localstack tests/infra/test_localstack_e2e.py
+test-localstack: $(TEST_STAMP) localstack
+	$(LOCALSTACK_TESTS)
 
 ## test-hidden-tools: `make test` in a fresh clone of HEAD, with a PATH of only the venv and
 ## /usr/bin minus node, redis-server and nginx (proves the project installs what it needs).
@@ -121,10 +162,22 @@ screenshots: $(TEST_STAMP) browser
 ## synth: the AWS stack's CloudFormation template, offline (no credentials, no network, no
 ## Node.js on PATH): cdk.out/dev.template.json. PROFILE=lean (default full), CDK_OUTDIR=dir,
 ## AWS_DEFAULT_REGION (default us-east-1), CONTEXT="key=value ..." for other context keys.
+## It runs in its own venv, $(SYNTH_VENV), with requirements-synth.txt only (the runtime
+## packages, Chalice, the CDK library and the Node.js wheel; no test toolchain).
 PROFILE ?= full
 CDK_OUTDIR ?= cdk.out
-synth: $(TEST_STAMP)
-	$(PY) infra/synth.py --out $(CDK_OUTDIR) --profile $(PROFILE) \
+SYNTH_VENV := .venv-synth
+SYNTH_STAMP := $(SYNTH_VENV)/.installed
+$(SYNTH_STAMP): requirements.txt requirements-synth.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
+	@[ -x $(SYNTH_VENV)/bin/python ] || { echo "==> creating $(SYNTH_VENV) with $$($(PYTHON) --version)"; \
+	  $(PYTHON) -m venv $(SYNTH_VENV); }
+	@echo "==> installing what synthesis needs into $(SYNTH_VENV) (requirements-synth.txt; once)"
+	$(SYNTH_VENV)/bin/python -m pip install --disable-pip-version-check --progress-bar on \
+	  'pip>=23,<26.3' -r requirements-synth.txt  # chalice 1.34 needs pip<26.3
+	@touch $@
+synth: $(SYNTH_STAMP)
+	$(SYNTH_VENV)/bin/python infra/synth.py --out $(CDK_OUTDIR) --profile $(PROFILE) \
 	  $(foreach pair,$(CONTEXT),--context $(pair))
 
 lint: $(TEST_STAMP)
@@ -143,7 +196,7 @@ migrate: $(RUN_STAMP)
 	TE_LOCAL_MODE=$${TE_LOCAL_MODE:-true} $(PY) -m chalicelib.migrate
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LS_VENV) $(SYNTH_VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # Benchmarks (make bench, make bench-quick, make bench-package) live with their scripts.
 -include bench/bench.mk

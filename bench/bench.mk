@@ -1,4 +1,4 @@
-# Benchmarks (issue 7). Included from the Makefile with:  include bench/bench.mk
+# Benchmarks. Included from the Makefile with:  include bench/bench.mk
 # Not part of `make test`. Everything they need is installed here: the peers, matplotlib
 # and py-spy into their own venv (bench/.work/venv, never .venv), nginx from Debian when
 # run as root. Nothing here calls sudo: without root and without nginx it stops and says so.
@@ -32,7 +32,7 @@ bench-deps: $(STAMP) $(BENCH_STAMP)
 bench-package: $(STAMP)
 	$(PY) bench/lambda_package.py
 
-## bench: the full suite (about 20-25 minutes); writes bench/results/.
+## bench: the full suite (about 30 minutes on two cores); writes bench/results/.
 ## BENCH_ARGS adds run.py options, e.g. make bench BENCH_ARGS="--rounds 5" (the load spread
 ## over 20 endpoints is part of the full run; --spread-endpoints K changes K).
 bench: bench-deps bench-package

@@ -115,6 +115,10 @@ class BatchNotFound(NotFound):
     code = "BATCH_NOT_FOUND"
 
 
+class OperationNotFound(NotFound):
+    code = "OPERATION_NOT_FOUND"
+
+
 class ApiKeyNotFound(NotFound):
     code = "API_KEY_NOT_FOUND"
 
@@ -158,6 +162,13 @@ class ExecutionNotRetryable(TaskExecutorError):
 
     status = 409
     code = "EXECUTION_NOT_RETRYABLE"
+
+
+class OperationNotRunning(TaskExecutorError):
+    """POST /operations/{id}/abort on an operation that ended DONE or FAILED."""
+
+    status = 409
+    code = "OPERATION_NOT_RUNNING"
 
 
 class InvalidTransition(TaskExecutorError):

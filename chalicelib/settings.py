@@ -57,6 +57,8 @@ class Settings:
     promote_interval_ms: int = 500
     reclaim_interval_sec: int = 30
     stuck_execution_timeout_sec: int = 300
+    # Added by this port: executions a bulk action reads and acts on per transaction.
+    bulk_page_size: int = 100
     # Terminal executions (with attempts and logs) older than this are deleted; 0 keeps all.
     execution_retention_days: int = 30
     # API server (spec: "API server config").
@@ -157,6 +159,7 @@ def _validate(settings: Settings) -> None:
         "stuck_execution_timeout_sec",
         "max_body_bytes",
         "cron_tick_interval_sec",
+        "bulk_page_size",
     )
     for attr in positive:
         if getattr(settings, attr) <= 0:

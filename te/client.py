@@ -204,6 +204,7 @@ class Client:
         self.jobs = Jobs(self)
         self.executions = Executions(self)
         self.batches = Batches(self)
+        self.operations = Operations(self)
         self.keys = Keys(self)
 
     @classmethod
@@ -333,13 +334,24 @@ class Endpoints(Named):
     def resume(self, name: str) -> Any:
         return self._client.request("POST", f"{self.path}/{_id(name)}/resume")
 
-    def redrive(self, name: str, *, since: str, until: str, error_type: str | None = None) -> Any:
+    def redrive(
+        self,
+        name: str,
+        *,
+        since: str,
+        until: str,
+        error_type: str | None = None,
+        endpoint_version: str | None = None,
+    ) -> Any:
         """Requeue FAILED executions created in [since, until) (ISO 8601 with an offset),
         optionally of one last error type: ``{"requeued": n, "more": bool}``; call again
-        while ``more``."""
+        while ``more``. ``endpoint_version="current"`` delivers them with the endpoint as it
+        is now instead of each job's snapshot."""
         body: dict[str, Any] = {"since": since, "until": until}
         if error_type is not None:
             body["error_type"] = error_type
+        if endpoint_version is not None:
+            body["endpoint_version"] = endpoint_version
         return self._client.request("POST", f"{self.path}/{_id(name)}/redrive", body)
 
 
@@ -354,8 +366,9 @@ def trace_headers(traceparent: str | None, tracestate: str | None) -> dict[str, 
 
 
 class Jobs:
-    """``/jobs``: create, list (filters ``endpoint``, ``trigger``, ``status``), read, update,
-    cancel, pause, resume, trigger (run now)."""
+    """``/jobs``: create, list (filters ``endpoint``, ``trigger``, ``status``,
+    ``idempotency_key``), find by key, read, update, reschedule, cancel, pause, resume,
+    trigger (run now)."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
@@ -381,10 +394,26 @@ class Jobs:
     def list_all(self, **filters: Any) -> Iterator[Any]:
         return self._client.pages("/jobs", filters)
 
+    def find(self, endpoint: str, idempotency_key: str) -> Any:
+        """The job created on ``endpoint`` with ``idempotency_key``, or None."""
+        params = {"endpoint": endpoint, "idempotency_key": idempotency_key}
+        items = self._client.request("GET", "/jobs", params=params)["items"]
+        return items[0] if items else None
+
     def get(self, job_id: str) -> Any:
         return self._client.request("GET", f"/jobs/{_id(job_id)}")
 
     def update(self, job_id: str, body: Mapping[str, Any]) -> Any:
+        return self._client.request("PUT", f"/jobs/{_id(job_id)}", body)
+
+    def reschedule(
+        self, job_id: str, *, run_at: str | None = None, delay: str | None = None
+    ) -> Any:
+        """Move a DELAYED job not yet started to ``run_at`` (ISO 8601 with an offset) or to
+        ``delay`` from now (``"90s"``, ``"1h30m"``); exactly one of them."""
+        if (run_at is None) == (delay is None):
+            raise ValueError("give exactly one of run_at and delay")
+        body = {"run_at": run_at} if run_at is not None else {"delay": delay}
         return self._client.request("PUT", f"/jobs/{_id(job_id)}", body)
 
     def cancel(self, job_id: str) -> Any:
@@ -475,9 +504,59 @@ class Executions:
     def cancel(self, execution_id: str) -> Any:
         return self._client.request("POST", f"/executions/{_id(execution_id)}/cancel")
 
-    def retry(self, execution_id: str) -> Any:
-        """Queue a FAILED execution again (409 EXECUTION_NOT_RETRYABLE otherwise)."""
-        return self._client.request("POST", f"/executions/{_id(execution_id)}/retry")
+    def retry(self, execution_id: str, *, endpoint_version: str | None = None) -> Any:
+        """Queue a FAILED execution again (409 EXECUTION_NOT_RETRYABLE otherwise);
+        ``endpoint_version="current"`` delivers it with the endpoint as it is now."""
+        body = None if endpoint_version is None else {"endpoint_version": endpoint_version}
+        return self._client.request("POST", f"/executions/{_id(execution_id)}/retry", body)
+
+    def bulk(self, action: str, *, all: bool = False, **filters: Any) -> Any:
+        """A bulk ``retry``, ``cancel`` or ``delete`` of the executions ``filters`` match
+        (``endpoint``, ``status`` (one or a list), ``error_type``, ``created_after``,
+        ``created_before``; ``all=True`` with none): the operation, its first page done.
+        Follow it with ``client.operations.wait(op["operation_id"])``."""
+        body: dict[str, Any] = {"action": action, "filter": filters}
+        if all:
+            body["all"] = True
+        return self._client.request("POST", "/executions/bulk", body)
+
+
+class Operations:
+    """``/operations``: a bulk action's progress (``matched = done + refused``), abort."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def get(self, operation_id: str) -> Any:
+        return self._client.request("GET", f"/operations/{_id(operation_id)}")
+
+    def abort(self, operation_id: str) -> Any:
+        """Stop a RUNNING operation (409 OPERATION_NOT_RUNNING once DONE or FAILED)."""
+        return self._client.request("POST", f"/operations/{_id(operation_id)}/abort")
+
+    def wait(
+        self,
+        operation_id: str,
+        *,
+        timeout: float | None = None,
+        interval: float = 1.0,
+        progress: Callable[[Any], None] | None = None,
+    ) -> Any:
+        """Poll until the operation is no longer RUNNING (or ``timeout`` seconds passed);
+        ``progress`` sees each answer whose counts changed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last = None
+        while True:
+            operation = self.get(operation_id)
+            counts = (operation["state"], operation["matched"], operation["done"])
+            if progress is not None and counts != last:
+                progress(operation)
+            last = counts
+            if operation["state"] != "RUNNING":
+                return operation
+            if deadline is not None and time.monotonic() >= deadline:
+                return operation
+            time.sleep(interval)
 
 
 class Batches:

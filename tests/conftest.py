@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import signal
 from collections.abc import Iterator
@@ -225,6 +226,20 @@ def _live_secrets_forgotten() -> Iterator[None]:
     from chalicelib.domain.redaction import LIVE_SECRETS
 
     LIVE_SECRETS.clear()
+
+
+@pytest.fixture(autouse=True)
+def _log_handlers_restored() -> Iterator[None]:
+    """A process a test starts in-process installs its stderr handler on the root logger
+    (chalicelib.logs.configure_logging), bound to the stderr of that moment: the test's
+    capture, closed when the test ends. Remove what the test added, so no later test's
+    threads write into a closed capture."""
+    root = logging.getLogger()
+    before = list(root.handlers)
+    yield
+    for handler in list(root.handlers):
+        if handler not in before:
+            root.removeHandler(handler)
 
 
 @pytest.fixture(autouse=True)

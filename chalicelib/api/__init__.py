@@ -4,8 +4,9 @@ The middleware gives every response a request id (``X-Request-Id`` header, and i
 error body), enforces the body size limit (413), authenticates (401), checks the key's
 scope against the route (403, :func:`chalicelib.api.auth.authorize`) and rate-limits (429)
 every route except ``GET /openapi.json`` and ``GET /health`` (load balancers call it
-without a key), and rewrites Chalice's own error responses (405, 415, 500) into the
-specification's envelope.
+without a key), refuses query parameters the route does not declare (400, every route:
+:func:`chalicelib.api.openapi.query_parameters`), and rewrites Chalice's own error
+responses (405, 415, 500) into the specification's envelope.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from chalice.app import Request
 from chalicelib.api.auth import PRINCIPAL_CONTEXT_KEY, authorize
 from chalicelib.api.context import ApiApp, ApiContext
 from chalicelib.api.http import contains_nul, error_body, error_response, new_request_id
+from chalicelib.api.openapi import query_parameters
 from chalicelib.errors import (
     InvalidRequest,
     MethodNotAllowed,
@@ -69,6 +71,22 @@ def _native_error_to_envelope(response: Response, request_id: str) -> Response:
     return converted
 
 
+def refuse_unknown_query(request: Request, route: tuple[str, str]) -> None:
+    """400 INVALID_REQUEST naming every query parameter the route does not declare in the
+    OpenAPI document (a typo such as ``statuss=FAILED`` must not list every status)."""
+    given = set(request.query_params or {})
+    accepted = query_parameters().get(route)
+    if not given or accepted is None:  # every route is documented (tests/integration)
+        return
+    unknown = sorted(given - accepted)
+    if unknown:
+        names = ", ".join(repr(name) for name in unknown)
+        takes = ", ".join(sorted(accepted)) or "none"
+        raise InvalidRequest(
+            f"Unknown query parameter(s): {names}. {route[0]} {route[1]} accepts: {takes}."
+        )
+
+
 def _guard(request: Request, context: ApiContext) -> None:
     route = (request.method, request.context.get("resourcePath", ""))
     params = list((request.query_params or {}).values()) + list((request.uri_params or {}).values())
@@ -78,12 +96,14 @@ def _guard(request: Request, context: ApiContext) -> None:
     if raw and len(raw) > context.max_body_bytes:
         raise PayloadTooLarge(f"Request body exceeds {context.max_body_bytes} bytes.")
     if route in PUBLIC_ROUTES:
+        refuse_unknown_query(request, route)
         return
     authenticator, limiter = context.guards()
     client = str((request.context.get("identity") or {}).get("sourceIp") or "")
     principal = authenticator.authenticate(request.headers.get("authorization"), client)
     limiter.check(principal.key_hash)
     authorize(principal, *route)
+    refuse_unknown_query(request, route)
     request.context[PRINCIPAL_CONTEXT_KEY] = principal  # for rules that read the body too
 
 
@@ -123,6 +143,7 @@ def register_api(app: ApiApp) -> None:
         keys,
         meta,
         metrics,
+        operations,
         overview,
         payload_specs,
         secrets,
@@ -137,3 +158,4 @@ def register_api(app: ApiApp) -> None:
     for module in (*modules, metrics, overview, ui, keys):
         app.register_blueprint(module.resource.blueprint)
     app.register_blueprint(dead_letters.resource.blueprint)
+    app.register_blueprint(operations.resource.blueprint)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from chalicelib.services.jobs.service import JobService
     from chalicelib.services.jobs.status import JobStatusService
     from chalicelib.services.metrics import MetricsService
+    from chalicelib.services.operations import OperationService
     from chalicelib.services.overview import OverviewService
     from chalicelib.services.payload_specs import PayloadSpecService
     from chalicelib.services.secrets import SecretService
@@ -59,6 +60,8 @@ class ApiContext(Protocol):
     def execution_service(self) -> ExecutionService: ...
 
     def dead_letter_service(self) -> DeadLetterService: ...
+
+    def operation_service(self) -> OperationService: ...
 
     def endpoint_service(self) -> EndpointService: ...
 

@@ -10,7 +10,11 @@ from typing import Any
 from chalicelib.api.executions import EXECUTION_FIELDS, render_execution_detail
 from chalicelib.api.http import Resource, shown
 from chalicelib.api.pagination import page_response, parse_page
-from chalicelib.domain.dead_letters import parse_execution_filter, parse_redrive_request
+from chalicelib.domain.dead_letters import (
+    parse_execution_filter,
+    parse_redrive_request,
+    parse_retry_request,
+)
 from chalicelib.services.dead_letters import ListedExecution
 
 resource = Resource(__name__)
@@ -43,8 +47,14 @@ def list_executions() -> dict[str, Any]:
 
 @resource.route("/executions/{execution_id}/retry", methods=["POST"])
 def retry_execution(execution_id: str) -> dict[str, Any]:
-    """A FAILED execution QUEUED again with a new attempt budget (numbering continues)."""
-    return render_execution_detail(resource.services.dead_letter_service().retry(execution_id))
+    """A FAILED execution QUEUED again with a new attempt budget (numbering continues); an
+    optional body ``{"endpoint_version": "current"}`` delivers it with the endpoint as it is
+    now instead of its job's snapshot."""
+    raw = resource.request.raw_body
+    body = resource.json_body() if raw and raw.strip() else None
+    version = parse_retry_request(body)
+    detail = resource.services.dead_letter_service().retry(execution_id, version)
+    return render_execution_detail(detail)
 
 
 @resource.route("/endpoints/{name}/redrive", methods=["POST"])

@@ -32,6 +32,7 @@ from chalicelib.api import crud
 from chalicelib.api.auth import authorize_secret_templates, principal_of
 from chalicelib.api.http import Resource, shown
 from chalicelib.api.pagination import page_response, parse_page
+from chalicelib.domain.endpoint_listing import parse_endpoint_filter
 from chalicelib.domain.endpoints import EndpointDefinition, parse_endpoint
 from chalicelib.domain.timefmt import iso
 from chalicelib.services.endpoints import EndpointView
@@ -88,10 +89,14 @@ def create_endpoint() -> dict[str, Any]:
 
 @resource.route("/endpoints", methods=["GET"])
 def list_endpoints() -> dict[str, Any]:
-    """List endpoints, newest first."""
-    page = parse_page(resource.request.query_params)
-    fetch = resource.services.endpoint_service().list_page
-    return page_response(fetch, page, render=render, id_field="name")
+    """List endpoints, newest first; filters paused (true|false) and health."""
+    params = resource.request.query_params
+    page = parse_page(params)
+    wanted = parse_endpoint_filter(params)
+    service = resource.services.endpoint_service()
+    return page_response(
+        lambda part: service.list_page(part, wanted), page, render=render, id_field="name"
+    )
 
 
 @resource.route("/endpoints/{name}", methods=["GET"])

@@ -73,8 +73,13 @@ def render_execution(execution: Execution) -> dict[str, Any]:
 
 
 def render_execution_detail(detail: ExecutionDetail) -> dict[str, Any]:
-    """One execution with ``queue_position`` (single-execution responses only)."""
-    return {**render_execution(detail.execution), "queue_position": detail.queue_position}
+    """One execution with ``queue_position`` and ``endpoint_version`` (single-execution
+    responses only)."""
+    return {
+        **render_execution(detail.execution),
+        "queue_position": detail.queue_position,
+        "endpoint_version": detail.endpoint_version,
+    }
 
 
 def render_attempt(attempt: Attempt) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import pg8000.native
 from pg8000.converters import make_params
 from pg8000.converters import timestamptz_in as pg8000_timestamptz_in
 from pg8000.exceptions import DatabaseError as PgDatabaseError
+from pg8000.exceptions import InterfaceError as PgInterfaceError
 
 from chalicelib.domain.timefmt import EARLIEST_INSTANT, LATEST_INSTANT
 
@@ -142,7 +143,14 @@ def execute(conn: pg8000.native.Connection, sql: str, params: dict[str, Any]) ->
     if not params:
         return conn.execute_simple(sql)
     entry = _prepare(conn, sql)
-    values = make_params(conn.py_types, entry.make_vals(params))
+    try:
+        named = entry.make_vals(params)
+    except PgInterfaceError as exc:
+        # A placeholder without its parameter: a bug in the caller, raised before anything
+        # is sent. pg8000 says so with the class it also uses for a lost connection, which
+        # callers retry; as a TypeError it fails once, loudly.
+        raise TypeError(str(exc)) from exc
+    values = make_params(conn.py_types, named)
     return conn.execute_named(
         entry.name_bin, values, entry.columns, entry.input_funcs, entry.statement
     )

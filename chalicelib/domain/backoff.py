@@ -52,6 +52,8 @@ class RetryPolicy:
     backoff: BackoffKind = BackoffKind.EXPONENTIAL
     initial_delay_ms: int = DEFAULT_INITIAL_DELAY_MS
     max_delay_ms: int = DEFAULT_MAX_DELAY_MS
+    #: No retry is scheduled to start later than the first attempt's start plus this.
+    max_retry_duration_ms: int | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> RetryPolicy:
@@ -62,7 +64,12 @@ class RetryPolicy:
             backoff=BackoffKind(data.get("backoff", BackoffKind.EXPONENTIAL)),
             initial_delay_ms=int(data.get("initial_delay_ms", DEFAULT_INITIAL_DELAY_MS)),
             max_delay_ms=int(data.get("max_delay_ms", DEFAULT_MAX_DELAY_MS)),
+            max_retry_duration_ms=_optional_int(data.get("max_retry_duration_ms")),
         )
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,22 +108,29 @@ def decide_retry(
     retryable: bool = True,
     retry_after_ms: int | None = None,
     rand: Rand = random.random,
+    elapsed_ms: int = 0,
 ) -> RetryDecision:
     """Retry or give up after attempt ``attempt`` failed.
 
     A non-retryable failure (template, SSRF, header injection) gives up at once. A
     ``Retry-After`` the target sent replaces the computed backoff, capped by max_delay_ms.
+    ``elapsed_ms``: how long ago the first attempt started; with ``max_retry_duration_ms``
+    a retry that would start later than that window's end is not scheduled.
     """
     if not retryable:
         return RetryDecision(retry=False, reason="not retryable")
     if attempt >= policy.max_attempts:
         return RetryDecision(retry=False, reason=f"{policy.max_attempts} attempts exhausted")
     if retry_after_ms is not None:
-        delay = max(0, min(retry_after_ms, policy.max_delay_ms))
-        return RetryDecision(retry=True, delay_ms=delay, reason="Retry-After")
-    return RetryDecision(
-        retry=True, delay_ms=compute_backoff(policy, attempt, rand), reason=str(policy.backoff)
-    )
+        delay, reason = max(0, min(retry_after_ms, policy.max_delay_ms)), "Retry-After"
+    else:
+        delay, reason = compute_backoff(policy, attempt, rand), str(policy.backoff)
+    window = policy.max_retry_duration_ms
+    if window is not None and elapsed_ms + delay > window:
+        return RetryDecision(
+            retry=False, reason=f"max_retry_duration_ms ({window} ms) would be passed"
+        )
+    return RetryDecision(retry=True, delay_ms=delay, reason=reason)
 
 
 #: Digits of a delta-seconds Retry-After read (about 31 years); longer reads as the largest.

@@ -27,7 +27,10 @@ REDRIVE_BATCH = 500
 #: Rows requeued per request at most ("nothing unbounded runs inside a request"); a redrive
 #: that leaves more answers ``"more": true`` and the client calls again.
 REDRIVE_MAX_PER_REQUEST = 5000
-_REDRIVE_FIELDS = frozenset({"since", "until", "error_type"})
+_REDRIVE_FIELDS = frozenset({"since", "until", "error_type", "endpoint_version"})
+#: Which definition of its endpoint a retried execution is delivered with: its job's copy
+#: (the default, as for every run of the job) or the endpoint as it is now.
+ENDPOINT_VERSIONS = ("snapshot", "current")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +60,7 @@ class RedriveRequest:
     since: datetime
     until: datetime
     error_type: str | None = None
+    endpoint_version: str = "snapshot"  #: :data:`ENDPOINT_VERSIONS`
 
     def params(self) -> dict[str, Any]:
         return {"since": self.since, "until": self.until, "error_type": self.error_type}
@@ -124,5 +128,34 @@ def parse_redrive_request(body: object) -> RedriveRequest:
     until = parse_instant(body["until"], "until")
     _check_range(since, until)
     return RedriveRequest(
-        since=since, until=until, error_type=parse_error_type(body.get("error_type"))
+        since=since,
+        until=until,
+        error_type=parse_error_type(body.get("error_type")),
+        endpoint_version=parse_endpoint_version(body),
     )
+
+
+def parse_retry_request(body: object) -> str:
+    """The body of ``POST /executions/{id}/retry`` (optional): its ``endpoint_version``."""
+    if body is None:
+        return "snapshot"
+    if not isinstance(body, Mapping):
+        raise ValidationFailed("The request body must be a JSON object.")
+    unknown = sorted(set(body) - {"endpoint_version"})
+    if unknown:
+        raise ValidationFailed(f"Unknown field(s) for a retry: {', '.join(unknown)}.")
+    return parse_endpoint_version(body)
+
+
+def parse_endpoint_version(body: Mapping[str, Any]) -> str:
+    """``endpoint_version``: "snapshot" (the default) or "current"; 400 otherwise."""
+    value = body.get("endpoint_version")
+    if value is None:
+        return "snapshot"
+    if value not in ENDPOINT_VERSIONS or not isinstance(value, str):
+        raise ValidationFailed(
+            "Field 'endpoint_version' must be one of "
+            + ", ".join(f'"{v}"' for v in ENDPOINT_VERSIONS)
+            + f", got {value!r}."
+        )
+    return value

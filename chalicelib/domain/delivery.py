@@ -9,6 +9,7 @@ result the same way. Error shapes are exactly the spec's::
     {"type": "CONNECTION_ERROR" | "BROKER_ERROR" | "STREAM_ERROR", "message": "..."}
     {"type": "TEMPLATE_RESOLUTION_FAILED" | "REQUEST_TOO_LARGE", "message": "..."}
     {"type": "INTERNAL_ERROR", "message": "..."}
+    {"type": "EXPIRED", "message": "..."}
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class DeliveryErrorType(StrEnum):
     REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
     #: the delivery raised an error no dispatcher anticipated (retried as the policy allows)
     INTERNAL_ERROR = "INTERNAL_ERROR"
+    #: not started within its job's expire_after of its due time: never sent, not retried
+    EXPIRED = "EXPIRED"
 
 
 #: The largest rendered request (the resolved endpoint spec as compact JSON: HTTP URL,

@@ -33,7 +33,12 @@ Rules, per the specification's field tables:
   TEMPLATE_RESOLUTION_FAILED. One deliberate widening: KAFKA ``headers`` also accept
   ``{{input.*}}``, because the specification's own Kafka example uses it there.
 * ``retry_policy`` (:data:`RETRY_DEFAULTS`): ``max_attempts`` 1..100, ``backoff`` fixed |
-  linear | exponential, delays 0..86400000 ms with ``initial_delay_ms <= max_delay_ms``.
+  linear | exponential, delays 0..86400000 ms with ``initial_delay_ms <= max_delay_ms``, and
+  an optional ``max_retry_duration_ms`` (1..30 days): no retry is scheduled to start later
+  than the first attempt's start plus this. A job may override each field for itself
+  (:mod:`chalicelib.domain.job_delivery`).
+* HTTP ``allowed_url_prefixes``: the URL prefixes a job of the endpoint may name as its own
+  ``url`` (:mod:`chalicelib.domain.url_prefixes`); without it a job has no URL of its own.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from chalicelib.domain.templates import (
     find_placeholders,
     whole_placeholder,
 )
+from chalicelib.domain.url_prefixes import check_prefixes
 from chalicelib.errors import InvalidTarget, TemplateResolutionFailed, ValidationFailed
 
 ENDPOINT_TYPES = ("HTTP", "KAFKA", "REDIS_STREAM")
@@ -63,6 +69,8 @@ BACKOFFS = ("fixed", "linear", "exponential")
 MAX_TIMEOUT_MS = 300_000
 MAX_DELAY_MS = 86_400_000
 MAX_ATTEMPTS = 100
+#: Upper bound of ``retry_policy.max_retry_duration_ms`` (30 days).
+MAX_RETRY_DURATION_MS = 30 * 86_400_000
 #: Upper bound of a spec's ``max_concurrent`` (deliveries of one endpoint per worker).
 MAX_CONCURRENT = 10_000
 
@@ -72,6 +80,8 @@ RETRY_DEFAULTS: dict[str, Any] = {
     "initial_delay_ms": 1000,
     "max_delay_ms": 60000,
 }
+#: Every field a retry policy may set (the optional ones have no default).
+RETRY_FIELDS = (*RETRY_DEFAULTS, "max_retry_duration_ms")
 
 _CONFIG = frozenset({"config"})
 _CONFIG_SECRET = frozenset({"config", "secret"})
@@ -313,6 +323,7 @@ SPEC_RULES: dict[str, dict[str, FieldRule]] = {
         "max_concurrent": FieldRule(_max_concurrent),
         "expected_status_codes": FieldRule(_status_codes, default=[200, 201, 202, 204]),
         "signing_secret": FieldRule(check_signing_secret_field),
+        "allowed_url_prefixes": FieldRule(check_prefixes),
     },
     "KAFKA": {
         # Only addresses: a secret there would be a name sent to DNS (ADDRESS_FIELDS).
@@ -442,19 +453,35 @@ def validate_retry_policy(policy: Any) -> dict[str, Any]:
     """``retry_policy`` with defaults for omitted fields, ranges checked (400)."""
     if policy is None:
         return dict(RETRY_DEFAULTS)
-    if not isinstance(policy, dict):
-        raise ValidationFailed("Field 'retry_policy' must be an object.")
-    _check_unknown_and_missing("retry_policy", policy, RETRY_DEFAULTS)
-    result = retry_policy_with_defaults(policy)
-    if not _is_int(result["max_attempts"]) or not 1 <= result["max_attempts"] <= MAX_ATTEMPTS:
-        _fail("retry_policy.max_attempts", f"an integer between 1 and {MAX_ATTEMPTS}")
-    _one_of(BACKOFFS)("retry_policy.backoff", result["backoff"])
-    for name in ("initial_delay_ms", "max_delay_ms"):
-        if not _is_int(result[name]) or not 0 <= result[name] <= MAX_DELAY_MS:
-            _fail(f"retry_policy.{name}", f"an integer between 0 and {MAX_DELAY_MS}")
+    result = retry_policy_with_defaults(check_retry_fields(policy))
     if result["initial_delay_ms"] > result["max_delay_ms"]:
         _fail("retry_policy.initial_delay_ms", "less than or equal to max_delay_ms")
     return result
+
+
+def check_retry_fields(policy: Any) -> dict[str, Any]:
+    """The fields a retry policy gives (nulls dropped), each checked (400 naming it); no
+    defaults added: a job's policy overrides only what it gives."""
+    if not isinstance(policy, dict):
+        raise ValidationFailed("Field 'retry_policy' must be an object.")
+    _check_unknown_and_missing("retry_policy", policy, RETRY_FIELDS)
+    given = {k: v for k, v in policy.items() if v is not None}
+    attempts = given.get("max_attempts", 1)
+    if not _is_int(attempts) or not 1 <= attempts <= MAX_ATTEMPTS:
+        _fail("retry_policy.max_attempts", f"an integer between 1 and {MAX_ATTEMPTS}")
+    if "backoff" in given:
+        _one_of(BACKOFFS)("retry_policy.backoff", given["backoff"])
+    for name in ("initial_delay_ms", "max_delay_ms"):
+        delay = given.get(name, 0)
+        if not _is_int(delay) or not 0 <= delay <= MAX_DELAY_MS:
+            _fail(f"retry_policy.{name}", f"an integer between 0 and {MAX_DELAY_MS}")
+    duration = given.get("max_retry_duration_ms", 1)
+    if not _is_int(duration) or not 1 <= duration <= MAX_RETRY_DURATION_MS:
+        _fail(
+            "retry_policy.max_retry_duration_ms",
+            f"an integer between 1 and {MAX_RETRY_DURATION_MS}",
+        )
+    return given
 
 
 #: Bounds of ``flow_control``: a rate of up to 100,000 per period, periods from 1 ms to a

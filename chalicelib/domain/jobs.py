@@ -9,6 +9,8 @@ Decisions recorded here (and in the README):
   it deduplicates retried creations the same way (a repeat returns the existing job, 200).
 * A repeat of a known ``(endpoint, idempotency_key)`` returns the existing job with 200 even
   when the body differs: the key names the request, the first body wins.
+* A DELAYED job is given ``run_at`` or ``delay`` (a duration, :func:`parse_duration`), never
+  both: ``run_at`` is then the service's clock at parsing plus the delay.
 * A DELAYED ``run_at`` in the past is accepted; the execution is created PENDING with that
   ``run_at`` and the delayed promoter queues it on its next pass (within
   ``TE_PROMOTE_INTERVAL_MS``), so every DELAYED execution follows PENDING -> QUEUED.
@@ -25,9 +27,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from chalicelib.domain import cron
+from chalicelib.domain.job_delivery import DELIVERY_FIELDS, parse_delivery_overrides
 from chalicelib.domain.job_headers import parse_job_headers
 from chalicelib.domain.statuses import JobStatus, TriggerType
-from chalicelib.domain.timefmt import EARLIEST_INSTANT, LATEST_INSTANT, in_range
+from chalicelib.domain.timefmt import EARLIEST_INSTANT, LATEST_INSTANT, in_range, parse_duration
 from chalicelib.domain.trace_context import TraceContext
 from chalicelib.errors import InvalidCron, ValidationFailed
 
@@ -37,11 +40,13 @@ _COMMON_FIELDS = frozenset(
     {"endpoint", "trigger", "idempotency_key", "input", "on_success", "on_failure", "headers"}
 )
 TRIGGER_FIELDS: dict[TriggerType, frozenset[str]] = {
-    TriggerType.IMMEDIATE: _COMMON_FIELDS,
-    TriggerType.DELAYED: _COMMON_FIELDS | {"run_at"},
+    TriggerType.IMMEDIATE: _COMMON_FIELDS | DELIVERY_FIELDS,
+    TriggerType.DELAYED: _COMMON_FIELDS | DELIVERY_FIELDS | {"run_at", "delay"},
     TriggerType.CRON: _COMMON_FIELDS | {"cron", "timezone", "starts_at", "ends_at"},
 }
 CRON_UPDATE_FIELDS = frozenset({"cron", "timezone", "input", "starts_at", "ends_at"})
+#: What ``PUT /jobs/{job_id}`` of a DELAYED job may give: its new time, exactly one of them.
+RESCHEDULE_FIELDS = frozenset({"run_at", "delay"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,6 +103,9 @@ class JobRequest:
     headers: dict[str, str] | None = None
     #: The W3C trace context the job keeps (:mod:`.trace_context`).
     trace: TraceContext | None = None
+    #: The job's own delivery settings over its endpoint's (one-shot jobs only:
+    #: :mod:`chalicelib.domain.job_delivery`); None for none.
+    delivery_overrides: dict[str, Any] | None = None
 
 
 def parse_instant(value: object, name: str) -> datetime:
@@ -231,6 +239,25 @@ def parse_schedule(
     )
 
 
+def parse_run_at(body: Mapping[str, Any], *, now: datetime) -> datetime:
+    """When a DELAYED job runs: its ``run_at``, or ``now`` plus its ``delay``; exactly one
+    of the two (400 naming them otherwise). The instant must lie in the accepted range."""
+    run_at, delay = body.get("run_at"), body.get("delay")
+    if run_at is not None and delay is not None:
+        raise ValidationFailed("Fields 'run_at' and 'delay' exclude each other: give one.")
+    if delay is not None:
+        duration = parse_duration(delay, "delay")
+        if duration >= LATEST_INSTANT - now:  # compared before adding: no overflow
+            raise ValidationFailed(
+                f"Field 'delay' puts run_at past {_bound(LATEST_INSTANT)}, the end of the "
+                "range of time the service accepts."
+            )
+        return now + duration
+    if run_at is None:
+        raise ValidationFailed("Missing required field: run_at (or delay).")
+    return parse_instant(run_at, "run_at")
+
+
 def _optional_instant(body: Mapping[str, Any], name: str) -> datetime | None:
     value = body.get(name)
     return None if value is None else parse_instant(value, name)
@@ -258,11 +285,10 @@ def parse_job_request(
         on_failure=_string(body, "on_failure", required=False),
         headers=headers.headers,
         trace=headers.trace or trace,
+        delivery_overrides=parse_delivery_overrides(body),
     )
     if trigger is TriggerType.DELAYED:
-        if body.get("run_at") is None:
-            raise ValidationFailed("Missing required field: run_at.")
-        return replace(request, run_at=parse_instant(body["run_at"], "run_at"))
+        return replace(request, run_at=parse_run_at(body, now=now))
     if trigger is TriggerType.CRON:
         schedule = parse_schedule(
             expression=body.get("cron"),
@@ -306,6 +332,13 @@ def parse_cron_update(
     return CronUpdate(schedule=schedule, input=new_input)
 
 
+def parse_reschedule(body: Mapping[str, Any], *, now: datetime) -> datetime:
+    """A ``PUT /jobs/{job_id}`` of a DELAYED job: its new ``run_at`` (:func:`parse_run_at`:
+    ``run_at``, or ``now`` plus ``delay``); nothing else may change (400)."""
+    _reject_unknown(body, RESCHEDULE_FIELDS, "PUT /jobs/{job_id} of a DELAYED job")
+    return parse_run_at(body, now=now)
+
+
 # -- list filters -------------------------------------------------------------------------
 
 
@@ -319,13 +352,28 @@ def _enum_filter(params: Mapping[str, str], name: str, allowed: list[str]) -> st
 
 
 def parse_job_filters(params: Mapping[str, str] | None) -> dict[str, str | None]:
-    """``GET /jobs`` filters (``endpoint``, ``trigger``, ``status``); 400 on a bad value."""
+    """``GET /jobs`` filters (``endpoint``, ``trigger``, ``status``, ``idempotency_key``);
+    400 on a bad value. A key is unique per endpoint, so ``idempotency_key`` needs
+    ``endpoint``."""
     params = params or {}
     endpoint = params.get("endpoint")
     if endpoint is not None and not endpoint.strip():
         raise ValidationFailed("endpoint must be a non-empty endpoint name.")
-    return {
+    filters = {
         "endpoint": endpoint,
         "trigger_type": _enum_filter(params, "trigger", [t.value for t in TriggerType]),
         "status": _enum_filter(params, "status", [s.value for s in JobStatus]),
     }
+    key = params.get("idempotency_key")
+    if key is not None:
+        if not key.strip() or len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+            raise ValidationFailed(
+                "idempotency_key must be a non-empty key of at most "
+                f"{MAX_IDEMPOTENCY_KEY_LENGTH} characters."
+            )
+        if endpoint is None:
+            raise ValidationFailed(
+                "idempotency_key needs endpoint: a key names a job on one endpoint."
+            )
+        filters["idempotency_key"] = key
+    return filters

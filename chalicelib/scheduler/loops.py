@@ -1,6 +1,6 @@
 """The scheduler: its loops wired to their settings, run in threads until stopped.
 
-One :class:`Scheduler` runs any subset of the four loops plus the health stubs (heartbeat
+One :class:`Scheduler` runs any subset of the five loops plus the health stubs (heartbeat
 writer, region status refresher) as a :class:`~chalicelib.runtime.group.LoopGroup`, each
 loop in its own thread. The
 long-lived process runs all of them; each scheduled Lambda function runs one loop (plus the
@@ -20,9 +20,11 @@ from chalicelib.health.region import RegionRefresher
 from chalicelib.runtime.group import LoopGroup
 from chalicelib.runtime.loop import LoopClock, LoopSpec, TimeLeft
 from chalicelib.runtime.registry import LoopRegistry
+from chalicelib.scheduler.bulk import BULK_INTERVAL_SEC, BulkOperator
 from chalicelib.scheduler.housekeeper import HOUSEKEEPING_INTERVAL_SEC, Housekeeper
 from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.names import (
+    BULK_OPERATOR,
     CRON_MATERIALIZER,
     DELAYED_PROMOTER,
     HOUSEKEEPER,
@@ -30,9 +32,10 @@ from chalicelib.scheduler.names import (
 )
 from chalicelib.scheduler.promoter import DelayedPromoter
 from chalicelib.scheduler.reclaimer import StuckReclaimer
+from chalicelib.services.operations import OperationService
 from chalicelib.settings import Settings
 
-LOOP_NAMES = (CRON_MATERIALIZER, DELAYED_PROMOTER, STUCK_RECLAIMER, HOUSEKEEPER)
+LOOP_NAMES = (CRON_MATERIALIZER, DELAYED_PROMOTER, STUCK_RECLAIMER, HOUSEKEEPER, BULK_OPERATOR)
 
 Regions = Callable[[], RegionFilter]
 
@@ -90,6 +93,16 @@ def build_loop(
             interval_sec=HOUSEKEEPING_INTERVAL_SEC,
             iteration=housekeeper.run_once,
             metric_event="history_purged",
+        )
+    if name == BULK_OPERATOR:
+        service = OperationService(
+            db, page_size=settings.bulk_page_size, wakeup_notify=settings.wakeup_notify
+        )
+        return LoopSpec(
+            name=name,
+            interval_sec=BULK_INTERVAL_SEC,
+            iteration=BulkOperator(service).run_once,
+            metric_event="bulk_page",
         )
     raise ValueError(f"unknown scheduler loop {name!r}; expected one of {LOOP_NAMES}")
 

@@ -79,20 +79,26 @@ class DeadLetterService:
         query, params = list_query(filters, page)
         return [ListedExecution.from_row(row) for row in self.db.run(query, **params)]
 
-    def retry(self, execution_id: str) -> ExecutionDetail:
-        """POST /executions/{id}/retry: FAILED -> QUEUED with a new attempt budget.
+    def retry(self, execution_id: str, endpoint_version: str = "snapshot") -> ExecutionDetail:
+        """POST /executions/{id}/retry: FAILED -> QUEUED with a new attempt budget, to be
+        delivered with its job's endpoint snapshot or (``"current"``) the endpoint as it is.
 
         404 EXECUTION_NOT_FOUND; 409 EXECUTION_NOT_RETRYABLE unless FAILED (or when its
         endpoint was deleted since: a deleted endpoint takes no new work).
         """
-        detail = self.db.transaction(lambda tx: self._retry_in(tx, execution_id), name="retry")
+        detail = self.db.transaction(
+            lambda tx: self._retry_in(tx, execution_id, endpoint_version), name="retry"
+        )
         wakeup.notify()  # after COMMIT
         return detail
 
-    def _retry_in(self, tx: Transaction, execution_id: str) -> ExecutionDetail:
+    def _retry_in(
+        self, tx: Transaction, execution_id: str, endpoint_version: str
+    ) -> ExecutionDetail:
         moved = tx.one(
             queries["dead_letters_retry"],
             execution_id=execution_id,
+            endpoint_version=endpoint_version,
             sources=requeue_sources(),
             message=RETRY_MESSAGE,
         )
@@ -107,11 +113,14 @@ class DeadLetterService:
         per request. Idempotent: only FAILED rows move, so a repeat finds none."""
         self.db.transaction(lambda tx: _require_endpoint(tx, endpoint), name="redrive_check")
         params = {"endpoint": endpoint, **request.params()}
+        version = request.endpoint_version
         requeued = 0
         while requeued < REDRIVE_MAX_PER_REQUEST:
             batch = min(REDRIVE_BATCH, REDRIVE_MAX_PER_REQUEST - requeued)
             moved = self.db.transaction(
-                functools.partial(self._redrive_batch, params=params, batch=batch),
+                functools.partial(
+                    self._redrive_batch, params={**params, "endpoint_version": version}, batch=batch
+                ),
                 name="redrive_batch",
             )
             requeued += moved

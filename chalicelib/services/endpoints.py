@@ -28,7 +28,10 @@ from typing import Any, ClassVar
 from chalicelib.crypto import SecretBox
 from chalicelib.db.connection import Row, Transaction
 from chalicelib.db.queries import queries
+from chalicelib.domain.endpoint_listing import NO_NAMES, EndpointFilter, names_for
 from chalicelib.domain.endpoints import EndpointDefinition, endpoint_snapshot
+from chalicelib.domain.health import Health
+from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.signing import signing_secret_of
 from chalicelib.domain.statuses import EndpointType
 from chalicelib.errors import (
@@ -45,6 +48,8 @@ from chalicelib.services.catalogue import AnyKind, CatalogueService, Stamped
 from chalicelib.services.secrets import check_signing_secret
 
 Box = Callable[[], SecretBox]
+#: Each endpoint with executions in the health window, by name, and its health.
+HealthRead = Callable[[], Mapping[str, Health]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,9 +202,12 @@ class EndpointService(CatalogueService[EndpointView]):
     """Register, list, get, replace and delete-unless-used endpoints.
 
     ``box`` decrypts a signing secret to check its form at registration (None: left to the
-    worker)."""
+    worker); ``health_read`` reads the endpoints' health for a list filtered by it (the
+    overview's, :meth:`OverviewService.endpoint_health`; None: such a filter keeps every
+    endpoint judged, i.e. none but IDLE ones)."""
 
     box: Box | None = None
+    health_read: HealthRead | None = None
 
     kind: ClassVar[AnyKind] = "endpoint"
     label: ClassVar[str] = "Endpoint"
@@ -220,6 +228,20 @@ class EndpointService(CatalogueService[EndpointView]):
         if catalogue.get(tx, "endpoint", name) is not None:
             refuse_if_callback_target(tx, name)
         super().delete_in(tx, name)
+
+    def list_page(
+        self, page: PageRequest, wanted: EndpointFilter | None = None
+    ) -> list[EndpointView]:
+        """Up to ``page.limit + 1`` endpoints after the cursor, newest first, those
+        ``wanted`` keeps (paused or not, a health)."""
+        wanted = wanted or EndpointFilter()
+        names = NO_NAMES
+        if wanted.health is not None:
+            judged = self.health_read() if self.health_read is not None else {}
+            names = names_for(wanted.health, judged).params()
+        params = {**page.params(), **names, "paused": wanted.paused}
+        rows = self._run(lambda tx: tx.run(queries["catalogue_endpoint_list"], **params), "list")
+        return [self.view(row) for row in rows]
 
     def create(self, definition: EndpointDefinition) -> EndpointView:
         """Register an endpoint: 409 if the name is taken, 422 for a missing reference."""

@@ -107,7 +107,7 @@ def detail_in(tx: Transaction, execution_id: str) -> ExecutionDetail:
             execution_id=execution_id,
             max_ahead=QUEUE_POSITION_MAX_AHEAD,
         )
-    return ExecutionDetail(execution, position)
+    return ExecutionDetail(execution, position, row["endpoint_version"])
 
 
 @dataclass(frozen=True)

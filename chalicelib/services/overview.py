@@ -115,6 +115,11 @@ class OverviewService:
     db: Database
     clock: Callable[[], datetime]
 
+    def endpoint_health(self) -> dict[str, Health]:
+        """The health of each endpoint with executions in the window (the others are
+        IDLE), as the overview shows it: what GET /endpoints?health= filters by."""
+        return {e.endpoint: e.health for e in self.overview().endpoints}
+
     def overview(self) -> Overview:
         """Everything in one statement (overview_snapshot): one round trip, one snapshot."""
         now = self.clock()

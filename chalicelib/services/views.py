@@ -144,6 +144,9 @@ class ExecutionDetail:
 
     execution: Execution
     queue_position: int | None  #: 1-based place in the claim order while QUEUED
+    #: The definition of its endpoint it is delivered with: its job's "snapshot", or the
+    #: endpoint as it is ("current": a retry or redrive asked for it).
+    endpoint_version: str = "snapshot"
 
     @property
     def status(self) -> ExecutionStatus:

@@ -1,6 +1,7 @@
 // The dashboard's shell: sign-in (key kept in sessionStorage), hash routing, polling.
 
 import { ApiError, key } from './api.js';
+import { confirmAction, dismissConfirmation } from './confirm.js';
 import { fill, h } from './dom.js';
 import { executionView, executionsView } from './executions.js';
 import { endpointView, endpointsView } from './endpoints.js';
@@ -65,10 +66,15 @@ function context(mine, params, args) {
         }
       }
     },
-    /** A button that calls the API, says what happened, and reloads the view's data. */
-    action(label, run, done) {
+    /** A button that calls the API, says what happened (`done(result)`), and reloads the
+     * view's data. With `confirm` (what will happen, for an action that cannot be undone;
+     * text, or a function returning it at the click) it asks first, and does nothing
+     * unless confirmed. */
+    action(label, run, { done, confirm } = {}) {
       const button = h('button', { type: 'button' }, label);
       button.addEventListener('click', async () => {
+        const message = typeof confirm === 'function' ? confirm() : confirm;
+        if (message && !(await confirmAction(label, message))) return;
         button.disabled = true;
         try {
           const result = await run();
@@ -93,6 +99,7 @@ async function render() {
   if (!key.get()) return signIn();
   const mine = ++generation;
   clearInterval(timer);
+  dismissConfirmation();
   say('');
   const { route, params } = parseHash();
   const found = ROUTES.map(([re, fn]) => [route.match(re), fn]).find(([m]) => m);
@@ -113,6 +120,7 @@ async function render() {
 function signIn(message) {
   generation++;
   clearInterval(timer);
+  dismissConfirmation();
   fill(view);
   document.getElementById('nav').hidden = true;
   document.getElementById('login').hidden = false;

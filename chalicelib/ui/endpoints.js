@@ -1,10 +1,12 @@
-// Endpoints: the list (paged; type, paused, health, pause/resume) and one endpoint's page
+// Endpoints: the list (paged; filtered by health and paused state, as the API filters it;
+// type, target, paused, health, pause/resume) and one endpoint's page
 // (target, retry policy, timeout, signing, flow control, pause state, health, its failed
 // executions). Health is the API's (GET /overview): the definition GET /jobs/{id}/status
 // applies to a job, over the same 24 hours of executions.
 
 import { get, items, path, post } from './api.js';
-import { badge, facts, fill, h, link, ms, section, table, when } from './dom.js';
+import { badge, choice, facts, fill, filterForm, h, link, ms, section, table, when } from './dom.js';
+import { HEALTHS } from './enums.js';
 import { pager } from './pager.js';
 
 /** Each endpoint's health and counts by name; an endpoint absent from it is IDLE. */
@@ -41,7 +43,8 @@ function pauseButton(ctx, endpoint) {
   const verb = paused ? 'resume' : 'pause';
   return ctx.action(paused ? 'Resume' : 'Pause',
     () => post(path('/endpoints/', endpoint.name, `/${verb}`)),
-    () => `${endpoint.name}: ${paused ? 'resumed' : 'paused'}`);
+    // No confirmation: a pause is undone by Resume (its work waits, nothing is lost).
+    { done: () => `${endpoint.name}: ${paused ? 'resumed' : 'paused'}` });
 }
 
 function pausedCell(endpoint) {
@@ -50,14 +53,26 @@ function pausedCell(endpoint) {
   return 'running';
 }
 
+const PAUSED_CHOICES = [['', 'paused or not'], ['true', 'paused'], ['false', 'not paused']];
+
+function pausedChoice(value) {
+  return h('select', { name: 'paused', 'aria-label': 'paused or not' }, PAUSED_CHOICES.map(([v, text]) =>
+    h('option', { value: v, selected: v === (value || '') }, text)));
+}
+
 export async function endpointsView(root, ctx) {
+  const p = ctx.params;
+  const query = { health: p.get('health'), paused: p.get('paused') };
+  const filtered = Boolean(query.health || query.paused);
   let health = new Map();
-  const list = pager(ctx, '/endpoints', {}, (endpoints) =>
-    table(['Name', 'Type', 'Paused', 'Health (24 h)', 'Jobs', ''], endpoints.map((e) => [
-      link(e.name, ['endpoint', e.name]), e.type, pausedCell(e), healthBadge(health.get(e.name)),
-      link('jobs', ['jobs'], { endpoint: e.name }), pauseButton(ctx, e),
-    ]), 'No endpoint registered yet.'));
-  root.append(h('h1', null, 'Endpoints'), list.el);
+  const list = pager(ctx, '/endpoints', query, (endpoints) =>
+    table(['Name', 'Type', 'Target', 'Paused', 'Health (24 h)', 'Jobs', ''], endpoints.map((e) => [
+      link(e.name, ['endpoint', e.name]), e.type, h('span', { class: 'target' }, target(e)), pausedCell(e),
+      healthBadge(health.get(e.name)), link('jobs', ['jobs'], { endpoint: e.name }), pauseButton(ctx, e),
+    ]), filtered ? 'No endpoint matches.' : 'No endpoint registered yet.'));
+  const form = filterForm(ctx, 'endpoints', [choice('health', HEALTHS, query.health, 'any health'),
+    pausedChoice(query.paused)]);
+  root.append(h('h1', null, 'Endpoints'), form, list.el);
   await ctx.poll(async () => {
     health = await healthByEndpoint();
   });

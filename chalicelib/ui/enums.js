@@ -4,6 +4,8 @@
 export const EXECUTION_STATUSES = ['PENDING', 'QUEUED', 'RUNNING', 'RETRYING', 'SUCCESS', 'FAILED', 'CANCELLED'];
 export const JOB_STATUSES = ['ACTIVE', 'RETIRED'];
 export const TRIGGERS = ['IMMEDIATE', 'DELAYED', 'CRON'];
+/** An endpoint's or a job's health over the last 24 hours. */
+export const HEALTHS = ['HEALTHY', 'DEGRADED', 'FAILING', 'IDLE'];
 /** attempts.error.type: the delivery's errors, then the scheduler's (WORKER_LOST, UNPROCESSABLE). */
 export const ERROR_TYPES = ['TIMEOUT', 'HTTP_ERROR', 'CONNECTION_ERROR', 'BROKER_ERROR', 'STREAM_ERROR',
-  'TEMPLATE_RESOLUTION_FAILED', 'REQUEST_TOO_LARGE', 'INTERNAL_ERROR', 'WORKER_LOST', 'UNPROCESSABLE'];
+  'TEMPLATE_RESOLUTION_FAILED', 'REQUEST_TOO_LARGE', 'INTERNAL_ERROR', 'EXPIRED', 'WORKER_LOST', 'UNPROCESSABLE'];

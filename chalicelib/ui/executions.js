@@ -17,7 +17,11 @@ function errorText(error) {
 }
 
 function retryButton(ctx, id) {
-  return ctx.action('Retry', () => post(path('/executions/', id, '/retry')), (e) => `Retried: ${e.status}`);
+  return ctx.action('Retry', () => post(path('/executions/', id, '/retry')), {
+    done: (e) => `Retried: ${e.status}`,
+    confirm: `Execution ${id} is queued again with a new attempt budget and delivered to its `
+      + 'endpoint again. A delivery cannot be taken back.',
+  });
 }
 
 function summary(ctx, e, attempts) {
@@ -32,7 +36,9 @@ function summary(ctx, e, attempts) {
   if (e.queue_position !== null && e.queue_position !== undefined) rows.push(['Queue position', String(e.queue_position)]);
   const buttons = [];
   if (CANCELLABLE.includes(e.status)) {
-    buttons.push(ctx.action('Cancel', () => post(path('/executions/', e.execution_id, '/cancel'))));
+    buttons.push(ctx.action('Cancel', () => post(path('/executions/', e.execution_id, '/cancel')), {
+      confirm: `Execution ${e.execution_id} is cancelled and never delivered. This cannot be undone.`,
+    }));
   }
   if (e.status === 'FAILED') buttons.push(retryButton(ctx, e.execution_id));
   return [
@@ -83,12 +89,21 @@ function redriveForm(ctx) {
     h('input', { name: 'until', placeholder: 'until (ISO)', value: new Date(Date.now() + 60e3).toISOString() }),
     choice('error_type', ERROR_TYPES, '', 'any error type'),
     h('button', { type: 'submit' }, 'Redrive'));
+  const data = () => Object.fromEntries(new FormData(form));
   const run = ctx.action('Redrive', () => {
-    const data = Object.fromEntries(new FormData(form));
-    const body = { since: data.since, until: data.until };
-    if (data.error_type) body.error_type = data.error_type;
-    return post(path('/endpoints/', data.endpoint, '/redrive'), body);
-  }, (r) => `Requeued ${r.requeued} execution(s)`);
+    const { endpoint, since, until, error_type: errorType } = data();
+    const body = { since, until };
+    if (errorType) body.error_type = errorType;
+    return post(path('/endpoints/', endpoint, '/redrive'), body);
+  }, {
+    done: (r) => `Requeued ${r.requeued} execution(s)`,
+    confirm: () => {
+      const { endpoint, since, until, error_type: errorType } = data();
+      const which = errorType ? ` whose last error was ${errorType}` : '';
+      return `Every FAILED execution of ${endpoint} created from ${since} to ${until}${which} `
+        + 'is queued again (at most 5,000) and delivered again. Deliveries cannot be taken back.';
+    },
+  });
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     run.click();
@@ -102,9 +117,10 @@ export async function executionsView(root, ctx) {
   const query = { status, endpoint: ctx.params.get('endpoint'), error_type: ctx.params.get('error_type') };
   const list = pager(ctx, '/executions', query, (rows) =>
     table(['Execution', 'Endpoint', 'Status', 'Error', 'Finished', ''], rows.map((e) => [
-      link(e.execution_id, ['execution', e.execution_id]), link(e.endpoint, ['endpoint', e.endpoint]), badge(e.status),
+      h('span', { class: 'whole' }, link(e.execution_id, ['execution', e.execution_id])),
+      link(e.endpoint, ['endpoint', e.endpoint]), badge(e.status),
       h('span', { class: 'error' }, typeof e.error === 'object' && e.error ? errorText(e.error) : [e.error_type, e.error].filter(Boolean).join(': ')),
-      when(e.completed_at), e.status === 'FAILED' ? retryButton(ctx, e.execution_id) : '',
+      h('span', { class: 'whole' }, when(e.completed_at)), e.status === 'FAILED' ? retryButton(ctx, e.execution_id) : '',
     ]), status ? `No ${status} execution.` : 'No execution matches.'));
   root.append(h('h1', null, `Executions: ${status || 'any status'}`), listFilters(ctx, status), list.el);
   if (status === 'FAILED') root.append(section('Redrive failed executions of an endpoint', redriveForm(ctx)));

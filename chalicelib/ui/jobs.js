@@ -31,16 +31,31 @@ export async function jobsView(root, ctx) {
   await ctx.poll(list.load);
 }
 
+const CANCEL_TEXT = {
+  CRON: 'is retired: no tick of its schedule runs again and it cannot be resumed.',
+  ONE_SHOT: 'is cancelled: its execution waiting to run never runs.',
+};
+
 function controls(ctx, job) {
   const buttons = [];
+  const cron = job.trigger === 'CRON';
   if (job.status === 'ACTIVE') {
-    buttons.push(ctx.action('Cancel job', () => post(path('/jobs/', job.job_id, '/cancel'))));
+    buttons.push(ctx.action('Cancel job', () => post(path('/jobs/', job.job_id, '/cancel')), {
+      confirm: `Job ${job.job_id} ${CANCEL_TEXT[cron ? 'CRON' : 'ONE_SHOT']} This cannot be undone.`,
+    }));
   }
-  if (job.trigger === 'CRON' && job.status === 'ACTIVE') {
+  if (cron && job.status === 'ACTIVE') {
     const paused = Boolean(job.paused_at);
+    // A resume asks nothing; a pause does: the ticks it skips never run, even once resumed.
     buttons.push(ctx.action(paused ? 'Resume' : 'Pause',
-      () => post(path('/jobs/', job.job_id, paused ? '/resume' : '/pause'))));
-    buttons.push(ctx.action('Run now', () => post(path('/jobs/', job.job_id, '/trigger'))));
+      () => post(path('/jobs/', job.job_id, paused ? '/resume' : '/pause')), paused ? {} : {
+        confirm: `Job ${job.job_id} stops ticking until resumed. A tick already scheduled is `
+          + 'cancelled, and the ticks due while it is paused are skipped, not run on resume.',
+      }));
+    buttons.push(ctx.action('Run now', () => post(path('/jobs/', job.job_id, '/trigger')), {
+      confirm: `Job ${job.job_id} runs once more now, delivered to ${job.endpoint} at once `
+        + '(its schedule does not move). A delivery cannot be taken back.',
+    }));
   }
   return h('div', { class: 'actions' }, buttons);
 }
@@ -102,7 +117,11 @@ export async function batchView(root, ctx) {
   await ctx.poll(async () => {
     const batch = await get(path('/batches/', id));
     const cancel = batch.status === 'RUNNING'
-      ? ctx.action('Cancel batch', () => post(path('/batches/', id, '/cancel')), (r) => `Cancelled ${r.cancelled} execution(s)`)
+      ? ctx.action('Cancel batch', () => post(path('/batches/', id, '/cancel')), {
+        done: (r) => `Cancelled ${r.cancelled} execution(s)`,
+        confirm: `Every execution of batch ${id} waiting to run is cancelled and its cron jobs `
+          + 'are retired; running ones finish. This cannot be undone.',
+      })
       : null;
     fill(head, h('p', null, badge(batch.status), ` ${batch.total} jobs, created ${when(batch.created_at)}`),
       progress(batch.counts, batch.total), h('div', { class: 'actions' }, cancel));

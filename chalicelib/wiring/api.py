@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from chalicelib.services.jobs.service import JobService
     from chalicelib.services.jobs.status import JobStatusService
     from chalicelib.services.metrics import MetricsService
+    from chalicelib.services.operations import OperationService
     from chalicelib.services.overview import OverviewService
     from chalicelib.services.payload_specs import PayloadSpecService
     from chalicelib.services.secrets import SecretService
@@ -142,10 +143,24 @@ class ApiRoot:
         p = self.process
         return DeadLetterService(p.database("api"), wakeup_notify=p.settings.wakeup_notify)
 
+    def operation_service(self) -> OperationService:
+        from chalicelib.services.operations import OperationService
+
+        p = self.process
+        return OperationService(
+            p.database("api"),
+            page_size=p.settings.bulk_page_size,
+            wakeup_notify=p.settings.wakeup_notify,
+        )
+
     def endpoint_service(self) -> EndpointService:
         from chalicelib.services.endpoints import EndpointService
 
-        return EndpointService(self.process.database("api"), box=self.process.reading_box)
+        return EndpointService(
+            self.process.database("api"),
+            box=self.process.reading_box,
+            health_read=self.overview_service().endpoint_health,
+        )
 
     def config_service(self) -> ConfigService:
         from chalicelib.services.configs import ConfigService

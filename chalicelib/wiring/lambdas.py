@@ -27,6 +27,7 @@ from chalicelib.profiles import (
 )
 from chalicelib.scheduler.lambdas import SCHEDULE, SCHEDULE_PERIOD_SEC
 from chalicelib.scheduler.names import (
+    BULK_OPERATOR,
     CRON_MATERIALIZER,
     DELAYED_PROMOTER,
     HOUSEKEEPER,
@@ -45,10 +46,11 @@ bp = Blueprint(__name__)
 SCHEDULER_LOOPS: dict[str, tuple[str, tuple[str, ...]]] = {
     MATERIALIZE_CRON_TICKS: (CRON_MATERIALIZER, ()),
     PROMOTE_DELAYED_EXECUTIONS: (DELAYED_PROMOTER, ()),
-    # The housekeeper (loop 4: retention purge, heartbeat pruning) runs beside the
-    # reclaimer: both are slow, periodic and idempotent, and sharing the function keeps
-    # the deployment at three scheduler functions.
-    RECLAIM_STUCK_EXECUTIONS: (STUCK_RECLAIMER, (HOUSEKEEPER,)),
+    # The housekeeper (loop 4: retention purge, heartbeat pruning) and the bulk operator
+    # (loop 5: bulk actions, a page per pass) run beside the reclaimer: all are periodic
+    # and idempotent, and sharing the function keeps the deployment at three scheduler
+    # functions.
+    RECLAIM_STUCK_EXECUTIONS: (STUCK_RECLAIMER, (HOUSEKEEPER, BULK_OPERATOR)),
 }
 
 
@@ -131,5 +133,5 @@ def promote_delayed_executions(event: CloudWatchEvent) -> dict[str, Any]:
 @bp.schedule(SCHEDULE, name=RECLAIM_STUCK_EXECUTIONS)
 def reclaim_stuck_executions(event: CloudWatchEvent) -> dict[str, Any]:
     """Loop 3 for about a minute: recover expired leases every TE_RECLAIM_INTERVAL_SEC, with
-    the housekeeper beside it (:data:`SCHEDULER_LOOPS`)."""
+    the housekeeper and the bulk operator beside it (:data:`SCHEDULER_LOOPS`)."""
     return root.invoke(RECLAIM_STUCK_EXECUTIONS, event.context)

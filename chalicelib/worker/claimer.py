@@ -264,6 +264,8 @@ class Claimer:
     def _prepare_one(self, claimed: ClaimedExecution) -> Prepared | FinishedExecution:
         if claimed.fault is not None:
             return self._pipeline.unprocessable(claimed, claimed.fault)
+        if claimed.expired():  # claimed too late: never sent
+            return self._pipeline.expired(claimed)
         if claimed.endpoint_type not in self._endpoint_types:
             reason = f"no dispatcher for endpoint type {claimed.endpoint_type!r}"
             return self._pipeline.unprocessable(claimed, reason)

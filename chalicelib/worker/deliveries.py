@@ -133,6 +133,11 @@ class DeliveryLoop:
             holding = True
             if not self._ledger.owned(prepared.claimed.execution_id):
                 raise LeaseLost(prepared.claimed.execution_id)
+            if prepared.claimed.expired():  # waited for a slot past its expire_after
+                slots.give_back()
+                holding = False
+                self._finish_unsent(self._pipeline.expired(prepared.claimed))
+                return
             # The attempt's times measure the delivery itself, from here.
             prepared = self._pipeline.begin(prepared)
             outcome = await self._dispatch_guarded(prepared)
@@ -148,6 +153,11 @@ class DeliveryLoop:
             self._lost(prepared.claimed, exc)
             return
         self._ledger.delivered(finished, sent=True)
+        self._recorder.submit(finished)
+
+    def _finish_unsent(self, finished: FinishedExecution) -> None:
+        """An execution that ends without a send (it holds no send slot) to the recorder."""
+        self._ledger.delivered(finished, sent=False)
         self._recorder.submit(finished)
 
     def _lost(self, claimed: ClaimedExecution, exc: BaseException) -> None:

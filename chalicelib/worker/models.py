@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from chalicelib.domain.backoff import RetryPolicy
+from chalicelib.domain.delivery import DeliveryErrorType
+from chalicelib.domain.job_delivery import is_expired, overridden_policy
 from chalicelib.domain.job_headers import credential_values
 from chalicelib.domain.loops import UNPROCESSABLE, fault_reason
 from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus, LogLevel
@@ -46,6 +49,15 @@ class ClaimedExecution:
     #: The job's W3C trace context (None: none): each attempt sends its own parent-id.
     traceparent: str | None = None
     tracestate: str | None = None
+    #: The job's own delivery settings (:mod:`chalicelib.domain.job_delivery`), or None.
+    overrides: Mapping[str, Any] | None = None
+    #: A first attempt of a job with ``expire_after``: how late after its due time the
+    #: claim started it (ms, the database's clock); None otherwise.
+    late_ms: int | None = None
+    #: A retried execution: how long before the claim its first attempt started (ms).
+    retry_elapsed_ms: int | None = None
+    #: time.monotonic() when the claim was read: the two above grow from here.
+    claimed_at: float = 0.0
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ClaimedExecution:
@@ -67,6 +79,10 @@ class ClaimedExecution:
         headers = row.get("job_headers")
         if headers is not None and not isinstance(headers, Mapping):
             raise TypeError(f"job headers are a {type(headers).__name__}, not an object")
+        overrides = row.get("delivery_overrides")
+        if overrides is not None:
+            merged = overridden_policy(snapshot.get("retry_policy"), overrides)
+            policy = RetryPolicy.from_json(merged)
         return cls(
             execution_id=row["execution_id"],
             job_id=row["job_id"],
@@ -84,6 +100,10 @@ class ClaimedExecution:
             credentials=credential_values(headers),
             traceparent=row.get("traceparent"),
             tracestate=row.get("tracestate"),
+            overrides=overrides,
+            late_ms=row.get("late_ms"),
+            retry_elapsed_ms=row.get("retry_elapsed_ms"),
+            claimed_at=time.monotonic(),
         )
 
     @classmethod
@@ -111,10 +131,23 @@ class ClaimedExecution:
         ref = self.endpoint_snapshot.get("config_ref")
         return str(ref) if ref else None
 
+    def since_claim_ms(self) -> float:
+        return (time.monotonic() - self.claimed_at) * 1000
+
+    def expired(self) -> bool:
+        """A first attempt of a job with ``expire_after`` that would start too late now."""
+        if self.late_ms is None:
+            return False
+        return is_expired(self.overrides, self.late_ms + self.since_claim_ms())
+
+    def retry_elapsed_now_ms(self) -> int:
+        """How long ago the execution's first attempt started (this one's claim, if first)."""
+        return int((self.retry_elapsed_ms or 0) + self.since_claim_ms())
+
     @property
     def retry_policy(self) -> RetryPolicy:
-        """The snapshot's policy; max_attempts comes from the execution row (the reclaimer
-        decides RETRYING vs FAILED from the same column)."""
+        """The snapshot's policy with the job's own fields over it; max_attempts comes from
+        the execution row (the reclaimer decides RETRYING vs FAILED from the same column)."""
         policy = self.policy or RetryPolicy.from_json(self.endpoint_snapshot.get("retry_policy"))
         return dataclasses.replace(policy, max_attempts=self.max_attempts)
 
@@ -240,4 +273,27 @@ def unprocessable(
         log_level=LogLevel.ERROR,
         log_message=f"Attempt {claimed.attempt} {what}: the worker cannot process this "
         f"execution ({reason}). Execution FAILED ({UNPROCESSABLE}).",
+    )
+
+
+def expired(claimed: ClaimedExecution, at: datetime) -> FinishedExecution:
+    """A first attempt that would start later than its job's ``expire_after`` allows:
+    finalized FAILED ``EXPIRED`` without being sent (callbacks and batches follow as for
+    any failure)."""
+    after = (claimed.overrides or {}).get("expire_after_ms")
+    message = f"not started within expire_after ({after} ms) of its due time; never delivered"
+    return FinishedExecution(
+        execution_id=claimed.execution_id,
+        endpoint=claimed.endpoint,
+        attempt_number=claimed.attempt,
+        attempt_status=AttemptStatus.FAILED,
+        next_status=ExecutionStatus.FAILED,
+        started_at=at,
+        completed_at=at,
+        duration_ms=0,
+        error={"type": str(DeliveryErrorType.EXPIRED), "message": message},
+        follows=claimed.follows,
+        log_level=LogLevel.ERROR,
+        log_message=f"Attempt {claimed.attempt} was not made: the execution {message}. "
+        f"Execution FAILED ({DeliveryErrorType.EXPIRED}).",
     )

@@ -26,6 +26,7 @@ from chalicelib.domain.delivery import (
     DeliveryRequest,
     failed,
 )
+from chalicelib.domain.job_delivery import overridden_spec
 from chalicelib.domain.loops import fault_reason
 from chalicelib.domain.signing import (
     MalformedSigningSecret,
@@ -36,15 +37,22 @@ from chalicelib.domain.signing import (
 from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus, LogLevel
 from chalicelib.domain.templates import RenderTooLarge, Template, TemplateContext
 from chalicelib.domain.trace_context import attempt_traceparent, new_parent_id
+from chalicelib.domain.url_prefixes import url_problem
 from chalicelib.errors import SecretKeyError, TemplateResolutionFailed
 from chalicelib.tracing import Tracing
 from chalicelib.worker.caches import CachedSecret, ConfigCache, SecretCache
-from chalicelib.worker.models import ClaimedExecution, FinishedExecution, unprocessable
+from chalicelib.worker.models import ClaimedExecution, FinishedExecution, expired, unprocessable
 
 #: Parsed templates kept per process: endpoints remembered (the cache is emptied when
 #: full) and snapshot versions per endpoint.
 TEMPLATE_CACHE_SIZE = 1024
 VERSIONS_PER_ENDPOINT = 4
+
+
+class TargetNotAllowed(Exception):
+    """The job's own URL is not under the allowed_url_prefixes of the endpoint definition
+    it is delivered with (changed since the job was written, or a retry with the current
+    one): not sent, not retried."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,9 @@ class Pipeline:
         except RenderTooLarge as exc:
             outcome = failed(DeliveryErrorType.REQUEST_TOO_LARGE, str(exc), retryable=False)
             return self._finish(claimed, outcome, started_at, _elapsed_ms(started), None)
+        except TargetNotAllowed as exc:
+            outcome = failed(DeliveryErrorType.CONNECTION_ERROR, str(exc), retryable=False)
+            return self._finish(claimed, outcome, started_at, _elapsed_ms(started), None)
         return Prepared(claimed=claimed, resolved=resolved, started_at=started_at, started=started)
 
     def unprocessable(
@@ -127,6 +138,10 @@ class Pipeline:
         """The execution finished FAILED ``UNPROCESSABLE`` (:func:`models.unprocessable`)."""
         reason = exc if isinstance(exc, str) else fault_reason(exc)
         return unprocessable(claimed, reason, self._clock(), sent=sent)
+
+    def expired(self, claimed: ClaimedExecution) -> FinishedExecution:
+        """The execution finished FAILED ``EXPIRED``, unsent (:func:`models.expired`)."""
+        return expired(claimed, self._clock())
 
     def begin(self, prepared: Prepared) -> Prepared:
         """The same execution, its attempt's clock started now (just before the send); a
@@ -173,6 +188,7 @@ class Pipeline:
         Config comes from the execution's snapshot if an earlier attempt stored one, else
         from the config cache (and is then returned for the finalizer to snapshot).
         """
+        _check_own_url(claimed)
         config = claimed.config_snapshot
         fresh = None
         if config is None and claimed.config_ref:
@@ -189,7 +205,8 @@ class Pipeline:
         secrets = {n: e.value for n, e in entries.items() if n in template.secret_names}
         context = TemplateContext(input=claimed.input, config=config or {}, secret=secrets)
         # Counted as it renders: a template repeating a large value stops at the limit.
-        spec = template.resolve(context, limit=MAX_REQUEST_BYTES)
+        rendered = template.resolve(context, limit=MAX_REQUEST_BYTES)
+        spec = overridden_spec(rendered, claimed.overrides)  # the job's url and timeout_ms
         keys = None if signer is None else self._signing_keys(signer, entries.get(signer))
         request = DeliveryRequest(
             execution_id=claimed.execution_id,
@@ -276,6 +293,7 @@ class Pipeline:
             retryable=outcome.retryable,
             retry_after_ms=outcome.retry_after_ms,
             rand=self._rand,
+            elapsed_ms=claimed.retry_elapsed_now_ms(),
         )
         failure = f"Attempt {attempt} failed ({_describe(outcome.error)})"
         # A Retry-After holds the whole endpoint back, whatever becomes of this execution.
@@ -299,6 +317,17 @@ class Pipeline:
             log_level=LogLevel.ERROR,
             log_message=f"{failure}; execution failed: {decision.reason}.",
         )
+
+
+def _check_own_url(claimed: ClaimedExecution) -> None:
+    """The job's own URL, if any, against the prefixes of the definition delivered with;
+    its host is then judged by the address policy as any target's (the dispatcher)."""
+    url = (claimed.overrides or {}).get("url")
+    if url is None:
+        return
+    problem = url_problem(url, claimed.spec.get("allowed_url_prefixes"))
+    if problem:
+        raise TargetNotAllowed(f"the job's url is not an allowed target: {problem}")
 
 
 def _elapsed_ms(started: float) -> int:

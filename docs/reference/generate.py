@@ -138,6 +138,12 @@ SETTING_GROUPS: list[tuple[str, list[tuple[str, str | None, str]]]] = [
             ),
             ("reclaim_interval_sec", None, "stuck reclaimer interval"),
             (
+                "bulk_page_size",
+                None,
+                "executions a bulk action (`POST /executions/bulk`) reads and acts on per "
+                "transaction",
+            ),
+            (
                 "stuck_execution_timeout_sec",
                 None,
                 "the lease: a RUNNING execution whose worker has not renewed it for this long "
@@ -320,7 +326,8 @@ def settings_page() -> str:
 #: (code, HTTP status) -> when the API answers it.
 ERROR_MEANINGS: dict[tuple[str, int], str] = {
     ("INVALID_REQUEST", 400): "a malformed body, query or path value; a field of the wrong "
-    "type, missing or out of range; a bad IANA timezone; a value the database refuses",
+    "type, missing or out of range; a bad IANA timezone; a value the database refuses; a "
+    "query parameter the route does not declare (the message names it)",
     ("INVALID_REQUEST", 422): "a well-formed request the service cannot act on",
     ("UNAUTHORIZED", 401): "no API key, or an unknown or revoked one",
     ("ROUTE_NOT_FOUND", 404): "no such route",
@@ -336,6 +343,7 @@ ERROR_MEANINGS: dict[tuple[str, int], str] = {
     ("JOB_NOT_FOUND", 404): "no job with that id",
     ("EXECUTION_NOT_FOUND", 404): "no execution with that id",
     ("BATCH_NOT_FOUND", 404): "no batch with that id",
+    ("OPERATION_NOT_FOUND", 404): "no bulk operation with that id",
     ("API_KEY_NOT_FOUND", 404): "no API key with that id",
     ("INSUFFICIENT_SCOPE", 403): "the key's scope does not allow this route (a `read` key "
     "changes nothing; only an `admin` key manages keys, writes an endpoint whose "
@@ -346,7 +354,8 @@ ERROR_MEANINGS: dict[tuple[str, int], str] = {
     "names the field",
     ("CONFLICT", 409): "the resource exists already, or live work still uses it (the message "
     "names the endpoints and up to 10 job ids)",
-    ("JOB_NOT_UPDATABLE", 409): "`PUT /jobs/{id}` on a job that is not an ACTIVE cron job",
+    ("JOB_NOT_UPDATABLE", 409): "`PUT /jobs/{id}` on an IMMEDIATE job or a RETIRED version "
+    "(of a cron job, or a rescheduled DELAYED job's earlier one)",
     ("JOB_NOT_TRIGGERABLE", 409): "`POST /jobs/{id}/trigger` on a job that is not an ACTIVE "
     "cron job",
     ("JOB_NOT_PAUSABLE", 409): "pause or resume of a job that is not an ACTIVE cron job",
@@ -354,7 +363,10 @@ ERROR_MEANINGS: dict[tuple[str, int], str] = {
     "SUCCESS or FAILED",
     ("EXECUTION_NOT_RETRYABLE", 409): "retry of an execution that is not FAILED, or whose "
     "endpoint was deleted",
-    ("INVALID_TRANSITION", 409): "a status change the transition table does not allow",
+    ("OPERATION_NOT_RUNNING", 409): "`POST /operations/{id}/abort` of a bulk operation that "
+    "ended DONE or FAILED (aborting an ABORTED one answers it as it is)",
+    ("INVALID_TRANSITION", 409): "a status change the transition table does not allow; "
+    "`PUT /jobs/{id}` of a DELAYED job whose execution has started or ended",
     ("INVALID_CRON", 422): "a cron expression that is not 5 valid fields, is longer than 256 "
     "characters, or has no tick before 9999-01-01 (and no `ends_at`)",
     ("INVALID_SCHEMA", 422): "a payload spec that is not a valid JSON Schema, refers outside "
@@ -407,6 +419,9 @@ ATTEMPT_MEANINGS = {
     "INTERNAL_ERROR": "the delivery failed in a way no transport anticipated (a library "
     "error, a stored spec the dispatcher cannot use); the message names the exception; "
     "retried while the retry policy allows",
+    "EXPIRED": "a first attempt of a job with `expire_after` would have started that long "
+    "after its due time or later (checked at the claim and again just before the send); "
+    "nothing is sent; not retried",
     **ATTEMPT_TYPES_ELSEWHERE,
 }
 
@@ -530,6 +545,9 @@ SPEC_MEANINGS: dict[str, dict[str, str]] = {
         "expected_status_codes": "the statuses that count as success (distinct, 100 to 599)",
         "signing_secret": "a secret holding a `whsec_` key: deliveries are signed "
         "([Standard Webhooks](../how-to/verify-signatures.md))",
+        "allowed_url_prefixes": "absolute `http(s)` URL prefixes ending in `/` under which a "
+        "job may give its own `url` (same scheme, host, port and path prefix; no user info, "
+        "dot segments or encoded slashes), checked when written and at each delivery",
     },
     "KAFKA": {
         "bootstrap_servers": "`host:port[,host:port...]`",

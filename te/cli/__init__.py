@@ -39,9 +39,17 @@ def main(ctx: click.Context, url: str | None, api_key: str | None) -> None:
 
 
 def _register() -> None:
-    from te.cli import catalogue, config, executions, jobs, keys
+    from te.cli import catalogue, config, executions, jobs, keys, operations
 
-    groups = (*catalogue.GROUPS, jobs.jobs, jobs.batch, executions.executions, keys.keys)
+    executions.executions.add_command(operations.bulk)
+    groups: tuple[click.Group, ...] = (
+        *catalogue.GROUPS,
+        jobs.jobs,
+        jobs.batch,
+        executions.executions,
+        keys.keys,
+    )
+    groups = (*groups, operations.operations)
     reads = (executions.health, executions.overview, executions.metrics, executions.openapi)
     commands: tuple[click.Command, ...] = (*groups, executions.dead_letters, executions.watch)
     for command in (*commands, *reads, config.configure):

@@ -2,7 +2,8 @@
 
 Each has ``create -f FILE`` (the request body, JSON or YAML; ``-`` reads stdin), ``list``,
 ``get NAME``, ``update NAME -f FILE`` and ``delete NAME``; ``te endpoints`` also has
-``pause NAME``, ``resume NAME`` and ``redrive NAME --since --until [--error-type]``.
+``pause NAME``, ``resume NAME`` and ``redrive NAME --since --until [--error-type]
+[--endpoint-version]``.
 """
 
 from __future__ import annotations
@@ -107,8 +108,20 @@ def resume(name: str) -> None:
 @click.option("--until", required=True, help="ISO 8601 instant with an offset (exclusive).")
 @click.option("--error-type", help="Only executions whose last error is of this type.")
 @click.option("--all", "until_done", is_flag=True, help="Call again while more remain.")
+@click.option(
+    "--endpoint-version",
+    type=click.Choice(["snapshot", "current"]),
+    help="Deliver with each job's endpoint snapshot (default) or the endpoint as it is now.",
+)
 @json_option
-def redrive(name: str, since: str, until: str, error_type: str | None, until_done: bool) -> None:
+def redrive(
+    name: str,
+    since: str,
+    until: str,
+    error_type: str | None,
+    until_done: bool,
+    endpoint_version: str | None,
+) -> None:
     """Requeue the endpoint's FAILED executions created in [--since, --until).
 
     One request requeues at most 5,000 (the answer says whether ``more`` remain); --all
@@ -117,7 +130,13 @@ def redrive(name: str, since: str, until: str, error_type: str | None, until_don
     api = settings().client().endpoints
     requeued = 0
     while True:
-        answer = api.redrive(name, since=since, until=until, error_type=error_type)
+        answer = api.redrive(
+            name,
+            since=since,
+            until=until,
+            error_type=error_type,
+            endpoint_version=endpoint_version,
+        )
         requeued += answer["requeued"]
         if not (until_done and answer["more"]):
             break

@@ -21,6 +21,14 @@ EXECUTION_STATUSES = ("PENDING", "QUEUED", "RUNNING", "RETRYING", "SUCCESS", "FA
 NOT_SUCCEEDED = 3
 
 
+#: Retry and redrive: which definition of the endpoint the requeued executions use.
+ENDPOINT_VERSION = click.option(
+    "--endpoint-version",
+    type=click.Choice(["snapshot", "current"]),
+    help="Deliver with the job's endpoint snapshot (default) or the endpoint as it is now.",
+)
+
+
 @click.group()
 def executions() -> None:
     """Executions: list, get, attempts, logs, cancel, retry."""
@@ -99,10 +107,12 @@ def cancel(execution_id: str) -> None:
 
 @executions.command("retry")
 @click.argument("execution_id")
+@ENDPOINT_VERSION
 @json_option
-def retry(execution_id: str) -> None:
+def retry(execution_id: str, endpoint_version: str | None) -> None:
     """Queue a FAILED execution again with a new attempt budget (409 unless FAILED)."""
-    show(settings().client().executions.retry(execution_id))
+    api = settings().client().executions
+    show(api.retry(execution_id, endpoint_version=endpoint_version))
 
 
 @click.command()

@@ -1,6 +1,6 @@
-"""``te jobs`` (create, list, get, update, cancel, pause, resume, trigger, versions, status,
-executions) and ``te batch`` (create jobs from a JSON-lines file, in requests of up to 1,000
-job requests and 1 MiB, with a progress bar; get, jobs, cancel)."""
+"""``te jobs`` (create, list, find, get, update, reschedule, cancel, pause, resume, trigger,
+versions, status, executions) and ``te batch`` (create jobs from a JSON-lines file, in
+requests of up to 1,000 job requests and 1 MiB, with a progress bar; get, jobs, cancel)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ EXECUTION_COLUMNS = ("execution_id", "status", "attempt_count", "run_at", "compl
 
 @click.group()
 def jobs() -> None:
-    """Jobs: create, list, get, update, cancel, pause, resume, trigger, versions, status,
-    executions."""
+    """Jobs: create, list, find, get, update, reschedule, cancel, pause, resume, trigger,
+    versions, status, executions."""
 
 
 TRACEPARENT = click.option(
@@ -58,6 +58,20 @@ def list_(endpoint: str | None, trigger: str | None, status: str | None, limit: 
     show(items, JOB_COLUMNS)
 
 
+@jobs.command("find")
+@click.argument("endpoint")
+@click.argument("idempotency_key")
+@json_option
+def find(endpoint: str, idempotency_key: str) -> None:
+    """The job created on ENDPOINT with IDEMPOTENCY_KEY (exit 1 if there is none)."""
+    job = settings().client().jobs.find(endpoint, idempotency_key)
+    if job is None:
+        raise click.ClickException(
+            f"no job on endpoint {endpoint!r} with idempotency key {idempotency_key!r}"
+        )
+    show(job)
+
+
 @jobs.command("get")
 @click.argument("job_id")
 @json_option
@@ -81,6 +95,18 @@ def cancel(job_id: str) -> None:
 def update(job_id: str, path: Path) -> None:
     """Replace a cron job from a JSON/YAML file (the PUT /jobs/{id} body): a new version."""
     show(settings().client().jobs.update(job_id, read_object(path)))
+
+
+@jobs.command("reschedule")
+@click.argument("job_id")
+@click.option("--run-at", help="The new time, ISO 8601 with an offset.")
+@click.option("--delay", help="The new time as a delay from now: 250ms, 90s, 15m, 1h30m, 2d.")
+@json_option
+def reschedule(job_id: str, run_at: str | None, delay: str | None) -> None:
+    """Move a DELAYED job not yet started to a new time (exactly one of --run-at, --delay)."""
+    if (run_at is None) == (delay is None):
+        raise click.UsageError("give exactly one of --run-at and --delay")
+    show(settings().client().jobs.reschedule(job_id, run_at=run_at, delay=delay))
 
 
 @jobs.command("pause")

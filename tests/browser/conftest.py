@@ -20,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import BOOTSTRAP_KEY, ENCRYPTION_KEY, PROFILE
-from tests.support.pg import TEMPLATE, PgServer
+from tests.support.pg import PgServer, migrated_database
 from tests.support.served import HttpTarget, call_api, free_port
 from tests.support.waiting import wait_for
 
@@ -37,16 +36,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 WAIT_SEC = 20.0
-
-
-def _database(pg_server: PgServer, name: str) -> str:
-    admin = pg_server.admin()
-    try:
-        admin.run(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
-        admin.run(f"ALTER DATABASE {name} SET default_transaction_isolation = 'serializable'")
-    finally:
-        admin.close()
-    return pg_server.url(name)
 
 
 class Stack:
@@ -136,15 +125,12 @@ def target() -> Iterator[HttpTarget]:
 
 @pytest.fixture(scope="module")
 def stack(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    name = "te_ui_" + uuid.uuid4().hex[:10]
-    running = Stack(_database(pg_server, name), tmp_path_factory.mktemp("ui-stack") / "data")
-    yield running
-    running.stop()
-    admin = pg_server.admin()
-    try:
-        admin.run(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    finally:
-        admin.close()
+    with migrated_database(pg_server, "te_ui_") as url:
+        running = Stack(url, tmp_path_factory.mktemp("ui-stack") / "data")
+        try:
+            yield running
+        finally:
+            running.stop()
 
 
 @pytest.fixture(scope="session")

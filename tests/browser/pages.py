@@ -7,6 +7,7 @@ from typing import Any
 
 from selenium.common.exceptions import NoAlertPresentException, TimeoutException
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -91,6 +92,25 @@ def click_button(driver: Any, label: str) -> None:
         return False
 
     WebDriverWait(driver, WAIT_SEC, poll_frequency=0.1).until(clicked, f"no button {label!r}")
+
+
+def answer_confirmation(driver: Any, *, confirm: bool, escape: bool = False) -> str:
+    """Answer the confirmation the last click opened (its confirm button, its keep button,
+    or Escape) and wait for it to close; the dialog's text."""
+    dialog = wait_visible(driver, "dialog#confirm")
+    text = str(dialog.text)
+    if escape:
+        dialog.send_keys(Keys.ESCAPE)
+    else:
+        driver.find_element(By.ID, "confirm-yes" if confirm else "confirm-keep").click()
+    WebDriverWait(driver, WAIT_SEC, poll_frequency=0.1).until(
+        lambda d: not d.find_element(By.ID, "confirm").is_displayed(), "the dialog stays open"
+    )
+    return text
+
+
+def confirmation_open(driver: Any) -> bool:
+    return bool(driver.find_element(By.ID, "confirm").is_displayed())
 
 
 def notice(driver: Any) -> str:

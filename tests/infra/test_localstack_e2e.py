@@ -1,13 +1,19 @@
 """End to end in LocalStack: deploy the Lambda stack and deliver one job.
 
-Runs only where a Docker daemon is reachable (skipped elsewhere, e.g. on the build
-machines). It brings up localstack-compose.yml (LocalStack, CockroachDB with migrations,
-Redis, Redpanda and the Fargate-shaped worker), attaches pytest-localstack's
-``RunningSession`` to that LocalStack (readiness checks and botocore clients), deploys the
-Chalice app with infra/localstack_deploy.py, then registers a Redis Stream endpoint through
-API Gateway, fires an IMMEDIATE job and waits for the delivery to land in Redis.
+Runs against one of two LocalStacks (marker ``localstack``: ``make test`` runs it beside
+the main suite, with tests/localstack):
 
-``TE_E2E_KEEP_STACK=1`` leaves the containers running afterwards.
+* where a Docker daemon is reachable, localstack-compose.yml (LocalStack, CockroachDB with
+  migrations, Redis, Redpanda and the Fargate-shaped worker), deployed here with
+  infra/localstack_deploy.py; ``TE_E2E_KEEP_STACK=1`` leaves the containers running;
+* elsewhere, LocalStack in host mode with the ``lean`` profile deployed
+  (tests/localstack/plugin.py: ``host_localstack``, ``localstack_deployment``; the
+  session's PostgreSQL, and the session's Redis for the stream), skipped, saying why,
+  where there is no Python >= 3.12.
+
+Either way pytest-localstack's ``RunningSession`` attaches to it (readiness checks and
+botocore clients); the test registers a Redis Stream endpoint through API Gateway, fires
+an IMMEDIATE job and waits for the delivery to land in Redis.
 """
 
 from __future__ import annotations
@@ -22,23 +28,19 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import REPO_ROOT
 
+from tests.localstack.plugin import FUNCTIONS
+
 COMPOSE = ["docker", "compose", "-f", str(REPO_ROOT / "localstack-compose.yml")]
 LOCALSTACK_SERVICES = ["lambda", "apigateway", "events", "iam", "logs", "secretsmanager", "sts"]
 API_KEY = "te-local-api-key"  # TE_BOOTSTRAP_API_KEY in localstack-compose.yml
 REDIS_URL_IN_DOCKER = "redis://redis:6379/0"
-FUNCTIONS = (
-    "api_handler",
-    "materialize_cron_ticks",
-    "promote_delayed_executions",
-    "reclaim_stuck_executions",
-    "run_worker",
-)
 
 
 def _docker_daemon_reachable() -> bool:
@@ -67,10 +69,18 @@ def _docker_daemon_reachable() -> bool:
     return status_line.startswith(b"HTTP/1.") and b" 200 " in status_line + b" "
 
 
-pytestmark = [
-    pytest.mark.docker,
-    pytest.mark.skipif(not _docker_daemon_reachable(), reason="needs a Docker daemon (LocalStack)"),
-]
+DOCKER = _docker_daemon_reachable()
+pytestmark = pytest.mark.localstack
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """Where the deployed API answers, and the Redis the Lambdas and this test see."""
+
+    api_url: str
+    api_key: str
+    redis_url_for_lambdas: str
+    redis_url_here: str
 
 
 @pytest.fixture(scope="module")
@@ -98,18 +108,32 @@ def compose_stack() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def localstack(compose_stack: None) -> Iterator[Any]:
-    """pytest-localstack attached to the compose LocalStack on 127.0.0.1:4566."""
+def localstack(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """pytest-localstack attached to the compose LocalStack on 127.0.0.1:4566, or to the
+    host-mode one."""
     from pytest_localstack.session import RunningSession
 
-    session = RunningSession("127.0.0.1", services=LOCALSTACK_SERVICES, region_name="us-east-1")
+    if DOCKER:
+        request.getfixturevalue("compose_stack")
+        services: Any = LOCALSTACK_SERVICES
+    else:
+        host = request.getfixturevalue("host_localstack")
+        services = dict.fromkeys(LOCALSTACK_SERVICES, host.port)
+    session = RunningSession("127.0.0.1", services=services, region_name="us-east-1")
     with session:
         yield session
 
 
 @pytest.fixture(scope="module")
-def deployment(localstack: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Deploy the Chalice app into LocalStack; return the deploy script's record."""
+def deployment(
+    localstack: Any, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Deployed:
+    """The Chalice app in LocalStack: deployed here into the compose stack, or the host-mode
+    session's ``lean`` deployment."""
+    if not DOCKER:
+        deployed = request.getfixturevalue("localstack_deployment")
+        redis_url = request.getfixturevalue("redis_url")
+        return Deployed(deployed.api_url, deployed.api_key, redis_url, redis_url)
     out = tmp_path_factory.mktemp("localstack") / "deployed.json"
     env = {
         **os.environ,
@@ -127,39 +151,46 @@ def deployment(localstack: Any, tmp_path_factory: pytest.TempPathFactory) -> dic
         check=True,
         timeout=900,
     )
-    return dict(json.loads(Path(out).read_text()))
+    record = json.loads(Path(out).read_text())
+    return Deployed(record["api_url"], API_KEY, REDIS_URL_IN_DOCKER, "redis://127.0.0.1:6379/0")
 
 
-def _call(api_url: str, method: str, path: str, body: Any = None) -> Any:
+def _call(deployed: Deployed, method: str, path: str, body: Any = None) -> Any:
     request = urllib.request.Request(  # noqa: S310 - a LocalStack URL on loopback
-        f"{api_url}{path}",
+        f"{deployed.api_url}{path}",
         method=method,
         data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"},
+        headers={
+            "Authorization": f"Bearer {deployed.api_key}",
+            "Content-Type": "application/json",
+        },
     )
     with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
         return json.loads(response.read() or b"null")
 
 
-def test_lambdas_and_schedules_are_deployed(localstack: Any, deployment: dict[str, Any]) -> None:
+def test_lambdas_and_schedules_are_deployed(localstack: Any, deployment: Deployed) -> None:
     client = localstack.botocore.client("lambda")
     names = {f["FunctionName"] for f in client.list_functions()["Functions"]}
-    for function in FUNCTIONS:
-        assert f"task-executor-localstack-{function}" in names
+    assert set(FUNCTIONS.values()) <= names
     events = localstack.botocore.client("events")
     schedules = [r.get("ScheduleExpression") for r in events.list_rules()["Rules"]]
     assert schedules.count("rate(1 minute)") >= 4
 
 
-def test_one_job_is_delivered_to_a_redis_stream(deployment: dict[str, Any]) -> None:
+def test_one_job_is_delivered_to_a_redis_stream(deployment: Deployed) -> None:
     import redis
 
-    api = deployment["api_url"]
     suffix = uuid.uuid4().hex[:8]
     stream = f"e2e:{suffix}"
-    _call(api, "POST", "/payload-specs", {"name": f"e2e-{suffix}", "schema": {"type": "object"}})
     _call(
-        api,
+        deployment,
+        "POST",
+        "/payload-specs",
+        {"name": f"e2e-{suffix}", "schema": {"type": "object"}},
+    )
+    _call(
+        deployment,
         "POST",
         "/endpoints",
         {
@@ -167,7 +198,7 @@ def test_one_job_is_delivered_to_a_redis_stream(deployment: dict[str, Any]) -> N
             "type": "REDIS_STREAM",
             "payload_spec": f"e2e-{suffix}",
             "spec": {
-                "redis_url": REDIS_URL_IN_DOCKER,
+                "redis_url": deployment.redis_url_for_lambdas,
                 "stream": stream,
                 "fields_template": {"note": "{{input.note}}"},
                 "timeout_ms": 3000,
@@ -175,7 +206,7 @@ def test_one_job_is_delivered_to_a_redis_stream(deployment: dict[str, Any]) -> N
         },
     )
     job = _call(
-        api,
+        deployment,
         "POST",
         "/jobs",
         {
@@ -191,10 +222,11 @@ def test_one_job_is_delivered_to_a_redis_stream(deployment: dict[str, Any]) -> N
     deadline = time.monotonic() + 240
     status = None
     while time.monotonic() < deadline:
-        status = _call(api, "GET", f"/executions/{execution_id}")["status"]
+        status = _call(deployment, "GET", f"/executions/{execution_id}")["status"]
         if status in ("SUCCESS", "FAILED"):
             break
         time.sleep(2)
-    assert status == "SUCCESS"
-    entries = redis.Redis.from_url("redis://127.0.0.1:6379/0").xrange(stream) or []
+    attempts = _call(deployment, "GET", f"/executions/{execution_id}/attempts")["items"]
+    assert status == "SUCCESS", json.dumps(attempts)
+    entries = redis.Redis.from_url(deployment.redis_url_here).xrange(stream) or []
     assert [fields[b"note"] for _, fields in entries if fields] == [b"hello"]

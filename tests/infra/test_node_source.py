@@ -8,6 +8,7 @@ way from a fresh clone, with node, redis-server and nginx hidden.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -21,6 +22,12 @@ def test_jsii_runs_the_wheels_node_and_no_node_is_on_the_synthesis_path() -> Non
     env = offline_aws_env()
     assert env["JSII_NODE"] == str(wheel_node())
     assert shutil.which("node", path=env["PATH"]) is None
+
+
+def test_jsii_in_the_test_process_runs_the_wheels_node() -> None:
+    """Tests that import the CDK here (test_alarms, test_profiles) start jsii in the test
+    process itself: it runs the wheel's node, whatever PATH holds or lacks."""
+    assert os.environ["JSII_NODE"] == str(wheel_node())
 
 
 def test_the_wheels_node_is_a_supported_lts_release() -> None:

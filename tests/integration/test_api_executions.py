@@ -54,7 +54,9 @@ def test_execution_details(api: ApiClient, database: Database, endpoint: str) ->
         "duration_ms",
         "created_at",
         "queue_position",
+        "endpoint_version",
     ]
+    assert body["endpoint_version"] == "snapshot"
     assert (body["job_id"], body["endpoint"], body["endpoint_type"]) == (job["job_id"], EP, "HTTP")
     assert (body["status"], body["attempt_count"], body["max_attempts"]) == ("QUEUED", 0, 3)
     assert body["queue_position"] == 1

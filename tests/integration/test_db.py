@@ -290,3 +290,23 @@ def test_prepared_statements_per_connection_are_bounded(
         assert held == 3  # the least recently used were closed on the server too
     finally:
         solo.close()
+
+
+def test_a_statement_missing_a_parameter_fails_once_as_a_bug_not_an_outage(
+    database: Database,
+) -> None:
+    """pg8000 reports a placeholder without its parameter with the error class of a lost
+    connection; read as one, every loop retried it forever (a bulk operation stayed
+    RUNNING). It is a TypeError, raised once, never retried."""
+    from chalicelib.db.faults import is_transient
+
+    calls = []
+
+    def work(tx: Transaction) -> None:
+        calls.append(1)
+        tx.run("SELECT CAST(:a AS INT) + CAST(:b AS INT) AS n", a=1)
+
+    with pytest.raises(TypeError, match="placeholder 'b'") as raised:
+        database.transaction(work, name="missing_parameter")
+    assert not is_transient(raised.value)
+    assert calls == [1]

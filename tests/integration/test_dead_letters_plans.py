@@ -122,6 +122,7 @@ def test_redrive_walks_the_partial_index_of_an_endpoints_dead_letters(
         **params,
         batch=500,
         sources=["FAILED"],
+        endpoint_version="snapshot",
         message="m",
     )
     assert "idx_executions_by_endpoint" in batch, batch

@@ -11,6 +11,7 @@ find the newest rows breaks the bound.
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -306,3 +307,18 @@ def test_the_api_reports_a_deep_queue_position_as_its_cap_plus_one(
     assert (last["status"], last["queue_position"]) == ("QUEUED", QUEUE_POSITION_MAX_AHEAD + 1)
     first = api.get("/executions/exec_q" + str(BACKLOG)).body  # the oldest run_at
     assert (first["status"], first["queue_position"]) == ("QUEUED", 1)
+
+
+def test_a_job_found_by_its_key_is_one_probe_of_the_key_index(
+    database: Database, history: History
+) -> None:
+    """GET /jobs?endpoint=&idempotency_key= (and a repeated POST /jobs) read the one job
+    holding the key on idx_jobs_idempotency, whatever the history."""
+    database.run("UPDATE jobs SET idempotency_key = 'key-' || job_id WHERE job_id LIKE 'job_h%'")
+    database.run("ANALYZE jobs")
+    params = {"pairs": json.dumps([{"endpoint": history.endpoint, "key": "key-job_h10000"}])}
+    query = queries["jobs_find_by_idempotency_keys"]
+    for plan in bounded(database, query, params, at_most=5, tables=("jobs", "executions")):
+        assert "idx_jobs_idempotency" in plan.indexes(), plan
+    [row] = database.run(query.sql, **params)
+    assert row["job_id"] == "job_h10000"

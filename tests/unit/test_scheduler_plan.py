@@ -131,12 +131,14 @@ def test_loops_take_their_intervals_from_settings() -> None:
         "delayed_promoter": 0.25,
         "stuck_reclaimer": 7,
         "housekeeper": 60.0,
+        "bulk_operator": 1.0,
     }
     assert {s.metric_event for s in specs.values()} == {
         "cron_ticks_materialized",
         "delayed_promoted",
         "reclaimed",
         "history_purged",
+        "bulk_page",
     }
     with pytest.raises(ValueError, match="unknown"):
         build_loop("nope", settings, None, lambda: T, lambda: ALL_REGIONS)  # type: ignore[arg-type]

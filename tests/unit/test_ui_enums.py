@@ -7,6 +7,7 @@ import re
 from chalicelib.api.ui import UI_DIR
 from chalicelib.db.queries import SQL_DIR
 from chalicelib.domain.delivery import DeliveryErrorType
+from chalicelib.domain.health import Health
 from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
 
 
@@ -21,6 +22,7 @@ def test_status_and_trigger_choices_are_the_enumerations_in_order() -> None:
     assert choices["EXECUTION_STATUSES"] == [s.value for s in ExecutionStatus]
     assert choices["JOB_STATUSES"] == [s.value for s in JobStatus]
     assert choices["TRIGGERS"] == [t.value for t in TriggerType]
+    assert choices["HEALTHS"] == [h.value for h in Health]
 
 
 def test_error_type_choices_are_every_type_an_attempt_is_written_with() -> None:

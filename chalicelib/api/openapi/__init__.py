@@ -4,7 +4,9 @@ One fragment per resource (``{"paths": {...}, "schemas": {...}}``) in the module
 package; :func:`openapi_document` is the one helper that merges them with the shared parts
 (security, error envelope, pagination parameters, shared responses), and documents the 403
 of every operation a ``read`` key may not call (the rule the API enforces,
-:func:`chalicelib.api.auth.required_scope`). ``GET /openapi.json``
+:func:`chalicelib.api.auth.required_scope`). The query parameters it documents are the ones
+each route accepts: the middleware refuses any other (:func:`query_parameters`).
+``GET /openapi.json``
 (:mod:`chalicelib.api.meta`) serves it. Tests compare the document's paths and methods with
 the app's routes, and the whole document with a snapshot, so neither can drift.
 """
@@ -24,6 +26,7 @@ from chalicelib.api.openapi.executions import EXECUTIONS
 from chalicelib.api.openapi.jobs import JOBS
 from chalicelib.api.openapi.keys import KEYS
 from chalicelib.api.openapi.metrics import METRICS
+from chalicelib.api.openapi.operations import OPERATIONS
 from chalicelib.api.openapi.overview import OVERVIEW
 from chalicelib.domain.api_keys import Scope
 
@@ -59,7 +62,7 @@ def openapi_document() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
     resources = (PAYLOAD_SPECS, CONFIGS, SECRETS, ENDPOINTS, JOBS, BATCHES, EXECUTIONS)
-    for fragment in (*resources, DEAD_LETTERS, METRICS, OVERVIEW, KEYS, _META):
+    for fragment in (*resources, DEAD_LETTERS, OPERATIONS, METRICS, OVERVIEW, KEYS, _META):
         for path, operations in fragment.get("paths", {}).items():
             paths.setdefault(path, {}).update(operations)
         schemas.update(fragment.get("schemas", {}))
@@ -95,3 +98,22 @@ def _document_scopes(paths: dict[str, Any]) -> None:
                 operation["responses"].setdefault(
                     "403", {"$ref": "#/components/responses/Forbidden"}
                 )
+
+
+@functools.lru_cache(maxsize=1)
+def query_parameters() -> dict[tuple[str, str], frozenset[str]]:
+    """``(METHOD, path) -> the names of its query parameters``, as the document declares
+    them (the path's and the operation's, shared ones resolved): what each route accepts."""
+    document = openapi_document()
+    shared = document["components"]["parameters"]
+    accepted: dict[tuple[str, str], frozenset[str]] = {}
+    for path, item in document["paths"].items():
+        common = item.get("parameters", [])
+        for method, operation in item.items():
+            if not isinstance(operation, dict) or method == "parameters":
+                continue
+            declared = [*common, *operation.get("parameters", [])]
+            resolved = (shared[p["$ref"].rsplit("/", 1)[1]] if "$ref" in p else p for p in declared)
+            names = frozenset(p["name"] for p in resolved if p["in"] == "query")
+            accepted[(method.upper(), path)] = names
+    return accepted

@@ -203,8 +203,8 @@ COMMON_RESPONSES = {
         "Unauthorized": "UNAUTHORIZED: missing or invalid API key.",
         "Forbidden": "INSUFFICIENT_SCOPE: the API key's scope does not allow this route.",
         "NotFound": "A *_NOT_FOUND code for the resource.",
-        "Conflict": "CONFLICT, JOB_NOT_UPDATABLE, JOB_NOT_TRIGGERABLE, JOB_NOT_PAUSABLE or "
-        "EXECUTION_NOT_CANCELLABLE.",
+        "Conflict": "CONFLICT, JOB_NOT_UPDATABLE, JOB_NOT_TRIGGERABLE, JOB_NOT_PAUSABLE, "
+        "EXECUTION_NOT_CANCELLABLE or INVALID_TRANSITION.",
         "PayloadTooLarge": "PAYLOAD_TOO_LARGE: body over the size limit.",
         "Unprocessable": "A 422 validation code (INVALID_SCHEMA, INVALID_CRON, ...).",
         "RateLimited": "RATE_LIMITED: slow down; see Retry-After.",

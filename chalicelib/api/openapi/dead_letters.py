@@ -26,14 +26,28 @@ _LIST = (
 )
 _RETRY = (
     "Requeue a FAILED execution now with a new attempt budget (its retry policy's "
-    "max_attempts more); its attempts are kept and numbering continues. 409 "
-    "EXECUTION_NOT_RETRYABLE unless FAILED (or once its endpoint is deleted)."
+    "max_attempts more); its attempts are kept and numbering continues. The optional body "
+    '{"endpoint_version": "current"} delivers it with the endpoint as it is now instead of '
+    "its job's snapshot (shown as endpoint_version). 409 EXECUTION_NOT_RETRYABLE unless "
+    "FAILED (or once its endpoint is deleted)."
 )
+_ENDPOINT_VERSION = {
+    "enum": ["snapshot", "current"],
+    "default": "snapshot",
+    "description": "Deliver the requeued executions with their job's endpoint snapshot (the "
+    "default) or with the endpoint's current definition (a fixed URL, headers, policy).",
+}
 _REDRIVE = (
     "Requeue the endpoint's FAILED executions created in [since, until), optionally of "
     "one last error type, in batches. Idempotent: a repeat requeues none of them again. "
     "At most 5,000 per request: while `more` is true, call again."
 )
+
+
+def _optional_body(built: Operation) -> Operation:
+    path, method, op = built
+    op["requestBody"]["required"] = False
+    return path, method, op
 
 
 def _with_conflict(built: Operation, description: str) -> Operation:
@@ -60,8 +74,15 @@ DEAD_LETTERS: dict[str, Any] = {
             ),
         ),
         _with_conflict(
-            operation(
-                "POST", "/executions/{execution_id}/retry", "retryExecution", "Execution", _RETRY
+            _optional_body(
+                operation(
+                    "POST",
+                    "/executions/{execution_id}/retry",
+                    "retryExecution",
+                    "Execution",
+                    _RETRY,
+                    body="RetryRequest",
+                )
             ),
             "EXECUTION_NOT_RETRYABLE: the execution is not FAILED, or its endpoint is deleted.",
         ),
@@ -101,7 +122,14 @@ DEAD_LETTERS: dict[str, Any] = {
                 "since": _INSTANT,
                 "until": _INSTANT,
                 "error_type": _ERROR_TYPE,
+                "endpoint_version": _ENDPOINT_VERSION,
             },
+        },
+        "RetryRequest": {
+            "type": "object",
+            "additionalProperties": False,
+            "description": "Optional body.",
+            "properties": {"endpoint_version": _ENDPOINT_VERSION},
         },
         "RedriveResult": {
             "type": "object",

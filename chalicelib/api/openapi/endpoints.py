@@ -5,8 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.api.openapi.catalogue import crud_fragment
-from chalicelib.api.openapi.common import TIMESTAMP, operation, paths, schema_ref
-from chalicelib.domain.endpoints import ENDPOINT_TYPES, MAX_CONCURRENT, REDIS_URL_PARAMETERS
+from chalicelib.api.openapi.common import TIMESTAMP, operation, paths, query_param, schema_ref
+from chalicelib.domain.endpoints import (
+    ENDPOINT_TYPES,
+    MAX_CONCURRENT,
+    MAX_RETRY_DURATION_MS,
+    REDIS_URL_PARAMETERS,
+    RETRY_DEFAULTS,
+)
+from chalicelib.domain.health import Health
+from chalicelib.domain.url_prefixes import MAX_PREFIXES
 
 _REF = {"type": ["string", "null"], "maxLength": 100}
 _RETRY: dict[str, Any] = {
@@ -17,8 +25,18 @@ _RETRY: dict[str, Any] = {
         "backoff": {"enum": ["fixed", "linear", "exponential"], "default": "exponential"},
         "initial_delay_ms": {"type": "integer", "minimum": 0, "default": 1000},
         "max_delay_ms": {"type": "integer", "minimum": 0, "default": 60000},
+        "max_retry_duration_ms": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_RETRY_DURATION_MS,
+            "description": "No retry is scheduled to start later than the first attempt's "
+            "start plus this; the execution then ends FAILED with its last error. Optional "
+            "(no bound by time).",
+        },
     },
 }
+#: A retry policy's fields, as an endpoint and (each one optional) a job set them.
+RETRY_POLICY_SCHEMA = _RETRY
 _TIMEOUT = {"type": "integer", "minimum": 1, "maximum": 300000}
 _WHOLE_VALUE = {
     "type": "string",
@@ -77,6 +95,18 @@ _SPECS: dict[str, dict[str, Any]] = {
                 "oneOf": [{"type": "object"}, {"type": "string"}],
             },
             "timeout_ms": {**_TIMEOUT, "default": 30000},
+            "allowed_url_prefixes": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_PREFIXES,
+                "items": {"type": "string", "format": "uri", "pattern": "^https?://.+/$"},
+                "description": "Absolute http(s) URL prefixes with a host, each ending in '/' "
+                "(no user info, query, fragment, dot segments or encoded slashes; 422 "
+                "INVALID_TARGET naming the entry). A job of this endpoint may then carry its "
+                "own url under one of them (same scheme, host, port, and a path that starts "
+                "with the prefix's), checked when the job is written and again at each "
+                "delivery, where the address policy judges its host as any target's.",
+            },
             "expected_status_codes": {
                 "type": "array",
                 "items": {"type": "integer", "minimum": 100, "maximum": 599},
@@ -214,7 +244,7 @@ _LIVE_JOBS = (
 )
 _SHOWN = {
     **_WRITABLE,
-    "retry_policy": {**_RETRY, "required": list(_RETRY["properties"])},
+    "retry_policy": {**_RETRY, "required": list(RETRY_DEFAULTS)},
     "paused_at": {**TIMESTAMP, "description": "Set while paused (POST .../pause); else null."},
     "held_until": {
         **TIMESTAMP,
@@ -238,6 +268,28 @@ ENDPOINTS = crud_fragment(
     unprocessable=_UNPROCESSABLE,
 )
 ENDPOINTS["schemas"].update(_SPECS)
+_LIST = ENDPOINTS["paths"]["/endpoints"]["get"]
+_LIST["summary"] = "List endpoints, newest first (cursor pagination), optionally filtered."
+# New lists and dicts: the collection fragments share theirs.
+_LIST["parameters"] = [
+    *_LIST["parameters"],
+    {
+        **query_param("paused", {"enum": ["true", "false"]}),
+        "description": "true: only paused endpoints (paused_at set); false: only the others.",
+    },
+    {
+        **query_param("health", {"enum": [h.value for h in Health]}),
+        "description": "Only endpoints with this health, the one GET /overview shows: their "
+        "executions of the last 24 hours (IDLE: none).",
+    },
+]
+_LIST["responses"] = {
+    **_LIST["responses"],
+    "400": {
+        **_LIST["responses"]["400"],
+        "description": "INVALID_REQUEST: bad limit, cursor, paused or health.",
+    },
+}
 _SCOPE_FOR_TEMPLATES = (
     "INSUFFICIENT_SCOPE: the key's scope does not allow the route, or the definition's "
     "templates reference {{secret.*}} and the key is not 'admin' (whoever picks where a "

@@ -91,6 +91,12 @@ EXECUTIONS: dict[str, Any] = {
                     "QUEUED; null otherwise. Only on single-execution responses. At most "
                     "1,000 executions ahead are counted: 1001 means at least 1,001.",
                 },
+                "endpoint_version": {
+                    "enum": ["snapshot", "current"],
+                    "description": "The definition of its endpoint it is delivered with: its "
+                    'job\'s "snapshot", or "current" once a retry or redrive asked for the '
+                    "endpoint as it is. Only on single-execution responses.",
+                },
             },
         },
         "Attempt": {

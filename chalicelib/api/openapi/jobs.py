@@ -13,6 +13,7 @@ from chalicelib.api.openapi.common import (
     query_param,
     schema_ref,
 )
+from chalicelib.api.openapi.endpoints import RETRY_POLICY_SCHEMA
 
 _TRIGGER = {"type": "string", "enum": ["IMMEDIATE", "DELAYED", "CRON"]}
 _JOB_STATUS = {"type": "string", "enum": ["ACTIVE", "RETIRED"]}
@@ -34,6 +35,36 @@ _CALLBACK = {
     ),
 }
 
+#: A one-shot job's own delivery settings (chalicelib/domain/job_delivery.py).
+_DELIVERY: dict[str, Any] = {
+    "retry_policy": {
+        **RETRY_POLICY_SCHEMA,
+        "description": "IMMEDIATE and DELAYED: the endpoint's retry policy fields; each one "
+        "given overrides the endpoint's for this job (max_attempts sets the execution's).",
+    },
+    "timeout_ms": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 300000,
+        "description": "IMMEDIATE and DELAYED: over the endpoint's spec.timeout_ms.",
+    },
+    "url": {
+        "type": "string",
+        "format": "uri",
+        "description": "IMMEDIATE and DELAYED, an HTTP endpoint with allowed_url_prefixes: "
+        "delivered here instead of spec.url, with the endpoint's method, headers, template "
+        "and signing. 422 INVALID_TARGET naming 'url' when it matches no prefix or the "
+        "endpoint has none; never user info, dot segments, encoded slashes or another port.",
+    },
+    "expire_after": {
+        "type": "string",
+        "pattern": "^([0-9]+(ms|s|m|h|d))+$",
+        "examples": ["90s", "1h30m"],
+        "description": "IMMEDIATE and DELAYED: a positive duration (units ms, s, m, h, d). "
+        "An execution not started that long after its due time ends FAILED with error type "
+        "EXPIRED, never delivered.",
+    },
+}
 
 _INPUT = {
     "description": "Any JSON value (an object, an array, a string, a number, a boolean); "
@@ -56,7 +87,8 @@ _HEADERS = {
 _CREATE_OK = "Existing job (idempotency_key already used for this endpoint)."
 _CREATE_RULES = (
     "IMMEDIATE: execution QUEUED now. DELAYED: execution PENDING until run_at (a past run_at "
-    "fires on the promoter's next pass). CRON: no execution until the first tick. 404 "
+    "fires on the promoter's next pass), given as run_at or as delay (the server's time plus "
+    "the delay), exactly one of them. CRON: no execution until the first tick. 404 "
     "ENDPOINT_NOT_FOUND; 422 INVALID_CRON or INPUT_VALIDATION_FAILED."
 )
 _CANCEL = (
@@ -65,11 +97,31 @@ _CANCEL = (
     "EXECUTION_NOT_CANCELLABLE when the execution is RUNNING, SUCCESS or FAILED."
 )
 _GET = "Get a job with its (latest) execution; long-poll with Prefer: wait=N."
-_UPDATE = "New version of a CRON job; the old version becomes RETIRED."
+_UPDATE = "New version of a CRON job, or a DELAYED job moved to a new time."
+_UPDATE_RULES = (
+    "CRON (body JobUpdate): a new version with a new job_id; the old version becomes RETIRED. "
+    "DELAYED (body JobReschedule): the job keeps its job_id and execution and moves to the "
+    "new run_at while its execution is PENDING or QUEUED (the old time never fires); it "
+    "takes the next version, and the version it replaces is kept as a RETIRED job of its "
+    "own (listed by GET /jobs/{job_id}/versions). 409 INVALID_TRANSITION once its execution "
+    "has started or ended; 409 JOB_NOT_UPDATABLE for an IMMEDIATE job or a RETIRED version."
+)
+_DURATION = {
+    "type": "string",
+    "pattern": "^([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?$",
+    "examples": ["250ms", "90s", "15m", "1h30m", "2d"],
+    "description": "A positive duration: parts <digits><unit>, units d, h, m, s, ms, each at "
+    "most once, largest first. Instead of run_at (exactly one of them): run_at is the "
+    "server's time plus this.",
+}
 _FILTERS = (
     query_param("endpoint", {"type": "string"}),
     query_param("trigger", _TRIGGER),
     query_param("status", _JOB_STATUS),
+    {
+        **query_param("idempotency_key", {"type": "string", "maxLength": 255}),
+        "description": "With endpoint: the job created with this key (one item, or none).",
+    },
 )
 _ONE = "/jobs/{job_id}"
 
@@ -116,6 +168,20 @@ _RESUME = (
     "409 JOB_NOT_PAUSABLE for a one-shot or RETIRED job."
 )
 
+_UPDATE_OPERATION = operation(
+    "PUT",
+    _ONE,
+    "updateJob",
+    "Job",
+    _UPDATE,
+    errors=("Conflict", "Unprocessable"),
+    body="JobUpdate",
+    description=_UPDATE_RULES,
+)
+_UPDATE_OPERATION[2]["requestBody"]["content"]["application/json"]["schema"] = {
+    "oneOf": [schema_ref("JobUpdate"), schema_ref("JobReschedule")]
+}
+
 JOBS: dict[str, Any] = {
     "paths": paths(
         _CREATE,
@@ -129,15 +195,7 @@ JOBS: dict[str, Any] = {
             query=_FILTERS,
         ),
         operation("GET", _ONE, "getJob", "Job", _GET, wait=True),
-        operation(
-            "PUT",
-            _ONE,
-            "updateJob",
-            "Job",
-            _UPDATE,
-            errors=("Conflict", "Unprocessable"),
-            body="JobUpdate",
-        ),
+        _UPDATE_OPERATION,
         operation("POST", f"{_ONE}/cancel", "cancelJob", "Job", _CANCEL, errors=("Conflict",)),
         _RUN_NOW,
         operation("POST", f"{_ONE}/pause", "pauseJob", "Job", _PAUSE, errors=("Conflict",)),
@@ -177,6 +235,7 @@ JOBS: dict[str, Any] = {
                 },
                 "input": _INPUT,
                 "run_at": {"type": "string", "format": "date-time"},
+                "delay": _DURATION,
                 "cron": {"type": "string", "description": "5 fields; required for CRON."},
                 "timezone": {"type": "string", "description": "IANA; required for CRON."},
                 "starts_at": {"type": "string", "format": "date-time"},
@@ -184,6 +243,7 @@ JOBS: dict[str, Any] = {
                 "on_success": _CALLBACK,
                 "on_failure": _CALLBACK,
                 "headers": _HEADERS,
+                **_DELIVERY,
             },
         },
         "JobUpdate": {
@@ -197,6 +257,17 @@ JOBS: dict[str, Any] = {
                 "input": _INPUT,
                 "starts_at": {"type": "string", "format": "date-time"},
                 "ends_at": {"type": ["string", "null"], "format": "date-time"},
+            },
+        },
+        "JobReschedule": {
+            "type": "object",
+            "additionalProperties": False,
+            "minProperties": 1,
+            "maxProperties": 1,
+            "description": "A DELAYED job's new time: run_at or delay, exactly one.",
+            "properties": {
+                "run_at": {"type": "string", "format": "date-time"},
+                "delay": _DURATION,
             },
         },
         "JobResume": {

@@ -148,13 +148,26 @@ LIMIT :limit_plus_one
 -- last worker and lease) is cleared; output stays (a FAILED execution has none). The config
 -- snapshot is cleared too: it keeps one budget's retries consistent, and a new budget is a
 -- new run, which resolves the config as it is now (an operator who fixed a config and
--- redrives gets the fix). The endpoint stays the job's snapshot, as for every run of it.
+-- redrives gets the fix). The endpoint is the job's snapshot, as for every run of it,
+-- unless the request asks for its current definition (:endpoint_version 'current': the
+-- claim then reads the endpoint row, and the new budget is that definition's); the job's
+-- own retry policy (delivery_overrides, migration 025) wins over either. A new budget
+-- also measures max_retry_duration_ms afresh (first_started_at cleared).
 UPDATE executions AS e
 SET status = 'QUEUED',
     run_at = now(),
     max_attempts = e.attempt_count + COALESCE((
-        SELECT CAST(j.endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT)
-        FROM jobs AS j WHERE j.job_id = e.job_id), 1),
+        SELECT COALESCE(
+            CAST(j.delivery_overrides -> 'retry_policy' ->> 'max_attempts' AS BIGINT),
+            CASE WHEN CAST(:endpoint_version AS TEXT) = 'current'
+                 THEN CAST(en.retry_policy ->> 'max_attempts' AS BIGINT)
+                 ELSE CAST(j.endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT)
+            END)
+        FROM jobs AS j
+        LEFT JOIN endpoints AS en ON en.name = j.endpoint
+        WHERE j.job_id = e.job_id), 1),
+    endpoint_version = CAST(:endpoint_version AS TEXT),
+    first_started_at = NULL,
     started_at = NULL,
     completed_at = NULL,
     duration_ms = NULL,
@@ -172,6 +185,18 @@ SET status = 'QUEUED',
     FROM moved
     RETURNING log_id
 
+-- part: dead_letters_retry_guard
+-- The guard and the log of a retry, shared by a single retry and a bulk retry's page (the
+-- including statement picks the rows by id first): FAILED (:sources) and a live endpoint.
+-- The endpoint is probed per row (OFFSET 0 keeps the subquery a probe): as a join, the
+-- generic plan walked every endpoint and probed the page once per endpoint.
+      AND e.status = ANY(CAST(:sources AS TEXT[]))
+      AND EXISTS (SELECT 1 FROM endpoints AS en
+                  WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
+    RETURNING e.execution_id, e.attempt_count, e.max_attempts
+), logged AS (
+-- include: dead_letters_requeue_log
+
 -- name: dead_letters_retry
 -- POST /executions/{id}/retry: one compare-and-set. The guard is the transition table's
 -- terminal sources of QUEUED (:sources, FAILED) and a live endpoint (a deleted endpoint
@@ -180,12 +205,7 @@ SET status = 'QUEUED',
 WITH moved AS (
 -- include: dead_letters_requeue
     WHERE e.execution_id = :execution_id
-      AND e.status = ANY(CAST(:sources AS TEXT[]))
-      AND EXISTS (SELECT 1 FROM endpoints AS en
-                  WHERE en.name = e.endpoint AND en.deleted_at IS NULL)
-    RETURNING e.execution_id, e.attempt_count, e.max_attempts
-), logged AS (
--- include: dead_letters_requeue_log
+-- include: dead_letters_retry_guard
 )
 SELECT execution_id FROM moved
 

@@ -1,6 +1,9 @@
 -- name: executions_get
+-- endpoint_version: which definition of its endpoint the execution is delivered with (NULL,
+-- its job's snapshot, until a retry asks for the current one: migration 025).
 SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
-       max_attempts, run_at, started_at, completed_at, duration_ms, created_at
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at,
+       COALESCE(endpoint_version, 'snapshot') AS endpoint_version
 FROM executions
 WHERE execution_id = :execution_id
 
@@ -30,16 +33,15 @@ FROM (
     LIMIT :max_ahead
 ) AS ahead
 
--- name: executions_cancel
--- The CANCELLED transition and its log line in one statement. The WHERE guard lists the
--- statuses the transition table allows as sources (:sources = sources_of(CANCELLED)), so a
--- worker that claimed the row first wins and this changes 0 rows: never RUNNING ->
--- CANCELLED, never a terminal status overwritten. batch_id: a batch child's cancel may be
--- its batch's last end (on_complete, chalicelib/services/callbacks.py).
-WITH moved AS (
+-- part: executions_cancel_set
+-- The CANCELLED transition, shared by a single cancel and a bulk cancel's page; the
+-- including statement's WHERE picks the rows and guards on the sources (:sources).
     UPDATE executions
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
-    WHERE execution_id = :execution_id AND status = ANY(CAST(:sources AS TEXT[]))
+
+-- part: executions_cancel_logged
+-- The rest of a cancel: the log line of each row that moved, and the rows with their
+-- batch (a batch child's cancel may be its batch's last end).
     RETURNING execution_id, attempt_count, batch_id
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
@@ -47,6 +49,17 @@ WITH moved AS (
     RETURNING log_id
 )
 SELECT execution_id, batch_id FROM moved
+
+-- name: executions_cancel
+-- The CANCELLED transition and its log line in one statement. The WHERE guard lists the
+-- statuses the transition table allows as sources (:sources = sources_of(CANCELLED)), so a
+-- worker that claimed the row first wins and this changes 0 rows: never RUNNING ->
+-- CANCELLED, never a terminal status overwritten. batch_id: a batch child's cancel may be
+-- its batch's last end (on_complete, chalicelib/services/callbacks.py).
+WITH moved AS (
+-- include: executions_cancel_set
+    WHERE execution_id = :execution_id AND status = ANY(CAST(:sources AS TEXT[]))
+-- include: executions_cancel_logged
 
 -- name: executions_one_shot_of_job
 -- A one-shot job has exactly one execution (created with the job).

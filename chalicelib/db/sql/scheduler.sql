@@ -278,7 +278,10 @@ reclaimed AS (
         worker_id = NULL,
         lease_expires_at = NULL,
         last_error_type = CASE WHEN attempt_count > 0 THEN 'WORKER_LOST'
-                               ELSE last_error_type END
+                               ELSE last_error_type END,
+        -- as the worker's finalize does for a retry (max_retry_duration_ms: migration 025)
+        first_started_at = CASE WHEN attempt_count >= max_attempts THEN first_started_at
+                                ELSE COALESCE(first_started_at, started_at) END
     WHERE execution_id IN (SELECT execution_id FROM stuck)
       AND status = ANY(CAST(:from_statuses AS TEXT[]))
       AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)

@@ -9,7 +9,8 @@ Read in this order:
 * :mod:`.fastpath`: ``POST /jobs``'s one-statement strategy for an endpoint the job
   service has already read (the service owns that memory, :class:`.fastpath.KnownEndpoints`).
 * :mod:`.rows`: the typed rows a creation reads and writes, and the view it answers with.
-* :mod:`.service`: the job use cases (create, read, list, update, cancel, trigger, pause).
+* :mod:`.service`: the job use cases (create, read, find by key, list, update, reschedule a
+  DELAYED job, cancel, trigger, pause).
 * :mod:`.status`: a job's health and executions.
 
 Cron ticks are not here: the scheduler's materializer creates executions of existing cron

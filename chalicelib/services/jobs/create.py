@@ -41,6 +41,7 @@ from chalicelib.db.queries import Query, queries
 from chalicelib.domain.jobs import JobRequest
 from chalicelib.domain.payload_specs import request_budget, validate_input
 from chalicelib.domain.statuses import TriggerType
+from chalicelib.domain.url_prefixes import check_job_url
 from chalicelib.errors import EndpointNotFound, InvalidCallback, TaskExecutorError
 from chalicelib.services.jobs import fastpath
 from chalicelib.services.jobs.rows import (
@@ -350,8 +351,11 @@ def _job_row(
     now: datetime,
     checked: CheckedInputs,
 ) -> JobRow:
-    """The item's job row, or the 422 its callbacks or input earn."""
+    """The item's job row, or the 422 its callbacks, its own URL or its input earn."""
     callbacks = _callbacks(item, endpoint, endpoints)
+    url = (item.request.delivery_overrides or {}).get("url")
+    if url is not None:
+        check_job_url(url, endpoint.spec)
     if not item.system:
         checked.validate(index, item.request.input, endpoint)
     return JobRow.build(item, endpoint, callbacks, now)

@@ -33,6 +33,7 @@ from datetime import datetime
 from chalicelib.db.connection import Database
 from chalicelib.db.queries import Query, queries
 from chalicelib.domain.statuses import TriggerType
+from chalicelib.domain.url_prefixes import url_problem
 from chalicelib.services.jobs.rows import (
     EndpointRow,
     ExecutionRow,
@@ -85,7 +86,15 @@ def eligible(item: NewJob, endpoint: EndpointRow) -> bool:
         return False  # the key is what makes the statement safe to send twice
     if request.on_success or request.on_failure:
         return False  # callbacks: their endpoints and chain depth are read in the transaction
+    url = (request.delivery_overrides or {}).get("url")
+    if url is not None and url_problem(url, _prefixes(endpoint)):
+        return False  # a 422, unless the key is known: the transaction answers it
     return not endpoint.has_default_callbacks
+
+
+def _prefixes(endpoint: EndpointRow) -> list[str] | None:
+    spec = endpoint.spec if isinstance(endpoint.spec, dict) else {}
+    return spec.get("allowed_url_prefixes")
 
 
 def create(

@@ -22,6 +22,7 @@ from typing import Any
 
 from chalicelib.db.connection import Row
 from chalicelib.domain.endpoints import endpoint_snapshot
+from chalicelib.domain.job_delivery import max_attempts_of
 from chalicelib.domain.jobs import JobRequest
 from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
 from chalicelib.services.views import ExecutionSummary, Job
@@ -152,6 +153,8 @@ class JobRow:
     headers: dict[str, str] | None = None
     traceparent: str | None = None
     tracestate: str | None = None
+    #: The job's own delivery settings (:mod:`chalicelib.domain.job_delivery`), or None.
+    delivery_overrides: dict[str, Any] | None = None
     #: Set by the fast path: write the row only if the endpoint still hashes to this.
     fingerprint: str | None = None
 
@@ -191,6 +194,7 @@ class JobRow:
             headers=request.headers,
             traceparent=None if request.trace is None else request.trace.traceparent,
             tracestate=None if request.trace is None else request.trace.tracestate,
+            delivery_overrides=request.delivery_overrides,
             fingerprint=fingerprint,
         )
 
@@ -260,7 +264,9 @@ class ExecutionRow:
             status=ExecutionStatus.PENDING if delayed else ExecutionStatus.QUEUED,
             run_at=job.run_at,
             input=job.input,
-            max_attempts=int(job.endpoint_snapshot["retry_policy"]["max_attempts"]),
+            max_attempts=max_attempts_of(
+                job.endpoint_snapshot["retry_policy"], job.delivery_overrides
+            ),
             batch_id=job.batch_id,
             on_success=job.on_success,
             on_failure=job.on_failure,

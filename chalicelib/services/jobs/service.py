@@ -1,5 +1,6 @@
-"""Job use cases: create (IMMEDIATE / DELAYED / CRON), read, list, update, cancel, versions,
-trigger (run a cron job now), pause, resume.
+"""Job use cases: create (IMMEDIATE / DELAYED / CRON), read, list (or find by key), update (a
+cron job's new version), reschedule (a DELAYED job's new time), cancel, versions, trigger
+(run a cron job now), pause, resume.
 
 Each use case is one transaction through :meth:`Database.transaction` (re-runnable: it only
 reads and writes the database and computes from what it read). Creating a job, here for
@@ -25,12 +26,15 @@ from chalicelib.domain.jobs import (
     JobRequest,
     parse_cron_update,
     parse_job_request,
+    parse_reschedule,
 )
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.payload_specs import request_budget
 from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
+from chalicelib.domain.timefmt import iso
 from chalicelib.domain.trace_context import TraceContext
 from chalicelib.errors import (
+    InvalidTransition,
     JobNotFound,
     JobNotPausable,
     JobNotTriggerable,
@@ -41,11 +45,12 @@ from chalicelib.services.jobs.create import (
     CheckedInputs,
     create_jobs,
     create_one,
+    find_existing,
     read_endpoints,
     wake_for,
 )
 from chalicelib.services.jobs.fastpath import KnownEndpoints
-from chalicelib.services.jobs.rows import JobView, NewJob, Replaces
+from chalicelib.services.jobs.rows import JobView, NewJob, Replaces, new_id
 from chalicelib.services.longpoll import Poller
 from chalicelib.services.views import Job
 
@@ -68,9 +73,14 @@ def _view_in(tx: Transaction, job: Row) -> JobView:
     return JobView.from_rows(job, tx.one(queries["jobs_latest_execution"], job_id=job["job_id"]))
 
 
+def _job_outside(db: Database, job_id: str) -> Row | None:
+    """The job, read outside any transaction (one statement)."""
+    return next(iter(db.run(queries["jobs_get"], job_id=job_id)), None)
+
+
 def _active_cron_job(db: Database, job_id: str) -> Row | None:
     """The job if it is an ACTIVE cron job, read outside any transaction (one statement)."""
-    job = next(iter(db.run(queries["jobs_get"], job_id=job_id)), None)
+    job = _job_outside(db, job_id)
     if job is None or job["trigger_type"] != TriggerType.CRON or job["status"] != "ACTIVE":
         return None
     return job
@@ -145,7 +155,11 @@ class JobService:
         return self.poller.wait(fetch, _nothing_to_wait_for, wait)
 
     def list_page(self, filters: Mapping[str, str | None], page: PageRequest) -> list[JobView]:
-        """A keyset page of jobs, newest first; one-shot jobs carry their execution."""
+        """A keyset page of jobs, newest first; one-shot jobs carry their execution. With an
+        ``idempotency_key`` (and its endpoint), the job holding it: one item or none."""
+        key = filters.get("idempotency_key")
+        if key is not None:
+            return self._by_key(filters, key, page)
 
         def work(tx: Transaction) -> list[JobView]:
             query, params = list_query(filters, page)
@@ -158,6 +172,19 @@ class JobService:
             return [JobView.from_rows(job, executions.get(job["job_id"])) for job in jobs]
 
         return self.db.transaction(work, name="job_list")
+
+    def _by_key(
+        self, filters: Mapping[str, str | None], key: str, page: PageRequest
+    ) -> list[JobView]:
+        """``GET /jobs?endpoint=&idempotency_key=``: one probe of idx_jobs_idempotency (the
+        lookup a repeated POST /jobs makes); the other filters and the cursor are checked
+        on the one job found."""
+        endpoint = filters["endpoint"]
+        assert endpoint is not None, "parse_job_filters requires it with a key"
+        found = self.db.transaction(
+            lambda tx: find_existing(tx, [(endpoint, key)]), name="job_by_key"
+        )
+        return [view for view in found.values() if _listed(view.job, filters, page)]
 
     def versions(self, job_id: str, page: PageRequest) -> list[Job]:
         """The whole version chain containing ``job_id``, oldest first."""
@@ -179,7 +206,8 @@ class JobService:
     # -- update / cancel -------------------------------------------------------------------
 
     def update(self, job_id: str, body: Mapping[str, Any]) -> JobView:
-        """PUT /jobs/{id}: a new CRON version; the old one RETIRED, atomically (CAS).
+        """PUT /jobs/{id}: a DELAYED job is rescheduled (:meth:`reschedule`); a CRON job
+        gets a new version, the old one RETIRED, atomically (CAS).
 
         The body is parsed, the new schedule's first run computed and the new input
         validated before the transaction (as every creation's are), from the job read just
@@ -187,20 +215,32 @@ class JobService:
         holds in the transaction; only the input's verdict is redone there if the endpoint
         changed meanwhile."""
         now = self.clock()
+        job = _job_outside(self.db, job_id)
+        if job is not None and job["trigger_type"] == TriggerType.DELAYED:
+            return self.reschedule(job_id, body)
         with request_budget():
-            prepared = self._prepare_update(job_id, body, now)
+            prepared = self._prepare_update(job, body, now)
         return self.db.transaction(
             lambda tx: self._update_in(tx, job_id, prepared, now), name="job_put"
         )
 
+    def reschedule(self, job_id: str, body: Mapping[str, Any]) -> JobView:
+        """PUT /jobs/{id} of a DELAYED job: ``{"run_at"}`` or ``{"delay"}`` (from now) moves
+        its execution while it is PENDING or QUEUED, in one transaction; 409
+        INVALID_TRANSITION once it has started or ended. The job keeps its id and takes the
+        next version; the version it replaces is kept (``GET /jobs/{id}/versions``)."""
+        run_at = parse_reschedule(body, now=self.clock())
+        return self.db.transaction(
+            lambda tx: _reschedule_in(tx, job_id, run_at), name="job_reschedule"
+        )
+
     def _prepare_update(
-        self, job_id: str, body: Mapping[str, Any], now: datetime
+        self, job: Row | None, body: Mapping[str, Any], now: datetime
     ) -> _PreparedUpdate:
-        job = _active_cron_job(self.db, job_id)
-        if job is None:
+        if job is None or job["trigger_type"] != TriggerType.CRON or job["status"] != "ACTIVE":
             return _PreparedUpdate()  # answered in the transaction (404, 409)
         change = parse_cron_update(body, current=_schedule_of(job), current_input=job["input"])
-        headers, trace = _delivery_context(self.db, job_id)
+        headers, trace = _delivery_context(self.db, job["job_id"])
         request = JobRequest(
             endpoint=job["endpoint"],
             trigger=TriggerType.CRON,
@@ -290,10 +330,47 @@ class JobService:
         read_committed(tx)
         job = get_job_in(tx, job_id)
         if job["trigger_type"] != TriggerType.CRON:
-            cancel_in(tx, tx.scalar(queries["executions_one_shot_of_job"], job_id=job_id))
+            execution_id = tx.scalar(queries["executions_one_shot_of_job"], job_id=job_id)
+            if execution_id is not None:  # none: an earlier version of a rescheduled job
+                cancel_in(tx, execution_id)
         elif job["status"] == JobStatus.ACTIVE:
             tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=None)
         return _view_in(tx, get_job_in(tx, job_id))
+
+
+def _reschedule_in(tx: Transaction, job_id: str, run_at: datetime) -> JobView:
+    """Move a DELAYED job's waiting execution to ``run_at`` (jobs.sql: jobs_reschedule)."""
+    job = get_job_in(tx, job_id)
+    version_id = new_id("job_")
+    tx.one(queries["jobs_reschedule_keep_version"], job_id=job_id, version_id=version_id)
+    message = (
+        f"Rescheduled: run_at moved from {iso(job['run_at'])} to {iso(run_at)} "
+        f"(job version {job['version'] + 1})."
+    )
+    moved = tx.one(
+        queries["jobs_reschedule"],
+        job_id=job_id,
+        version_id=version_id,
+        run_at=run_at,
+        message=message,
+    )
+    if moved is None:
+        _refuse_reschedule(tx, job)
+    return _view_in(tx, get_job_in(tx, job_id))
+
+
+def _refuse_reschedule(tx: Transaction, job: Row) -> None:
+    """Why a DELAYED job's execution did not move: an earlier version of a rescheduled job
+    has none (409 JOB_NOT_UPDATABLE, as a retired cron version); otherwise it has started
+    or ended (409 INVALID_TRANSITION)."""
+    execution = tx.one(queries["jobs_latest_execution"], job_id=job["job_id"])
+    if execution is None:
+        raise JobNotUpdatable(_retired_message(job) + " Reschedule the current version instead.")
+    raise InvalidTransition(
+        f"Job '{job['job_id']}' cannot be rescheduled: its execution "
+        f"'{execution['execution_id']}' is {execution['status']}; only a PENDING or QUEUED "
+        "execution (not started yet) can be moved."
+    )
 
 
 def _trigger_in(tx: Transaction, job_id: str, db: Database, wakeup_notify: str) -> str:
@@ -343,6 +420,19 @@ def _waiting(trigger: str | None) -> tuple[ExecutionStatus, ...]:
     return waiting[1:] if trigger == TriggerType.IMMEDIATE else waiting
 
 
+def _listed(job: Job, filters: Mapping[str, str | None], page: PageRequest) -> bool:
+    """Whether ``job`` passes GET /jobs's trigger and status filters and lies past the
+    page's cursor (newest first)."""
+    trigger, status = filters.get("trigger_type"), filters.get("status")
+    if trigger is not None and job.trigger_type != trigger:
+        return False
+    if status is not None and job.status != status:
+        return False
+    if page.after_ts is None or page.after_id is None:
+        return True
+    return (job.created_at, job.job_id) < (page.after_ts, page.after_id)
+
+
 def _retired_message(job: Row) -> str:
     replaced = job.get("replaced_by_id")
     suffix = f" (replaced by version '{replaced}')" if replaced else ""
@@ -362,7 +452,8 @@ def _require_pausable(job: Row) -> None:
 def _require_updatable(job: Row) -> None:
     if job["trigger_type"] != TriggerType.CRON:
         raise JobNotUpdatable(
-            f"Job '{job['job_id']}' is a {job['trigger_type']} job: only CRON jobs can be updated."
+            f"Job '{job['job_id']}' is a {job['trigger_type']} job: only CRON jobs can be "
+            "updated and DELAYED jobs rescheduled."
         )
     if job["status"] != JobStatus.ACTIVE:
         raise JobNotUpdatable(_retired_message(job) + " Update the current version instead.")

@@ -217,11 +217,19 @@ SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on
 FROM endpoints WHERE name = :name AND deleted_at IS NULL
 
 -- name: catalogue_endpoint_list
+-- GET /endpoints, optionally only the paused (:paused true) or the running (false) ones,
+-- and only the names :names holds (:among true) or does not (false): a health filter, the
+-- names judged from the overview's per-endpoint counts (chalicelib/domain/endpoint_listing.py).
+-- NULL leaves a filter off. A read of the endpoints table alone, whose size is the number
+-- of endpoints registered, never the executions'.
 SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
        on_failure, created_at, updated_at, flow_control, paused_at,
        CASE WHEN held_until > now() THEN held_until END AS held_until
 FROM endpoints
 WHERE deleted_at IS NULL
+  AND (CAST(:paused AS BOOL) IS NULL OR (paused_at IS NOT NULL) = CAST(:paused AS BOOL))
+  AND (CAST(:among AS BOOL) IS NULL
+       OR (name = ANY(CAST(:names AS TEXT[]))) = CAST(:among AS BOOL))
   AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
        OR (created_at, name) < (CAST(:after_ts AS TIMESTAMPTZ), CAST(:after_id AS TEXT)))
 ORDER BY created_at DESC, name DESC

@@ -363,13 +363,26 @@ WITH moved AS (
 -- last worker and lease) is cleared; output stays (a FAILED execution has none). The config
 -- snapshot is cleared too: it keeps one budget's retries consistent, and a new budget is a
 -- new run, which resolves the config as it is now (an operator who fixed a config and
--- redrives gets the fix). The endpoint stays the job's snapshot, as for every run of it.
+-- redrives gets the fix). The endpoint is the job's snapshot, as for every run of it,
+-- unless the request asks for its current definition (:endpoint_version 'current': the
+-- claim then reads the endpoint row, and the new budget is that definition's); the job's
+-- own retry policy (delivery_overrides, migration 025) wins over either. A new budget
+-- also measures max_retry_duration_ms afresh (first_started_at cleared).
 UPDATE executions AS e
 SET status = 'QUEUED',
     run_at = now(),
     max_attempts = e.attempt_count + COALESCE((
-        SELECT CAST(j.endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT)
-        FROM jobs AS j WHERE j.job_id = e.job_id), 1),
+        SELECT COALESCE(
+            CAST(j.delivery_overrides -> 'retry_policy' ->> 'max_attempts' AS BIGINT),
+            CASE WHEN CAST(:endpoint_version AS TEXT) = 'current'
+                 THEN CAST(en.retry_policy ->> 'max_attempts' AS BIGINT)
+                 ELSE CAST(j.endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT)
+            END)
+        FROM jobs AS j
+        LEFT JOIN endpoints AS en ON en.name = j.endpoint
+        WHERE j.job_id = e.job_id), 1),
+    endpoint_version = CAST(:endpoint_version AS TEXT),
+    first_started_at = NULL,
     started_at = NULL,
     completed_at = NULL,
     duration_ms = NULL,
@@ -377,9 +390,13 @@ SET status = 'QUEUED',
     lease_expires_at = NULL,
     config_snapshot = NULL
     WHERE e.execution_id = :execution_id
+-- The guard and the log of a retry, shared by a single retry and a bulk retry's page (the
+-- including statement picks the rows by id first): FAILED (:sources) and a live endpoint.
+-- The endpoint is probed per row (OFFSET 0 keeps the subquery a probe): as a join, the
+-- generic plan walked every endpoint and probed the page once per endpoint.
       AND e.status = ANY(CAST(:sources AS TEXT[]))
       AND EXISTS (SELECT 1 FROM endpoints AS en
-                  WHERE en.name = e.endpoint AND en.deleted_at IS NULL)
+                  WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
     RETURNING e.execution_id, e.attempt_count, e.max_attempts
 ), logged AS (
 -- One INFO line per requeued execution (in the same statement, for exactly the rows that
@@ -428,13 +445,26 @@ WITH picked AS (
 -- last worker and lease) is cleared; output stays (a FAILED execution has none). The config
 -- snapshot is cleared too: it keeps one budget's retries consistent, and a new budget is a
 -- new run, which resolves the config as it is now (an operator who fixed a config and
--- redrives gets the fix). The endpoint stays the job's snapshot, as for every run of it.
+-- redrives gets the fix). The endpoint is the job's snapshot, as for every run of it,
+-- unless the request asks for its current definition (:endpoint_version 'current': the
+-- claim then reads the endpoint row, and the new budget is that definition's); the job's
+-- own retry policy (delivery_overrides, migration 025) wins over either. A new budget
+-- also measures max_retry_duration_ms afresh (first_started_at cleared).
 UPDATE executions AS e
 SET status = 'QUEUED',
     run_at = now(),
     max_attempts = e.attempt_count + COALESCE((
-        SELECT CAST(j.endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT)
-        FROM jobs AS j WHERE j.job_id = e.job_id), 1),
+        SELECT COALESCE(
+            CAST(j.delivery_overrides -> 'retry_policy' ->> 'max_attempts' AS BIGINT),
+            CASE WHEN CAST(:endpoint_version AS TEXT) = 'current'
+                 THEN CAST(en.retry_policy ->> 'max_attempts' AS BIGINT)
+                 ELSE CAST(j.endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT)
+            END)
+        FROM jobs AS j
+        LEFT JOIN endpoints AS en ON en.name = j.endpoint
+        WHERE j.job_id = e.job_id), 1),
+    endpoint_version = CAST(:endpoint_version AS TEXT),
+    first_started_at = NULL,
     started_at = NULL,
     completed_at = NULL,
     duration_ms = NULL,

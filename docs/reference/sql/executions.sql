@@ -2,8 +2,11 @@
 -- statement as the service sends it, its parts included. Edit the source, not this.
 
 -- name: executions_get
+-- endpoint_version: which definition of its endpoint the execution is delivered with (NULL,
+-- its job's snapshot, until a retry asks for the current one: migration 025).
 SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
-       max_attempts, run_at, started_at, completed_at, duration_ms, created_at
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at,
+       COALESCE(endpoint_version, 'snapshot') AS endpoint_version
 FROM executions
 WHERE execution_id = :execution_id
 
@@ -40,9 +43,13 @@ FROM (
 -- CANCELLED, never a terminal status overwritten. batch_id: a batch child's cancel may be
 -- its batch's last end (on_complete, chalicelib/services/callbacks.py).
 WITH moved AS (
+-- The CANCELLED transition, shared by a single cancel and a bulk cancel's page; the
+-- including statement's WHERE picks the rows and guards on the sources (:sources).
     UPDATE executions
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     WHERE execution_id = :execution_id AND status = ANY(CAST(:sources AS TEXT[]))
+-- The rest of a cancel: the log line of each row that moved, and the rows with their
+-- batch (a batch child's cancel may be its batch's last end).
     RETURNING execution_id, attempt_count, batch_id
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)

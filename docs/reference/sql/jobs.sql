@@ -202,14 +202,68 @@ WITH retired AS (
 SELECT job_id, (SELECT count(*) FROM logged) AS cancelled FROM retired
 
 -- name: jobs_version_root
--- Walk previous_version_id back to version 1 (chains are short: one row per update).
-WITH RECURSIVE up (job_id, previous_version_id) AS (
-    SELECT job_id, previous_version_id FROM jobs WHERE job_id = :job_id
+-- Walk previous_version_id back to the oldest version still stored (chains are short: one
+-- row per update). Usually version 1; the housekeeper purges a DELAYED job's earlier
+-- versions (one-shot jobs without an execution) once they are older than the retention,
+-- while the job itself may still wait, and its chain then starts at the oldest one left.
+WITH RECURSIVE up (job_id, previous_version_id, depth) AS (
+    SELECT job_id, previous_version_id, 0 FROM jobs WHERE job_id = :job_id
     UNION ALL
-    SELECT j.job_id, j.previous_version_id
+    SELECT j.job_id, j.previous_version_id, up.depth + 1
     FROM jobs j JOIN up ON j.job_id = up.previous_version_id
 )
-SELECT job_id FROM up WHERE previous_version_id IS NULL
+SELECT job_id FROM up ORDER BY depth DESC LIMIT 1
+
+-- name: jobs_reschedule_keep_version
+-- PUT /jobs/{id} of a DELAYED job, first statement: the version being replaced, kept as a
+-- RETIRED row of its own (:version_id) that the job now names as its previous version, so
+-- GET /jobs/{id}/versions shows every run_at the job had. The job itself keeps its id, its
+-- execution, its idempotency key and its created_at (a one-shot job's and its execution's
+-- are one, which GET /jobs?status=ACTIVE pages on): the kept row has no key (the job holds
+-- it, idx_jobs_idempotency), no execution (so job_states shows it RETIRED) and no batch
+-- (its batch lists the job once). Rolled back with the transaction when the execution
+-- cannot move (jobs_reschedule).
+INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, status, version,
+                  previous_version_id, replaced_by_id, input, run_at, endpoint_snapshot,
+                  created_at, retired_at, on_success, on_failure, parent_execution_id,
+                  callback_depth)
+SELECT :version_id, endpoint, endpoint_type, trigger_type, 'RETIRED', version,
+       previous_version_id, job_id, input, run_at, endpoint_snapshot, created_at, now(),
+       on_success, on_failure, parent_execution_id, callback_depth
+FROM jobs
+WHERE job_id = :job_id AND trigger_type = 'DELAYED'
+RETURNING job_id
+
+-- name: jobs_reschedule
+-- PUT /jobs/{id} of a DELAYED job: its execution moves to :run_at, the job takes the next
+-- version (its previous one kept by jobs_reschedule_keep_version) and the execution's log
+-- says so, in one statement. The compare-and-set on status is what makes the old time
+-- never fire: only a PENDING or QUEUED execution moves, and it goes back to PENDING
+-- (unparked: a PENDING row is never parked), so the promoter queues it again for the new
+-- time and no claim takes it before (the claim moves only QUEUED or RETRYING rows with
+-- run_at <= now(), re-checked on the row it updates). A claim that got there first left it
+-- RUNNING: nothing moves, the job is not touched, and the service answers 409; at
+-- SERIALIZABLE a claim committing concurrently makes this transaction retry (40001) and
+-- find it RUNNING. The execution is found on idx_executions_by_job (one row: a one-shot
+-- job has one execution).
+WITH moved AS (
+    UPDATE executions
+    SET run_at = CAST(:run_at AS TIMESTAMPTZ), status = 'PENDING', parked = FALSE
+    WHERE job_id = :job_id AND status IN ('PENDING', 'QUEUED')
+    RETURNING execution_id, attempt_count
+), job AS (
+    UPDATE jobs
+    SET run_at = CAST(:run_at AS TIMESTAMPTZ), version = version + 1,
+        previous_version_id = :version_id
+    WHERE job_id = :job_id AND trigger_type = 'DELAYED' AND EXISTS (SELECT 1 FROM moved)
+    RETURNING version
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT m.execution_id, m.attempt_count, 'INFO', :message
+    FROM moved AS m CROSS JOIN job
+    RETURNING log_id
+)
+SELECT m.execution_id, j.version FROM moved AS m CROSS JOIN job AS j
 
 -- name: jobs_version_chain
 -- Every version descending from the root, oldest first. The cursor's id names the last
@@ -368,7 +422,7 @@ WITH job AS (
                       run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
                       cron_next_run_at, endpoint_snapshot, version, previous_version_id,
                       batch_id, on_success, on_failure, parent_execution_id, callback_depth,
-                      headers, traceparent, tracestate)
+                      headers, traceparent, tracestate, delivery_overrides)
     SELECT r ->> 'job_id', r ->> 'endpoint', r ->> 'endpoint_type', r ->> 'trigger_type',
            r ->> 'idempotency_key', r -> 'input', CAST(r ->> 'run_at' AS TIMESTAMPTZ),
            r ->> 'cron_expression', r ->> 'cron_timezone',
@@ -378,7 +432,7 @@ WITH job AS (
            CAST(r ->> 'version' AS BIGINT), r ->> 'previous_version_id', r ->> 'batch_id',
            r ->> 'on_success', r ->> 'on_failure', r ->> 'parent_execution_id',
            CAST(r ->> 'callback_depth' AS BIGINT), r -> 'headers', r ->> 'traceparent',
-           r ->> 'tracestate'
+           r ->> 'tracestate', r -> 'delivery_overrides'
     FROM jsonb_array_elements(CAST(:jobs AS JSONB)) AS r
     JOIN jsonb_each(CAST(:snapshots AS JSONB)) AS snapshot ON snapshot.key = r ->> 'endpoint'
     WHERE r ->> 'fingerprint' IS NULL OR EXISTS (
@@ -458,7 +512,7 @@ WITH job AS (
                       run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
                       cron_next_run_at, endpoint_snapshot, version, previous_version_id,
                       batch_id, on_success, on_failure, parent_execution_id, callback_depth,
-                      headers, traceparent, tracestate)
+                      headers, traceparent, tracestate, delivery_overrides)
     SELECT r ->> 'job_id', r ->> 'endpoint', r ->> 'endpoint_type', r ->> 'trigger_type',
            r ->> 'idempotency_key', r -> 'input', CAST(r ->> 'run_at' AS TIMESTAMPTZ),
            r ->> 'cron_expression', r ->> 'cron_timezone',
@@ -468,7 +522,7 @@ WITH job AS (
            CAST(r ->> 'version' AS BIGINT), r ->> 'previous_version_id', r ->> 'batch_id',
            r ->> 'on_success', r ->> 'on_failure', r ->> 'parent_execution_id',
            CAST(r ->> 'callback_depth' AS BIGINT), r -> 'headers', r ->> 'traceparent',
-           r ->> 'tracestate'
+           r ->> 'tracestate', r -> 'delivery_overrides'
     FROM jsonb_array_elements(CAST(:jobs AS JSONB)) AS r
     JOIN jsonb_each(CAST(:snapshots AS JSONB)) AS snapshot ON snapshot.key = r ->> 'endpoint'
     WHERE r ->> 'fingerprint' IS NULL OR EXISTS (

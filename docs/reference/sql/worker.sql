@@ -147,22 +147,34 @@ claimed AS (
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot,
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
-               OR e.batch_id IS NOT NULL) AS follows
+               OR e.batch_id IS NOT NULL) AS follows,
+              e.run_at, e.first_started_at, e.endpoint_version
 )
 -- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
--- with its job's endpoint snapshot and its endpoint's cap, and the job's own headers and
--- trace context (migration 023: NULL for most jobs) from the same probe of jobs.
+-- with its job's endpoint snapshot (the endpoint as it is now when a retry asked for its
+-- current definition: endpoint_version), its endpoint's cap, the job's own headers and
+-- trace context (migration 023) and its own delivery settings (delivery_overrides:
+-- migration 025), all NULL for most jobs and read on the same probe of the job. Two
+-- numbers for the worker's deadlines, in the database's clock and only where they apply:
+-- late_ms, how long after its due time a first attempt of a job with expire_after starts
+-- (the worker does not send it once too late), and retry_elapsed_ms, how long ago a
+-- retried execution's first attempt started (max_retry_duration_ms).
 SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
        c.max_attempts, c.config_snapshot, c.follows,
-       CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
+       CAST(COALESCE(CASE WHEN c.endpoint_version = 'current' THEN NULL
+                          ELSE j.endpoint_snapshot END, jsonb_build_object(
            'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
            'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
            'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
        CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
-       j.headers AS job_headers, j.traceparent, j.tracestate
+       j.headers AS job_headers, j.traceparent, j.tracestate, j.delivery_overrides,
+       CASE WHEN c.attempt_count = 1 AND j.delivery_overrides -> 'expire_after_ms' IS NOT NULL
+            THEN CAST(EXTRACT(EPOCH FROM (now() - c.run_at)) * 1000 AS BIGINT) END AS late_ms,
+       CAST(EXTRACT(EPOCH FROM (now() - c.first_started_at)) * 1000 AS BIGINT)
+           AS retry_elapsed_ms
 FROM claimed AS c
 LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
-    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate
+    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate, x.delivery_overrides
     FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
 ) AS j ON TRUE
 LEFT JOIN LATERAL (
@@ -318,22 +330,34 @@ claimed AS (
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot,
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
-               OR e.batch_id IS NOT NULL) AS follows
+               OR e.batch_id IS NOT NULL) AS follows,
+              e.run_at, e.first_started_at, e.endpoint_version
 )
 -- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
--- with its job's endpoint snapshot and its endpoint's cap, and the job's own headers and
--- trace context (migration 023: NULL for most jobs) from the same probe of jobs.
+-- with its job's endpoint snapshot (the endpoint as it is now when a retry asked for its
+-- current definition: endpoint_version), its endpoint's cap, the job's own headers and
+-- trace context (migration 023) and its own delivery settings (delivery_overrides:
+-- migration 025), all NULL for most jobs and read on the same probe of the job. Two
+-- numbers for the worker's deadlines, in the database's clock and only where they apply:
+-- late_ms, how long after its due time a first attempt of a job with expire_after starts
+-- (the worker does not send it once too late), and retry_elapsed_ms, how long ago a
+-- retried execution's first attempt started (max_retry_duration_ms).
 SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
        c.max_attempts, c.config_snapshot, c.follows,
-       CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
+       CAST(COALESCE(CASE WHEN c.endpoint_version = 'current' THEN NULL
+                          ELSE j.endpoint_snapshot END, jsonb_build_object(
            'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
            'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
            'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
        CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
-       j.headers AS job_headers, j.traceparent, j.tracestate
+       j.headers AS job_headers, j.traceparent, j.tracestate, j.delivery_overrides,
+       CASE WHEN c.attempt_count = 1 AND j.delivery_overrides -> 'expire_after_ms' IS NOT NULL
+            THEN CAST(EXTRACT(EPOCH FROM (now() - c.run_at)) * 1000 AS BIGINT) END AS late_ms,
+       CAST(EXTRACT(EPOCH FROM (now() - c.first_started_at)) * 1000 AS BIGINT)
+           AS retry_elapsed_ms
 FROM claimed AS c
 LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
-    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate
+    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate, x.delivery_overrides
     FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
 ) AS j ON TRUE
 LEFT JOIN LATERAL (
@@ -431,22 +455,34 @@ claimed AS (
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot,
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
-               OR e.batch_id IS NOT NULL) AS follows
+               OR e.batch_id IS NOT NULL) AS follows,
+              e.run_at, e.first_started_at, e.endpoint_version
 )
 -- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
--- with its job's endpoint snapshot and its endpoint's cap, and the job's own headers and
--- trace context (migration 023: NULL for most jobs) from the same probe of jobs.
+-- with its job's endpoint snapshot (the endpoint as it is now when a retry asked for its
+-- current definition: endpoint_version), its endpoint's cap, the job's own headers and
+-- trace context (migration 023) and its own delivery settings (delivery_overrides:
+-- migration 025), all NULL for most jobs and read on the same probe of the job. Two
+-- numbers for the worker's deadlines, in the database's clock and only where they apply:
+-- late_ms, how long after its due time a first attempt of a job with expire_after starts
+-- (the worker does not send it once too late), and retry_elapsed_ms, how long ago a
+-- retried execution's first attempt started (max_retry_duration_ms).
 SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
        c.max_attempts, c.config_snapshot, c.follows,
-       CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
+       CAST(COALESCE(CASE WHEN c.endpoint_version = 'current' THEN NULL
+                          ELSE j.endpoint_snapshot END, jsonb_build_object(
            'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
            'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
            'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
        CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
-       j.headers AS job_headers, j.traceparent, j.tracestate
+       j.headers AS job_headers, j.traceparent, j.tracestate, j.delivery_overrides,
+       CASE WHEN c.attempt_count = 1 AND j.delivery_overrides -> 'expire_after_ms' IS NOT NULL
+            THEN CAST(EXTRACT(EPOCH FROM (now() - c.run_at)) * 1000 AS BIGINT) END AS late_ms,
+       CAST(EXTRACT(EPOCH FROM (now() - c.first_started_at)) * 1000 AS BIGINT)
+           AS retry_elapsed_ms
 FROM claimed AS c
 LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
-    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate
+    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate, x.delivery_overrides
     FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
 ) AS j ON TRUE
 LEFT JOIN LATERAL (
@@ -535,8 +571,9 @@ RETURNING execution_id
 -- worker has claimed it since, this late result changes nothing and records nothing.
 -- config_snapshot is kept from the first attempt that stored one; last_error_type is the
 -- error type of this attempt (NULL when it succeeded), what GET /executions?error_type=
--- filters on (migration 014). The attempt's log line
--- ("Attempt 2 failed (...); attempt 3 of 5 scheduled in 800 ms [worker w]") is written on
+-- filters on (migration 014). An execution scheduled to retry keeps when its first attempt
+-- started (first_started_at, the claim's started_at of that attempt: migration 025).
+-- The attempt's log line ("Attempt 2 failed (...); attempt 3 of 5 scheduled in 800 ms [worker w]") is written on
 -- its attempts row, not as an execution_logs row of its own (migration 013 says why);
 -- executions_logs_page lists both. The batch's attempts are also added to the summary
 -- rows of this writer (:writer, one finalizer thread of one worker: no other transaction
@@ -582,7 +619,10 @@ done AS (
                       ELSE e.run_at END,
         worker_id = CASE WHEN d.next_status = 'RETRYING' THEN NULL ELSE e.worker_id END,
         config_snapshot = COALESCE(e.config_snapshot, d.config_snapshot),
-        last_error_type = CASE WHEN d.attempt_status = 'FAILED' THEN d.error ->> 'type' END
+        last_error_type = CASE WHEN d.attempt_status = 'FAILED' THEN d.error ->> 'type' END,
+        first_started_at = CASE WHEN d.next_status = 'RETRYING'
+                                THEN COALESCE(e.first_started_at, e.started_at)
+                                ELSE e.first_started_at END
     FROM done AS d
     WHERE e.execution_id = d.execution_id
       AND e.status = 'RUNNING'
@@ -689,7 +729,10 @@ done AS (
                       ELSE e.run_at END,
         worker_id = CASE WHEN d.next_status = 'RETRYING' THEN NULL ELSE e.worker_id END,
         config_snapshot = COALESCE(e.config_snapshot, d.config_snapshot),
-        last_error_type = CASE WHEN d.attempt_status = 'FAILED' THEN d.error ->> 'type' END
+        last_error_type = CASE WHEN d.attempt_status = 'FAILED' THEN d.error ->> 'type' END,
+        first_started_at = CASE WHEN d.next_status = 'RETRYING'
+                                THEN COALESCE(e.first_started_at, e.started_at)
+                                ELSE e.first_started_at END
     FROM done AS d
     WHERE e.execution_id = d.execution_id
       AND e.status = 'RUNNING'
@@ -882,24 +925,36 @@ claimed AS (
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot,
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
-               OR e.batch_id IS NOT NULL) AS follows
+               OR e.batch_id IS NOT NULL) AS follows,
+              e.run_at, e.first_started_at, e.endpoint_version
 )
 SELECT 'claimed' AS kind, r.*
 FROM (
 -- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
--- with its job's endpoint snapshot and its endpoint's cap, and the job's own headers and
--- trace context (migration 023: NULL for most jobs) from the same probe of jobs.
+-- with its job's endpoint snapshot (the endpoint as it is now when a retry asked for its
+-- current definition: endpoint_version), its endpoint's cap, the job's own headers and
+-- trace context (migration 023) and its own delivery settings (delivery_overrides:
+-- migration 025), all NULL for most jobs and read on the same probe of the job. Two
+-- numbers for the worker's deadlines, in the database's clock and only where they apply:
+-- late_ms, how long after its due time a first attempt of a job with expire_after starts
+-- (the worker does not send it once too late), and retry_elapsed_ms, how long ago a
+-- retried execution's first attempt started (max_retry_duration_ms).
 SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
        c.max_attempts, c.config_snapshot, c.follows,
-       CAST(COALESCE(j.endpoint_snapshot, jsonb_build_object(
+       CAST(COALESCE(CASE WHEN c.endpoint_version = 'current' THEN NULL
+                          ELSE j.endpoint_snapshot END, jsonb_build_object(
            'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
            'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
            'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
        CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
-       j.headers AS job_headers, j.traceparent, j.tracestate
+       j.headers AS job_headers, j.traceparent, j.tracestate, j.delivery_overrides,
+       CASE WHEN c.attempt_count = 1 AND j.delivery_overrides -> 'expire_after_ms' IS NOT NULL
+            THEN CAST(EXTRACT(EPOCH FROM (now() - c.run_at)) * 1000 AS BIGINT) END AS late_ms,
+       CAST(EXTRACT(EPOCH FROM (now() - c.first_started_at)) * 1000 AS BIGINT)
+           AS retry_elapsed_ms
 FROM claimed AS c
 LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
-    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate
+    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate, x.delivery_overrides
     FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
 ) AS j ON TRUE
 LEFT JOIN LATERAL (
@@ -908,7 +963,7 @@ LEFT JOIN LATERAL (
 ) AS r
 UNION ALL
 SELECT 'recorded', m.execution_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL
 FROM moved AS m
 
 -- name: worker_config_values

@@ -252,3 +252,22 @@ def test_the_installed_console_script_reports_errors_with_exit_status_1(te: Te) 
     )
     assert done.returncode == 1
     assert "EXECUTION_NOT_FOUND" in done.stderr
+
+
+def test_a_delayed_job_by_delay_found_by_its_key_and_rescheduled(
+    te: Te, http_target: HttpTarget
+) -> None:
+    endpoint(te, http_target)
+    body = {"endpoint": "hook", "trigger": "DELAYED", "delay": "2d", "idempotency_key": "r1"}
+    job = te.json("jobs", "create", "-f", te.file("r.json", body))
+    assert job["execution"]["status"] == "PENDING"
+    assert te.json("jobs", "find", "hook", "r1")["job_id"] == job["job_id"]
+    missing = te("jobs", "find", "hook", "nope")
+    assert missing.exit_code == 1 and "no job on endpoint 'hook'" in missing.stderr
+    moved = te.json("jobs", "reschedule", job["job_id"], "--run-at", "2999-01-01T00:00:00Z")
+    assert (moved["run_at"], moved["version"]) == ("2999-01-01T00:00:00Z", 2)
+    assert te.json("jobs", "reschedule", job["job_id"], "--delay", "90s")["version"] == 3
+    both = te("jobs", "reschedule", job["job_id"], "--delay", "1s", "--run-at", "x")
+    assert both.exit_code != 0 and "exactly one of --run-at and --delay" in both.output
+    versions = te.json("jobs", "versions", job["job_id"])
+    assert [v["run_at"] for v in versions][:2] == [job["run_at"], "2999-01-01T00:00:00Z"]

@@ -129,3 +129,38 @@ def test_overview_metrics_and_openapi(te: Te) -> None:
     assert "# TYPE" in metrics
     document = json.loads(te.ok("openapi").stdout)
     assert document["openapi"].startswith("3.1") and "/keys" in document["paths"]
+
+
+def test_retry_and_redrive_with_the_endpoints_current_definition(
+    te: Te, http_target: HttpTarget
+) -> None:
+    """After fixing a broken endpoint's URL, te's retry and redrive with
+    --endpoint-version current reach the new URL; a job's own settings pass through
+    ``te jobs create``."""
+    http_target.script("/old", Reply(500, body="down"))
+    http_target.script("/new", Reply(200, body="up"))
+    endpoint(te, http_target, "/old", name="moved")
+    body = {"endpoint": "moved", "trigger": "IMMEDIATE", "input": {}, "timeout_ms": 5000}
+    ids = [
+        te.json("jobs", "create", "-f", te.file(f"{k}.json", {**body, "idempotency_key": k}))[
+            "execution"
+        ]["execution_id"]
+        for k in ("m1", "m2")
+    ]
+    for execution_id in ids:
+        assert te("watch", execution_id, "--interval", "1").exit_code == 3
+    spec = {"url": http_target.url("/new"), "method": "POST"}
+    fixed = {"name": "moved", "type": "HTTP", "spec": spec}
+    te.ok("endpoints", "update", "moved", "-f", te.file("fixed.json", fixed))
+
+    retried = te.json("executions", "retry", ids[0], "--endpoint-version", "current")
+    assert retried["endpoint_version"] == "current"
+    assert te("watch", ids[0], "--interval", "1").exit_code == 0
+    since = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
+    until = (datetime.now(UTC) + timedelta(minutes=5)).isoformat()
+    window = ("--since", since, "--until", until, "--endpoint-version", "current")
+    assert te.json("endpoints", "redrive", "moved", *window) == {"requeued": 1, "more": False}
+    assert te("watch", ids[1], "--interval", "1").exit_code == 0
+    assert len(http_target.received("/new")) == 2
+    bad = te("executions", "retry", ids[0], "--endpoint-version", "latest")
+    assert bad.exit_code == 2  # click refuses the choice before any request

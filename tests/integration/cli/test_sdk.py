@@ -53,3 +53,25 @@ def test_configuration_from_the_environment_or_the_file(tmp_path: Any) -> None:
     config.write_text("url = ")
     with pytest.raises(ConfigError, match="cannot read"):
         load_config({"TE_CONFIG": str(config)})
+
+
+def test_a_delayed_job_found_by_its_key_and_rescheduled(stack: str) -> None:
+    client = Client(stack, BOOTSTRAP_KEY)
+    spec = {"url": "http://127.0.0.1:9/", "method": "POST"}
+    client.endpoints.create({"name": "hook", "type": "HTTP", "spec": spec})
+    job = client.jobs.create(
+        {"endpoint": "hook", "trigger": "DELAYED", "delay": "15m", "idempotency_key": "k"}
+    )
+    assert client.jobs.find("hook", "k")["job_id"] == job["job_id"]
+    assert client.jobs.find("hook", "other") is None
+    moved = client.jobs.reschedule(job["job_id"], run_at="2999-01-01T00:00:00Z")
+    assert (moved["job_id"], moved["run_at"], moved["version"]) == (
+        job["job_id"],
+        "2999-01-01T00:00:00Z",
+        2,
+    )
+    with pytest.raises(ValueError, match="exactly one"):
+        client.jobs.reschedule(job["job_id"])
+    with pytest.raises(ApiError) as refused:
+        client.request("GET", "/jobs", params={"endpoints": "hook"})
+    assert (refused.value.status, refused.value.code) == (400, "INVALID_REQUEST")

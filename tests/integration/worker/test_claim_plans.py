@@ -279,14 +279,19 @@ def test_a_capped_claim_over_many_endpoints_reads_their_heads_not_a_batch_each(
         seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1) for _ in range(ENDPOINTS)
     ]
     database.run("DELETE FROM executions WHERE endpoint = ANY(:e)", e=[j.endpoint for j in jobs])
+    # One base time for every insert: each transaction's own now() would shift an
+    # endpoint's rows by however long the inserts before it took, and on a loaded machine
+    # that unweaves the interleaving this plan is about.
+    base = database.run("SELECT now() - INTERVAL '10 minutes' AS t")[0]["t"]
     for i, job in enumerate(jobs):
         database.run(
             "INSERT INTO executions (job_id, endpoint, endpoint_type, status, run_at)"
             " SELECT :job, :endpoint, 'HTTP', 'QUEUED',"
-            "        now() - INTERVAL '10 minutes' + (g * :n + :i) * INTERVAL '1 ms'"
+            "        CAST(:base AS timestamptz) + (g * :n + :i) * INTERVAL '1 ms'"
             " FROM generate_series(1, 60) AS g",
             job=job.job_id,
             endpoint=job.endpoint,
+            base=base,
             n=ENDPOINTS,
             i=i,
         )

@@ -1,0 +1,1 @@
+"""LocalStack in host mode for the end-to-end tests (see plugin.py)."""

@@ -1,0 +1,1 @@
+"""The host Lambda executor distribution (te_hostlambda): see its package docstring."""
