@@ -207,19 +207,26 @@ class TemplateContext:
 _Node = Callable[[TemplateContext, _Budget], Any]
 
 
-def _compile_string(text: str) -> _Node | None:
-    whole = whole_placeholder(text)
-    if whole is not None:
-        return lambda context, budget: budget.value(context.value(whole))
+def _parts(text: str) -> list[str | Placeholder]:
+    """``text`` as its literal parts and placeholders, in order (literal first and last,
+    so one part alone means no placeholder)."""
     parts: list[str | Placeholder] = []
     position = 0
     for match in PLACEHOLDER.finditer(text):
         parts.append(text[position : match.start()])
         parts.append(_placeholder(match))
         position = match.end()
-    if not parts:
-        return None
     parts.append(text[position:])
+    return parts
+
+
+def _compile_string(text: str) -> _Node | None:
+    whole = whole_placeholder(text)
+    if whole is not None:
+        return lambda context, budget: budget.value(context.value(whole))
+    parts = _parts(text)
+    if len(parts) == 1:
+        return None
     # The literal parts' escaped size and the string's quotes.
     fixed = 2 + sum(json_size(part) - 2 for part in parts if isinstance(part, str))
 
@@ -237,13 +244,7 @@ def _compile_text(text: str, encode: Callable[[str], str]) -> _Node:
     lone one too, becomes its value as text (compact JSON for anything but a string)
     passed through ``encode``. Paid for as it is built: the value's text before it is
     encoded, then what encoding added, so a repeated placeholder stops at the limit."""
-    parts: list[str | Placeholder] = []
-    position = 0
-    for match in PLACEHOLDER.finditer(text):
-        parts.append(text[position : match.start()])
-        parts.append(_placeholder(match))
-        position = match.end()
-    parts.append(text[position:])
+    parts = _parts(text)
     fixed = 2 + sum(len(part) for part in parts if isinstance(part, str))
 
     def render(context: TemplateContext, budget: _Budget) -> str:

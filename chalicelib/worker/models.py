@@ -259,20 +259,13 @@ def unprocessable(
     once fixed) and never comes back to a claim. ``sent``: the request went out before the
     failure (the attempt's outcome could not be handled)."""
     what = "was sent, but its outcome could not be handled" if sent else "was not made"
-    return FinishedExecution(
-        execution_id=claimed.execution_id,
-        endpoint=claimed.endpoint,
-        attempt_number=claimed.attempt,
-        attempt_status=AttemptStatus.FAILED,
-        next_status=ExecutionStatus.FAILED,
-        started_at=at,
-        completed_at=at,
-        duration_ms=0,
-        error={"type": UNPROCESSABLE, "message": reason},
-        follows=claimed.follows,
-        log_level=LogLevel.ERROR,
-        log_message=f"Attempt {claimed.attempt} {what}: the worker cannot process this "
-        f"execution ({reason}). Execution FAILED ({UNPROCESSABLE}).",
+    return _failed_at_once(
+        claimed,
+        at,
+        UNPROCESSABLE,
+        reason,
+        f"Attempt {claimed.attempt} {what}: the worker cannot process this execution "
+        f"({reason}). Execution FAILED ({UNPROCESSABLE}).",
     )
 
 
@@ -282,6 +275,20 @@ def expired(claimed: ClaimedExecution, at: datetime) -> FinishedExecution:
     any failure)."""
     after = (claimed.overrides or {}).get("expire_after_ms")
     message = f"not started within expire_after ({after} ms) of its due time; never delivered"
+    return _failed_at_once(
+        claimed,
+        at,
+        str(DeliveryErrorType.EXPIRED),
+        message,
+        f"Attempt {claimed.attempt} was not made: the execution {message}. "
+        f"Execution FAILED ({DeliveryErrorType.EXPIRED}).",
+    )
+
+
+def _failed_at_once(
+    claimed: ClaimedExecution, at: datetime, error_type: str, message: str, log_message: str
+) -> FinishedExecution:
+    """The attempt FAILED in no time at ``at``, and the execution with it: no retry."""
     return FinishedExecution(
         execution_id=claimed.execution_id,
         endpoint=claimed.endpoint,
@@ -291,9 +298,8 @@ def expired(claimed: ClaimedExecution, at: datetime) -> FinishedExecution:
         started_at=at,
         completed_at=at,
         duration_ms=0,
-        error={"type": str(DeliveryErrorType.EXPIRED), "message": message},
+        error={"type": error_type, "message": message},
         follows=claimed.follows,
         log_level=LogLevel.ERROR,
-        log_message=f"Attempt {claimed.attempt} was not made: the execution {message}. "
-        f"Execution FAILED ({DeliveryErrorType.EXPIRED}).",
+        log_message=log_message,
     )

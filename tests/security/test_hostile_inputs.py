@@ -110,7 +110,8 @@ def test_sql_metacharacters_in_values_are_stored_verbatim(api: ApiClient) -> Non
         {"endpoint": "e", "trigger": "IMMEDIATE", "idempotency_key": 7},
         {"endpoint": ["e"], "trigger": "IMMEDIATE", "idempotency_key": "k"},
         {"endpoint": "e", "trigger": "SOMETIMES", "idempotency_key": "k"},
-        {"endpoint": "e", "trigger": "IMMEDIATE", "idempotency_key": "k", "input": [1, 2]},
+        {"endpoint": "e", "trigger": "IMMEDIATE", "idempotency_key": "k", "headers": ["a"]},
+        {"endpoint": "e", "trigger": "IMMEDIATE", "idempotency_key": "k", "delay": "5s"},
     ],
 )
 def test_unknown_fields_and_wrong_types_on_jobs_are_a_400(
