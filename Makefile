@@ -157,7 +157,7 @@ promtool: | $(PY)
 ## stack; the browser tests themselves write theirs to a temporary directory only.
 screenshots: $(TEST_STAMP) browser
 	TE_UI_SCREENSHOT_DIR=$(CURDIR)/docs $(PY) -m pytest -q -p no:cacheprovider \
-	  tests/browser/test_ui_walk.py -k three_clicks
+	  tests/browser/test_ui_walk.py -k two_clicks
 
 ## synth: the AWS stack's CloudFormation template, offline (no credentials, no network, no
 ## Node.js on PATH): cdk.out/dev.template.json. PROFILE=lean (default full), CDK_OUTDIR=dir,

@@ -212,7 +212,7 @@ def _precision_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
 def _creation_rows(
     a: dict[str, Any] | None, b: dict[str, Any] | None
 ) -> list[tuple[str, str, str]]:
-    """Job creation (issue 17, point 4): ours next to the peers' enqueue calls."""
+    """Job creation: ours next to the peers' enqueue calls."""
     rows = []
     pgq = (b or {}).get("pgqueuer") or {}
     proc = (b or {}).get("procrastinate") or {}
@@ -226,7 +226,7 @@ def _creation_rows(
                     f"{_f(a.get('inprocess_per_s'))} per s (PgQueuer enqueue, 8 connections: "
                     f"{_f(pgq.get('single_8_clients_per_s'))} per s)"
                 ),
-                ">= 500 with 8 clients (issue 17)",
+                ">= 500 with 8 clients",
             )
         )
         rows.append(
@@ -237,7 +237,7 @@ def _creation_rows(
                     f"{_ms(a.get('sequential_p50_ms'))} / {_ms(pgq.get('single_p50_ms'))} / "
                     f"{_ms(proc.get('single_p50_ms'))} ms"
                 ),
-                "POST /jobs <= 3 ms (issue 17)",
+                "POST /jobs <= 3 ms",
             )
         )
     if b is not None:
@@ -249,7 +249,7 @@ def _creation_rows(
                     f"{_f((b.get('ours') or {}).get('per_s'))} / {_f(pgq.get('per_s'))} / "
                     f"{_f(proc.get('per_s'))}"
                 ),
-                "ours >= 10,000 (issue 17)",
+                "ours >= 10,000",
             )
         )
     return rows

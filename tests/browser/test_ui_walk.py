@@ -1,6 +1,6 @@
 """The dashboard walked in headless Chromium against the real stack with real deliveries.
 
-Overview -> why an execution failed in three clicks or fewer; endpoints, jobs (filters),
+Overview -> why an execution failed in two clicks; endpoints, jobs (filters),
 job (versions, health, next run, executions), execution (attempt timeline to scale, error,
 logs, output, cancel), batches (progress); the key kept in session storage only; hostile
 text shown as text and never run; usable at 390 px.
@@ -64,7 +64,7 @@ def _arrange_failure(stack: Stack, target: HttpTarget) -> str:
     return failed
 
 
-def test_three_clicks_from_overview_to_why_an_execution_failed(
+def test_two_clicks_from_overview_to_why_an_execution_failed(
     stack: Stack, target: HttpTarget, browser: Any, artifacts: Path
 ) -> None:
     failed = _arrange_failure(stack, target)
