@@ -15,7 +15,7 @@ from tests.integration.worker.conftest import settle
 from tests.integration.worker.test_payloads import http, only
 from tests.support.factories import register_endpoint
 from tests.support.seed.worker import attempts, execution, logs
-from tests.support.served import HttpTarget, Reply
+from tests.support.served import HttpTarget, Reply, kafka_messages
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE}-00f067aa0ba902b7-01"
@@ -204,7 +204,6 @@ def test_refused_headers_through_the_api(api: ApiClient) -> None:
 def test_kafka_record_carries_the_job_headers_and_trace(
     api: ApiClient, database: Database, make_worker: Any, kafka_bootstrap: str
 ) -> None:
-    from kafka import KafkaConsumer
 
     topic = "headers-" + uuid.uuid4().hex[:8]
     spec = {
@@ -219,16 +218,7 @@ def test_kafka_record_carries_the_job_headers_and_trace(
     execution_id = run_job(api, database, make_worker(), "kafka-headers", headers=headers)
 
     assert execution(database, execution_id)["status"] == "SUCCESS"
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=[kafka_bootstrap],
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=10000,
-    )
-    try:
-        message = next(iter(consumer))
-    finally:
-        consumer.close()
+    (message,) = kafka_messages(kafka_bootstrap, topic)
     record = dict(message.headers)
     assert record["x-tenant"] == b"acme"
     assert "X-Tenant" not in record

@@ -15,7 +15,7 @@ from tests.conftest import ApiClient
 from tests.integration.worker.conftest import settle
 from tests.support.factories import register_endpoint
 from tests.support.seed.worker import attempts, execution
-from tests.support.served import HttpTarget, Received, Reply
+from tests.support.served import HttpTarget, Received, Reply, kafka_messages
 
 INPUT = {"order": {"id": 7, "items": ["a", "b"]}, "n": 1.5, "note": "{{secret.x}}"}
 
@@ -128,7 +128,6 @@ def test_a_callback_endpoint_without_a_body_template_receives_the_report(
 def test_kafka_without_a_template_sends_the_input_as_the_json_value(
     api: ApiClient, database: Database, make_worker: Any, kafka_bootstrap: str
 ) -> None:
-    from kafka import KafkaConsumer
 
     topic = "payloads-" + uuid.uuid4().hex[:8]
     spec = {"bootstrap_servers": kafka_bootstrap, "topic": topic, "timeout_ms": 5000}
@@ -148,16 +147,7 @@ def test_kafka_without_a_template_sends_the_input_as_the_json_value(
     ids = [run_job(api, database, worker, name, input=INPUT) for name in names]
 
     assert [execution(database, i)["status"] for i in ids] == ["SUCCESS"] * 3
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=[kafka_bootstrap],
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=10000,
-    )
-    try:
-        values = [message.value for _, message in zip(range(3), consumer, strict=False)]
-    finally:
-        consumer.close()
+    values = [message.value for message in kafka_messages(kafka_bootstrap, topic, 3)]
     # JSON values (raw text would not parse), in any order: partitions may reorder them.
     decoded = sorted((json.loads(value) for value in values), key=json.dumps)
     assert decoded == sorted([INPUT, 7, "{{secret.x}}"], key=json.dumps)

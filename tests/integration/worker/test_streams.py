@@ -19,7 +19,7 @@ from tests.support.seed.worker import (
     retry_policy,
     seed,
 )
-from tests.support.served import free_port
+from tests.support.served import free_port, kafka_messages
 
 
 def kafka_spec(servers: str, topic: str, **extra: object) -> dict:
@@ -39,7 +39,6 @@ def kafka_spec(servers: str, topic: str, **extra: object) -> dict:
 def test_kafka_record_read_back_by_a_consumer(
     database: Database, make_worker, kafka_bootstrap: str
 ) -> None:
-    from kafka import KafkaConsumer
 
     topic = "orders-" + uuid.uuid4().hex[:8]
     create_config(database, "order-events", {"servers": kafka_bootstrap, "topic": topic})
@@ -57,16 +56,7 @@ def test_kafka_record_read_back_by_a_consumer(
     row = execution(database, seeded.execution_id)
     assert row["status"] == "SUCCESS"
     assert set(row["output"]) == {"partition", "offset"}
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=[kafka_bootstrap],
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=10000,
-    )
-    try:
-        message = next(iter(consumer))
-    finally:
-        consumer.close()
+    (message,) = kafka_messages(kafka_bootstrap, topic)
     assert message.key == b"o-1"
     assert json.loads(message.value) == {"order_id": "o-1", "amount": 12.5}
     headers = dict(message.headers)

@@ -16,7 +16,7 @@ from tests.conftest import ApiClient
 from tests.integration.worker.test_payloads import http, only, run_job
 from tests.support.factories import endpoint_body, register_endpoint
 from tests.support.seed.worker import execution
-from tests.support.served import HttpTarget
+from tests.support.served import HttpTarget, kafka_messages
 
 HOSTILE = {"name": "Ada & <Bob>", "note": "a \"q\" 'x' =&+% é\n", "n": 42}
 VALUES: list[Any] = [[1, "two", {"three": 3}], "plain text", 7, 0, ""]
@@ -40,7 +40,6 @@ def test_any_json_input_is_sent_as_that_json(
 def test_any_json_input_over_kafka_and_redis(
     api: ApiClient, database: Database, make_worker: Any, kafka_bootstrap: str, redis_url: str
 ) -> None:
-    from kafka import KafkaConsumer
 
     topic, stream = "values-" + uuid.uuid4().hex[:8], "values-" + uuid.uuid4().hex[:8]
     kafka = {"bootstrap_servers": kafka_bootstrap, "topic": topic, "timeout_ms": 5000}
@@ -56,16 +55,7 @@ def test_any_json_input_over_kafka_and_redis(
         run_job(api, database, worker, "kafka-values", input=value)
         run_job(api, database, worker, "redis-values", input=value)
 
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=[kafka_bootstrap],
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=10000,
-    )
-    try:
-        values = [json.loads(m.value) for _, m in zip(range(3), consumer, strict=False)]
-    finally:
-        consumer.close()
+    values = [json.loads(m.value) for m in kafka_messages(kafka_bootstrap, topic, 3)]
     assert sorted(values, key=json.dumps) == sorted(VALUES[:3], key=json.dumps)
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     try:
