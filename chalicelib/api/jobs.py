@@ -24,6 +24,7 @@ from chalicelib.api.executions import (
 from chalicelib.api.http import ApiResponse, Resource, check_fields, expect_type, shown
 from chalicelib.api.pagination import page_response, parse_page
 from chalicelib.domain.cron import render_local
+from chalicelib.domain.job_delivery import shown_overrides
 from chalicelib.domain.jobs import parse_job_filters
 from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.domain.timefmt import iso
@@ -102,6 +103,7 @@ def render_job(view: JobView, *, with_latest: bool = False) -> dict[str, Any]:
         body["replaced_by_id"] = job.replaced_by_id
     body.update(shown_if_set(job, CALLBACK_FIELDS))
     body.update(shown_if_set(job, SET_ASIDE_FIELDS))
+    body.update(shown_overrides(job.delivery_overrides))
     # Only an ACTIVE cron job can be paused; a retired one is not (whatever it was).
     body["paused_at"] = iso(job.paused_at) if job.status == JobStatus.ACTIVE else None
     body["created_at"] = iso(job.created_at)

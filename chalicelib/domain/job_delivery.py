@@ -23,7 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from chalicelib.domain.endpoints import MAX_DELAY_MS, MAX_TIMEOUT_MS, check_retry_fields
-from chalicelib.domain.timefmt import parse_duration
+from chalicelib.domain.timefmt import format_duration, parse_duration
 from chalicelib.errors import ValidationFailed
 
 _MILLISECOND = timedelta(milliseconds=1)
@@ -65,6 +65,17 @@ def parse_delivery_overrides(body: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def _expire_after_ms(value: Any) -> int:
     return parse_duration(value, "expire_after") // _MILLISECOND
+
+
+def shown_overrides(overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The job's own delivery settings as ``POST /jobs`` takes them (``expire_after`` as a
+    duration string again), for its representation; empty for a job that set none."""
+    if not overrides:
+        return {}
+    shown = {k: overrides[k] for k in ("retry_policy", "timeout_ms", "url") if k in overrides}
+    if "expire_after_ms" in overrides:
+        shown["expire_after"] = format_duration(int(overrides["expire_after_ms"]))
+    return shown
 
 
 def overridden_spec(spec: dict[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -83,6 +83,17 @@ def parse_duration(value: object, name: str) -> timedelta:
     return timedelta(milliseconds=total)
 
 
+def format_duration(milliseconds: int) -> str:
+    """A positive duration in milliseconds as ``parse_duration`` reads it, largest unit
+    first and no zero parts: 5,400,000 is ``"1h30m"``, 250 is ``"250ms"``."""
+    parts = []
+    for unit, size in DURATION_UNITS.items():
+        count, milliseconds = divmod(milliseconds, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0ms"
+
+
 #: Milliseconds from the first to past the last accepted instant: no duration is longer.
 _RANGE_MS = (LATEST_INSTANT - EARLIEST_INSTANT) // timedelta(milliseconds=1)
 

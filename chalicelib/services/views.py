@@ -106,6 +106,8 @@ class Job(RowView):
     paused_at: datetime | None  #: a paused cron job: no ticks until resumed
     #: why the materializer set this cron job aside (it has no next tick then)
     schedule_error: str | None
+    #: what POST /jobs set for this job's delivery over its endpoint (None: nothing)
+    delivery_overrides: dict[str, Any] | None
 
 
 @dataclass(frozen=True, kw_only=True)

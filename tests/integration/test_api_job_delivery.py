@@ -63,6 +63,27 @@ def test_a_job_carries_its_own_settings(api: ApiClient, database: Database, fan:
     assert api.post("/jobs", delayed).status == 201
 
 
+def test_a_job_shows_its_own_settings_wherever_it_is_read(api: ApiClient, fan: str) -> None:
+    """What POST /jobs set for the job is in its representation: the answer to the POST,
+    GET /jobs/{id}, GET /jobs and its versions; a job that set nothing shows none of it."""
+    settings = {
+        "url": PREFIX + "acme/hook",
+        "timeout_ms": 2000,
+        "expire_after": "1h30m",
+        "retry_policy": {"max_attempts": 5, "max_retry_duration_ms": 600_000},
+    }
+    created = api.post("/jobs", job("shown", **settings))
+    assert created.status == 201, created.body
+    job_id = created.body["job_id"]
+    listed = api.get("/jobs?endpoint=fan&idempotency_key=shown").body["items"]
+    versions = api.get(f"/jobs/{job_id}/versions").body["items"]
+    for shown in (created.body, api.get(f"/jobs/{job_id}").body, *listed, *versions):
+        assert {name: shown.get(name) for name in settings} == settings
+    plain = api.post("/jobs", job("plain")).body
+    for shown in (plain, api.get(f"/jobs/{plain['job_id']}").body):
+        assert not set(settings) & set(shown)
+
+
 def test_a_batch_item_carries_its_own_settings(api: ApiClient, fan: str) -> None:
     items = [job("b1", retry_policy={"max_attempts": 7}), job("b2", url="https://evil.test/")]
     reply = api.post("/jobs/batch", {"jobs": items})

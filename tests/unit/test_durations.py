@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from chalicelib.domain.jobs import parse_job_request, parse_reschedule, parse_run_at
-from chalicelib.domain.timefmt import parse_duration
+from chalicelib.domain.timefmt import format_duration, parse_duration
 from chalicelib.errors import ValidationFailed
 
 NOW = datetime(2026, 3, 15, 10, 0, tzinfo=UTC)
@@ -29,6 +29,15 @@ NOW = datetime(2026, 3, 15, 10, 0, tzinfo=UTC)
 )
 def test_a_duration_is_its_parts_summed(text: str, expected: timedelta) -> None:
     assert parse_duration(text, "delay") == expected
+
+
+@pytest.mark.parametrize(
+    ("milliseconds", "text"),
+    [(250, "250ms"), (90_000, "1m30s"), (5_400_000, "1h30m"), (93_784_005, "1d2h3m4s5ms")],
+)
+def test_a_duration_is_written_as_it_is_read(milliseconds: int, text: str) -> None:
+    assert format_duration(milliseconds) == text
+    assert parse_duration(text, "expire_after") == timedelta(milliseconds=milliseconds)
 
 
 @pytest.mark.parametrize(

@@ -314,6 +314,10 @@ JOBS: dict[str, Any] = {
                     "description": "Set while an ACTIVE cron job is paused; else null.",
                 },
                 "schedule_error": _SCHEDULE_ERROR,
+                **{
+                    name: {**schema, "description": f"Shown when set. {schema['description']}"}
+                    for name, schema in _DELIVERY.items()
+                },
                 "created_at": TIMESTAMP,
             },
         },

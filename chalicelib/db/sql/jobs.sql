@@ -3,7 +3,8 @@
 SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
-       batch_id, on_success, on_failure, parent_execution_id, paused_at, schedule_error
+       batch_id, on_success, on_failure, parent_execution_id, paused_at, schedule_error,
+       delivery_overrides
 FROM job_states
 WHERE job_id = :job_id
 
@@ -54,7 +55,8 @@ SELECT s.job_id, s.endpoint, s.endpoint_type, s.trigger_type, s.status, s.versio
        s.previous_version_id, s.replaced_by_id, s.idempotency_key, s.input, s.run_at,
        s.cron_expression, s.cron_timezone, s.cron_starts_at, s.cron_ends_at,
        s.cron_next_run_at, s.cron_last_tick_at, s.created_at, s.retired_at, s.batch_id,
-       s.on_success, s.on_failure, s.parent_execution_id, s.paused_at, s.schedule_error
+       s.on_success, s.on_failure, s.parent_execution_id, s.paused_at, s.schedule_error,
+       s.delivery_overrides
 FROM job_states AS s
 WHERE TRUE
   AND (s.endpoint, s.created_at) >= (:endpoint, TIMESTAMPTZ '1970-01-01 00:00:00+00') -- if endpoint
@@ -107,7 +109,8 @@ SELECT s.job_id, s.endpoint, s.endpoint_type, s.trigger_type, s.status, s.versio
        s.previous_version_id, s.replaced_by_id, s.idempotency_key, s.input, s.run_at,
        s.cron_expression, s.cron_timezone, s.cron_starts_at, s.cron_ends_at,
        s.cron_next_run_at, s.cron_last_tick_at, s.created_at, s.retired_at, s.batch_id,
-       s.on_success, s.on_failure, s.parent_execution_id, s.paused_at, s.schedule_error
+       s.on_success, s.on_failure, s.parent_execution_id, s.paused_at, s.schedule_error,
+       s.delivery_overrides
 FROM (
     SELECT arms.job_id, arms.created_at
     FROM (
@@ -274,7 +277,8 @@ SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.versio
        j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
        j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
-       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error
+       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error,
+       j.delivery_overrides
 FROM chain JOIN job_states j ON j.job_id = chain.job_id
 WHERE CAST(:after_id AS TEXT) IS NULL
    OR chain.version > (SELECT version FROM jobs WHERE job_id = :after_id)
@@ -370,7 +374,8 @@ SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.versio
        j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
        j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
-       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error
+       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error,
+       j.delivery_overrides
 FROM jsonb_array_elements(CAST(:pairs AS JSONB)) AS r
 CROSS JOIN LATERAL (
     SELECT * FROM job_states AS s
