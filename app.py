@@ -6,7 +6,7 @@
   until the invocation's time is nearly spent, and the long-poll worker; the same worker
   runs as a long-lived process with ``python -m chalicelib.worker`` (Fargate).
 - Under ``chalice local`` only: local-mode defaults and the error envelope for unknown
-  routes (``chalicelib.local_server.adapt_to_chalice_cli``, a no-op in Lambda).
+  routes (``chalicelib.local.server.adapt_to_chalice_cli``, never imported in Lambda).
 """
 
 from chalicelib.wiring.app import build_app

@@ -23,7 +23,7 @@ from typing import Any
 
 
 def serve_api(host: str, port: int) -> None:
-    from chalicelib.local_server import make_api_server
+    from chalicelib.local.server import make_api_server
     from chalicelib.wiring.app import build_app
 
     server = make_api_server(build_app(), host, port)

@@ -9,9 +9,10 @@ new process gives the app a new root (:meth:`~chalicelib.api.context.ApiApp.use`
 
 from __future__ import annotations
 
+import os
+
 from chalicelib.api import register_api
 from chalicelib.api.context import ApiApp
-from chalicelib.local_server import adapt_to_chalice_cli
 from chalicelib.wiring import lambdas
 from chalicelib.wiring.api import ApiRoot
 from chalicelib.wiring.process import ProcessRoot
@@ -26,5 +27,10 @@ def build_app(process: ProcessRoot | None = None) -> ApiApp:
     app.experimental_feature_flags.update(["BLUEPRINTS"])
     register_api(app)
     app.register_blueprint(lambdas.bp)
-    adapt_to_chalice_cli()
+    # Chalice's CLI sets AWS_CHALICE_CLI_MODE (its documented way to tell itself from
+    # Lambda); only then is the local server's module imported: the deployed app never is.
+    if os.environ.get("AWS_CHALICE_CLI_MODE") == "true":
+        from chalicelib.local.server import adapt_to_chalice_cli
+
+        adapt_to_chalice_cli()
     return app

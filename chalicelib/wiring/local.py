@@ -3,11 +3,11 @@ the process shape of a deployment profile (``--profile``, default ``TE_PROFILE``
 ``full``; set into ``TE_PROFILE`` so ``GET /health`` reports it).
 
 * Database: ``TE_DATABASE_URL`` if set, else the embedded PostgreSQL in the data directory
-  (``chalicelib.local_data``: ``./.te-data``, a link to a directory outside the project;
+  (``chalicelib.local.data``: ``./.te-data``, a link to a directory outside the project;
   started here, stopped on exit, data kept between runs). Migrations run at startup.
 * API: Chalice's local server on ``TE_LISTEN_ADDR`` (``127.0.0.1:8080`` here: this mode
   allows private delivery targets, so it is not exposed beyond the machine by default),
-  hardened against hostile clients (:mod:`chalicelib.local_server`).
+  hardened against hostile clients (:mod:`chalicelib.local.server`).
 * Worker and scheduler, ``full``: the same parts as Fargate runs, in threads of this
   process; the API nudges the in-process worker when it queues an execution.
 * Worker and scheduler, ``lean``: no long-lived part. A local EventBridge
@@ -39,7 +39,7 @@ from typing import Any
 from chalicelib import wakeup
 from chalicelib.db.migrate import migrate
 from chalicelib.errors import ConfigurationError
-from chalicelib.local_server import ApiServerPart, banner, make_api_server, prepare_environment
+from chalicelib.local.server import ApiServerPart, banner, make_api_server, prepare_environment
 from chalicelib.profiles import PROFILES, ScheduledFunction
 from chalicelib.runtime.process import Part, ProcessRunner
 from chalicelib.scheduler.lambdas import SCHEDULE_PERIOD_SEC

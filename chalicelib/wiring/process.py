@@ -115,7 +115,7 @@ class ProcessRoot:
             )
         # Local mode only: a Lambda never imports the embedded server or the migrations.
         from chalicelib.db import embedded, migrate
-        from chalicelib.local_data import resolve_data_dir
+        from chalicelib.local.data import resolve_data_dir
 
         url = embedded.start(resolve_data_dir(s.data_dir))
         migrate.migrate(Database.from_url(url, pool_size=1))
@@ -169,7 +169,7 @@ class ProcessRoot:
         if raw is None and s.secret_encryption_key_secret_arn:
             raw = _secret_from_aws(s.secret_encryption_key_secret_arn)
         if raw is None and s.local_mode:
-            from chalicelib.local_data import encryption_key, resolve_data_dir
+            from chalicelib.local.data import encryption_key, resolve_data_dir
 
             raw = encryption_key(resolve_data_dir(s.data_dir))
         current = decode_key(raw, "TE_SECRET_ENCRYPTION_KEY") if raw else None
@@ -209,7 +209,7 @@ class ProcessRoot:
                 s = self.settings
                 key = s.bootstrap_api_key
                 if not key and s.local_mode:
-                    from chalicelib.local_data import api_key, resolve_data_dir
+                    from chalicelib.local.data import api_key, resolve_data_dir
 
                     key = api_key(resolve_data_dir(s.data_dir))
                 self._bootstrap_key = (key or None,)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.local_server import prepare_environment
+from chalicelib.local.server import prepare_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY_POINTS = [
@@ -86,6 +86,29 @@ def test_make_run_listens_on_loopback_by_default() -> None:
 
 
 def test_the_local_data_link_is_ignored_by_git() -> None:
-    # .te-data is a symlink (chalicelib/local_data.py): a `.te-data/` pattern misses it.
+    # .te-data is a symlink (chalicelib/local/data.py): a `.te-data/` pattern misses it.
     result = subprocess.run(["git", "check-ignore", "-q", ".te-data"], cwd=ROOT, check=False)
     assert result.returncode == 0
+
+
+@pytest.mark.parametrize(("cli_mode", "imported"), [(None, False), ("true", True)])
+def test_the_deployed_app_imports_nothing_of_the_local_stack(
+    tmp_path: Path, cli_mode: str | None, imported: bool
+) -> None:
+    """Lambda imports ``app.py`` without Chalice's CLI: not one module of
+    ``chalicelib.local`` (the local server, its framing, the data directory) is loaded.
+    ``chalice local`` (AWS_CHALICE_CLI_MODE) loads the server's adaptation, and only it."""
+    extra = {} if cli_mode is None else {"AWS_CHALICE_CLI_MODE": cli_mode}
+    env = {
+        k: v for k, v in _env(tmp_path, **extra).items() if k != "AWS_CHALICE_CLI_MODE" or cli_mode
+    }
+    code = (
+        "import sys, app; print(sorted(m for m in sys.modules if m.startswith('chalicelib.local')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert ("chalicelib.local.server" in out.stdout) is imported, out.stdout
+    if not imported:
+        assert out.stdout.strip() == "[]"

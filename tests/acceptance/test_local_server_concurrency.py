@@ -35,7 +35,7 @@ def _post(port: int, path: str, body: dict[str, Any]) -> tuple[int, Any]:
 
 
 def test_concurrent_posts_each_get_their_own_reply(chalice_app: Any) -> None:
-    from chalicelib.local_server import make_api_server
+    from chalicelib.local.server import make_api_server
 
     port = free_port()
     server = make_api_server(chalice_app, "127.0.0.1", port)
@@ -86,7 +86,7 @@ def test_concurrent_posts_each_get_their_own_reply(chalice_app: Any) -> None:
 def test_a_burst_of_connections_is_queued_not_dropped(chalice_app: Any) -> None:
     """Before anything is accepted, 50 connections all complete their handshake (the accept
     backlog is 128; socketserver's default of 5 drops the rest, costing 1 s retransmits)."""
-    from chalicelib.local_server import make_api_server
+    from chalicelib.local.server import make_api_server
 
     port = free_port()
     server = make_api_server(chalice_app, "127.0.0.1", port)  # listening, not yet serving

@@ -15,7 +15,7 @@ from tests.support.served import free_port
 
 @pytest.fixture
 def port(chalice_app: Any) -> Iterator[int]:
-    from chalicelib.local_server import make_api_server
+    from chalicelib.local.server import make_api_server
 
     chosen = free_port()
     server = make_api_server(chalice_app, "127.0.0.1", chosen)

@@ -23,7 +23,7 @@ from tests.support.served import free_port
 LONG_POLLS = 70
 SLOW_CLIENTS = 200
 #: Long-polls that may wait at once: a quarter of the 64 handlers
-#: (chalicelib.local_server.LONG_POLL_SHARE of local_http.MAX_HANDLER_THREADS).
+#: (chalicelib.local.server.LONG_POLL_SHARE of chalicelib.local.http.MAX_HANDLER_THREADS).
 LONG_POLL_CAP = 16
 #: A socket timeout only: how long the test waits for an answer before calling it lost.
 PATIENCE = 5.0
@@ -32,7 +32,7 @@ PATIENCE = 5.0
 @pytest.fixture
 def port(chalice_app: Any) -> Iterator[int]:
     """The local API server with its defaults (as ``make run`` starts it)."""
-    from chalicelib.local_server import make_api_server
+    from chalicelib.local.server import make_api_server
 
     chosen = free_port()
     server = make_api_server(chalice_app, "127.0.0.1", chosen)

@@ -71,7 +71,7 @@ def _evil_job(n: int) -> dict[str, Any]:
 def test_worst_patterns_are_refused_and_do_not_stall_others(
     chalice_app: Any,
 ) -> None:
-    from chalicelib.local_server import make_api_server
+    from chalicelib.local.server import make_api_server
 
     port = free_port()
     server = make_api_server(chalice_app, "127.0.0.1", port)

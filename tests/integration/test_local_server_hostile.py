@@ -29,7 +29,7 @@ Response = tuple[int, dict[str, str], bytes]
 @pytest.fixture
 def serve(chalice_app: Any) -> Iterator[Serve]:
     """Start the local API server on a free loopback port (``make_api_server`` options)."""
-    from chalicelib.local_server import make_api_server
+    from chalicelib.local.server import make_api_server
 
     servers: list[Any] = []
 

@@ -1,6 +1,6 @@
 """Fuzz the API from its own OpenAPI document with schemathesis (issue 8, "bad input").
 
-The app runs as the local stack serves it (``chalicelib.local_server.make_api_server``) on a free
+The app runs as the local stack serves it (``chalicelib.local.server.make_api_server``) on a free
 loopback port in a thread of the test process, on the test's database. Every operation of
 ``GET /openapi.json`` gets hypothesis-generated cases in both modes (POSITIVE: valid per the
 document; NEGATIVE: deliberately invalid), each sent with the bootstrap key, and every
@@ -53,7 +53,7 @@ class FuzzReport:
 def api_server() -> Iterator[str]:
     """The app on a free loopback port (the caller has set TE_* for its database)."""
     import app as app_module
-    from chalicelib.local_server import make_api_server
+    from chalicelib.local.server import make_api_server
     from chalicelib.wiring.api import ApiRoot
     from chalicelib.wiring.process import ProcessRoot
 

@@ -53,9 +53,9 @@ VIOLATIONS = {
     ),
     # The old app <-> local cycle: the local server took the app from app.py.
     "app-is-top": (
-        "chalicelib/local_server.py",
+        "chalicelib/local/server.py",
         "import app",
-        "chalicelib.local_server -> app",
+        "chalicelib.local.server -> app",
     ),
     # The CLI reaching into the service instead of going over HTTP.
     "client-apart": (

@@ -53,7 +53,7 @@ def stack(chalice_app: Any, roots: Roots, monkeypatch: pytest.MonkeyPatch) -> It
     monkeypatch.setenv("TE_WORKER_POLL_INTERVAL_MS", "50")
     monkeypatch.setenv("TE_API_KEY_CACHE_TTL_SEC", "0")  # a revoked key stops at once
     from chalicelib import wakeup
-    from chalicelib.local_server import ApiServerPart, make_api_server
+    from chalicelib.local.server import ApiServerPart, make_api_server
     from chalicelib.runtime.process import ProcessRunner
     from chalicelib.wiring import worker
 

@@ -1,14 +1,14 @@
 """The local stack's API server (``make run``) and what ``chalice local`` needs.
 
 * :func:`make_api_server`: Chalice's local server for an app, hardened against hostile
-  clients (:mod:`chalicelib.local_http`): bodies over the API's limit refused before they
+  clients (:mod:`chalicelib.local.http`): bodies over the API's limit refused before they
   are read, strict framing (chunked bodies decoded), a deadline per request and a shorter
   one for its head, bounded connections and handlers, long-polls capped to a share of
   the handlers; :class:`ApiServerPart` runs it as a part of the local stack.
 * Unknown routes answer with the error envelope, as API Gateway's gateway responses do
   (:func:`use_error_envelope_for_unknown_routes`), under ``make run`` and under
   ``chalice local`` (:func:`adapt_to_chalice_cli`, which also sets the local-mode
-  defaults; a no-op in Lambda).
+  defaults; the deployed app never imports this module).
 
 The stack itself (database, keys, worker, scheduler, signals) is composed in
 :mod:`chalicelib.wiring.local`.
@@ -47,14 +47,9 @@ def prepare_environment(env: MutableMapping[str, str] | None = None) -> None:
 
 
 def adapt_to_chalice_cli() -> None:
-    """Give ``chalice local`` what ``make run`` has; a no-op anywhere else (Lambda).
-
-    Chalice's CLI sets ``AWS_CHALICE_CLI_MODE`` (its documented way to tell the CLI from
-    Lambda); of its commands only ``chalice local`` serves requests. Called from ``app.py``,
-    because importing the app is the only hook ``chalice local`` offers.
-    """
-    if os.environ.get("AWS_CHALICE_CLI_MODE") != "true":
-        return
+    """Give ``chalice local`` what ``make run`` has. Called by the app's build (importing
+    the app is the only hook ``chalice local`` offers) when Chalice's CLI runs it, never in
+    Lambda: of the CLI's commands only ``chalice local`` serves requests."""
     prepare_environment()
     use_error_envelope_for_unknown_routes()
 
@@ -98,7 +93,7 @@ def _protocol_error(
     error is the request's fault: 4xx, never a 5xx (http.server says 505 for HTTP/2.0).
     """
     from chalicelib.errors import InvalidRequest, MethodNotAllowed, TaskExecutorError
-    from chalicelib.local_http import send_envelope
+    from chalicelib.local.http import send_envelope
 
     text = message or "The request could not be handled."
     error: TaskExecutorError
@@ -114,10 +109,11 @@ def _protocol_error(
 
 
 def _handler(timeout: float, app: ApiApp) -> type:
-    """Chalice's request handler, tuned and hardened (``local_http``) for the local stack."""
+    """Chalice's request handler, tuned and hardened (:mod:`chalicelib.local.http`) for the
+    local stack."""
     from chalice.local import ChaliceRequestHandler
 
-    from chalicelib.local_http import FramedRequestHandler
+    from chalicelib.local.http import FramedRequestHandler
 
     use_error_envelope_for_unknown_routes()
 
@@ -193,14 +189,14 @@ def make_api_server(
 
     ``request_timeout`` (seconds a connection has to deliver each request),
     ``max_threads`` (connections open at once) and ``max_handlers`` (requests in the app
-    at once) default to ``local_http``'s constants. Long-polls may hold a quarter of the
-    handlers, and one API key a quarter of those (:data:`LONG_POLL_SHARE`,
+    at once) default to the constants of :mod:`chalicelib.local.http`. Long-polls may hold
+    a quarter of the handlers, and one API key a quarter of those (:data:`LONG_POLL_SHARE`,
     :data:`LONG_POLL_KEY_SHARE`); past that a request asking to wait is answered at once.
     """
     from chalice.config import Config
     from chalice.local import CustomLocalChalice, LocalChalice, LocalDevServer, ThreadedHTTPServer
 
-    from chalicelib import local_http
+    from chalicelib.local import http as local_http
 
     app_obj: Any = app  # its class is swapped below, for one that is still an ApiApp
     # What chalice.local.create_local_server does: make `current_request` thread-local.
