@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from tests.conftest import BOOTSTRAP_KEY
+from tests.support.environment import BOOTSTRAP_KEY
 from tests.support.served import free_port
 
 WORST = {

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.browser.conftest import Stack
 from tests.browser.pages import answer_confirmation, click_button, go, sign_in, wait_text
+from tests.support.browser_stack import Stack
 from tests.support.served import HttpTarget, Reply
 
 

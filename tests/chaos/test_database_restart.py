@@ -34,7 +34,7 @@ from tests.chaos.harness import (
 )
 from tests.chaos.pg_restart import RestartablePostgres
 from tests.chaos.throughput import Throughput, seconds_to_recover
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed.worker import Seeded, http_spec, retry_policy, seed
 from tests.support.served import HttpTarget
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed.dead_letters import (
     T0,
     assert_invalid,

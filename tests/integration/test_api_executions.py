@@ -14,7 +14,7 @@ from chalicelib.db.connection import Database
 from chalicelib.services.executions import ExecutionService
 from chalicelib.services.jobs.service import JobService
 from chalicelib.services.longpoll import Poller
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed import jobs as f
 
 EP = "send-welcome-email"

@@ -15,7 +15,7 @@ from chalicelib.db.connection import Database
 from chalicelib.domain.api_keys import Scope
 from chalicelib.errors import Unauthorized
 from chalicelib.services.api_keys import ApiKeyService
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 
 #: Served without a key: the OpenAPI document, the load balancers' health check, and the
 #: dashboard's page and files (whose data calls carry the key).

@@ -11,8 +11,8 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.scheduler.materializer import CronMaterializer
-from tests.conftest import ApiClient
 from tests.integration.test_api_jobs_lifecycle import EP, cron_job, one_shot
+from tests.support.api_client import ApiClient
 from tests.support.seed import jobs as f
 
 HOOK: dict[str, Any] = {

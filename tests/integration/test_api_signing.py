@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 
 KEY = bytes(range(7, 39))
 SIGNING = "whsec_" + base64.b64encode(KEY).decode()

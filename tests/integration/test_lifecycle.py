@@ -20,7 +20,7 @@ from chalicelib.domain.statuses import TriggerType
 from chalicelib.errors import TaskExecutorError
 from chalicelib.services.jobs.create import read_endpoints
 from chalicelib.services.jobs.rows import JobRow, NewJob, create_params
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed import jobs as f
 
 SPEC: dict[str, Any] = {

@@ -12,7 +12,7 @@ from openapi_spec_validator.versions.shortcuts import get_spec_version
 
 import app as app_module
 from chalicelib.domain.endpoints import SPEC_RULES
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 
 METHODS = {"get", "put", "post", "delete", "patch", "options", "head", "trace"}
 

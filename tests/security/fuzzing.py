@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.core.failures import FailureGroup
 
-from tests.conftest import BOOTSTRAP_KEY
+from tests.support.environment import BOOTSTRAP_KEY
 from tests.support.served import free_port
 
 

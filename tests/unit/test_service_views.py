@@ -63,6 +63,7 @@ JOB_ROW: dict[str, Any] = {
     "parent_execution_id": None,
     "paused_at": None,
     "schedule_error": None,
+    "delivery_overrides": None,
 }
 SUMMARY_ROW: dict[str, Any] = {
     "execution_id": "exec_1",

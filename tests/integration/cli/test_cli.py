@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.cli.conftest import Te
+from tests.support.cli import Te
 from tests.support.served import HttpTarget, Reply, free_port
 
 ENDPOINT_YAML = """

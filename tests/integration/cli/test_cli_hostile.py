@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from te.client import MAX_BODY_BYTES, encode_body
-from tests.integration.cli.conftest import Te
 from tests.integration.cli.test_cli import endpoint
+from tests.support.cli import Te
 from tests.support.served import HttpTarget, free_port
 
 ROOT = Path(__file__).resolve().parents[3]

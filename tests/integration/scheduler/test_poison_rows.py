@@ -14,7 +14,7 @@ from chalicelib.scheduler.housekeeper import Housekeeper
 from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.promoter import DelayedPromoter
 from chalicelib.scheduler.reclaimer import StuckReclaimer
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed.scheduler import (
     T0,
     FakeClock,

@@ -32,7 +32,7 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.services.endpoints import EndpointService
-from tests.conftest import ENCRYPTION_KEY, PROFILE
+from tests.support.environment import ENCRYPTION_KEY, PROFILE
 from tests.support.seed.worker import http_spec, retry_policy, seed, statuses
 from tests.support.waiting import wait_for
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
-from tests.integration.worker.conftest import settle
+from tests.support.api_client import ApiClient
 from tests.support.served import HttpTarget, Reply
+from tests.support.worker_runs import settle
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).

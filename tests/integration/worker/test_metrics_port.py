@@ -16,10 +16,10 @@ from chalicelib.errors import ConfigurationError
 from chalicelib.settings import load_settings
 from chalicelib.worker import Worker
 from chalicelib.worker.background import metrics_server
-from tests.integration.worker.conftest import settings, settle
 from tests.support.seed.worker import http_spec, retry_policy, seed
 from tests.support.served import HttpTarget, Reply, free_port
 from tests.support.waiting import wait_for
+from tests.support.worker_runs import settings, settle
 
 
 def _get(url: str) -> tuple[int, str, str]:

@@ -16,7 +16,7 @@ import pg8000.core
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import Roots
+from tests.support.roots import Roots
 from tests.support.seed.worker import http_spec, seed
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in

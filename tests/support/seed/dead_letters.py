@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed.worker import Seeded, http_spec, retry_policy, seed
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
