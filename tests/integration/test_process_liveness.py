@@ -28,7 +28,7 @@ from chalicelib.scheduler.lambdas import SCHEDULE_PERIOD_SEC
 from tests.integration.test_lifecycle_plans import indexes_used
 from tests.integration.test_metrics import scrape
 from tests.support.api_client import ApiClient
-from tests.support.seed.scheduler import FakeClock
+from tests.support.clock import FakeClock
 
 
 def live(api: ApiClient) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""Tests share helpers through tests/support/, never through a conftest.
+"""Tests share helpers through tests/support/, never through a conftest, and move one
+clock (tests/support/clock.py).
 
 A conftest is pytest's: it holds fixtures and hooks, and pytest imports it by its own
 rules (a package's conftest as ``tests.x.conftest``, a directory without ``__init__.py``
@@ -9,6 +10,7 @@ it, with its own module state. What tests import lives in a module of tests/supp
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 from pathlib import Path
 
@@ -56,3 +58,30 @@ def test_no_module_imports_a_conftest() -> None:
         if (imported := conftest_imports(path.read_text(encoding="utf-8")))
     }
     assert offenders == {}, "import these helpers from a module of tests/support/ instead"
+
+
+def clock_classes(source: str) -> list[str]:
+    """Classes of ``source`` named as a clock or fake time is (``FakeClock``, ``_Clock``,
+    ``FakeTime``)."""
+    return [
+        node.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ClassDef)
+        and re.fullmatch(r"_?(Fake|Manual)?(Clock|Time)", node.name)
+    ]
+
+
+def test_tests_move_one_clock() -> None:
+    assert clock_classes("class FakeClock:\n    pass\nclass _Clock: ...\nclass FakeTime: ...") == [
+        "FakeClock",
+        "_Clock",
+        "FakeTime",
+    ]
+    own = ROOT / "tests" / "support" / "clock.py"
+    copies = {
+        str(path.relative_to(ROOT)): names
+        for path in _python_files()
+        if path.parts[len(ROOT.parts)] == "tests" and path != own
+        if (names := clock_classes(path.read_text(encoding="utf-8")))
+    }
+    assert copies == {}, "move time with tests.support.clock.FakeClock"

@@ -9,7 +9,8 @@ from chalicelib.domain.regions import ALL_REGIONS
 from chalicelib.health.evaluator import HealthEvaluator
 from chalicelib.health.heartbeat import DEAD, SCHEDULER, HeartbeatWriter, instance_name
 from chalicelib.health.region import RegionRefresher
-from tests.support.seed.scheduler import T0, FakeClock
+from tests.support.clock import FakeClock
+from tests.support.seed.scheduler import T0
 
 
 def heartbeats(db: Database) -> list[dict[str, object]]:
