@@ -1,7 +1,7 @@
 """Retry from the dashboard: a failed execution, one click, and it succeeds.
 
-Needs ``POST /executions/{id}/retry`` (issue 18, point 3, built on another branch): on a
-branch without it the click shows the API's 404 and this test fails, as it should.
+The click goes through ``POST /executions/{id}/retry``: were the route missing, the page
+would show the API's 404 and this test would fail.
 """
 
 from __future__ import annotations

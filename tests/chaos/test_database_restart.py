@@ -1,4 +1,4 @@
-"""Fault 2: the PostgreSQL server stopped and started mid-run (issue 8).
+"""Fault 2: the PostgreSQL server stopped and started mid-run.
 
 ``TE_CHAOS_N`` (default 10,000) IMMEDIATE executions go to a local HTTP target through
 ``python -m chalicelib.worker`` and ``python -m chalicelib.scheduler`` on a dedicated

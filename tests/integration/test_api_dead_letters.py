@@ -1,4 +1,4 @@
-"""Dead letters through the API (issue 18, point 3): the listing GET /executions (the
+"""Dead letters through the API: the listing GET /executions (the
 dead-letter view) and POST /executions/{id}/retry, with every bad input and its envelope."""
 
 from __future__ import annotations

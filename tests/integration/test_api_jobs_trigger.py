@@ -1,4 +1,4 @@
-"""POST /jobs/{id}/trigger: run a cron job now (issue 18, point 4)."""
+"""POST /jobs/{id}/trigger: run a cron job now."""
 
 from __future__ import annotations
 

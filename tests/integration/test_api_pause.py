@@ -1,5 +1,5 @@
-"""Pause and resume through the API (issue 18, point 1), and flow_control in endpoint
-definitions (point 2): the JSON every endpoint and job carries, idempotency, the 404/409
+"""Pause and resume through the API, and flow_control in endpoint
+definitions: the JSON every endpoint and job carries, idempotency, the 404/409
 errors, and what a paused cron job's materializer and resume do."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""POST /endpoints/{name}/redrive (issue 18, point 3): what it moves, in bounded batches,
+"""POST /endpoints/{name}/redrive: what it moves, in bounded batches,
 idempotent, under concurrency, and every bad input with its envelope."""
 
 from __future__ import annotations

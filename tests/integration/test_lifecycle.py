@@ -1,4 +1,4 @@
-"""Data lifecycle through the API on real PostgreSQL at SERIALIZABLE (issue 14).
+"""Data lifecycle through the API on real PostgreSQL at SERIALIZABLE.
 
 Live references block deletes (endpoint or snapshot of a live job), finished work is not
 active and pins nothing, deletes are soft and history stays readable, registering a name

@@ -1,4 +1,4 @@
-"""GET /health and GET /metrics say which background loop is down (issue 25).
+"""GET /health and GET /metrics say which background loop is down.
 
 A real scheduler loop group runs a loop that fails on every iteration (a bug, not the
 database) beside its heartbeat; the heartbeat carries the loop's state to the database,

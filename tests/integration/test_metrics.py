@@ -1,4 +1,4 @@
-"""GET /health and GET /metrics against the real database (issue 19, point 4).
+"""GET /health and GET /metrics against the real database.
 
 /metrics is read with prometheus_client's own text parser, so the exposition is what a
 real Prometheus server accepts; every figure is checked against rows the test wrote,

@@ -1,4 +1,4 @@
-"""Secrets end to end (issue 8, security 4): no value leaks; wrong keys fail clearly; rotation.
+"""Secrets end to end: no value leaks; wrong keys fail clearly; rotation.
 
 A whole scenario runs through the API and a real worker to a local HTTP target: create a
 secret, an endpoint sending it in a header, deliver, rotate the secret (PUT), deliver again,

@@ -1,4 +1,4 @@
-"""``te`` against the real local stack (issue 19, point 3): every command group, tables
+"""``te`` against the real local stack: every command group, tables
 and --json, the error path (exit status 1, the API's code and message on stderr)."""
 
 from __future__ import annotations

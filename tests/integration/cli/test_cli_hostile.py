@@ -1,4 +1,4 @@
-"""``te`` on inputs that used to break it (issue 25, points 2 and 3): ``te batch create``
+"""``te`` on inputs that used to break it: ``te batch create``
 splits by request size, not only by line count, reports what committed when a request
 fails, and refuses a line too large to send; ``te keys`` needs the API only (it used to need
 the database, and exited with a traceback without it)."""

@@ -1,5 +1,5 @@
 """Completion callbacks and batch on_complete, delivered by the real worker to real HTTP
-targets on loopback (issue 17, point 3)."""
+targets on loopback."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Dead letters delivered again by real workers to real HTTP targets on loopback (issue 18,
-point 3): a retried execution succeeds with its attempts kept and numbered on, and its new
+"""Dead letters delivered again by real workers to real HTTP targets on loopback: a
+retried execution succeeds with its attempts kept and numbered on, and its new
 end is called back; a redrive of a thousand is delivered by two worker processes; retry and
 redrive wake an idle worker; the dead-letter view shows errors as recorded (redacted)."""
 

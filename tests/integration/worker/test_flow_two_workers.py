@@ -1,5 +1,5 @@
-"""Each operator control with two worker processes and a real HTTP target (issue 18,
-points 1-2), measured at the target: a pause, a 429 Retry-After hold, a rate limit of
+"""Each operator control with two worker processes and a real HTTP target,
+measured at the target: a pause, a 429 Retry-After hold, a rate limit of
 100/s and max_concurrency 5.
 
 The rate is a correctness check the issue demands (deliveries per second within +/-10 %

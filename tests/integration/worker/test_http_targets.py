@@ -1,4 +1,4 @@
-"""What users expect of an HTTP target (issue 16 point 6), against real loopback servers:
+"""What users expect of an HTTP target, against real loopback servers:
 TLS verification, proxies from the environment, redirects never followed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14 end to end: a one-shot job delivered by the real worker is RETIRED when its
+"""A job's lifecycle end to end: a one-shot job delivered by the real worker is RETIRED when its
 execution ends, consistently in the job and execution responses, and stops pinning its
 endpoint."""
 

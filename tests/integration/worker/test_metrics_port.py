@@ -1,4 +1,4 @@
-"""The worker's own counters on TE_WORKER_METRICS_PORT (issue 19, point 4): scraped over
+"""The worker's own counters on TE_WORKER_METRICS_PORT: scraped over
 loopback HTTP from a real worker that delivered, read with prometheus_client's parser."""
 
 from __future__ import annotations

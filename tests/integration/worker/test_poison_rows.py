@@ -1,4 +1,4 @@
-"""No row can stop the worker's claim or finalize (issue 25): a poison execution, made by
+"""No row can stop the worker's claim or finalize: a poison execution, made by
 SQL, is claimed beside a healthy one; the healthy one is delivered to a real loopback HTTP
 target and the poison one ends FAILED with an ``UNPROCESSABLE`` attempt and a log line
 saying why (it shows in the dead-letter view and never blocks a claim again), while the

@@ -1,4 +1,4 @@
-"""What a delivery costs in exchanges with the database (issue 26, point 2).
+"""What a delivery costs in exchanges with the database.
 
 The worker's claim, lease renewal and the finalize of executions nothing follows are each
 one statement sent alone: no BEGIN, SET TRANSACTION or COMMIT around them. Each one is a

@@ -1,4 +1,4 @@
-"""Signed deliveries (issue 18, point 5) against real targets: an HTTP server, a Kafka-
+"""Signed deliveries against real targets: an HTTP server, a Kafka-
 protocol broker and Redis, each verified by the independent ``standardwebhooks`` package,
 which rejects the same delivery once its body, timestamp or id is tampered with."""
 

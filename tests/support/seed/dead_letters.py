@@ -1,5 +1,5 @@
 """Dead letters seeded with plain SQL: FAILED executions with the attempts that failed them,
-as the worker leaves them (issue 18, point 3)."""
+as the worker leaves them."""
 
 from __future__ import annotations
 
