@@ -2,7 +2,8 @@
 
 One frozen object, built lazily on first use (importing ``app.py`` needs no variable).
 Every setting of the specification's configuration tables is here with its default, plus
-the few this Python/AWS port adds (documented in the README's settings table).
+the few this Python/AWS port adds; docs/reference/settings.md lists them all, generated
+from this module by docs/reference/generate.py.
 """
 
 from __future__ import annotations

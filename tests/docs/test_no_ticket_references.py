@@ -1,6 +1,6 @@
 """No tracked file cites a ticket: a comment, docstring or page says the rule itself.
 
-The tracker is not in the repository, so "see issue 15" tells a reader nothing; the
+The tracker is not in the repository, so a ticket number tells a reader nothing; the
 sentence has to say what must hold. Every file git tracks is read (text files; the .git
 directory is not tracked), code, SQL, tests, bench, docs and Makefiles alike.
 
@@ -19,7 +19,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-#: "issue 15", "issues 14", "Issue #26", "issue15", "point 3 of issue".
+#: The word for a ticket (any case, "s" or not) then its number, spaced, with "#" or not;
+#: or "point N of" that word.
 TICKET = re.compile(r"\bissues? ?#?\d|\bpoints? \d+ of (?:the )?issue\b", re.IGNORECASE)
 
 #: Applied migrations whose header comments name a ticket: their checksums are recorded in
