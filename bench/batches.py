@@ -1,4 +1,4 @@
-"""Workload 12: job creation in batches (issue 17, point 4).
+"""Workload 12: job creation in batches.
 
 Ours: ``POST /jobs/batch`` over HTTP, 1,000-item batches, 2 concurrent clients, against the
 API process on the durable PostgreSQL at SERIALIZABLE (the same API process as workload 8).

@@ -1,4 +1,4 @@
-"""Workload 11: healthy work behind a hung endpoint (issue 15, point 3).
+"""Workload 11: healthy work behind a hung endpoint.
 
 A target that accepts requests and never answers (``slow_sink.py`` with an hour's delay)
 is registered with ``timeout_ms`` 300,000, the longest the API allows; HUNG executions of
@@ -6,7 +6,7 @@ it are seeded and the workers started. Once the hung endpoint holds its share of
 worker's slots (RUNNING stops growing), HEALTHY executions of the nginx sink are seeded,
 due now. Lateness = the sink's receive time minus the execution's ``run_at``: with a
 per-endpoint cap, the healthy ones go out through the slots the hung endpoint cannot take.
-Run with one worker and with two. Target (issue 15): p99 <= 1 s.
+Run with one worker and with two. Target: p99 <= 1 s (no endpoint may starve another).
 """
 
 from __future__ import annotations

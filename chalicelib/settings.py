@@ -2,7 +2,8 @@
 
 One frozen object, built lazily on first use (importing ``app.py`` needs no variable).
 Every setting of the specification's configuration tables is here with its default, plus
-the few this Python/AWS port adds (documented in the README's settings table).
+the few this Python/AWS port adds; docs/reference/settings.md lists them all, generated
+from this module by docs/reference/generate.py.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ class Settings:
     worker_poll_interval_ms: int = 200
     config_cache_ttl_sec: int = 60
     secret_cache_ttl_sec: int = 300
-    # Added by this port (issue 18): how long a rotated signing secret's previous key still
-    # signs deliveries too (0: the new key alone from the rotation on).
+    # Not in the specification (it came with signing-secret rotation): how long a rotated
+    # signing secret's previous key still signs deliveries too (0: the new key alone from
+    # the rotation on).
     signing_rotation_window_sec: int = 86400
     worker_shutdown_timeout_sec: int = 30
     # Added by this port: the share of a worker's slots one endpoint may hold by default

@@ -1,31 +1,22 @@
-"""Shared fixtures. Real services only: tests/support/ starts each one (served.py, pg.py);
-tests/fixtures/ holds data files."""
+"""Shared fixtures. Real services only: tests/support/ starts each one (served.py, pg.py)
+and holds every helper a test imports (no test imports a conftest); tests/fixtures/ holds
+data files."""
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import os
 import signal
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from tests.support.api_client import ApiClient
+from tests.support.environment import BOOTSTRAP_KEY, ENCRYPTION_KEY, PROFILE
+from tests.support.roots import Roots
+
 pytest_plugins = ["tests.support.pg", "tests.support.served", "tests.support.netguard"]
-
-
-BOOTSTRAP_KEY = "te_test_bootstrap_key_0123456789"
-
-#: The service settings that choose the database configuration a run exercises, taken from
-#: the environment pytest starts in. `make test` runs the worker and scheduler tests a
-#: second time with CockroachDB's (TE_CLAIM_STRATEGY=conditional_update,
-#: TE_WAKEUP_NOTIFY=off) and ``-m "not postgres_only"``; fixtures pass these on to every
-#: worker, scheduler and app they build (app_env drops every other inherited TE_ variable).
-PROFILE_NAMES = ("TE_CLAIM_STRATEGY", "TE_WAKEUP_NOTIFY")
-PROFILE = {name: os.environ[name] for name in PROFILE_NAMES if name in os.environ}
 
 
 def pytest_report_header() -> str:
@@ -50,36 +41,6 @@ def pytest_configure(config: pytest.Config) -> None:
     from tests.support import netguard
 
     netguard.install()
-
-
-ENCRYPTION_KEY = base64.b64encode(bytes(range(32))).decode()
-
-
-class Roots:
-    """The process roots one test builds: one per process it pretends to be (a restart
-    after the environment changed is a new root); every pool is closed at the end."""
-
-    def __init__(self) -> None:
-        from chalicelib.wiring.process import ProcessRoot
-
-        self.built: list[ProcessRoot] = []
-
-    def new(self) -> Any:
-        """A new process: settings, pools and keys read afresh from the environment."""
-        from chalicelib.wiring.process import ProcessRoot
-
-        root = ProcessRoot()
-        self.built.append(root)
-        return root
-
-    @property
-    def current(self) -> Any:
-        """The latest process (the first one is built on first use)."""
-        return self.built[-1] if self.built else self.new()
-
-    def close(self) -> None:
-        for root in self.built:
-            root.close()
 
 
 @pytest.fixture
@@ -113,74 +74,6 @@ def roots(app_env: dict[str, str]) -> Iterator[Roots]:
     built = Roots()
     yield built
     built.close()
-
-
-@dataclass
-class Reply:
-    status: int
-    body: Any
-    headers: dict[str, str]
-
-    @property
-    def error_code(self) -> str | None:
-        if isinstance(self.body, dict) and "error" in self.body:
-            return str(self.body["error"]["code"])
-        return None
-
-
-class ApiClient:
-    """The app through ``chalice.test.Client`` (the same path as API Gateway events)."""
-
-    def __init__(
-        self, client: Any, key: str | None = BOOTSTRAP_KEY, *, app: Any = None, roots: Any = None
-    ) -> None:
-        self._client = client
-        self.key = key
-        self.app = app
-        self._roots = roots
-
-    def restart(self) -> None:
-        """A new API process (the environment changed): the app serves from a new root."""
-        from chalicelib.wiring.api import ApiRoot
-
-        self.app.use(ApiRoot(self._roots.new()))
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        raw: bytes | None = None,
-        headers: dict[str, str] | None = None,
-        auth: bool = True,
-    ) -> Reply:
-        all_headers = {"content-type": "application/json"}
-        if auth and self.key:
-            all_headers["authorization"] = f"Bearer {self.key}"
-        all_headers.update(headers or {})
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else b"")
-        response = getattr(self._client.http, method.lower())(path, headers=all_headers, body=data)
-        text = response.body.decode("utf-8") if response.body else ""
-        try:
-            parsed = json.loads(text) if text else None
-        except json.JSONDecodeError:
-            parsed = text
-        return Reply(
-            response.status_code, parsed, {k.lower(): v for k, v in response.headers.items()}
-        )
-
-    def get(self, path: str, **kw: Any) -> Reply:
-        return self.request("GET", path, **kw)
-
-    def post(self, path: str, body: Any = None, **kw: Any) -> Reply:
-        return self.request("POST", path, body, **kw)
-
-    def put(self, path: str, body: Any = None, **kw: Any) -> Reply:
-        return self.request("PUT", path, body, **kw)
-
-    def delete(self, path: str, **kw: Any) -> Reply:
-        return self.request("DELETE", path, **kw)
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """A/B: the hand-written HTTP/1.1 client (``wire.py``) vs. aiohttp, end to end, paired rounds.
 
-Issue 16 point 6: keep the hand-written client only if it is at least 15 % faster end to
+The rule it decides: keep the hand-written client only if it is at least 15 % faster end to
 end. Both sides run the same :class:`HttpDispatcher` (URL parsing, address policy,
 classification) on the same delivery loop against the same sink (the bench's nginx,
 ``return 200``, access log on, 127.0.0.1 only); only the client class differs

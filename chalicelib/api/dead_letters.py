@@ -1,4 +1,4 @@
-"""Routes for dead letters (issue 18, point 3): the listing ``GET /executions`` (with
+"""Routes for dead letters: the listing ``GET /executions`` (with
 ``status=FAILED``, the dead-letter view), ``POST /executions/{id}/retry`` and
 ``POST /endpoints/{name}/redrive``. Their rules: :mod:`chalicelib.services.dead_letters`."""
 

@@ -1,4 +1,4 @@
-"""Dead letters, retry and redrive: what the requests mean, without I/O (issue 18, point 3).
+"""Dead letters, retry and redrive: what the requests mean, without I/O.
 
 A dead letter is a FAILED execution. ``GET /executions`` lists executions across jobs
 (FAILED is the dead-letter view), filtered by status, endpoint, a ``created_at`` range and

@@ -1,8 +1,9 @@
-"""Region awareness, inactive in single-region mode.
+"""Region awareness, inactive in single-region mode (the multi-region stub).
 
 Every claim and scheduler query takes a :class:`RegionFilter`. Today it is a no-op (all
-regions, i.e. ``'default'``); when a second region is added, ``sql_clause`` returns
-``crdb_region = ANY(:regions)`` and the health evaluator decides which regions to serve.
+regions, i.e. ``'default'``); with regions on, ``sql_clause`` returns
+``crdb_region = ANY(:regions)`` and the region refresher
+(:mod:`chalicelib.health.region`) hands out the regions this process serves.
 """
 
 from __future__ import annotations

@@ -14,8 +14,7 @@ Given the process's :class:`~chalicelib.runtime.registry.LoopRegistry`, every be
 writes each loop's state under ``metadata.loop_states``
 (:mod:`chalicelib.domain.loops`): ``GET /health`` answers 503 ``LOOP_DOWN`` while a recent
 beat reports a loop down, and ``GET /metrics`` shows ``te_loop_up`` per process and loop.
-The health evaluator that will turn missing beats into a region failover is inactive
-(``chalicelib.health.evaluator``).
+No failover reads these beats yet (multi-region is a stub: :mod:`chalicelib.health.region`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pause and flow control on the worker's side (issue 18): which endpoints the fast claim
+"""Pause and flow control on the worker's side: which endpoints the fast claim
 leaves alone, and the metered claim that serves flow-controlled endpoints.
 
 The fast claim (:mod:`chalicelib.worker.claims`) is the hot path and stays as it was for

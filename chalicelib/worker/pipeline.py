@@ -1,10 +1,12 @@
 """One execution's pipeline: resolve templates (prepare), then, once the delivery loop has
 dispatched the request, decide what comes next (complete).
 
-Preparation runs on the poller thread and touches the database only through the caches
-(config and secret reads); the attempt and the execution's next status are written later,
-in a batch, by the finalizer. Secret values never leave this module except inside the
-request sent to the target: outputs and errors are redacted before they are recorded.
+Preparation runs on the thread that claimed the execution (the claimer's own loop, or the
+finalizer's when it refills the slots it freed: ``Claimer._prepare``) and touches the
+database only through the caches (config and secret reads); the attempt and the
+execution's next status are written later, in a batch, by the finalizer. Secret values
+never leave this module except inside the request sent to the target: outputs and errors
+are redacted before they are recorded.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.db.connection import Database
-from tests.conftest import BOOTSTRAP_KEY, ENCRYPTION_KEY, PROFILE
+from tests.support.environment import BOOTSTRAP_KEY, ENCRYPTION_KEY, PROFILE
 from tests.support.served import HttpTarget, call_api, free_port, interruptible
 from tests.support.waiting import wait_for
 

@@ -12,7 +12,7 @@ import socket
 import threading
 from typing import Any
 
-from tests.conftest import BOOTSTRAP_KEY
+from tests.support.environment import BOOTSTRAP_KEY
 from tests.support.served import free_port
 
 

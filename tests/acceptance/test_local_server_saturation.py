@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BOOTSTRAP_KEY
+from tests.support.environment import BOOTSTRAP_KEY
 from tests.support.served import free_port
 
 LONG_POLLS = 70

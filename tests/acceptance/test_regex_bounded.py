@@ -1,5 +1,5 @@
 """Over HTTP: the worst patterns on a ~1 MiB input are refused and do not stall other
-requests of the process (issue 12, point 2).
+requests of the process.
 
 On Python's backtracking ``re`` the first POST below never finishes (28 characters took
 19 s; the client's 30 s timeout fails the test); the GIL it held froze every other request
@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from tests.conftest import BOOTSTRAP_KEY
+from tests.support.environment import BOOTSTRAP_KEY
 from tests.support.served import free_port
 
 WORST = {

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.browser.conftest import Stack
 from tests.browser.pages import (
     answer_confirmation,
     click_button,
@@ -22,6 +21,7 @@ from tests.browser.pages import (
     sign_in,
     wait_text,
 )
+from tests.support.browser_stack import Stack
 from tests.support.served import HttpTarget, Reply
 
 ENDPOINT = "ui-confirm"

@@ -11,7 +11,6 @@ from typing import Any
 
 from selenium.webdriver.common.by import By
 
-from tests.browser.conftest import Stack
 from tests.browser.pages import (
     answer_confirmation,
     click_button,
@@ -21,6 +20,7 @@ from tests.browser.pages import (
     wait_text,
     wait_visible,
 )
+from tests.support.browser_stack import Stack
 from tests.support.served import HttpTarget, Reply
 
 

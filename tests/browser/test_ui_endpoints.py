@@ -8,8 +8,8 @@ from typing import Any
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from tests.browser.conftest import Stack
 from tests.browser.pages import go, sign_in, wait_text, wait_visible
+from tests.support.browser_stack import Stack
 from tests.support.served import HttpTarget, Reply
 
 ONE_TRY = {"max_attempts": 1, "backoff": "fixed", "initial_delay_ms": 100, "max_delay_ms": 100}

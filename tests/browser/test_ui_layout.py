@@ -7,8 +7,8 @@ from typing import Any
 
 from selenium.webdriver.common.by import By
 
-from tests.browser.conftest import Stack
 from tests.browser.pages import click_button, go, sign_in, wait_text, wait_visible
+from tests.support.browser_stack import Stack
 from tests.support.served import HttpTarget, Reply
 
 #: Every part of the page that belongs to a signed-in session.

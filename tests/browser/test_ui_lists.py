@@ -13,8 +13,8 @@ from typing import Any
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from tests.browser.conftest import Stack
 from tests.browser.pages import click_link, go, sign_in, wait_text, wait_visible
+from tests.support.browser_stack import Stack
 from tests.support.served import HttpTarget, Reply
 
 PAGE = 50

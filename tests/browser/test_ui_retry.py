@@ -1,15 +1,15 @@
 """Retry from the dashboard: a failed execution, one click, and it succeeds.
 
-Needs ``POST /executions/{id}/retry`` (issue 18, point 3, built on another branch): on a
-branch without it the click shows the API's 404 and this test fails, as it should.
+The click goes through ``POST /executions/{id}/retry``: were the route missing, the page
+would show the API's 404 and this test would fail.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tests.browser.conftest import Stack
 from tests.browser.pages import answer_confirmation, click_button, go, sign_in, wait_text
+from tests.support.browser_stack import Stack
 from tests.support.served import HttpTarget, Reply
 
 

@@ -15,7 +15,6 @@ from typing import Any
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from tests.browser.conftest import Stack
 from tests.browser.pages import (
     TITLE,
     answer_confirmation,
@@ -28,6 +27,7 @@ from tests.browser.pages import (
     wait_text,
     wait_visible,
 )
+from tests.support.browser_stack import Stack
 from tests.support.served import HttpTarget, Reply
 
 GOOD = "ui-good"

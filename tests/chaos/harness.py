@@ -22,7 +22,7 @@ from typing import Any
 
 from chalicelib.db.connection import Database
 from tests.chaos.figures import ROOT
-from tests.conftest import ENCRYPTION_KEY
+from tests.support.environment import ENCRYPTION_KEY
 
 TERMINAL = ("SUCCESS", "FAILED")
 

@@ -1,4 +1,4 @@
-"""Fault 2: the PostgreSQL server stopped and started mid-run (issue 8).
+"""Fault 2: the PostgreSQL server stopped and started mid-run.
 
 ``TE_CHAOS_N`` (default 10,000) IMMEDIATE executions go to a local HTTP target through
 ``python -m chalicelib.worker`` and ``python -m chalicelib.scheduler`` on a dedicated
@@ -34,7 +34,7 @@ from tests.chaos.harness import (
 )
 from tests.chaos.pg_restart import RestartablePostgres
 from tests.chaos.throughput import Throughput, seconds_to_recover
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed.worker import Seeded, http_spec, retry_policy, seed
 from tests.support.served import HttpTarget
 

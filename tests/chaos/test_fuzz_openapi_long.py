@@ -1,4 +1,4 @@
-"""The ≥1,000-request schemathesis run (issue 8, bad input 1), random seeds each run."""
+"""The ≥1,000-request schemathesis run of the hostile-input fuzzing, random seeds each run."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fault 6: a serialization storm, several workers and schedulers at SERIALIZABLE (issue 8).
+"""Fault 6: a serialization storm, several workers and schedulers at SERIALIZABLE.
 
 Three ``python -m chalicelib.worker`` and three ``python -m chalicelib.scheduler`` processes
 on a dedicated server (``default_transaction_isolation = serializable``, like CockroachDB)

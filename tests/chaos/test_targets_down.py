@@ -1,4 +1,4 @@
-"""Fault 5: delivery targets down, then back (issue 8), one run per transport.
+"""Fault 5: delivery targets down, then back, one run per transport.
 
 ``TE_CHAOS_N`` (default 1,000) IMMEDIATE executions per transport, retry policy
 ``max_attempts=10, fixed, 500 ms``, delivered by ``python -m chalicelib.worker``:

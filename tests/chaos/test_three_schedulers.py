@@ -1,4 +1,4 @@
-"""Fault 4: three schedulers at once catching up 10 minutes of missed cron ticks (issue 8).
+"""Fault 4: three schedulers at once catching up 10 minutes of missed cron ticks.
 
 500 cron jobs (``* * * * *``; ``TE_CHAOS_N`` below 500 means fewer) whose
 ``cron_next_run_at`` is 10 whole minutes in the past are seeded with SQL on a dedicated

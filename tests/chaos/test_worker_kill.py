@@ -1,4 +1,4 @@
-"""Fault 1: the worker SIGKILLed every few seconds and restarted (issue 8).
+"""Fault 1: the worker SIGKILLed every few seconds and restarted.
 
 10,000 IMMEDIATE executions (``TE_CHAOS_N`` for a quick run) are delivered by
 ``python -m chalicelib.worker`` while a ``python -m chalicelib.scheduler`` reclaims what each

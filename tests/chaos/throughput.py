@@ -5,7 +5,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-#: A bucket counts as recovered at this share of the baseline rate (issue 8: 95 %).
+#: A bucket counts as recovered at this share of the baseline rate: after a fault, throughput
+#: must come back to 95 % of what it was before.
 RECOVERED_SHARE = 0.95
 
 

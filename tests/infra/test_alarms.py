@@ -19,9 +19,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, Synthesis
 
 from chalicelib.scheduler.queue_health import EVENT, QueueHealth
+from tests.support.infra import REPO_ROOT, Synthesis
 
 PROFILES = ["synthesis", "lean_synthesis", "lean_fargate_synthesis"]
 

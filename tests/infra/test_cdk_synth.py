@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ChaliceProject, Synthesis, offline_aws_env
+
+from tests.support.infra import ChaliceProject, Synthesis, offline_aws_env
 
 # CloudFormation logical id -> Chalice function name (the handler's last dotted part; the
 # module part depends on where the app defines it, app.py or a blueprint).

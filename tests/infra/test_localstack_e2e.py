@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT
 
 from tests.localstack.plugin import FUNCTIONS
+from tests.support.infra import REPO_ROOT
 
 COMPOSE = ["docker", "compose", "-f", str(REPO_ROOT / "localstack-compose.yml")]
 LOCALSTACK_SERVICES = ["lambda", "apigateway", "events", "iam", "logs", "secretsmanager", "sts"]

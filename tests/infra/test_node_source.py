@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 
-from tests.infra.conftest import Synthesis, offline_aws_env, wheel_node
+from tests.support.infra import Synthesis, offline_aws_env, wheel_node
 
 # Node.js release lines with upstream support at the time of writing (20 ended 2026-04-30).
 SUPPORTED_NODE_MAJORS = {22, 24}

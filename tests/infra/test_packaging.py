@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import rpds
 
-from tests.infra.conftest import REPO_ROOT, Synthesis
+from tests.support.infra import REPO_ROOT, Synthesis
 
 sys.path.insert(0, str(REPO_ROOT / "infra"))
 from stacks import packaging

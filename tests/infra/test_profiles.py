@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, Synthesis
 
 from chalicelib import profiles
+from tests.support.infra import REPO_ROOT, Synthesis
 
 DEPLOY_DOC = REPO_ROOT / "docs" / "how-to" / "deploy.md"
 TABLE_TITLE = "What each profile deploys"

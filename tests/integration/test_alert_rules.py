@@ -28,13 +28,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from chalicelib.db.connection import Database
 from chalicelib.worker import Worker, build_worker
-from tests.conftest import ApiClient
 from tests.integration.test_loop_health import COMPONENT, Running, reported_down
 from tests.integration.test_loop_health import failing_scheduler as failing_scheduler
-from tests.integration.worker.conftest import settings, settle
 from tests.integration.worker.test_callbacks import register
+from tests.support.api_client import ApiClient
 from tests.support.seed.worker import BOX
 from tests.support.served import HttpTarget, Reply, free_port
+from tests.support.worker_runs import settings, settle
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RULES = REPO_ROOT / "docs" / "alerts" / "prometheus-rules.yml"

@@ -1,5 +1,5 @@
-"""POST /jobs/batch, GET /batches/{id}, GET /batches/{id}/jobs, POST /batches/{id}/cancel
-(issue 17, points 1 and 2), on real PostgreSQL at SERIALIZABLE through the app."""
+"""POST /jobs/batch, GET /batches/{id}, GET /batches/{id}/jobs, POST /batches/{id}/cancel,
+on real PostgreSQL at SERIALIZABLE through the app."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed import jobs as f
 
 EP = "send-welcome-email"

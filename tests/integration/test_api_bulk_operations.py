@@ -11,7 +11,7 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.scheduler.bulk import BulkOperator
 from chalicelib.services.operations import OperationService
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed.dead_letters import assert_invalid, endpoint_with, fail
 from tests.support.seed.worker import execution, statuses
 

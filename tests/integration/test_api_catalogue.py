@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 
 SCHEMA = {
     "type": "object",

@@ -1,4 +1,4 @@
-"""Dead letters through the API (issue 18, point 3): the listing GET /executions (the
+"""Dead letters through the API: the listing GET /executions (the
 dead-letter view) and POST /executions/{id}/retry, with every bad input and its envelope."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed.dead_letters import (
     T0,
     assert_invalid,

@@ -4,7 +4,7 @@ the overview's (delivery summary rows written by the real finalize statement).""
 from __future__ import annotations
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed.jobs import record_attempts
 
 

@@ -22,7 +22,7 @@ from chalicelib.errors import (
 from chalicelib.services import catalogue as repo
 from chalicelib.services.endpoints import check_references, register
 from chalicelib.services.secrets import SecretService
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 
 HTTP_EXAMPLE: dict[str, Any] = {
     "name": "send-welcome-email",

@@ -14,7 +14,8 @@ from chalicelib.db.connection import Database
 from chalicelib.services.executions import ExecutionService
 from chalicelib.services.jobs.service import JobService
 from chalicelib.services.longpoll import Poller
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
+from tests.support.clock import FakeClock
 from tests.support.seed import jobs as f
 
 EP = "send-welcome-email"
@@ -283,19 +284,6 @@ def test_wait_is_capped_and_bad_preferences_are_ignored(
         assert reply.status == 200
         assert "preference-applied" not in reply.headers
     assert "preference-applied" not in api.get(f"/executions/{execution_id}").headers
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def test_service_long_poll_times_out_on_the_injected_clock(

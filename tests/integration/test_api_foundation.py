@@ -15,7 +15,8 @@ from chalicelib.db.connection import Database
 from chalicelib.domain.api_keys import Scope
 from chalicelib.errors import Unauthorized
 from chalicelib.services.api_keys import ApiKeyService
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
+from tests.support.clock import FakeClock
 
 #: Served without a key: the OpenAPI document, the load balancers' health check, and the
 #: dashboard's page and files (whose data calls carry the key).
@@ -142,14 +143,6 @@ def test_database_api_keys_work_until_revoked(api: ApiClient, database: Database
     assert_envelope(api.get("/configs"), 401, "UNAUTHORIZED")
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_revoked_key_stops_working_in_every_process_within_the_cache_ttl(
     database: Database,
 ) -> None:
@@ -164,12 +157,12 @@ def test_a_revoked_key_stops_working_in_every_process_within_the_cache_ttl(
 
     assert CACHE_TTL_SEC <= 5
     created = ApiKeyService(database).create("two-processes", Scope.READ)
-    clock = _Clock()
-    processes = [Authenticator(lookup=lookup, clock=clock) for _ in range(2)]
+    clock = FakeClock(monotonic_start=1000.0)
+    processes = [Authenticator(lookup=lookup, clock=clock.monotonic) for _ in range(2)]
     for auth in processes:
         auth.authenticate(f"Bearer {created.key}")
     ApiKeyService(database).revoke(created.key_id)
-    clock.now += CACHE_TTL_SEC + 0.01
+    clock.advance(seconds=CACHE_TTL_SEC + 0.01)
     for auth in processes:
         with pytest.raises(Unauthorized):
             auth.authenticate(f"Bearer {created.key}")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed import jobs as f
 
 EP = "send-welcome-email"

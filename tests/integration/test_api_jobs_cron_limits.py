@@ -20,7 +20,7 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.domain import cron
 from chalicelib.domain.cron import MAX_CRON_LENGTH
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed import jobs as f
 
 EP = "send-welcome-email"

@@ -15,7 +15,7 @@ from pg8000.exceptions import InterfaceError
 
 from chalicelib.db import connection as db_connection
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed import jobs as f
 
 EP = "send-welcome-email"

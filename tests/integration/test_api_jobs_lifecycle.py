@@ -10,7 +10,7 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.services.jobs.status import JobStatusService
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed import jobs as f
 
 EP = "send-welcome-email"

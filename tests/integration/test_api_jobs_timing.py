@@ -12,9 +12,10 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.scheduler.promoter import DelayedPromoter
 from chalicelib.worker.claims import claim_strategy
-from tests.conftest import PROFILE, ApiClient
 from tests.integration.test_api_foundation import assert_envelope
 from tests.integration.test_api_keys import make_key
+from tests.support.api_client import ApiClient
+from tests.support.environment import PROFILE
 from tests.support.seed import jobs as f
 
 EP = "send-welcome-email"

@@ -1,4 +1,4 @@
-"""POST /jobs/{id}/trigger: run a cron job now (issue 18, point 4)."""
+"""POST /jobs/{id}/trigger: run a cron job now."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
 from tests.integration.test_api_jobs_lifecycle import cron_job, one_shot
+from tests.support.api_client import ApiClient
 from tests.support.seed import jobs as f
 
 

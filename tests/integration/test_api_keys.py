@@ -20,8 +20,8 @@ from chalicelib.db.migrate import MIGRATIONS_DIR, migrate
 from chalicelib.domain.api_keys import hash_key
 from chalicelib.migrate import ADMIN_KEY_EXISTS
 from chalicelib.migrate import main as migrate_main
-from tests.conftest import ApiClient
 from tests.integration.test_api_foundation import assert_envelope
+from tests.support.api_client import ApiClient
 
 ROOT = Path(__file__).resolve().parents[2]
 READ_METHODS = {"GET", "HEAD", "OPTIONS"}

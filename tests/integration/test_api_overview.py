@@ -12,8 +12,8 @@ from chalicelib.db.connection import Database
 from chalicelib.domain.statuses import ExecutionStatus
 from chalicelib.scheduler.housekeeper import Housekeeper
 from chalicelib.scheduler.promoter import recount_live
-from tests.conftest import ApiClient
 from tests.integration.test_lifecycle_plans import indexes_used
+from tests.support.api_client import ApiClient
 from tests.support.seed.jobs import add_execution, record_attempts, set_execution
 
 ENDPOINT = {

@@ -1,5 +1,5 @@
-"""Pause and resume through the API (issue 18, point 1), and flow_control in endpoint
-definitions (point 2): the JSON every endpoint and job carries, idempotency, the 404/409
+"""Pause and resume through the API, and flow_control in endpoint
+definitions: the JSON every endpoint and job carries, idempotency, the 404/409
 errors, and what a paused cron job's materializer and resume do."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.scheduler.materializer import CronMaterializer
-from tests.conftest import ApiClient
 from tests.integration.test_api_jobs_lifecycle import EP, cron_job, one_shot
+from tests.support.api_client import ApiClient
 from tests.support.seed import jobs as f
 
 HOOK: dict[str, Any] = {

@@ -10,8 +10,8 @@ import pytest
 import app as app_module
 from chalicelib.api.openapi import query_parameters
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
 from tests.integration.test_api_foundation import assert_envelope
+from tests.support.api_client import ApiClient
 from tests.support.seed import jobs as f
 
 

@@ -1,4 +1,4 @@
-"""POST /endpoints/{name}/redrive (issue 18, point 3): what it moves, in bounded batches,
+"""POST /endpoints/{name}/redrive: what it moves, in bounded batches,
 idempotent, under concurrency, and every bad input with its envelope."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from chalicelib.db.connection import Database
 from chalicelib.domain.dead_letters import RedriveRequest
 from chalicelib.errors import ExecutionNotRetryable
 from chalicelib.services import dead_letters as service
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed.dead_letters import (
     RANGE,
     T0,

@@ -1,4 +1,4 @@
-"""Signing secrets through the API on real PostgreSQL (issue 18, point 5): an endpoint's
+"""Signing secrets through the API on real PostgreSQL: an endpoint's
 ``spec.signing_secret`` must name a whsec_ secret, such a secret cannot be deleted or
 rotated to a value that cannot sign while used, and a rotation keeps the previous key."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 
 KEY = bytes(range(7, 39))
 SIGNING = "whsec_" + base64.b64encode(KEY).decode()

@@ -1,6 +1,6 @@
 """The dead-letter statements read migration 007's and 014's indexes, never the history:
 plans read as data (EXPLAIN ANALYZE (FORMAT JSON), the custom and the generic plan of the
-prepared statement) over 20,000 executions of history (issue 18, point 3)."""
+prepared statement) over 20,000 executions of history."""
 
 from __future__ import annotations
 

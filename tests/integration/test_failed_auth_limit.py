@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from chalicelib.services.api_keys import ApiKeyService
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 
 WRONG_KEYS = 60
 

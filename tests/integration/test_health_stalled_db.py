@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.pg_restart import RestartablePostgres
-from tests.conftest import ApiClient, Reply
+from tests.support.api_client import ApiClient, Reply
 
 #: How long the test waits for the answer: generous against the health pool's bound (one
 #: read and one reconnect of chalicelib.health.probe.HEALTH_TIMEOUT_SEC, 2 s, each), far

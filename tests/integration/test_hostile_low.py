@@ -13,7 +13,7 @@ import pytest
 
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.factories import register_endpoint
 from tests.support.seed import jobs as f
 

@@ -1,4 +1,4 @@
-"""Data lifecycle through the API on real PostgreSQL at SERIALIZABLE (issue 14).
+"""Data lifecycle through the API on real PostgreSQL at SERIALIZABLE.
 
 Live references block deletes (endpoint or snapshot of a live job), finished work is not
 active and pins nothing, deletes are soft and history stays readable, registering a name
@@ -20,7 +20,7 @@ from chalicelib.domain.statuses import TriggerType
 from chalicelib.errors import TaskExecutorError
 from chalicelib.services.jobs.create import read_endpoints
 from chalicelib.services.jobs.rows import JobRow, NewJob, create_params
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed import jobs as f
 
 SPEC: dict[str, Any] = {

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BOOTSTRAP_KEY
+from tests.support.environment import BOOTSTRAP_KEY
 from tests.support.served import free_port
 
 #: How long a test waits for an answer or a close before it fails (the server's own

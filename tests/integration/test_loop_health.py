@@ -1,4 +1,4 @@
-"""GET /health and GET /metrics say which background loop is down (issue 25).
+"""GET /health and GET /metrics say which background loop is down.
 
 A real scheduler loop group runs a loop that fails on every iteration (a bug, not the
 database) beside its heartbeat; the heartbeat carries the loop's state to the database,
@@ -19,9 +19,9 @@ from chalicelib.health.heartbeat import DEAD, SCHEDULER, HeartbeatWriter
 from chalicelib.runtime.loop import LoopSpec, Progress
 from chalicelib.runtime.registry import LoopRegistry
 from chalicelib.scheduler.loops import Scheduler
-from tests.conftest import ApiClient
 from tests.integration.test_lifecycle_plans import indexes_used
 from tests.integration.test_metrics import scrape
+from tests.support.api_client import ApiClient
 from tests.support.waiting import wait_for
 
 COMPONENT = "scheduler@test-host:1"

@@ -1,4 +1,4 @@
-"""GET /health and GET /metrics against the real database (issue 19, point 4).
+"""GET /health and GET /metrics against the real database.
 
 /metrics is read with prometheus_client's own text parser, so the exposition is what a
 real Prometheus server accepts; every figure is checked against rows the test wrote,
@@ -20,9 +20,9 @@ from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.promoter import recount_live
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.services.metrics import MetricsService
-from tests.conftest import ApiClient
 from tests.integration.plan_probe import bounded
 from tests.integration.test_lifecycle_plans import indexes_used
+from tests.support.api_client import ApiClient
 from tests.support.seed import jobs as f
 from tests.support.seed.worker import http_spec, seed
 from tests.support.served import free_port

@@ -12,7 +12,7 @@ from openapi_spec_validator.versions.shortcuts import get_spec_version
 
 import app as app_module
 from chalicelib.domain.endpoints import SPEC_RULES
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 
 METHODS = {"get", "put", "post", "delete", "patch", "options", "head", "trace"}
 
@@ -80,7 +80,7 @@ SNAPSHOT = Path(__file__).parent.parent / "fixtures" / "openapi_snapshot.json"
 def test_served_document_equals_the_snapshot_taken_before_the_openapi_module(
     api: ApiClient,
 ) -> None:
-    """The document served today is the one the route modules produced (issue 16, point 5).
+    """The served document equals the snapshot taken before the OpenAPI literals moved.
 
     ``openapi_snapshot.json`` was generated from ``openapi_document()`` on main before the
     OpenAPI literals moved out of the route modules; a dropped path, operation, response or

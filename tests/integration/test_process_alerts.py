@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ApiClient
 from tests.integration.test_alert_rules import RULES, alert
+from tests.support.api_client import ApiClient
 from tests.support.factories import register_endpoint
 from tests.support.promtext import (
     Check,

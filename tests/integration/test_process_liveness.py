@@ -25,10 +25,10 @@ from chalicelib.health.heartbeat import (
 )
 from chalicelib.scheduler.housekeeper import HEARTBEAT_TTL, Housekeeper
 from chalicelib.scheduler.lambdas import SCHEDULE_PERIOD_SEC
-from tests.conftest import ApiClient
 from tests.integration.test_lifecycle_plans import indexes_used
 from tests.integration.test_metrics import scrape
-from tests.support.seed.scheduler import FakeClock
+from tests.support.api_client import ApiClient
+from tests.support.clock import FakeClock
 
 
 def live(api: ApiClient) -> dict[str, float]:

@@ -27,8 +27,8 @@ from chalicelib.domain.statuses import ExecutionStatus
 from chalicelib.services import dead_letters
 from chalicelib.services.executions import QUEUE_POSITION_MAX_AHEAD
 from chalicelib.services.jobs import service as jobs
-from tests.conftest import ApiClient
 from tests.integration.plan_probe import bounded
+from tests.support.api_client import ApiClient
 from tests.support.seed.worker import http_spec, seed
 
 HISTORY = 20_000  #: ended one-shot jobs (one execution each), and ticks of the cron job

@@ -18,11 +18,11 @@ from chalicelib.domain.regions import ALL_REGIONS
 from chalicelib.scheduler.loops import build_loop
 from chalicelib.scheduler.names import CRON_MATERIALIZER, DELAYED_PROMOTER
 from chalicelib.settings import Settings
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
+from tests.support.clock import FakeClock
 from tests.support.seed import jobs as f
 from tests.support.seed.scheduler import (
     T0,
-    FakeClock,
     seed_cron_job,
     seed_endpoint,
     seed_execution,

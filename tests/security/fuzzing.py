@@ -1,4 +1,5 @@
-"""Fuzz the API from its own OpenAPI document with schemathesis (issue 8, "bad input").
+"""Fuzz the API from its own OpenAPI document with schemathesis: no input a client can send may
+answer 5xx, break the error envelope or leave anything half-written.
 
 The app runs as the local stack serves it (``chalicelib.local.server.make_api_server``) on a free
 loopback port in a thread of the test process, on the test's database. Every operation of
@@ -24,7 +25,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.core.failures import FailureGroup
 
-from tests.conftest import BOOTSTRAP_KEY
+from tests.support.environment import BOOTSTRAP_KEY
 from tests.support.served import free_port
 
 
@@ -219,7 +220,8 @@ def _body_fields(operation: dict[str, Any]) -> list[str]:
     return sorted(schema.get("properties", {})) or ["x"]
 
 
-#: Instants at both far ends of the calendar (issue 25): 10000-01-01 and year 0 in UTC.
+#: Instants at both far ends of the calendar, 10000-01-01 and year 0 in UTC: values are
+#: range-checked at the edge, so neither may reach the database and stop a loop.
 EXTREME_INSTANTS = ("9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00")
 #: Numbers JSON parsers accept but no database column holds (raw JSON literals).
 NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e400")

@@ -12,7 +12,8 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.wiring.worker import worker_of
-from tests.conftest import ApiClient, Roots
+from tests.support.api_client import ApiClient
+from tests.support.roots import Roots
 from tests.support.served import HttpTarget
 from tests.support.waiting import wait_for
 

@@ -17,7 +17,7 @@ import pytest
 from chalicelib.db.connection import Database, DatabaseError
 from chalicelib.db.statements import timestamptz_in
 from chalicelib.domain.timefmt import EARLIEST_INSTANT, LATEST_INSTANT
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.factories import register_endpoint
 
 PAST_THE_END = "9999-12-31T23:59:59-14:00"  # 10000-01-01T13:59:59 in UTC

@@ -11,7 +11,7 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.domain.jobs import batch_completion_key, callback_key
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 
 SYSTEM_KEYS = [callback_key("exec_0123456789abcdef0123456789abcdef", 1), batch_completion_key("b1")]
 

@@ -1,4 +1,4 @@
-"""Payload specs cannot reach outside themselves or freeze the API (issue 12, points 1-2).
+"""Payload specs cannot reach outside themselves or freeze the API.
 
 A ``$ref`` resolves only inside the schema (nothing is fetched, no file is read); an
 unresolvable one is refused at creation and, if already stored, is a 422 at job creation,
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.factories import register_endpoint
 from tests.support.served import HttpTarget, Reply
 

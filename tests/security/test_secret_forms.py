@@ -1,4 +1,4 @@
-"""Secrets never come back in any encoding (issue 12, point 4).
+"""Secrets never come back in any encoding.
 
 A hostile HTTP target echoes the secret it received raw, JSON-escaped, percent-encoded in
 upper and lower case, with ``+`` for spaces and in base64 (alone, inside a Basic

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BOOTSTRAP_KEY, ApiClient
 from tests.integration.test_api_foundation import assert_envelope
 from tests.integration.test_api_keys import make_key
+from tests.support.api_client import ApiClient
+from tests.support.environment import BOOTSTRAP_KEY
 from tests.support.factories import endpoint_body, immediate_job
 
 TARGET = "https://hooks.example.com/in"

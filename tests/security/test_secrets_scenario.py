@@ -1,4 +1,4 @@
-"""Secrets end to end (issue 8, security 4): no value leaks; wrong keys fail clearly; rotation.
+"""Secrets end to end: no value leaks; wrong keys fail clearly; rotation.
 
 A whole scenario runs through the API and a real worker to a local HTTP target: create a
 secret, an endpoint sending it in a header, deliver, rotate the secret (PUT), deliver again,
@@ -24,8 +24,9 @@ from chalicelib.db.connection import Database
 from chalicelib.logs import JsonFormatter
 from chalicelib.wiring.worker import worker_of
 from chalicelib.worker import Worker
-from tests.conftest import ApiClient, Reply, Roots
+from tests.support.api_client import ApiClient, Reply
 from tests.support.factories import endpoint_body
+from tests.support.roots import Roots
 from tests.support.served import HttpTarget
 from tests.support.served import Reply as TargetReply
 from tests.support.waiting import wait_for

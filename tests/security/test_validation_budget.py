@@ -19,7 +19,7 @@ from chalicelib.db.connection import Database
 from chalicelib.domain import payload_specs
 from chalicelib.domain.payload_specs import MAX_IN_PLACE_DEPTH
 from chalicelib.services.jobs import create
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 
 LEVELS = 22
 

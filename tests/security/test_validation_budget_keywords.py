@@ -24,7 +24,7 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.domain import payload_specs
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 
 #: Only guards a hang: each child answers in well under a second.
 HANG_GUARD_SEC = 45

@@ -17,16 +17,7 @@ from chalicelib.api.auth import (
 )
 from chalicelib.domain.api_keys import Scope, check_key_name, generate_key, hash_key, parse_scope
 from chalicelib.errors import Forbidden, RateLimited, Unauthorized, ValidationFailed
-
-
-class FakeClock:
-    """A clock the test moves by hand (time is injected, never slept)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 def test_keys_are_random_prefixed_and_hashed_with_sha256() -> None:
@@ -61,7 +52,7 @@ def test_bootstrap_key_is_accepted_without_a_lookup() -> None:
 
 
 def test_valid_keys_are_cached_for_the_ttl_and_invalid_ones_never() -> None:
-    clock = FakeClock()
+    clock = FakeClock(monotonic_start=1000.0)
     valid = {hash_key("good"): Scope.WRITE}
     calls: list[bytes] = []
 
@@ -69,12 +60,12 @@ def test_valid_keys_are_cached_for_the_ttl_and_invalid_ones_never() -> None:
         calls.append(digest)
         return valid.get(digest)
 
-    auth = Authenticator(lookup=lookup, clock=clock)
+    auth = Authenticator(lookup=lookup, clock=clock.monotonic)
     assert auth.authenticate("Bearer good").scope is Scope.WRITE
     assert auth.authenticate("Bearer good").scope is Scope.WRITE  # from the cache
     assert len(calls) == 1
     valid.clear()  # revoked
-    clock.now += CACHE_TTL_SEC + 0.1
+    clock.advance(seconds=CACHE_TTL_SEC + 0.1)
     with pytest.raises(Unauthorized):
         auth.authenticate("Bearer good")
     for _ in range(2):
@@ -84,15 +75,15 @@ def test_valid_keys_are_cached_for_the_ttl_and_invalid_ones_never() -> None:
 
 
 def test_rate_limiter_allows_a_burst_then_limits_then_refills() -> None:
-    clock = FakeClock()
-    limiter = RateLimiter(rate=2, clock=clock)
+    clock = FakeClock(monotonic_start=1000.0)
+    limiter = RateLimiter(rate=2, clock=clock.monotonic)
     for _ in range(4):  # burst = 2 * rate
         limiter.check(b"k")
     with pytest.raises(RateLimited) as info:
         limiter.check(b"k")
     assert info.value.retry_after_sec == 1
     limiter.check(b"other")  # buckets are per key
-    clock.now += 0.5  # one token back
+    clock.advance(seconds=0.5)  # one token back
     limiter.check(b"k")
     with pytest.raises(RateLimited):
         limiter.check(b"k")
@@ -105,8 +96,8 @@ def test_rate_limiter_disabled_at_zero() -> None:
 
 
 def test_retry_after_rounds_up_to_whole_seconds() -> None:
-    clock = FakeClock()
-    limiter = RateLimiter(rate=0.1, clock=clock)
+    clock = FakeClock(monotonic_start=1000.0)
+    limiter = RateLimiter(rate=0.1, clock=clock.monotonic)
     with pytest.raises(RateLimited) as info:
         limiter.check(b"k")  # capacity 0.2 < 1 token: needs 8 s more
     assert info.value.retry_after_sec == 8

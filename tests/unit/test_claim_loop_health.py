@@ -1,4 +1,4 @@
-"""The worker's claim loop never ends on a failure: it pauses and reports (issue 25)."""
+"""The worker's claim loop never ends on a failure: it pauses and reports."""
 
 from __future__ import annotations
 

@@ -8,18 +8,11 @@ import pytest
 from chalicelib.api.auth import Authenticator, FailedAuthLimiter
 from chalicelib.domain.api_keys import Scope, hash_key
 from chalicelib.errors import RateLimited, Unauthorized
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 def _authenticator(rate: float, total_rate: float) -> tuple[Authenticator, list[bytes], FakeClock]:
-    clock = FakeClock()
+    clock = FakeClock(monotonic_start=1000.0)
     calls: list[bytes] = []
     valid = {hash_key("good"): Scope.READ}
 
@@ -27,8 +20,8 @@ def _authenticator(rate: float, total_rate: float) -> tuple[Authenticator, list[
         calls.append(digest)
         return valid.get(digest)
 
-    limiter = FailedAuthLimiter(rate=rate, total_rate=total_rate, clock=clock)
-    return Authenticator(lookup=lookup, clock=clock, failures=limiter), calls, clock
+    limiter = FailedAuthLimiter(rate=rate, total_rate=total_rate, clock=clock.monotonic)
+    return Authenticator(lookup=lookup, clock=clock.monotonic, failures=limiter), calls, clock
 
 
 def _outcomes(auth: Authenticator, client: str, n: int) -> list[str]:
@@ -50,7 +43,7 @@ def test_a_client_past_its_failures_gets_429_without_a_lookup() -> None:
     assert _outcomes(auth, "10.0.0.1", 10) == ["401"] * 4 + ["429"] * 6  # burst = 2x
     assert len(calls) == 4
     assert _outcomes(auth, "10.0.0.2", 1) == ["401"]  # another address has its own bucket
-    clock.now += 0.5  # one failure back
+    clock.advance(seconds=0.5)  # one failure back
     assert _outcomes(auth, "10.0.0.1", 2) == ["401", "429"]
 
 

@@ -8,14 +8,7 @@ import pytest
 
 from chalicelib.errors import DatabaseUnavailable
 from chalicelib.logs import FailureLog
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 def _events(caplog: pytest.LogCaptureFixture) -> list[tuple[str, int]]:
@@ -25,12 +18,12 @@ def _events(caplog: pytest.LogCaptureFixture) -> list[tuple[str, int]]:
 def test_an_outage_is_one_traceback_then_a_line_per_interval(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    clock = Clock()
-    failures = FailureLog(logging.getLogger("t"), "claim", interval_sec=30, clock=clock)
+    clock = FakeClock(monotonic_start=100.0)
+    failures = FailureLog(logging.getLogger("t"), "claim", interval_sec=30, clock=clock.monotonic)
     with caplog.at_level(logging.INFO, logger="t"):
         for _ in range(360):  # 90 s of failures every 250 ms
             failures.failed(DatabaseUnavailable("connection refused"))
-            clock.now += 0.25
+            clock.advance(seconds=0.25)
         failures.succeeded()
         failures.succeeded()
     assert _events(caplog) == [
@@ -49,8 +42,8 @@ def test_an_outage_is_one_traceback_then_a_line_per_interval(
 def test_a_new_outage_after_recovery_gets_its_traceback_again(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    clock = Clock()
-    failures = FailureLog(logging.getLogger("t"), "claim", clock=clock)
+    clock = FakeClock(monotonic_start=100.0)
+    failures = FailureLog(logging.getLogger("t"), "claim", clock=clock.monotonic)
     with caplog.at_level(logging.INFO, logger="t"):
         failures.failed(DatabaseUnavailable("a"))
         failures.succeeded()

@@ -1,4 +1,4 @@
-"""Pure parts of issue 18's flow control: the definition's validation, the Retry-After hold
+"""Pure parts of flow control: the definition's validation, the Retry-After hold
 and how often a worker makes metered claims."""
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from chalicelib.domain.payload_specs import validate_input
 from chalicelib.domain.statuses import TriggerType
 from chalicelib.errors import InputValidationFailed, InvalidCron, ValidationFailed
 from chalicelib.services.longpoll import Poller, parse_prefer_wait
+from tests.support.clock import FakeClock
 
 NOW = datetime(2026, 3, 15, 10, 0, tzinfo=UTC)
 
@@ -271,19 +272,6 @@ def test_prefer_wait(header: str | None, wait: int | None) -> None:
     assert parse_prefer_wait(header) == wait
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 def test_poller_returns_as_soon_as_done() -> None:
     clock = FakeClock()
     values = iter(["RUNNING", "RUNNING", "SUCCESS", "unreached"])
@@ -297,7 +285,7 @@ def test_poller_gives_up_after_the_wait_with_the_last_snapshot() -> None:
     reads: list[float] = []
 
     def fetch() -> str:
-        reads.append(clock.now)
+        reads.append(clock.monotonic())
         return "QUEUED"
 
     poller = Poller(sleep=clock.sleep, monotonic=clock.monotonic, interval=0.4)

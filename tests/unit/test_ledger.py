@@ -5,25 +5,28 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus
 from chalicelib.worker.idle import IdleWait
 from chalicelib.worker.ledger import Claims, Ledger, SendSlots
 from chalicelib.worker.models import FinishedExecution
+from tests.support.clock import FakeClock
 from tests.support.seed.worker import claimed_execution as claimed
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+#: Where the ledger's clock starts (the tests' hand-outs are at 100).
+START = 100.0
 
 
-def claims(clock: Clock | None = None) -> Claims:
-    return Claims(capacity=4, default_cap=2, lease_sec=30, clock=clock or Clock())
+def still() -> Callable[[], float]:
+    """A ledger clock no test moves, at :data:`START`."""
+    return FakeClock(monotonic_start=START).monotonic
+
+
+def claims(clock: FakeClock | None = None) -> Claims:
+    ticking = clock or FakeClock(monotonic_start=START)
+    return Claims(capacity=4, default_cap=2, lease_sec=30, clock=ticking.monotonic)
 
 
 def test_a_slot_is_free_again_when_the_attempt_is_released_not_when_delivered() -> None:
@@ -54,7 +57,7 @@ def test_what_awaits_its_record_is_counted_from_the_delivery_end_to_the_release(
 
 
 def test_an_endpoint_at_its_cap_is_full_until_a_delivery_ends() -> None:
-    h = Claims(capacity=8, default_cap=2, lease_sec=30, clock=Clock())  # reserve: 2 slots
+    h = Claims(capacity=8, default_cap=2, lease_sec=30, clock=still())  # reserve: 2 slots
     h.add([claimed("e1", "hung"), claimed("e2", "hung"), claimed("e3", "slow", cap=3)], 100)
     limits = h.limits()
     assert limits.full == ("hung",)  # default cap 2
@@ -66,25 +69,25 @@ def test_an_endpoint_at_its_cap_is_full_until_a_delivery_ends() -> None:
 
 
 def test_a_send_needs_the_lease_with_a_margin() -> None:
-    clock = Clock()
+    clock = FakeClock(monotonic_start=START)
     h = claims(clock)
     h.add([claimed("e1", "a")], sent_at=100)
-    clock.now = 126.9
+    clock.set_monotonic(126.9)
     assert h.owned("e1")
-    clock.now = 127.1  # within a tenth of the lease of its end
+    clock.set_monotonic(127.1)  # within a tenth of the lease of its end
     assert not h.owned("e1")
     assert not h.owned("unknown")
 
 
 def test_renewal_extends_what_is_kept_and_marks_the_rest_lost() -> None:
-    clock = Clock()
+    clock = FakeClock(monotonic_start=START)
     h = claims(clock)
     h.add([claimed("e1", "a"), claimed("e2", "a")], sent_at=100)
     assert h.due_for_renewal() == []  # fresh leases
-    clock.now = 110.1  # a third of the lease has passed
+    clock.set_monotonic(110.1)  # a third of the lease has passed
     assert sorted(h.due_for_renewal()) == ["e1", "e2"]
     assert h.renewed(["e1", "e2"], kept={"e1"}, sent_at=110) == ["e2"]
-    clock.now = 135
+    clock.set_monotonic(135)
     assert h.owned("e1") and not h.owned("e2")
     assert h.due_for_renewal() == ["e1"]  # a lost one is not asked for again
 
@@ -121,7 +124,7 @@ def test_a_claim_may_take_the_slots_being_recorded_once() -> None:
 def test_a_lone_endpoint_may_use_every_slot_but_the_reserve() -> None:
     """Work-conserving fairness: with nothing else to do, an endpoint is not held to its
     share; a reserve of at least one slot stays for any other endpoint."""
-    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=still())
     h.add([claimed(f"a{i}", "busy") for i in range(39)], 100)
     assert h.limits().default_cap == 40 and h.limits().full == ()
     h.add([claimed("a39", "busy")], 100)
@@ -130,8 +133,8 @@ def test_a_lone_endpoint_may_use_every_slot_but_the_reserve() -> None:
 
 
 def test_another_endpoint_with_work_gets_the_reserve_then_its_share() -> None:
-    clock = Clock()
-    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=clock)
+    clock = FakeClock(monotonic_start=START)
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=clock.monotonic)
     h.add([claimed(f"a{i}", "busy") for i in range(40)], 100)
     assert h.in_reserve() and h.entry_cap == 2
     assert h.batch(10) == 2  # the reserve in slices: never all of it to one endpoint
@@ -149,18 +152,18 @@ def test_another_endpoint_with_work_gets_the_reserve_then_its_share() -> None:
 
 
 def test_the_share_lifts_once_the_other_endpoint_has_had_no_work_for_a_while() -> None:
-    clock = Clock()
-    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=clock)
+    clock = FakeClock(monotonic_start=START)
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=clock.monotonic)
     h.add([claimed("a0", "busy")], 100)
     h.add([claimed("b0", "other")], 100)
     h.delivered("b0", 1)
     assert h.limits().default_cap == 25  # "other" was claimed a moment ago
-    clock.now += 2  # more than CONTENTION_SEC without a claim of "other"
+    clock.advance(seconds=2)  # more than CONTENTION_SEC without a claim of "other"
     assert h.limits().default_cap == 40
 
 
 def test_an_endpoints_max_concurrent_is_kept_whatever_the_contention() -> None:
-    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=still())
     h.add([claimed(f"a{i}", "capped", cap=3) for i in range(3)], 100)
     assert h.limits().full == ("capped",)
     h.add([claimed("a3", "capped", cap=None)], 100)  # max_concurrent removed since
@@ -180,7 +183,7 @@ def test_room_reserved_by_claims_in_flight_comes_off_the_room_and_every_share() 
 def test_the_claimers_loop_leaves_the_recording_slots_to_the_refill() -> None:
     """Where the finalizer claims in the statement that records (PostgreSQL), the claimer's
     own loop takes only free slots; the refill takes those the record frees as well."""
-    h = Claims(capacity=4, default_cap=4, lease_sec=30, clock=Clock())  # share 1: no reserve
+    h = Claims(capacity=4, default_cap=4, lease_sec=30, clock=still())  # share 1: no reserve
     h.add([claimed("e1", "a"), claimed("e2", "a")], 100)
     h.delivered("e1", 1, slot=True)  # its attempt is being recorded
     ledger = Ledger(h, SendSlots(4), wake=lambda: None)
@@ -197,7 +200,7 @@ def test_the_room_a_lone_endpoint_at_its_cap_leaves_is_the_reserve() -> None:
     """What the endpoints with work here may still take of a claim's room; the rest only
     other endpoints' work may take. Where the refill takes the recording slots (PostgreSQL)
     an endpoint's room is its cap less all it holds, else less what is in delivery."""
-    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=still())
     assert h.usable(50, recording=False) == 40  # no endpoint has work: any may take it
     h.add([claimed(f"a{i}", "busy") for i in range(40)], 100)  # at its cap: every slot
     assert h.usable(h.free(), recording=False) == 0  # but the reserve of 10
@@ -215,7 +218,7 @@ def test_the_claimers_loop_looks_in_the_reserve_at_the_poll_interval_or_when_wor
     """A lone endpoint at its cap: the loop does not claim on every slot that frees (a
     claim of its own for what the finalizer's refill fills), but once a poll interval, or
     at once when a notification says work was queued (which the reserve is for)."""
-    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=still())
     h.add([claimed(f"a{i}", "busy") for i in range(40)], 100)
     ledger = Ledger(h, SendSlots(50), wake=lambda: None)
     calls = 0
@@ -377,7 +380,7 @@ def test_hung_endpoints_together_leave_the_reserve_to_one_that_comes_due_later()
     """Three endpoints whose targets hang (40 due each, claimed as they fall due) never
     hold more than every slot but the reserve between them: a fourth one's work, due last,
     is claimed at its first claim (no delivery ends meanwhile)."""
-    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=still())
     ledger = Ledger(h, SendSlots(50), wake=lambda: None)
     due = [(f"{name}-{i}", name, None) for name in ("h1", "h2", "h3") for i in range(40)]
     for _ in range(20):  # claim after claim, as the worker does while nothing ends
@@ -390,7 +393,7 @@ def test_hung_endpoints_together_leave_the_reserve_to_one_that_comes_due_later()
 def test_max_concurrent_never_takes_the_reserve() -> None:
     """An endpoint whose spec.max_concurrent is above the worker's capacity is held, like
     any other, to every slot but the reserve, and to a slice of it while it is in use."""
-    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=Clock())
+    h = Claims(capacity=50, default_cap=25, lease_sec=30, clock=still())
     ledger = Ledger(h, SendSlots(50), wake=lambda: None)
     due = [(f"big-{i}", "big", 10_000) for i in range(100)]
     assert _claim_as_the_sql_does(ledger, due) == ["big"] * 40

@@ -20,27 +20,33 @@ from chalicelib.runtime.loop import LoopClock
 from chalicelib.scheduler.lambdas import time_left_of
 from chalicelib.wiring.eventbridge import FunctionPool, InvocationContext, LocalEventBridge
 from chalicelib.worker.lambdas import invocation_limits
+from tests.support.clock import FakeClock
 from tests.support.waiting import wait_for
 
 WORKER = ScheduledFunction(name="run_worker", timeout_sec=80)
 
 
-class FakeTime:
-    """A monotonic clock that moves only when the schedule waits; ``on_wait(n)`` runs at
-    the n-th wait (1-based) and says whether to stop there."""
+class ScheduledWaits:
+    """The schedule's waits on the test's :class:`FakeClock` (1000 s at first):
+    ``on_wait(n)`` runs at the n-th wait (1-based) and says whether to stop there; the first
+    wait may oversleep by ``overshoot`` seconds."""
 
     def __init__(self, on_wait: Callable[[int], bool], *, overshoot: float = 0.0) -> None:
-        self.now = 1000.0
-        self.waits: list[float] = []
+        self.time = FakeClock(monotonic_start=1000.0)
         self._on_wait = on_wait
         self._overshoot = overshoot
 
+    @property
+    def waits(self) -> list[float]:
+        return self.time.sleeps
+
     def clock(self) -> LoopClock:
-        return LoopClock(monotonic=lambda: self.now, wait=self.wait)
+        return LoopClock(monotonic=self.time.monotonic, wait=self.wait)
 
     def wait(self, stop: threading.Event, seconds: float) -> bool:
-        self.waits.append(seconds)
-        self.now += seconds + (self._overshoot if len(self.waits) == 1 else 0.0)
+        self.time.sleep(seconds)
+        if len(self.waits) == 1:
+            self.time.advance(seconds=self._overshoot)
         if self._on_wait(len(self.waits)):
             stop.set()
         return stop.is_set()
@@ -96,7 +102,7 @@ def test_every_function_is_invoked_at_start_and_then_once_a_period(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     factory = Factory()
-    time = FakeTime(stop_at(3))
+    time = ScheduledWaits(stop_at(3))
     bridge = LocalEventBridge(PROFILES["lean"], factory, period_sec=60, clock=time.clock())
     with caplog.at_level(logging.DEBUG, logger="chalicelib.local"):
         stats = bridge.run()
@@ -117,7 +123,7 @@ def test_every_function_is_invoked_at_start_and_then_once_a_period(
 
 def test_the_period_is_the_constructors() -> None:
     factory = Factory()
-    time = FakeTime(stop_at(2))
+    time = ScheduledWaits(stop_at(2))
     LocalEventBridge({"w": WORKER}, factory, period_sec=0.25, clock=time.clock()).run()
     assert time.waits == [0.25, 0.25]
     assert factory.invocations() == {"run_worker": 2}
@@ -128,7 +134,7 @@ def test_the_period_is_the_constructors() -> None:
 def test_a_schedule_that_fell_behind_skips_the_missed_periods() -> None:
     """As EventBridge after an outage: the next period on the grid, no burst of catch-ups."""
     factory = Factory()
-    time = FakeTime(stop_at(2), overshoot=150)  # the first wait overslept 2.5 periods
+    time = ScheduledWaits(stop_at(2), overshoot=150)  # the first wait overslept 2.5 periods
     LocalEventBridge({"w": WORKER}, factory, period_sec=60, clock=time.clock()).run()
     assert time.waits == [60, pytest.approx(30)]
     assert factory.invocations() == {"run_worker": 2}
@@ -154,7 +160,7 @@ def test_an_overlapping_invocation_gets_its_own_container_and_an_idle_one_is_reu
             wait_for(lambda: bridge.running, "both to return", until=lambda n: n == 0)
         return count >= 3
 
-    time = FakeTime(on_wait)
+    time = ScheduledWaits(on_wait)
     bridge = LocalEventBridge({"w": WORKER}, build, period_sec=60, clock=time.clock())
     stats = bridge.run()
 
@@ -217,7 +223,7 @@ def test_a_failed_invocation_is_a_warning_naming_the_function_and_the_next_perio
         built.append(Failing(function))
         return built[-1]
 
-    time = FakeTime(stop_at(2))
+    time = ScheduledWaits(stop_at(2))
     bridge = LocalEventBridge(
         {"p": PROFILES["lean"]["promote_delayed_executions"]}, build, clock=time.clock()
     )

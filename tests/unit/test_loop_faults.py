@@ -1,4 +1,4 @@
-"""Which failures set a row aside and which make a loop fail and report (issue 25)."""
+"""Which failures set a row aside and which make a loop fail and report."""
 
 from __future__ import annotations
 

@@ -14,30 +14,14 @@ from chalicelib.runtime.group import LoopCrashed, LoopGroup
 from chalicelib.runtime.loop import Backoff, LoopClock, LoopSpec, Progress, run_loop
 from chalicelib.runtime.registry import LoopRegistry
 from chalicelib.scheduler.loops import Scheduler
+from tests.support.clock import FakeClock
 
 T0 = datetime(2026, 3, 16, 9, 0, tzinfo=UTC)
 
 
-class FakeTime:
-    """Monotonic time that only moves when the loop waits or an iteration says so."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.waits: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def wait(self, stop: threading.Event, seconds: float) -> bool:
-        self.waits.append(seconds)
-        self.now += seconds
-        return stop.is_set()
-
-    def clock(self) -> LoopClock:
-        return LoopClock(monotonic=self.monotonic, wait=self.wait)
-
-    def budget(self, seconds: float) -> float:
-        return seconds - self.now
+def loop_clock(fake: FakeClock) -> LoopClock:
+    """The runner's time sources on the test's clock."""
+    return LoopClock(monotonic=fake.monotonic, wait=fake.wait)
 
 
 def spec(iteration: object, interval: float = 1.0, event: str | None = "thing_done") -> LoopSpec:
@@ -47,25 +31,28 @@ def spec(iteration: object, interval: float = 1.0, event: str | None = "thing_do
 
 
 def test_runs_at_its_interval_until_the_time_budget_is_spent() -> None:
-    fake = FakeTime()
+    fake = FakeClock()
     starts: list[float] = []
 
     def iteration() -> Progress:
-        starts.append(fake.now)
+        starts.append(fake.monotonic())
         return Progress(1)
 
     stats = run_loop(
-        spec(iteration), threading.Event(), time_left=lambda: fake.budget(5.5), clock=fake.clock()
+        spec(iteration),
+        threading.Event(),
+        time_left=lambda: 5.5 - fake.monotonic(),
+        clock=loop_clock(fake),
     )
     assert starts == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     assert (stats.iterations, stats.total, stats.failures) == (6, 6, 0)
     # The last wait is cut short by the budget: the loop never sleeps past its deadline.
-    assert fake.waits[-1] == pytest.approx(0.5)
-    assert fake.now == pytest.approx(5.5)
+    assert fake.sleeps[-1] == pytest.approx(0.5)
+    assert fake.monotonic() == pytest.approx(5.5)
 
 
 def test_a_full_batch_runs_again_without_waiting() -> None:
-    fake = FakeTime()
+    fake = FakeClock()
     results = iter([Progress(10, more=True), Progress(10, more=True), Progress(3)])
     stop = threading.Event()
 
@@ -75,13 +62,13 @@ def test_a_full_batch_runs_again_without_waiting() -> None:
             stop.set()
         return progress
 
-    stats = run_loop(spec(iteration), stop, clock=fake.clock())
+    stats = run_loop(spec(iteration), stop, clock=loop_clock(fake))
     assert stats.total == 23
-    assert fake.waits == [1.0]  # only after the batch that was not full
+    assert fake.sleeps == [1.0]  # only after the batch that was not full
 
 
 def test_stop_ends_the_loop_after_the_current_iteration() -> None:
-    fake = FakeTime()
+    fake = FakeClock()
     stop = threading.Event()
     calls: list[int] = []
 
@@ -90,7 +77,7 @@ def test_stop_ends_the_loop_after_the_current_iteration() -> None:
         stop.set()  # as a SIGTERM arriving mid-iteration would
         return Progress(2)
 
-    stats = run_loop(spec(iteration), stop, clock=fake.clock())
+    stats = run_loop(spec(iteration), stop, clock=loop_clock(fake))
     assert (len(calls), stats.total) == (1, 2)
 
 
@@ -102,7 +89,7 @@ def test_no_iteration_starts_without_time_left() -> None:
 def test_a_failed_iteration_is_logged_and_the_loop_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    fake = FakeTime()
+    fake = FakeClock()
     outcomes: list[Exception | Progress] = [DatabaseUnavailable("down"), Progress(4), Progress()]
 
     def iteration() -> Progress:
@@ -115,8 +102,8 @@ def test_a_failed_iteration_is_logged_and_the_loop_goes_on(
         stats = run_loop(
             spec(iteration),
             threading.Event(),
-            time_left=lambda: fake.budget(2.5),
-            clock=fake.clock(),
+            time_left=lambda: 2.5 - fake.monotonic(),
+            clock=loop_clock(fake),
         )
     # An outage is retried at the interval (a bug backs off: the test below).
     assert (stats.iterations, stats.failures, stats.total) == (3, 1, 4)
@@ -130,13 +117,13 @@ def test_a_failed_iteration_is_logged_and_the_loop_goes_on(
 def test_any_exception_is_logged_once_and_the_loop_backs_off_then_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    fake = FakeTime()
+    fake = FakeClock()
     starts: list[float] = []
     registry = LoopRegistry(clock=lambda: T0)
     seen: list[LoopState] = []
 
     def iteration() -> Progress:
-        starts.append(fake.now)
+        starts.append(fake.monotonic())
         seen.append(registry.state("test_loop"))
         if len(starts) <= 3:
             raise KeyError("a bug, not the database")
@@ -146,8 +133,8 @@ def test_any_exception_is_logged_once_and_the_loop_backs_off_then_recovers(
         stats = run_loop(
             spec(iteration),
             threading.Event(),
-            time_left=lambda: fake.budget(16.5),
-            clock=fake.clock(),
+            time_left=lambda: 16.5 - fake.monotonic(),
+            clock=loop_clock(fake),
             registry=registry,
         )
     # 2, 4, 8 s after each failed start (the interval is 1 s), then the interval again.
@@ -182,7 +169,7 @@ def test_a_database_outage_is_retried_at_the_interval_and_a_bug_backs_off() -> N
         (DatabaseUnavailable("down"), [1.0, 1.0, 1.0, 1.0]),
         (ValueError("bug"), [2.0, 4.0, 8.0, 16.0]),
     ]:
-        fake = FakeTime()
+        fake = FakeClock()
 
         def iteration(error: Exception = error) -> Progress:
             raise error
@@ -190,10 +177,10 @@ def test_a_database_outage_is_retried_at_the_interval_and_a_bug_backs_off() -> N
         run_loop(
             spec(iteration),
             threading.Event(),
-            time_left=lambda f=fake: f.budget(31),
-            clock=fake.clock(),
+            time_left=lambda f=fake: 31 - f.monotonic(),
+            clock=loop_clock(fake),
         )
-        assert fake.waits[:4] == expected
+        assert fake.sleeps[:4] == expected
 
 
 def test_a_database_outage_is_failing_but_not_down() -> None:
@@ -209,19 +196,19 @@ def test_a_database_outage_is_failing_but_not_down() -> None:
 
 
 def test_metrics_are_structured_events(caplog: pytest.LogCaptureFixture) -> None:
-    fake = FakeTime()
+    fake = FakeClock()
     durations = iter([0.0, 2.5, 0.0])
 
     def iteration() -> Progress:
-        fake.now += next(durations)  # the second iteration overruns its interval
+        fake.advance(seconds=next(durations))  # the second iteration overruns its interval
         return Progress(3, detail={"kind": "x"})
 
     with caplog.at_level(logging.INFO):
         run_loop(
             spec(iteration),
             threading.Event(),
-            time_left=lambda: fake.budget(3.6),
-            clock=fake.clock(),
+            time_left=lambda: 3.6 - fake.monotonic(),
+            clock=loop_clock(fake),
             report_every_sec=100,
         )
     events = [(r.event, r.levelno) for r in caplog.records if hasattr(r, "event")]  # type: ignore[attr-defined]
@@ -236,14 +223,14 @@ def test_metrics_are_structured_events(caplog: pytest.LogCaptureFixture) -> None
 
 
 def test_the_periodic_lag_report_is_debug_only(caplog: pytest.LogCaptureFixture) -> None:
-    fake = FakeTime()
+    fake = FakeClock()
 
     with caplog.at_level(logging.DEBUG):
         run_loop(
             spec(lambda: Progress()),
             threading.Event(),
-            time_left=lambda: fake.budget(5.5),
-            clock=fake.clock(),
+            time_left=lambda: 5.5 - fake.monotonic(),
+            clock=loop_clock(fake),
             report_every_sec=2,
         )
     lag = [r.levelno for r in caplog.records if getattr(r, "event", None) == "loop_lag"]
@@ -259,21 +246,23 @@ def test_loops_without_a_metric_event_log_no_counts(caplog: pytest.LogCaptureFix
         return Progress(1)
 
     with caplog.at_level(logging.INFO):
-        run_loop(spec(iteration, event=None), stop, clock=FakeTime().clock())
+        run_loop(spec(iteration, event=None), stop, clock=loop_clock(FakeClock()))
     assert {getattr(r, "event", None) for r in caplog.records} == {"loop_lag"}
 
 
 def test_a_loop_that_dies_is_restarted_after_a_backoff_while_the_others_go_on() -> None:
-    fake = FakeTime()
+    fake = FakeClock()
     calls: list[float] = []
 
     def iteration() -> Progress | None:
-        calls.append(fake.now)
+        calls.append(fake.monotonic())
         # None is not a Progress: the runner itself fails on it, outside the iteration's
         # own isolation, so the loop's thread dies (a bug of the runner, simulated).
         return None if len(calls) <= 2 else Progress()
 
-    group = LoopGroup([spec(iteration)], time_left=lambda: fake.budget(10), loop_clock=fake.clock())
+    group = LoopGroup(
+        [spec(iteration)], time_left=lambda: 10 - fake.monotonic(), loop_clock=loop_clock(fake)
+    )
     phases: list[tuple[float, LoopPhase]] = []
     wait = fake.wait
 

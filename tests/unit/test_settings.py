@@ -92,7 +92,7 @@ def test_settings_are_frozen() -> None:
 def test_a_missing_database_url_outside_local_mode_is_a_startup_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Never a silently started embedded database in a deployment (issue 12, point 6)."""
+    """Never a silently started embedded database in a deployment."""
     from chalicelib.wiring.process import ProcessRoot
 
     for name in list(os.environ):

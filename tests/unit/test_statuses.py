@@ -29,7 +29,7 @@ ALLOWED = {
     (S.RUNNING, S.RETRYING),
     (S.RETRYING, S.RUNNING),
     (S.RETRYING, S.CANCELLED),
-    (S.FAILED, S.QUEUED),  # retry / redrive of a dead letter (issue 18, point 3)
+    (S.FAILED, S.QUEUED),  # retry / redrive of a dead letter
 }
 
 

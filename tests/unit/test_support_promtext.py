@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from tests.support.clock import FakeClock
 from tests.support.promtext import Recording, duration_sec, key, parse, selector
 
 TARGET = {"job": "te", "instance": "api"}
@@ -19,19 +20,6 @@ te_attempt_duration_seconds{quantile="0.5"} NaN
 """
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.slept: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 def test_a_line_becomes_a_sample_with_the_targets_labels() -> None:
     samples = parse('te_x{a="q\\"uote"} 2.5\n', TARGET)
     assert samples == {key("te_x", a='q"uote', job="te", instance="api"): 2.5}
@@ -39,14 +27,16 @@ def test_a_line_becomes_a_sample_with_the_targets_labels() -> None:
 
 
 def test_scrapes_land_on_the_grid_and_a_failed_one_is_up_0() -> None:
-    time = FakeTime()
-    recording = Recording(5.0, TARGET, clock=time.clock, sleep=time.sleep)
+    time = FakeClock(monotonic_start=100.0)
+    recording = Recording(5.0, TARGET, clock=time.monotonic, sleep=time.sleep)
     recording.scrape(lambda: (200, TEXT % (1, 0)))
-    time.now += 1.5  # work between scrapes: the next one waits for the rest of the slot
+    time.advance(seconds=1.5)  # work between scrapes: the next one waits for the rest of the slot
     recording.scrape(lambda: (503, '{"error": {}}'))
-    time.now += 9  # late: no wait, and the slot it is in (14 s: slot 3), slot 2 left empty
+    time.advance(
+        seconds=9
+    )  # late: no wait, and the slot it is in (14 s: slot 3), slot 2 left empty
     recording.scrape(lambda: (200, TEXT % (0, 12)))
-    assert time.slept == [3.5, 0.0]
+    assert time.sleeps == [3.5, 0.0]
     assert [(c.slot, c.up, len(c.samples)) for c in recording.captures] == [
         (0, True, 4),
         (1, False, 0),
@@ -55,8 +45,8 @@ def test_scrapes_land_on_the_grid_and_a_failed_one_is_up_0() -> None:
 
 
 def test_the_timeline_holds_every_series_and_ages_the_lags_above_0() -> None:
-    time = FakeTime()
-    recording = Recording(5.0, TARGET, clock=time.clock, sleep=time.sleep)
+    time = FakeClock(monotonic_start=100.0)
+    recording = Recording(5.0, TARGET, clock=time.monotonic, sleep=time.sleep)
     recording.scrape(lambda: (200, TEXT % (1, 0)))
     recording.scrape(lambda: (200, TEXT % (0, 3)))
     timeline = recording.timeline(until_sec=20, ageing={"te_oldest_due_lag_seconds"})
@@ -80,8 +70,8 @@ def test_the_timeline_holds_every_series_and_ages_the_lags_above_0() -> None:
 
 
 def test_a_lag_of_0_stays_0_and_a_missing_series_stays_missing() -> None:
-    time = FakeTime()
-    recording = Recording(5.0, TARGET, clock=time.clock, sleep=time.sleep)
+    time = FakeClock(monotonic_start=100.0)
+    recording = Recording(5.0, TARGET, clock=time.monotonic, sleep=time.sleep)
     recording.scrape(lambda: (200, TEXT % (1, 0) + "te_gone 1\n"))
     recording.scrape(lambda: (200, TEXT % (1, 0)))
     timeline = recording.timeline(until_sec=10, ageing={"te_oldest_due_lag_seconds"})

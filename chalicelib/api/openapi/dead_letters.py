@@ -1,5 +1,5 @@
 """OpenAPI for dead letters: ``GET /executions``, ``POST /executions/{id}/retry`` and
-``POST /endpoints/{name}/redrive`` (issue 18, point 3)."""
+``POST /endpoints/{name}/redrive``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
--- Dead letters (issue 18, point 3): the listing GET /executions, POST
+-- Dead letters: the listing GET /executions, POST
 -- /executions/{id}/retry and POST /endpoints/{name}/redrive. A dead letter is a FAILED
 -- execution; retry and redrive move it FAILED -> QUEUED (the transition table's terminal
 -- source of QUEUED, passed as :sources) with a new attempt budget. Times are created_at

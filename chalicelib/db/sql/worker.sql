@@ -501,9 +501,9 @@ FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))
 -- First statement of the worker's transactions of more than one statement: a finalize that
 -- something follows (and the refill claim inside it) and the metered claim. The claim, the
 -- lease renewal and a finalize nothing follows are sent alone instead, in the worker pool's
--- READ COMMITTED session (chalicelib/wiring.py ISOLATION). Each rests on row locks and
--- compare-and-set guards (SKIP LOCKED, "status IN (...)", "status = 'RUNNING' AND worker_id
--- AND attempt_count"), which PostgreSQL re-checks on the latest row version under READ
+-- READ COMMITTED session (ISOLATION in chalicelib/wiring/process.py). Each rests on row
+-- locks and compare-and-set guards (SKIP LOCKED, "status IN (...)", "status = 'RUNNING'
+-- AND worker_id AND attempt_count"), which PostgreSQL re-checks on the latest row version under READ
 -- COMMITTED. At SERIALIZABLE the claim's range read of the due index and the finalizer's
 -- writes to recently claimed rows abort each other (40001) for no benefit. CockroachDB runs
 -- it as READ COMMITTED where enabled and upgrades it to SERIALIZABLE otherwise; both are

@@ -18,7 +18,7 @@ SET last_beat_at = excluded.last_beat_at,
 
 -- name: health_region_status
 -- Every region's row; the refresher logs what it read but serves ["default"] regardless
--- until the health evaluator is activated.
+-- (multi-region is a stub: nothing decides failover yet).
 SELECT region, alive, failed_at, adopted_by, updated_at
 FROM region_status
 ORDER BY region

@@ -37,8 +37,8 @@ WHERE h.last_beat_at < CAST(:cutoff AS TIMESTAMPTZ)
 -- A one-shot job has one execution, but nothing in the schema says so: a job with a
 -- second execution that is not itself purgeable (live, or finished after :cutoff) is
 -- skipped (NOT EXISTS, one probe of idx_executions_by_job), since deleting the job would
--- break fk_executions_job and fail the whole batch, every pass (issue 25: no row can stop
--- a loop). It goes once all its executions are purgeable.
+-- break fk_executions_job and fail the whole batch, every pass (no row may stop a
+-- background loop). It goes once all its executions are purgeable.
 -- Both probes of idx_executions_by_job are subqueries with OFFSET 0, which the planner
 -- keeps as per-job probes: written as a join and NOT EXISTS, it chose by its estimate of
 -- how many jobs expired, and at some estimates (a stale one, after a backlog was purged)

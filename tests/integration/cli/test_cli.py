@@ -1,4 +1,4 @@
-"""``te`` against the real local stack (issue 19, point 3): every command group, tables
+"""``te`` against the real local stack: every command group, tables
 and --json, the error path (exit status 1, the API's code and message on stderr)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.cli.conftest import Te
+from tests.support.cli import Te
 from tests.support.served import HttpTarget, Reply, free_port
 
 ENDPOINT_YAML = """

@@ -14,7 +14,7 @@ from chalicelib.db.connection import Database
 from chalicelib.scheduler.bulk import BulkOperator
 from chalicelib.services.operations import OperationService
 from te.client import Client, Conflict
-from tests.integration.cli.conftest import Te
+from tests.support.cli import Te
 from tests.support.seed.dead_letters import fail
 from tests.support.seed.worker import http_spec, seed, statuses
 

@@ -7,7 +7,7 @@ import json
 import stat
 from pathlib import Path
 
-from tests.integration.cli.conftest import Te
+from tests.support.cli import Te
 
 
 def _config(tmp_path: Path, te: Te, mode: int) -> Path:

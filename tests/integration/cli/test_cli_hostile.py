@@ -1,4 +1,4 @@
-"""``te`` on inputs that used to break it (issue 25, points 2 and 3): ``te batch create``
+"""``te`` on inputs that used to break it: ``te batch create``
 splits by request size, not only by line count, reports what committed when a request
 fails, and refuses a line too large to send; ``te keys`` needs the API only (it used to need
 the database, and exited with a traceback without it)."""
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from te.client import MAX_BODY_BYTES, encode_body
-from tests.integration.cli.conftest import Te
 from tests.integration.cli.test_cli import endpoint
+from tests.support.cli import Te
 from tests.support.served import HttpTarget, free_port
 
 ROOT = Path(__file__).resolve().parents[3]

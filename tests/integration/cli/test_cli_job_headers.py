@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from tests.integration.cli.conftest import Te
 from tests.integration.cli.test_cli import endpoint
+from tests.support.cli import Te
 from tests.support.served import HttpTarget, Reply
 from tests.support.waiting import wait_for
 

@@ -8,8 +8,8 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from te.client import Client, Forbidden
-from tests.integration.cli.conftest import Te
 from tests.integration.cli.test_cli import endpoint
+from tests.support.cli import Te
 from tests.support.served import HttpTarget, Reply
 
 CRON = {

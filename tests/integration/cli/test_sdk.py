@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from te.client import ApiError, Client, ConfigError, Conflict, NotFound, Unauthorized, load_config
-from tests.conftest import BOOTSTRAP_KEY
+from tests.support.environment import BOOTSTRAP_KEY
 
 
 def test_errors_are_typed_and_carry_the_envelope(stack: str) -> None:

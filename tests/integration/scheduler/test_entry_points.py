@@ -24,9 +24,9 @@ from chalicelib.scheduler.loops import LOOP_NAMES, Scheduler
 from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.promoter import DelayedPromoter
 from chalicelib.settings import Settings
+from tests.support.clock import FakeClock
 from tests.support.seed.scheduler import (
     T0,
-    FakeClock,
     execution,
     executions_of,
     seed_cron_job,

@@ -6,10 +6,10 @@ from datetime import timedelta
 
 from chalicelib.db.connection import Database
 from chalicelib.domain.regions import ALL_REGIONS
-from chalicelib.health.evaluator import HealthEvaluator
 from chalicelib.health.heartbeat import DEAD, SCHEDULER, HeartbeatWriter, instance_name
 from chalicelib.health.region import RegionRefresher
-from tests.support.seed.scheduler import T0, FakeClock
+from tests.support.clock import FakeClock
+from tests.support.seed.scheduler import T0
 
 
 def heartbeats(db: Database) -> list[dict[str, object]]:
@@ -56,12 +56,3 @@ def test_region_refresher_reads_region_status_but_always_serves_default(
     assert refresher.active_regions() == ["default"]
     assert refresher.region_filter() == ALL_REGIONS
     assert refresher.region_filter().sql_clause() == "TRUE"
-
-
-def test_health_evaluator_is_defined_but_inactive(database: Database) -> None:
-    before = database.run("SELECT * FROM region_status")
-    evaluator = HealthEvaluator()
-    assert evaluator.active is False
-    assert evaluator.evaluate().count == 0
-    assert evaluator.loop_spec().name == "health_evaluator"
-    assert database.run("SELECT * FROM region_status") == before

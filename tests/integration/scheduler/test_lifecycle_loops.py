@@ -1,4 +1,4 @@
-"""Lifecycle work of the scheduler on real PostgreSQL at SERIALIZABLE (issue 14): cron jobs
+"""Lifecycle work of the scheduler on real PostgreSQL at SERIALIZABLE: cron jobs
 retire themselves at ends_at, the housekeeper prunes heartbeats and purges history."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from chalicelib.db.connection import Database
 from chalicelib.runtime.loop import LoopSpec, Progress, run_loop
 from chalicelib.scheduler.housekeeper import Housekeeper
 from chalicelib.scheduler.materializer import CronMaterializer
+from tests.support.clock import FakeClock
 from tests.support.seed import jobs as f
 from tests.support.seed.scheduler import (
     T0,
-    FakeClock,
     executions_of,
     job,
     seed_cron_job,

@@ -20,9 +20,9 @@ from chalicelib.scheduler.materializer import (
     TickPlan,
     cron_idempotency_key,
 )
+from tests.support.clock import FakeClock
 from tests.support.seed.scheduler import (
     T0,
-    FakeClock,
     executions_of,
     job,
     logs_of,

@@ -1,4 +1,4 @@
-"""No row can stop a scheduler loop (issue 25): for each loop a poison row is inserted by
+"""No row can stop a scheduler loop: for each loop a poison row is inserted by
 SQL beside healthy work, and the healthy work still flows while the poison row is set
 aside where an operator sees it. Real PostgreSQL at SERIALIZABLE, a fake clock."""
 
@@ -14,10 +14,10 @@ from chalicelib.scheduler.housekeeper import Housekeeper
 from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.promoter import DelayedPromoter
 from chalicelib.scheduler.reclaimer import StuckReclaimer
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
+from tests.support.clock import FakeClock
 from tests.support.seed.scheduler import (
     T0,
-    FakeClock,
     attempts_of,
     execution,
     executions_of,

@@ -13,11 +13,11 @@ from chalicelib.db.queries import queries
 from chalicelib.errors import DatabaseError
 from chalicelib.scheduler.promoter import LIVE_COUNTS_EVERY, PROMOTED_MESSAGE, DelayedPromoter
 from chalicelib.worker.claims import claim_strategy
-from tests.conftest import PROFILE
 from tests.integration.plan_probe import MODES, analyze
+from tests.support.clock import FakeClock
+from tests.support.environment import PROFILE
 from tests.support.seed.scheduler import (
     T0,
-    FakeClock,
     execution,
     logs_of,
     seed_endpoint,

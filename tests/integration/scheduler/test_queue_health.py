@@ -17,13 +17,9 @@ from chalicelib.logs import JsonFormatter
 from chalicelib.scheduler.housekeeper import Housekeeper
 from chalicelib.scheduler.queue_health import EVENT, QueueHealth
 from chalicelib.services.metrics import MetricsService
+from tests.support.clock import FakeClock
 from tests.support.seed import jobs as f
-from tests.support.seed.scheduler import (
-    FakeClock,
-    seed_endpoint,
-    seed_execution,
-    seed_one_shot_job,
-)
+from tests.support.seed.scheduler import seed_endpoint, seed_execution, seed_one_shot_job
 
 MINUTE = timedelta(minutes=1)
 

@@ -10,9 +10,9 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.domain.statuses import ExecutionStatus
 from chalicelib.scheduler.reclaimer import Reclaimed, StuckReclaimer
+from tests.support.clock import FakeClock
 from tests.support.seed.scheduler import (
     T0,
-    FakeClock,
     attempts_of,
     execution,
     logs_of,

@@ -11,9 +11,9 @@ from chalicelib.domain.dead_letters import ExecutionFilter
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.services.dead_letters import DeadLetterService
+from tests.support.clock import FakeClock
 from tests.support.seed.scheduler import (
     T0,
-    FakeClock,
     execution,
     seed_endpoint,
     seed_execution,

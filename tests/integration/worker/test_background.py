@@ -9,10 +9,10 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.worker.background import background_loops, report_metrics
-from tests.integration.worker.conftest import settings, settle
 from tests.support.seed.worker import http_spec, seed
 from tests.support.served import HttpTarget
 from tests.support.waiting import wait_for
+from tests.support.worker_runs import settings, settle
 
 
 def test_metrics_report_counts_claims_and_outcomes(

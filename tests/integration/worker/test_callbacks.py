@@ -1,5 +1,5 @@
 """Completion callbacks and batch on_complete, delivered by the real worker to real HTTP
-targets on loopback (issue 17, point 3)."""
+targets on loopback."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.services import callbacks
 from chalicelib.worker.finalizer import _finalize
-from tests.conftest import ApiClient
-from tests.integration.worker.conftest import settle
+from tests.support.api_client import ApiClient
 from tests.support.factories import register_endpoint
 from tests.support.served import HttpTarget, Reply
+from tests.support.worker_runs import settle
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).

@@ -18,7 +18,7 @@ from chalicelib.worker.claims import (
     claim_strategy,
     render,
 )
-from tests.conftest import PROFILE
+from tests.support.environment import PROFILE
 from tests.support.seed.worker import http_spec, seed, statuses
 from tests.support.served import HttpTarget
 from tests.support.waiting import wait_for

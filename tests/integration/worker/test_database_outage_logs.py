@@ -1,4 +1,4 @@
-"""A worker whose database is down logs one traceback, not one per poll (issue 12, point 8).
+"""A worker whose database is down logs one traceback, not one per poll.
 
 The review counted 4,382 tracebacks in 3.5 minutes of outage. Here the database is a
 loopback port nobody listens on, and the worker polls every 10 ms for two seconds.

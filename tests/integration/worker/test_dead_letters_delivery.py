@@ -1,5 +1,5 @@
-"""Dead letters delivered again by real workers to real HTTP targets on loopback (issue 18,
-point 3): a retried execution succeeds with its attempts kept and numbered on, and its new
+"""Dead letters delivered again by real workers to real HTTP targets on loopback: a
+retried execution succeeds with its attempts kept and numbered on, and its new
 end is called back; a redrive of a thousand is delivered by two worker processes; retry and
 redrive wake an idle worker; the dead-letter view shows errors as recorded (redacted)."""
 
@@ -16,10 +16,9 @@ import pytest
 
 from chalicelib.db.connection import Database
 from tests.chaos.harness import Stack
-from tests.conftest import ApiClient
-from tests.integration.worker.conftest import settle
 from tests.integration.worker.test_callbacks import register
 from tests.integration.worker.test_wakeup import LONG_POLL_MS, WAKE_GUARD_S, running
+from tests.support.api_client import ApiClient
 from tests.support.seed.dead_letters import fail
 from tests.support.seed.worker import (
     attempts,
@@ -32,6 +31,7 @@ from tests.support.seed.worker import (
 )
 from tests.support.served import HttpTarget, Reply
 from tests.support.waiting import wait_for
+from tests.support.worker_runs import settle
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).

@@ -12,9 +12,9 @@ import pytest
 
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.domain.delivery import DeliveryOutcome, DeliveryRequest, succeeded
-from tests.integration.worker.conftest import run_until_delivered, settle
 from tests.support.seed.worker import attempts, claimed_execution, http_spec, seed, statuses
 from tests.support.waiting import wait_for
+from tests.support.worker_runs import run_until_delivered, settle
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).

@@ -1,4 +1,4 @@
-"""Delivery semantics under slow and hung targets (issue 15), against real HTTP targets.
+"""Delivery semantics under slow and hung targets, against real HTTP targets.
 
 RUNNING means in flight; attempt times measure the delivery; a live worker keeps its lease
 and sends nothing it no longer owns; one hung endpoint cannot starve the others, with one

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ENCRYPTION_KEY
+from tests.support.environment import ENCRYPTION_KEY
 from tests.support.seed.worker import execution, http_spec, seed, statuses
 from tests.support.served import HttpTarget, Reply
 from tests.support.waiting import wait_for

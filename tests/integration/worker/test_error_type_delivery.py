@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
-from tests.integration.worker.conftest import settle
 from tests.integration.worker.test_callbacks import register
+from tests.support.api_client import ApiClient
 from tests.support.served import HttpTarget, Reply
+from tests.support.worker_runs import settle
 
 
 def test_a_delivered_dead_letter_is_listed_under_its_last_error_type(

@@ -1,5 +1,5 @@
-"""Each operator control with two worker processes and a real HTTP target (issue 18,
-points 1-2), measured at the target: a pause, a 429 Retry-After hold, a rate limit of
+"""Each operator control with two worker processes and a real HTTP target,
+measured at the target: a pause, a 429 Retry-After hold, a rate limit of
 100/s and max_concurrency 5.
 
 The rate is a correctness check the issue demands (deliveries per second within +/-10 %
@@ -32,7 +32,7 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.services.endpoints import EndpointService
-from tests.conftest import ENCRYPTION_KEY, PROFILE
+from tests.support.environment import ENCRYPTION_KEY, PROFILE
 from tests.support.seed.worker import http_spec, retry_policy, seed, statuses
 from tests.support.waiting import wait_for
 

@@ -10,10 +10,10 @@ import redis
 
 from chalicelib.db.connection import Database
 from chalicelib.domain.delivery import MAX_REQUEST_BYTES
-from tests.integration.worker.conftest import settle
 from tests.integration.worker.test_streams import kafka_spec, redis_spec
 from tests.support.seed.worker import attempts, execution, http_spec, logs, retry_policy, seed
 from tests.support.served import HttpTarget, Reply
+from tests.support.worker_runs import settle
 
 #: A value a quarter of the size limit: one copy fits, five do not.
 QUARTER = "b" * (MAX_REQUEST_BYTES // 4)

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
-from tests.integration.worker.conftest import settle
+from tests.support.api_client import ApiClient
 from tests.support.served import HttpTarget, Reply
+from tests.support.worker_runs import settle
 
 # -- 1. a secret echoed hex-encoded is redacted ---------------------------------------------
 

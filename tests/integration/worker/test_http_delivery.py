@@ -10,7 +10,6 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.domain.delivery import DeliveryRequest
 from chalicelib.worker.dispatchers.http import HttpDispatcher
-from tests.integration.worker.conftest import settle
 from tests.support.seed.worker import (
     attempts,
     create_config,
@@ -23,6 +22,7 @@ from tests.support.seed.worker import (
     seed,
 )
 from tests.support.served import HttpTarget, Reply
+from tests.support.worker_runs import settle
 
 
 def test_success_records_attempt_output_and_logs(

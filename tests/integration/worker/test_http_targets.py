@@ -1,4 +1,4 @@
-"""What users expect of an HTTP target (issue 16 point 6), against real loopback servers:
+"""What users expect of an HTTP target, against real loopback servers:
 TLS verification, proxies from the environment, redirects never followed."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.domain.delivery import DeliveryOutcome, DeliveryRequest
 from chalicelib.worker.dispatchers.http import HttpDispatcher
-from tests.integration.worker.conftest import settle
 from tests.integration.worker.loopback_proxy import LoopbackProxy
 from tests.support.seed.worker import attempts, execution, http_spec, retry_policy, seed
 from tests.support.served import HttpTarget, Reply, free_port
+from tests.support.worker_runs import settle
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
 

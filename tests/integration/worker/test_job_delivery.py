@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
-from tests.integration.worker.conftest import settle
+from tests.support.api_client import ApiClient
 from tests.support.factories import register_endpoint
 from tests.support.seed.worker import attempts
 from tests.support.served import HttpTarget, Reply
+from tests.support.worker_runs import settle
 
 #: The claim decides what these tests see: make test runs them again in CockroachDB's
 #: configuration (test-cockroach).

@@ -10,12 +10,12 @@ from typing import Any
 import redis
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
-from tests.integration.worker.conftest import settle
 from tests.integration.worker.test_payloads import http, only
+from tests.support.api_client import ApiClient
 from tests.support.factories import register_endpoint
 from tests.support.seed.worker import attempts, execution, logs
 from tests.support.served import HttpTarget, Reply, kafka_messages
+from tests.support.worker_runs import settle
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE}-00f067aa0ba902b7-01"

@@ -1,4 +1,4 @@
-"""Issue 14 end to end: a one-shot job delivered by the real worker is RETIRED when its
+"""A job's lifecycle end to end: a one-shot job delivered by the real worker is RETIRED when its
 execution ends, consistently in the job and execution responses, and stops pinning its
 endpoint."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
-from tests.integration.worker.conftest import settle
+from tests.support.api_client import ApiClient
 from tests.support.served import HttpTarget, Reply
+from tests.support.worker_runs import settle
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).

@@ -1,4 +1,4 @@
-"""The worker's own counters on TE_WORKER_METRICS_PORT (issue 19, point 4): scraped over
+"""The worker's own counters on TE_WORKER_METRICS_PORT: scraped over
 loopback HTTP from a real worker that delivered, read with prometheus_client's parser."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from chalicelib.errors import ConfigurationError
 from chalicelib.settings import load_settings
 from chalicelib.worker import Worker
 from chalicelib.worker.background import metrics_server
-from tests.integration.worker.conftest import settings, settle
 from tests.support.seed.worker import http_spec, retry_policy, seed
 from tests.support.served import HttpTarget, Reply, free_port
 from tests.support.waiting import wait_for
+from tests.support.worker_runs import settings, settle
 
 
 def _get(url: str) -> tuple[int, str, str]:

@@ -1,4 +1,4 @@
-"""Pause, Retry-After holds and flow control in the claim (issue 18, points 1-2), against
+"""Pause, Retry-After holds and flow control in the claim, against
 the real database: both claim strategies, a pause racing claims, two "workers" (worker
 ids, threads) sharing one endpoint's limits."""
 

@@ -11,11 +11,11 @@ from typing import Any
 import redis
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
-from tests.integration.worker.conftest import settle
+from tests.support.api_client import ApiClient
 from tests.support.factories import register_endpoint
 from tests.support.seed.worker import attempts, execution
 from tests.support.served import HttpTarget, Received, Reply, kafka_messages
+from tests.support.worker_runs import settle
 
 INPUT = {"order": {"id": 7, "items": ["a", "b"]}, "n": 1.5, "note": "{{secret.x}}"}
 

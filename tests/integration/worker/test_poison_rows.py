@@ -1,4 +1,4 @@
-"""No row can stop the worker's claim or finalize (issue 25): a poison execution, made by
+"""No row can stop the worker's claim or finalize: a poison execution, made by
 SQL, is claimed beside a healthy one; the healthy one is delivered to a real loopback HTTP
 target and the poison one ends FAILED with an ``UNPROCESSABLE`` attempt and a log line
 saying why (it shows in the dead-letter view and never blocks a claim again), while the
@@ -16,7 +16,6 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.domain.delivery import DeliveryOutcome, DeliveryRequest
 from chalicelib.worker.dispatchers.http import HttpDispatcher
-from tests.integration.worker.conftest import settle
 from tests.support.seed.worker import (
     attempts,
     execution,
@@ -26,6 +25,7 @@ from tests.support.seed.worker import (
     seed,
 )
 from tests.support.served import HttpTarget, Reply
+from tests.support.worker_runs import settle
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in
 #: CockroachDB's configuration (test-cockroach).

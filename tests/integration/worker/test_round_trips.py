@@ -1,4 +1,4 @@
-"""What a delivery costs in exchanges with the database (issue 26, point 2).
+"""What a delivery costs in exchanges with the database.
 
 The worker's claim, lease renewal and the finalize of executions nothing follows are each
 one statement sent alone: no BEGIN, SET TRANSACTION or COMMIT around them. Each one is a
@@ -16,7 +16,7 @@ import pg8000.core
 import pytest
 
 from chalicelib.db.connection import Database
-from tests.conftest import Roots
+from tests.support.roots import Roots
 from tests.support.seed.worker import http_spec, seed
 
 #: The claim or the wake-up decides what these tests see: make test runs them again in

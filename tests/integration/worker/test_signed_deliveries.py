@@ -1,4 +1,4 @@
-"""Signed deliveries (issue 18, point 5) against real targets: an HTTP server, a Kafka-
+"""Signed deliveries against real targets: an HTTP server, a Kafka-
 protocol broker and Redis, each verified by the independent ``standardwebhooks`` package,
 which rejects the same delivery once its body, timestamp or id is tampered with."""
 
@@ -20,7 +20,6 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from chalicelib.db.connection import Database
 from chalicelib.worker import build_worker
-from tests.integration.worker.conftest import settings, settle
 from tests.integration.worker.test_delivery_semantics import running
 from tests.integration.worker.test_streams import kafka_spec, redis_spec
 from tests.support.seed.worker import (
@@ -36,6 +35,7 @@ from tests.support.seed.worker import (
 )
 from tests.support.served import HttpTarget, Reply, kafka_messages
 from tests.support.waiting import wait_for
+from tests.support.worker_runs import settings, settle
 
 KEY = bytes(range(1, 33))
 SECRET = "whsec_" + base64.b64encode(KEY).decode()

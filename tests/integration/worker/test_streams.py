@@ -11,7 +11,6 @@ import pytest
 import redis
 
 from chalicelib.db.connection import Database
-from tests.integration.worker.conftest import settle
 from tests.support.seed.worker import (
     attempts,
     create_config,
@@ -20,6 +19,7 @@ from tests.support.seed.worker import (
     seed,
 )
 from tests.support.served import free_port, kafka_messages
+from tests.support.worker_runs import settle
 
 
 def kafka_spec(servers: str, topic: str, **extra: object) -> dict:

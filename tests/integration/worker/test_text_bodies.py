@@ -12,8 +12,8 @@ from xml.etree import ElementTree
 import redis
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
 from tests.integration.worker.test_payloads import http, only, run_job
+from tests.support.api_client import ApiClient
 from tests.support.factories import endpoint_body, register_endpoint
 from tests.support.seed.worker import execution
 from tests.support.served import HttpTarget, kafka_messages

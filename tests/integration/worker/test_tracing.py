@@ -16,12 +16,12 @@ from chalicelib.db.connection import Database
 from chalicelib.tracing import Tracing
 from chalicelib.wiring.api import ApiRoot
 from chalicelib.wiring.process import ProcessRoot
-from tests.conftest import ApiClient
-from tests.integration.worker.conftest import settle
 from tests.integration.worker.test_job_headers import RETRY_ONCE, TRACE, TRACEPARENT, fields_of
 from tests.integration.worker.test_payloads import http
+from tests.support.api_client import ApiClient
 from tests.support.factories import register_endpoint
 from tests.support.served import HttpTarget, Reply
+from tests.support.worker_runs import settle
 
 
 @pytest.fixture

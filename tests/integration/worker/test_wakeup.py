@@ -13,7 +13,7 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.worker import Worker
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed.worker import execution, http_spec, seed
 from tests.support.waiting import wait_for
 

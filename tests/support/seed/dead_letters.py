@@ -1,5 +1,5 @@
 """Dead letters seeded with plain SQL: FAILED executions with the attempts that failed them,
-as the worker leaves them (issue 18, point 3)."""
+as the worker leaves them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chalicelib.db.connection import Database
-from tests.conftest import ApiClient
+from tests.support.api_client import ApiClient
 from tests.support.seed.worker import Seeded, http_spec, retry_policy, seed
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -1,43 +1,20 @@
 """Seeds endpoints, jobs and executions with plain SQL, so scheduler tests do not depend on
-the API or the worker, plus a controllable clock and a few read helpers."""
+the API or the worker, plus a few read helpers (the clock they move is tests/support/clock.py)."""
 
 from __future__ import annotations
 
 import json
-import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib.db.connection import Database
+from tests.support.clock import T0
 from tests.support.factories import UNREACHABLE_URL, retry_policy
-
-T0 = datetime(2026, 3, 16, 9, 0, tzinfo=UTC)
 
 
 def utc(text: str) -> datetime:
     """``"2026-03-16T09:00"`` -> an aware UTC datetime."""
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
-
-
-class FakeClock:
-    """A settable, thread-safe clock: ``clock()`` is now; tests move it explicitly."""
-
-    def __init__(self, start: datetime = T0) -> None:
-        self._now = start
-        self._lock = threading.Lock()
-
-    def __call__(self) -> datetime:
-        with self._lock:
-            return self._now
-
-    def set(self, moment: datetime) -> None:
-        with self._lock:
-            self._now = moment
-
-    def advance(self, **delta: float) -> datetime:
-        with self._lock:
-            self._now += timedelta(**delta)
-            return self._now
 
 
 def seed_endpoint(db: Database, name: str = "ep-test", *, max_attempts: int = 3) -> str:

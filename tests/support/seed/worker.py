@@ -16,7 +16,7 @@ from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.settings import decode_key
 from chalicelib.worker.models import ClaimedExecution
-from tests.conftest import ENCRYPTION_KEY
+from tests.support.environment import ENCRYPTION_KEY
 from tests.support.factories import retry_policy as retry_policy  # re-exported: seeds use it
 
 BOX = SecretBox(decode_key(ENCRYPTION_KEY, "test key"))
