@@ -148,3 +148,24 @@ def test_the_loops_pick_reads_the_running_operations_only(
     bounded(
         database, queries["operations_next_running"], {}, at_most=1, tables=("bulk_operations",)
     )
+
+
+@pytest.mark.parametrize("days_ago", [1, -1], ids=["none_expired", "all_expired"])
+def test_the_retention_purge_reads_its_batch_of_ended_operations(
+    database: Database, history: Seeded, days_ago: int
+) -> None:
+    """2,000 ended operations and 2,000 RUNNING ones: a batch reads its own rows of the
+    ended ones (none when none expired), never the RUNNING ones."""
+    database.run(
+        "INSERT INTO bulk_operations (action, filter, advanced_at)"
+        " SELECT 'retry', '{}', now() - g * INTERVAL '1 day' FROM generate_series(1, 2000) AS g"
+    )
+    database.run("ANALYZE bulk_operations")
+    cutoff = datetime.now(UTC) - timedelta(days=days_ago)
+    bounded(
+        database,
+        queries["housekeeping_purge_operations"],
+        {"cutoff": cutoff, "batch": PAGE},
+        at_most=3 * PAGE,  # each row read on the index, found again by id, deleted
+        tables=("bulk_operations",),
+    )
