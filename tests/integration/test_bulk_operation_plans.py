@@ -14,7 +14,7 @@ from chalicelib.db.queries import Query, queries
 from chalicelib.domain.operations import BulkFilter
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import ExecutionStatus, requeue_sources, sources_of
-from chalicelib.services.dead_letters import list_query
+from chalicelib.services.dead_letters import filtered_query, list_query
 from tests.integration.plan_probe import bounded
 from tests.support.seed.dead_letters import T0, endpoint_with, fail
 from tests.support.seed.worker import Seeded
@@ -93,6 +93,28 @@ def test_a_page_deep_in_the_set_reads_a_few_pages(
     query, params = page_read(bulk_filter, after)
     # every status branch is cut at a page: seven statuses, a page (+1) each at most
     bounded(database, query, params, at_most=7 * (PAGE + 1), tables=("executions", "attempts"))
+
+
+@pytest.mark.parametrize(
+    "bulk_filter",
+    [
+        BulkFilter(statuses=("FAILED",)),
+        BulkFilter(statuses=("FAILED",), error_type="TIMEOUT"),
+        BulkFilter(),  # "all": true
+        BulkFilter(created_after=T0 - timedelta(hours=2), created_before=T0),
+        BulkFilter(statuses=("FAILED", "CANCELLED"), endpoint="history-1"),
+    ],
+    ids=["failed", "error_type", "all", "time_range", "endpoint"],
+)
+def test_a_count_reads_at_most_its_limit_whatever_the_history(
+    database: Database, history: Seeded, bulk_filter: BulkFilter
+) -> None:
+    # thousands match each filter: the count reads its limit (+1) per status branch
+    query, params = filtered_query(
+        "operations_count", bulk_filter.execution_filter(), PageRequest(PAGE)
+    )
+    bounded(database, query, params, at_most=7 * (PAGE + 1), tables=("executions", "attempts"))
+    assert database.run(query, **params)[0]["matched"] == PAGE + 1  # "more than PAGE"
 
 
 @pytest.mark.parametrize("status", ["FAILED", None])
