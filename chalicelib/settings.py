@@ -63,6 +63,9 @@ class Settings:
     bulk_page_size: int = 100
     # Terminal executions (with attempts and logs) older than this are deleted; 0 keeps all.
     execution_retention_days: int = 30
+    # Added by this port: bulk operations that ended (DONE, ABORTED, FAILED) longer ago than
+    # this are deleted (a RUNNING one never is); 0 keeps all.
+    operation_retention_days: int = 7
     # API server (spec: "API server config").
     listen_addr: str = "0.0.0.0:8080"
     database_url: str | None = None
@@ -172,6 +175,7 @@ def _validate(settings: Settings) -> None:
         "failed_auth_per_sec",
         "failed_auth_total_per_sec",
         "execution_retention_days",
+        "operation_retention_days",
         "signing_rotation_window_sec",
     ):
         if getattr(settings, attr) < 0:

@@ -520,6 +520,15 @@ class Executions:
             body["all"] = True
         return self._client.request("POST", "/executions/bulk", body)
 
+    def bulk_count(self, *, all: bool = False, **filters: Any) -> Any:
+        """How many executions ``filters`` match now (the filter of :meth:`bulk`), counted
+        up to ``limit``: ``{"matched", "more", "limit"}``; ``more`` is true past the limit.
+        Changes nothing."""
+        body: dict[str, Any] = {"filter": filters}
+        if all:
+            body["all"] = True
+        return self._client.request("POST", "/executions/bulk/count", body)
+
 
 class Operations:
     """``/operations``: a bulk action's progress (``matched = done + refused``), abort."""

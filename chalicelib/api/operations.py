@@ -1,5 +1,6 @@
 """Routes for bulk actions: ``POST /executions/bulk`` (a retry, cancel or delete over the
-executions a filter matches, worked through in the background) and its operation,
+executions a filter matches, worked through in the background), ``POST
+/executions/bulk/count`` (how many a filter matches, before acting) and its operation,
 ``GET /operations/{id}`` and ``POST /operations/{id}/abort``. Their rules:
 :mod:`chalicelib.domain.operations` (the request) and :mod:`chalicelib.services.operations`
 (the pages)."""
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.api.http import ApiResponse, Resource, shown
-from chalicelib.domain.operations import parse_bulk_request
+from chalicelib.domain.operations import parse_bulk_count_request, parse_bulk_request
 from chalicelib.services.operations import Operation
 
 resource = Resource(__name__)
@@ -45,6 +46,15 @@ def create_bulk_action() -> ApiResponse:
         status=202,
         headers={"Location": f"/operations/{operation.operation_id}"},
     )
+
+
+@resource.route("/executions/bulk/count", methods=["POST"])
+def count_bulk_matches() -> dict[str, Any]:
+    """How many executions a bulk action's filter matches now: ``{"matched", "more",
+    "limit"}``, counted up to ``limit`` (``more``: more than that match). Changes nothing."""
+    bulk_filter = parse_bulk_count_request(resource.json_body())
+    counted = resource.services.operation_service().count(bulk_filter)
+    return {"matched": counted.matched, "more": counted.more, "limit": counted.limit}
 
 
 @resource.route("/operations/{operation_id}", methods=["GET"])

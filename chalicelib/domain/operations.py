@@ -6,6 +6,11 @@ filter takes the fields of ``GET /executions`` in the request body's words: ``en
 ``created_before`` (exclusive). An empty filter means every execution, which a client must
 say in so many words: ``"all": true`` beside it (and only beside an empty one).
 
+``POST /executions/bulk/count`` takes the same filter (``{"filter": {...}, "all": ...}``,
+the same rules) and answers how many executions it matches now, up to
+:data:`COUNT_LIMIT` ("more than" past it), so a client can say what an action will touch
+before it is created.
+
 The set an action works through is fixed when it is created: the executions matching the
 filter and created before the operation was (:meth:`BulkFilter.execution_filter`). Which of
 them each action applies to is the single-execution route's rule (retry: FAILED; cancel:
@@ -45,6 +50,9 @@ class OperationState(StrEnum):
 
 
 _FIELDS = frozenset({"action", "filter", "all"})
+_COUNT_FIELDS = frozenset({"filter", "all"})
+#: Executions a count reads at most: past it the answer is "more than COUNT_LIMIT".
+COUNT_LIMIT = 1000
 _FILTER_FIELDS = frozenset({"endpoint", "status", "error_type", "created_after", "created_before"})
 _ALL_STATUSES = tuple(s.value for s in ExecutionStatus)
 
@@ -79,10 +87,13 @@ class BulkFilter:
             created_before=_instant(stored.get("created_before")),
         )
 
-    def execution_filter(self, fixed_at: datetime) -> ExecutionFilter:
+    def execution_filter(self, fixed_at: datetime | None = None) -> ExecutionFilter:
         """The GET /executions filter of this set: created before ``fixed_at`` (the
-        operation's creation) too, so what is created afterwards is never in it."""
-        until = fixed_at if self.created_before is None else min(self.created_before, fixed_at)
+        operation's creation) too, so what is created afterwards is never in it; without
+        ``fixed_at``, what the filter matches now (a count)."""
+        until = self.created_before
+        if fixed_at is not None:
+            until = fixed_at if until is None else min(until, fixed_at)
         return ExecutionFilter(
             statuses=self.statuses,
             endpoint=self.endpoint,
@@ -102,10 +113,29 @@ class BulkRequest:
 
 def parse_bulk_request(body: object) -> BulkRequest:
     """The body of ``POST /executions/bulk``; 400 INVALID_REQUEST naming what is wrong."""
-    if not isinstance(body, Mapping):
-        raise ValidationFailed("The request body must be a JSON object.")
+    body = _object(body)
     _refuse_unknown(body, _FIELDS, "a bulk action")
     action = _parse_action(body.get("action"))
+    return BulkRequest(action=action, filter=_parse_selection(body))
+
+
+def parse_bulk_count_request(body: object) -> BulkFilter:
+    """The body of ``POST /executions/bulk/count``: a bulk action's filter (and ``all``)
+    without its action, checked by the same rules; 400 INVALID_REQUEST naming what is
+    wrong."""
+    body = _object(body)
+    _refuse_unknown(body, _COUNT_FIELDS, "a bulk count")
+    return _parse_selection(body)
+
+
+def _object(body: object) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        raise ValidationFailed("The request body must be a JSON object.")
+    return body
+
+
+def _parse_selection(body: Mapping[str, Any]) -> BulkFilter:
+    """``filter`` and ``all``: an empty filter only with ``"all": true`` beside it."""
     raw_filter = body.get("filter", {})
     if not isinstance(raw_filter, Mapping):
         raise ValidationFailed("Field 'filter' must be a JSON object.")
@@ -121,7 +151,7 @@ def parse_bulk_request(body: object) -> BulkRequest:
         )
     if given and every:
         raise ValidationFailed('"all": true means every execution: it takes an empty filter.')
-    return BulkRequest(action=action, filter=parse_bulk_filter(given))
+    return parse_bulk_filter(given)
 
 
 def parse_bulk_filter(raw: Mapping[str, Any]) -> BulkFilter:

@@ -8,7 +8,10 @@ Every ``HOUSEKEEPING_INTERVAL_SEC`` it
 * when ``TE_EXECUTION_RETENTION_DAYS`` is positive (default 30; 0 keeps everything),
   deletes terminal executions created and finished longer ago than that, with their
   attempts and logs, and one-shot jobs left without executions (a one-shot job goes with
-  its execution; cron jobs stay, their version chain is their history).
+  its execution; cron jobs stay, their version chain is their history);
+* when ``TE_OPERATION_RETENTION_DAYS`` is positive (default 7; 0 keeps everything),
+  deletes bulk operations that ended (DONE, ABORTED, FAILED) longer ago than that. A
+  RUNNING operation is never deleted, however old: it still has pages to work through.
 
 Each statement deletes at most ``batch_size`` executions (``housekeeping.sql``), so no
 transaction holds many locks for long; a full batch makes the loop come straight back, so
@@ -23,10 +26,10 @@ step (heartbeats, metric events, each purge) runs on its own, so one that fails 
 keep the others from running; the pass then fails with it and the loop backs off.
 
 Metric lines: ``history_purged`` with ``count`` (rows removed in all) and the breakdown
-(``executions``, ``attempts``, ``logs``, ``jobs``, ``heartbeats``); and, once a minute
-(not again when a full batch brings the pass straight back), ``queue_health``: the
-deployment's lag and the last minute's attempts, which the AWS alarms read
-(:mod:`chalicelib.scheduler.queue_health`).
+(``executions``, ``attempts``, ``logs``, ``jobs``, ``heartbeats``, ``operations``); and,
+once a minute (not again when a full batch brings the pass straight back),
+``queue_health``: the deployment's lag and the last minute's attempts, which the AWS
+alarms read (:mod:`chalicelib.scheduler.queue_health`).
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ MARKS_KEPT = timedelta(days=2)
 PURGE_BATCH = 500
 
 _COUNTED = ("executions", "attempts", "logs", "jobs")
+#: Every kind of row a pass removes, as its metric line breaks them down.
+_KINDS = (*_COUNTED, "heartbeats", "operations")
 
 #: One step of a pass: (rows removed by kind, its batch was full).
 Step = Callable[[datetime], tuple[dict[str, int], bool]]
@@ -77,11 +82,12 @@ class Purged:
     logs: int = 0
     jobs: int = 0
     heartbeats: int = 0
+    operations: int = 0
     full: bool = False
 
     @property
     def total(self) -> int:
-        return self.executions + self.attempts + self.logs + self.jobs + self.heartbeats
+        return sum(getattr(self, kind) for kind in _KINDS)
 
 
 class Housekeeper:
@@ -92,13 +98,17 @@ class Housekeeper:
         db: Database,
         *,
         retention_days: int,
+        operation_retention_days: int = 0,
         batch_size: int = PURGE_BATCH,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        if retention_days < 0 or batch_size <= 0:
-            raise ValueError("retention_days must be >= 0 and batch_size > 0")
+        if retention_days < 0 or operation_retention_days < 0 or batch_size <= 0:
+            raise ValueError("retention days must be >= 0 and batch_size > 0")
         self._db = db
         self._retention = timedelta(days=retention_days) if retention_days else None
+        self._operation_retention = (
+            timedelta(days=operation_retention_days) if operation_retention_days else None
+        )
         self._batch_size = batch_size
         self._clock = clock
         self._failures: dict[str, FailureLog] = {}
@@ -108,7 +118,7 @@ class Housekeeper:
     def run_once(self) -> Progress:
         """One pass: heartbeats, then one batch of each purge."""
         purged = self.purge()
-        detail = {k: getattr(purged, k) for k in (*_COUNTED, "heartbeats")}
+        detail = {k: getattr(purged, k) for k in _KINDS}
         return Progress(purged.total, purged.full, detail)
 
     def purge(self) -> Purged:
@@ -116,7 +126,7 @@ class Housekeeper:
         the others from running; the first failure is raised after them, so the loop
         reports it and backs off."""
         now = self._clock()
-        counts = dict.fromkeys((*_COUNTED, "heartbeats"), 0)
+        counts = dict.fromkeys(_KINDS, 0)
         full = False
         failures: list[Exception] = []
         for step in self._steps():
@@ -143,6 +153,8 @@ class Housekeeper:
         ]
         if self._retention is not None:
             steps += [self._purge_one_shot, self._purge_cron]
+        if self._operation_retention is not None:
+            steps.append(self._purge_operations)
         return steps
 
     def _failure_log(self, step: str) -> FailureLog:
@@ -200,3 +212,14 @@ class Housekeeper:
         assert self._retention is not None
         row = self._db.run(queries[name], cutoff=now - self._retention, batch=self._batch_size)[0]
         return {key: int(row[key]) for key in _COUNTED}, row["batch"] >= self._batch_size
+
+    def _purge_operations(self, now: datetime) -> tuple[dict[str, int], bool]:
+        """One batch of bulk operations that ended before the retention cutoff."""
+        assert self._operation_retention is not None
+        row = self._db.run(
+            queries["housekeeping_purge_operations"],
+            cutoff=now - self._operation_retention,
+            batch=self._batch_size,
+        )[0]
+        removed = int(row["operations"])
+        return {"operations": removed}, removed >= self._batch_size

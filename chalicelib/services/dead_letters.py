@@ -152,14 +152,23 @@ _NO_ERROR = frozenset({ExecutionStatus.SUCCESS, ExecutionStatus.PENDING})
 
 def list_query(filters: ExecutionFilter, page: PageRequest) -> tuple[Query, dict[str, Any]]:
     """The statement of GET /executions for these filters, cut to their shape
-    (chalicelib/db/shapes.py). With an error type SUCCESS and PENDING are not asked for: a
-    success's last attempt has no error, and a PENDING execution has made no attempt."""
+    (chalicelib/db/shapes.py)."""
+    return filtered_query("dead_letters_list", filters, page)
+
+
+def filtered_query(
+    name: str, filters: ExecutionFilter, page: PageRequest
+) -> tuple[Query, dict[str, Any]]:
+    """Statement ``name`` (or ``name``_of_endpoint, with an endpoint: ranges of
+    idx_executions_by_endpoint) for these filters and page, cut to their shape. With an
+    error type SUCCESS and PENDING are not asked for: a success's last attempt has no
+    error, and a PENDING execution has made no attempt."""
     params = {**filters.params(), **page.params()}
     if filters.error_type is not None:
         params["statuses"] = [s for s in params["statuses"] if s not in _NO_ERROR]
-    if filters.endpoint is not None:  # ranges of idx_executions_by_endpoint
-        return shaped(queries["dead_letters_list_of_endpoint"], params)
-    return shaped(queries["dead_letters_list"], params)
+    if filters.endpoint is not None:
+        return shaped(queries[f"{name}_of_endpoint"], params)
+    return shaped(queries[name], params)
 
 
 def _require_endpoint(tx: Transaction, name: str) -> None:

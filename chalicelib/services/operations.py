@@ -27,6 +27,11 @@ writes and log lines, ``operations.sql``), so a bulk action is N single actions:
   and a one-shot job left without an execution with them.
 
 An execution the action does not apply to is refused: counted, never an error.
+
+:meth:`OperationService.count` (``POST /executions/bulk/count``) says beforehand how many
+executions a filter matches, reading at most :data:`~chalicelib.domain.operations.COUNT_LIMIT`
+of them (one more says "more than that") with the listing's filters and indexes, the
+executions' keys only (``operations_count``).
 """
 
 from __future__ import annotations
@@ -44,12 +49,18 @@ from chalicelib.db import notify
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.faults import is_transient
 from chalicelib.db.queries import queries
-from chalicelib.domain.operations import BulkAction, BulkFilter, BulkRequest, OperationState
+from chalicelib.domain.operations import (
+    COUNT_LIMIT,
+    BulkAction,
+    BulkFilter,
+    BulkRequest,
+    OperationState,
+)
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import ExecutionStatus, requeue_sources, sources_of
 from chalicelib.errors import OperationNotFound, OperationNotRunning, TaskExecutorError
 from chalicelib.services.callbacks import complete_batches
-from chalicelib.services.dead_letters import list_query
+from chalicelib.services.dead_letters import filtered_query, list_query
 from chalicelib.services.executions import read_committed
 from chalicelib.services.views import RowView
 
@@ -75,6 +86,16 @@ class Operation(RowView):
     error: str | None
     created_at: datetime
     ended_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BulkCount:
+    """How many executions a filter matches now: ``matched`` up to ``limit``; ``more``:
+    more than ``limit`` match (``matched`` is then ``limit``)."""
+
+    matched: int
+    more: bool
+    limit: int
 
 
 @dataclass(frozen=True)
@@ -114,6 +135,14 @@ class OperationService:
             log.warning("operation %s: first page left to the loop: %s", operation, exc)
             return operation
         return operation if advanced is None else advanced.operation
+
+    def count(self, bulk_filter: BulkFilter, limit: int = COUNT_LIMIT) -> BulkCount:
+        """How many executions ``bulk_filter`` matches now, counted up to ``limit`` (one
+        statement, bounded by ``limit`` whatever the history)."""
+        page = PageRequest(limit)
+        query, params = filtered_query("operations_count", bulk_filter.execution_filter(), page)
+        counted = int(self.db.run(query, **params)[0]["matched"])
+        return BulkCount(matched=min(counted, limit), more=counted > limit, limit=limit)
 
     def get(self, operation_id: str) -> Operation:
         """The operation (404 OPERATION_NOT_FOUND)."""

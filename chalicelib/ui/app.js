@@ -4,6 +4,7 @@ import { ApiError, key } from './api.js';
 import { confirmAction, dismissConfirmation } from './confirm.js';
 import { fill, h } from './dom.js';
 import { executionView, executionsView } from './executions.js';
+import { operationView } from './operations.js';
 import { endpointView, endpointsView } from './endpoints.js';
 import { batchView, jobView, jobsView } from './jobs.js';
 import { overviewView } from './overview.js';
@@ -18,6 +19,7 @@ const ROUTES = [
   [/^execution\/([^/]+)$/, executionView],
   [/^executions$/, executionsView],
   [/^batch\/([^/]+)$/, batchView],
+  [/^operation\/([^/]+)$/, operationView],
 ];
 
 const view = document.getElementById('view');
@@ -46,6 +48,13 @@ function parseHash() {
   return { route, params: new URLSearchParams(query || '') };
 }
 
+/** Whether the user confirms `label`: `confirm` is the text to ask with, or a function
+ * returning it (or a promise of it); no text means no. */
+async function confirmed(label, confirm) {
+  const message = typeof confirm === 'function' ? await confirm() : confirm;
+  return Boolean(message) && confirmAction(label, message);
+}
+
 function context(mine, params, args) {
   const loaders = [];
   const ctx = {
@@ -66,17 +75,18 @@ function context(mine, params, args) {
         }
       }
     },
+    say,
     /** A button that calls the API, says what happened (`done(result)`), and reloads the
      * view's data. With `confirm` (what will happen, for an action that cannot be undone;
-     * text, or a function returning it at the click) it asks first, and does nothing
-     * unless confirmed. */
+     * text, or a function returning it, or a promise of it, at the click) it asks first,
+     * and does nothing unless confirmed; a function that returns no text (it said why)
+     * stops the action without asking. */
     action(label, run, { done, confirm } = {}) {
       const button = h('button', { type: 'button' }, label);
       button.addEventListener('click', async () => {
-        const message = typeof confirm === 'function' ? confirm() : confirm;
-        if (message && !(await confirmAction(label, message))) return;
         button.disabled = true;
         try {
+          if (confirm && !(await confirmed(label, confirm))) return;
           const result = await run();
           say(done ? done(result) : `${label}: done`, 'ok');
           await ctx.refresh();

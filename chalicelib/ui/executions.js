@@ -1,11 +1,13 @@
 // One execution (attempt timeline to scale, errors, logs, output, cancel, retry) and the
-// execution list by status: FAILED is the dead-letter view, with retry and redrive.
+// execution list by status: FAILED is the dead-letter view, with retry and redrive. A list
+// of one status offers the bulk actions that apply to it over its filter (operations.js).
 
 import { get, items, path, post } from './api.js';
 import { timeline } from './charts.js';
 import { badge, choice, facts, fill, filterForm, h, link, ms, pre, section, table, when } from './dom.js';
 import { endpointField } from './endpoints.js';
 import { ERROR_TYPES, EXECUTION_STATUSES } from './enums.js';
+import { bulkActions } from './operations.js';
 import { pager } from './pager.js';
 
 const CANCELLABLE = ['PENDING', 'QUEUED', 'RETRYING'];
@@ -73,11 +75,17 @@ export async function executionView(root, ctx) {
   await ctx.poll(logs.load);
 }
 
+/** The list's filters: GET /executions' status, endpoint, error type and creation range. */
+const LIST_FILTERS = ['status', 'endpoint', 'error_type', 'since', 'until'];
+
 function listFilters(ctx, status) {
   const p = ctx.params;
+  const instant = (name, placeholder) => h('input', { name, placeholder, 'aria-label': placeholder,
+    class: 'instant', value: p.get(name) || '' });
   // status is kept even when empty: '' is any status, no status at all is FAILED.
   return filterForm(ctx, 'executions', [choice('status', EXECUTION_STATUSES, status, 'any status'),
-    endpointField(p.get('endpoint')), choice('error_type', ERROR_TYPES, p.get('error_type'), 'any error type')],
+    endpointField(p.get('endpoint')), choice('error_type', ERROR_TYPES, p.get('error_type'), 'any error type'),
+    instant('since', 'created from (ISO)'), instant('until', 'created before (ISO)')],
   ['status']);
 }
 
@@ -114,7 +122,9 @@ function redriveForm(ctx) {
 
 export async function executionsView(root, ctx) {
   const status = ctx.params.get('status') ?? 'FAILED';
-  const query = { status, endpoint: ctx.params.get('endpoint'), error_type: ctx.params.get('error_type') };
+  const query = Object.fromEntries(LIST_FILTERS.map((n) => [n, ctx.params.get(n)]));
+  query.status = status;
+  if (!ctx.params.has('status')) ctx.params.set('status', status); // the bulk filter's too
   const list = pager(ctx, '/executions', query, (rows) =>
     table(['Execution', 'Endpoint', 'Status', 'Error', 'Finished', ''], rows.map((e) => [
       h('span', { class: 'whole' }, link(e.execution_id, ['execution', e.execution_id])),
@@ -122,7 +132,9 @@ export async function executionsView(root, ctx) {
       h('span', { class: 'error' }, typeof e.error === 'object' && e.error ? errorText(e.error) : [e.error_type, e.error].filter(Boolean).join(': ')),
       h('span', { class: 'whole' }, when(e.completed_at)), e.status === 'FAILED' ? retryButton(ctx, e.execution_id) : '',
     ]), status ? `No ${status} execution.` : 'No execution matches.'));
-  root.append(h('h1', null, `Executions: ${status || 'any status'}`), listFilters(ctx, status), list.el);
+  const bulk = bulkActions(ctx);
+  root.append(h('h1', null, `Executions: ${status || 'any status'}`), listFilters(ctx, status),
+    ...(bulk ? [bulk] : []), list.el);
   if (status === 'FAILED') root.append(section('Redrive failed executions of an endpoint', redriveForm(ctx)));
   await ctx.poll(list.load);
 }

@@ -155,6 +155,13 @@ SETTING_GROUPS: list[tuple[str, list[tuple[str, str | None, str]]]] = [
                 "terminal executions (with their attempts and logs, and one-shot jobs) older "
                 "than this are deleted; 0 keeps everything",
             ),
+            (
+                "operation_retention_days",
+                None,
+                "bulk operations that ended (DONE, ABORTED, FAILED) longer ago than this are "
+                "deleted, and `GET /operations/{id}` answers 404 for them; a RUNNING one never "
+                "is; 0 keeps everything",
+            ),
         ],
     ),
     (

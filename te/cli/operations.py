@@ -1,4 +1,5 @@
-"""``te executions bulk retry|cancel|delete`` (a bulk action over a filter) and
+"""``te executions bulk retry|cancel|delete`` (a bulk action over a filter), ``te executions
+bulk count`` (how many it matches, changing nothing) and
 ``te operations get|abort`` (its progress); ``--wait`` follows an operation to its end."""
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def _wait_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @click.command()
-@click.argument("action", type=click.Choice(["retry", "cancel", "delete"]))
+@click.argument("action", type=click.Choice(["retry", "cancel", "delete", "count"]))
 @click.option("--endpoint", help="Only this endpoint's executions.")
 @click.option(
     "--status",
@@ -48,7 +49,8 @@ def _wait_options(command: Callable[..., Any]) -> Callable[..., Any]:
 def bulk(
     action: str, statuses: tuple[str, ...], every: bool, wait: bool, interval: float, **filters: Any
 ) -> None:
-    """Retry, cancel or delete every execution a filter matches, in the background.
+    """Retry, cancel or delete every execution a filter matches, in the background; or
+    count them first (``count``: changes nothing; up to 1000, "more" past it).
 
     retry acts on FAILED executions, cancel on PENDING, QUEUED and RETRYING ones, delete on
     ended ones (with their attempts and logs); the others are refused and counted.
@@ -61,6 +63,11 @@ def bulk(
     if statuses:
         given["status"] = list(statuses)
     client = settings().client()
+    if action == "count":
+        if wait:
+            raise click.UsageError("--wait follows an operation: count creates none.")
+        show(client.executions.bulk_count(all=every, **given))
+        return
     _finish(client, client.executions.bulk(action, all=every, **given), wait, interval)
 
 

@@ -14,7 +14,7 @@ from chalicelib.db.queries import Query, queries
 from chalicelib.domain.operations import BulkFilter
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import ExecutionStatus, requeue_sources, sources_of
-from chalicelib.services.dead_letters import list_query
+from chalicelib.services.dead_letters import filtered_query, list_query
 from tests.integration.plan_probe import bounded
 from tests.support.seed.dead_letters import T0, endpoint_with, fail
 from tests.support.seed.worker import Seeded
@@ -95,6 +95,28 @@ def test_a_page_deep_in_the_set_reads_a_few_pages(
     bounded(database, query, params, at_most=7 * (PAGE + 1), tables=("executions", "attempts"))
 
 
+@pytest.mark.parametrize(
+    "bulk_filter",
+    [
+        BulkFilter(statuses=("FAILED",)),
+        BulkFilter(statuses=("FAILED",), error_type="TIMEOUT"),
+        BulkFilter(),  # "all": true
+        BulkFilter(created_after=T0 - timedelta(hours=2), created_before=T0),
+        BulkFilter(statuses=("FAILED", "CANCELLED"), endpoint="history-1"),
+    ],
+    ids=["failed", "error_type", "all", "time_range", "endpoint"],
+)
+def test_a_count_reads_at_most_its_limit_whatever_the_history(
+    database: Database, history: Seeded, bulk_filter: BulkFilter
+) -> None:
+    # thousands match each filter: the count reads its limit (+1) per status branch
+    query, params = filtered_query(
+        "operations_count", bulk_filter.execution_filter(), PageRequest(PAGE)
+    )
+    bounded(database, query, params, at_most=7 * (PAGE + 1), tables=("executions", "attempts"))
+    assert database.run(query, **params)[0]["matched"] == PAGE + 1  # "more than PAGE"
+
+
 @pytest.mark.parametrize("status", ["FAILED", None])
 def test_a_page_of_one_endpoints_dead_letters_reads_its_range(
     database: Database, history: Seeded, status: str | None
@@ -147,4 +169,25 @@ def test_the_loops_pick_reads_the_running_operations_only(
     )
     bounded(
         database, queries["operations_next_running"], {}, at_most=1, tables=("bulk_operations",)
+    )
+
+
+@pytest.mark.parametrize("days_ago", [1, -1], ids=["none_expired", "all_expired"])
+def test_the_retention_purge_reads_its_batch_of_ended_operations(
+    database: Database, history: Seeded, days_ago: int
+) -> None:
+    """2,000 ended operations and 2,000 RUNNING ones: a batch reads its own rows of the
+    ended ones (none when none expired), never the RUNNING ones."""
+    database.run(
+        "INSERT INTO bulk_operations (action, filter, advanced_at)"
+        " SELECT 'retry', '{}', now() - g * INTERVAL '1 day' FROM generate_series(1, 2000) AS g"
+    )
+    database.run("ANALYZE bulk_operations")
+    cutoff = datetime.now(UTC) - timedelta(days=days_ago)
+    bounded(
+        database,
+        queries["housekeeping_purge_operations"],
+        {"cutoff": cutoff, "batch": PAGE},
+        at_most=3 * PAGE,  # each row read on the index, found again by id, deleted
+        tables=("bulk_operations",),
     )

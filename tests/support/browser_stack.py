@@ -28,7 +28,15 @@ WAIT_SEC = 20.0
 class Stack:
     """The local stack's process, its URL and a small JSON client for arranging data."""
 
-    def __init__(self, db_url: str, data_dir: Path) -> None:
+    def __init__(
+        self,
+        db_url: str,
+        data_dir: Path,
+        *,
+        settings: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+    ) -> None:
+        """``settings``: further ``TE_*`` variables; ``args``: of ``chalicelib.local``."""
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("TE_")}
         env.update(
@@ -42,11 +50,12 @@ class Stack:
             PYTHONUNBUFFERED="1",
             **PROFILE,
         )
+        env.update(settings or {})
         self.base = f"http://127.0.0.1:{port}"
         self.key = BOOTSTRAP_KEY
         self.output: list[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "chalicelib.local"],
+            [sys.executable, "-m", "chalicelib.local", *args],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

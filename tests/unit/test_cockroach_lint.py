@@ -64,6 +64,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("scheduler_cron_apply_ticks", "skip_locked"): _SKIP_LOCKED_IN_LOOPS,
     ("housekeeping_purge_cron", "skip_locked"): _SKIP_LOCKED_IN_LOOPS,
     ("housekeeping_purge_one_shot", "skip_locked"): _SKIP_LOCKED_IN_LOOPS,
+    ("housekeeping_purge_operations", "skip_locked"): _SKIP_LOCKED_IN_LOOPS,
     ("001_initial.sql", "int_without_width"): (
         "applied migration (its checksum is recorded, forward-only): jobs.version, "
         "executions.attempt_count/max_attempts and attempts/execution_logs.attempt_number "

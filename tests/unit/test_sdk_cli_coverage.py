@@ -61,6 +61,7 @@ COVERAGE: dict[str, tuple[str, tuple[str, ...]]] = {
     "cancelExecution": ("executions.cancel", ("executions", "cancel")),
     "retryExecution": ("executions.retry", ("executions", "retry")),
     "createBulkAction": ("executions.bulk", ("executions", "bulk")),
+    "countBulkMatches": ("executions.bulk_count", ("executions", "bulk")),
     "getOperation": ("operations.get", ("operations", "get")),
     "abortOperation": ("operations.abort", ("operations", "abort")),
     "createKey": ("keys.create", ("keys", "create")),

@@ -24,6 +24,7 @@ def test_defaults_match_the_specification() -> None:
     assert s.listen_addr == "0.0.0.0:8080"
     assert s.database_url is None and s.secret_encryption_key is None
     assert s.allow_private_targets is False and s.data_dir == "./.te-data"
+    assert (s.execution_retention_days, s.operation_retention_days) == (30, 7)
     assert (s.pool_size("api"), s.pool_size("worker"), s.pool_size("scheduler")) == (20, 10, 10)
 
 
@@ -60,6 +61,7 @@ def test_secrets_are_not_in_the_repr() -> None:
         ({"TE_WORKER_ENDPOINT_SHARE": "0"}, "TE_WORKER_ENDPOINT_SHARE"),
         ({"TE_WORKER_ENDPOINT_SHARE": "1.5"}, "TE_WORKER_ENDPOINT_SHARE"),
         ({"TE_LOG_FORMAT": "xml"}, "TE_LOG_FORMAT"),
+        ({"TE_OPERATION_RETENTION_DAYS": "-1"}, "TE_OPERATION_RETENTION_DAYS must be 0 or more"),
         ({"TE_SECRET_ENCRYPTION_KEY": "not base64!"}, "not valid base64"),
         ({"TE_SECRET_ENCRYPTION_KEY": base64.b64encode(b"short").decode()}, "32 bytes"),
         ({"TE_SECRET_DECRYPTION_KEYS": f"{KEY},bad!"}, "TE_SECRET_DECRYPTION_KEYS"),

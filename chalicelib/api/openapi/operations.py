@@ -1,5 +1,5 @@
-"""OpenAPI for bulk actions: ``POST /executions/bulk``, ``GET /operations/{id}`` and
-``POST /operations/{id}/abort``."""
+"""OpenAPI for bulk actions: ``POST /executions/bulk``, ``POST /executions/bulk/count``,
+``GET /operations/{id}`` and ``POST /operations/{id}/abort``."""
 
 from __future__ import annotations
 
@@ -24,6 +24,13 @@ _BULK = (
     "FAILED and CANCELLED ones (with their attempts and logs); any other is refused and "
     "counted. 202 with the operation (its first page done). An empty filter is refused "
     'unless "all": true is given beside it.'
+)
+_COUNT = (
+    "How many executions a bulk action's filter matches now, before acting: the same "
+    'filter and "all" as POST /executions/bulk, without the action. Counted up to limit '
+    "(1000): more is true when more than that match (matched is then the limit), so the "
+    "answer costs a bounded read whatever the history. Changes nothing; a POST, so it "
+    "needs a write key, as the action it precedes."
 )
 _GET = "A bulk operation and its progress (matched = done + refused)."
 _ABORT = (
@@ -74,6 +81,14 @@ OPERATIONS: dict[str, Any] = {
                 body="BulkAction",
             )
         ),
+        operation(
+            "POST",
+            "/executions/bulk/count",
+            "countBulkMatches",
+            "BulkCount",
+            _COUNT,
+            body="BulkSelection",
+        ),
         operation("GET", "/operations/{operation_id}", "getOperation", "Operation", _GET),
         _with_conflict(
             operation(
@@ -97,6 +112,33 @@ OPERATIONS: dict[str, Any] = {
             },
         },
         "BulkFilter": _FILTER,
+        "BulkSelection": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "filter": schema_ref("BulkFilter"),
+                "all": {
+                    "type": "boolean",
+                    "description": "true: every execution (only with an empty filter).",
+                },
+            },
+        },
+        "BulkCount": {
+            "type": "object",
+            "required": ["matched", "more", "limit"],
+            "properties": {
+                "matched": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Executions the filter matches now, at most limit.",
+                },
+                "more": {
+                    "type": "boolean",
+                    "description": "true: more than limit match (show it as more than limit).",
+                },
+                "limit": {"type": "integer", "minimum": 1},
+            },
+        },
         "Operation": {
             "type": "object",
             "required": ["operation_id", "action", "state", "matched", "done", "refused"],

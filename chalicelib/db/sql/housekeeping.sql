@@ -230,3 +230,26 @@ WHERE grain = 'series' AND bucket_start < CAST(:cutoff AS TIMESTAMPTZ)
 -- primary key, an hour's marks a pass at most.
 DELETE FROM delivery_marks
 WHERE hour < CAST(:cutoff AS TIMESTAMPTZ)
+
+-- name: housekeeping_purge_operations
+-- Bulk operations (migration 026) that ended (DONE, ABORTED, FAILED) before :cutoff, the
+-- oldest first, at most :batch: a range of idx_bulk_operations_ended (migration 029), which
+-- has no entry for a RUNNING operation, so one is never taken however old. FOR UPDATE SKIP
+-- LOCKED: concurrent housekeepers take disjoint batches. Every row ended, so nothing else
+-- writes it but an abort of an ABORTED one (a no-op read). Each batch commits on its own: a
+-- pass stopped between batches leaves whole operations, and the next one goes on from the
+-- oldest left.
+WITH doomed AS (
+    SELECT o.operation_id
+    FROM bulk_operations AS o
+    WHERE o.state IN ('DONE', 'ABORTED', 'FAILED')
+      AND o.ended_at < CAST(:cutoff AS TIMESTAMPTZ)
+    ORDER BY o.ended_at ASC, o.operation_id ASC
+    LIMIT :batch
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM bulk_operations
+    WHERE operation_id = ANY(ARRAY(SELECT operation_id FROM doomed))
+    RETURNING operation_id
+)
+SELECT (SELECT count(*) FROM gone) AS operations

@@ -121,3 +121,21 @@ WITH doomed AS (
     RETURNING job_id
 )
 SELECT (SELECT count(*) FROM execs) AS deleted, (SELECT count(*) FROM gone) AS jobs
+
+-- name: operations_count
+-- POST /executions/bulk/count: how many executions a bulk action's filter matches, as a
+-- page of GET /executions with :limit_plus_one rows lists them (dead_letters_list_page,
+-- the listing's own statement, counted), so the count costs what that page costs,
+-- whatever the history, and a count past the limit says "more". The same rows a bulk
+-- page reads, by construction. With an endpoint: operations_count_of_endpoint.
+SELECT count(*) AS matched
+FROM (
+-- include: dead_letters_list_page
+) AS counted
+
+-- name: operations_count_of_endpoint
+-- operations_count with an endpoint: a page of dead_letters_list_of_endpoint, counted.
+SELECT count(*) AS matched
+FROM (
+-- include: dead_letters_list_of_endpoint_page
+) AS counted

@@ -2,6 +2,7 @@
 -- statement as the service sends it, its parts included. Edit the source, not this.
 
 -- name: dead_letters_list
+-- GET /executions: a page (dead_letters_list_page); operations_count counts one.
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -231,6 +232,8 @@ ORDER BY p.created_at DESC, p.execution_id DESC
 LIMIT :limit_plus_one
 
 -- name: dead_letters_list_of_endpoint
+-- GET /executions?endpoint=NAME: a page (dead_letters_list_of_endpoint_page);
+-- operations_count_of_endpoint counts one.
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a

@@ -122,3 +122,29 @@ def test_sdk_bulk_delete_waits_with_progress_and_an_ended_operation_is_not_abort
     assert refused.value.code == "OPERATION_NOT_RUNNING"
     everything = client.executions.bulk("cancel", all=True)
     assert everything["action"] == "cancel"
+
+
+def test_count_before_acting_from_the_cli_and_the_sdk_changes_nothing(
+    te: Te, database: Database
+) -> None:
+    seeded = pending(database, 4)
+    fail(database, seeded.execution_ids[:3], error_type="HTTP_ERROR")
+
+    counted = te.json(
+        "executions", "bulk", "count", "--endpoint", seeded.endpoint, "--status", "FAILED"
+    )
+
+    assert counted == {"matched": 3, "more": False, "limit": 1000}
+    client = Client(te.url, te.key)
+    assert client.executions.bulk_count(endpoint=seeded.endpoint, error_type="HTTP_ERROR") == {
+        "matched": 3,
+        "more": False,
+        "limit": 1000,
+    }
+    assert client.executions.bulk_count(all=True)["matched"] == 4
+    assert statuses(database, seeded.execution_ids) == {"FAILED": 3, "PENDING": 1}
+    assert database.run("SELECT count(*) AS n FROM bulk_operations")[0]["n"] == 0
+    waited = te("executions", "bulk", "count", "--all", "--wait")
+    assert waited.exit_code == 2 and "count creates none" in waited.stderr
+    empty = te("executions", "bulk", "count")
+    assert empty.exit_code == 1 and "INVALID_REQUEST" in empty.stderr
