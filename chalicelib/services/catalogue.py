@@ -32,7 +32,7 @@ from chalicelib.domain.templates import secret_names
 from chalicelib.errors import Conflict, TaskExecutorError
 
 Kind = Literal["payload_spec", "config", "secret"]
-AnyKind = Kind | Literal["endpoint"]
+AnyKind = Kind | Literal["endpoint", "topic"]
 V = TypeVar("V")
 
 #: How many dependents a 409 names (one more is fetched to say "and more").
