@@ -20,10 +20,13 @@ RETURNING name, endpoints AS value, created_at, updated_at
 SELECT name, endpoints AS value, created_at, updated_at FROM topics WHERE name = :name
 
 -- name: catalogue_topic_list
--- Keyset page on idx_topics_created, newest first (as the other catalogue lists).
+-- Keyset page on idx_topics_created, newest first (as the other catalogue lists). The
+-- cursor's line is kept only with a cursor (chalicelib/db/shapes.py): the first page and
+-- the next ones are two statements, each of whose generic plans seeks the index at its
+-- bound, where "(:after_ts IS NULL OR ...)" read every topic before the cursor.
 SELECT name, endpoints AS value, created_at, updated_at FROM topics
-WHERE CAST(:after_ts AS TIMESTAMPTZ) IS NULL
-   OR (created_at, name) < (CAST(:after_ts AS TIMESTAMPTZ), CAST(:after_id AS TEXT))
+WHERE TRUE
+  AND (created_at, name) < (CAST(:after_ts AS TIMESTAMPTZ), CAST(:after_id AS TEXT)) -- if after_ts
 ORDER BY created_at DESC, name DESC
 LIMIT :limit_plus_one
 
