@@ -123,6 +123,10 @@ class ApiKeyNotFound(NotFound):
     code = "API_KEY_NOT_FOUND"
 
 
+class TopicNotFound(NotFound):
+    code = "TOPIC_NOT_FOUND"
+
+
 # -- 409 -----------------------------------------------------------------------------------
 
 

@@ -201,6 +201,8 @@ class Client:
         self.configs = Named(self, "/configs")
         self.secrets = Named(self, "/secrets")
         self.payload_specs = Named(self, "/payload-specs")
+        #: Fan-out topics; ``jobs.create({"topic": name, ...})`` creates a job per endpoint.
+        self.topics = Named(self, "/topics")
         self.jobs = Jobs(self)
         self.executions = Executions(self)
         self.batches = Batches(self)
@@ -298,7 +300,7 @@ def _id(value: str) -> str:
 
 
 class Named:
-    """A collection addressed by name: endpoints, configs, secrets, payload specs."""
+    """A collection addressed by name: endpoints, configs, secrets, payload specs, topics."""
 
     def __init__(self, client: Client, path: str) -> None:
         self._client = client
@@ -380,7 +382,9 @@ class Jobs:
         traceparent: str | None = None,
         tracestate: str | None = None,
     ) -> Any:
-        """``POST /jobs``; ``body`` may carry ``"headers"`` (sent with each delivery).
+        """``POST /jobs``; ``body`` may carry ``"headers"`` (sent with each delivery). With
+        ``"topic"`` instead of ``"endpoint"`` it answers ``{"topic", "jobs"}``: one job per
+        endpoint of the topic.
         ``traceparent``/``tracestate``: the W3C trace context the job keeps (each delivery
         attempt then sends the same trace-id with a parent-id of its own)."""
         headers = trace_headers(traceparent, tracestate)

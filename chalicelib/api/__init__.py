@@ -147,6 +147,7 @@ def register_api(app: ApiApp) -> None:
         overview,
         payload_specs,
         secrets,
+        topics,
         ui,
     )
 
@@ -154,7 +155,7 @@ def register_api(app: ApiApp) -> None:
         return envelope_middleware(app, request, get_response)
 
     app.register_middleware(middleware, "http")
-    modules = (payload_specs, configs, secrets, endpoints, jobs, batches, executions, meta)
+    modules = (payload_specs, configs, secrets, endpoints, topics, jobs, batches, executions, meta)
     for module in (*modules, metrics, overview, ui, keys):
         app.register_blueprint(module.resource.blueprint)
     app.register_blueprint(dead_letters.resource.blueprint)

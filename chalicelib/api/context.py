@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from chalicelib.services.overview import OverviewService
     from chalicelib.services.payload_specs import PayloadSpecService
     from chalicelib.services.secrets import SecretService
+    from chalicelib.services.topics import TopicService
 
 
 class ApiContext(Protocol):
@@ -70,6 +71,8 @@ class ApiContext(Protocol):
     def payload_spec_service(self) -> PayloadSpecService: ...
 
     def secret_service(self) -> SecretService: ...
+
+    def topic_service(self) -> TopicService: ...
 
     def api_key_service(self) -> ApiKeyService: ...
 

@@ -1,6 +1,6 @@
-"""What the four catalogue/register routes share: timestamps, the DELETE answer, PUT names.
+"""What the catalogue/register routes share: timestamps, the DELETE answer, PUT names.
 
-Payload specs, configs, secrets and endpoints are named resources with the same lifecycle
+Payload specs, configs, secrets, endpoints and topics are named resources with the same lifecycle
 (create, list, get, replace, delete-unless-referenced), run by the services in
 :mod:`chalicelib.services.catalogue` and documented once in :mod:`chalicelib.api.openapi.catalogue`.
 This module holds the HTTP pieces that would otherwise be copied four times.
@@ -16,15 +16,31 @@ Conventions every one of them follows:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from chalice import Response
 
 from chalicelib.api.http import Resource, check_fields, shown
 from chalicelib.api.pagination import page_response, parse_page
 from chalicelib.domain.names import check_catalogue_name
+from chalicelib.domain.pagination import PageRequest
 from chalicelib.errors import ValidationFailed
-from chalicelib.services.catalogue import NamedValueService, Stamped
+from chalicelib.services.catalogue import Stamped
+
+
+class ValueService(Protocol):
+    """What :func:`value_routes` calls: a named resource whose value is one field
+    (:class:`~chalicelib.services.catalogue.NamedValueService`, topics)."""
+
+    def create(self, name: str, value: Any, /) -> Any: ...
+
+    def list_page(self, page: PageRequest, /) -> list[Any]: ...
+
+    def get(self, name: str, /) -> Any: ...
+
+    def replace(self, name: str, value: Any, /) -> Any: ...
+
+    def delete(self, name: str, /) -> None: ...
 
 
 def timestamps(view: Stamped) -> dict[str, Any]:
@@ -51,18 +67,20 @@ def value_routes(
     resource: Resource,
     collection: str,
     field: str,
-    service: Callable[[], NamedValueService[Any]],
+    service: Callable[[], ValueService],
     read_value: Callable[[Mapping[str, Any]], Any],
     *,
     shown: bool = True,
+    check_name: Callable[[object], str] = check_catalogue_name,
 ) -> None:
-    """Register the five routes of a payload-spec, config or secret collection.
+    """Register the five routes of a payload-spec, config, secret or topic collection.
 
     POST ``{"name", <field>}`` creates (201), GET lists, GET/PUT/DELETE
     ``<collection>/{name}`` read, replace (``{<field>, "name"?}``) and delete (204).
     ``read_value`` takes the value from a body whose fields were checked (the service
-    validates it further); ``service`` is built per request. Representations carry the
-    name, the value as ``field`` unless ``shown`` is false (secrets), and timestamps.
+    validates it further); ``service`` is built per request; ``check_name`` is the rule a
+    new name follows. Representations carry the name, the value as ``field`` unless
+    ``shown`` is false (secrets), and timestamps.
     """
     plural = collection.strip("/").replace("-", "_")
     item = f"{collection}/{{name}}"
@@ -74,7 +92,7 @@ def value_routes(
     def create() -> dict[str, Any]:
         body = resource.json_body()
         check_fields(body, required=["name", field])
-        name = check_catalogue_name(body["name"])
+        name = check_name(body["name"])
         return render(service().create(name, read_value(body)))
 
     def listing() -> dict[str, Any]:

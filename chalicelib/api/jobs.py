@@ -29,6 +29,7 @@ from chalicelib.domain.jobs import parse_job_filters
 from chalicelib.domain.statuses import JobStatus, TriggerType
 from chalicelib.domain.timefmt import iso
 from chalicelib.domain.trace_context import TRACEPARENT, TRACESTATE, TraceContext, trace_context
+from chalicelib.errors import ValidationFailed
 from chalicelib.services.jobs.rows import JobView
 from chalicelib.services.jobs.status import JobHealthReport
 from chalicelib.services.views import ExecutionSummary, Job
@@ -183,10 +184,24 @@ def request_trace(request: Request) -> TraceContext | None:
 @resource.route("/jobs", methods=["POST"], status=201)
 def create_job() -> Any:
     """201 with the new job, or 200 with the existing one on an idempotency-key hit; a
-    ``traceparent`` header (W3C) is kept with the job."""
+    ``traceparent`` header (W3C) is kept with the job. With ``topic`` instead of
+    ``endpoint``: ``{"topic", "jobs"}``, one job per endpoint of the topic."""
+    body = resource.json_body()
+    if "topic" in body:
+        return _fan_out(body)
+    if "endpoint" not in body:
+        raise ValidationFailed("Missing required field: endpoint (or topic).")
     with resource.services.traced("POST /jobs", request_trace(resource.request)) as trace:
-        result = resource.services.job_service().create(resource.json_body(), trace=trace)
+        result = resource.services.job_service().create(body, trace=trace)
     return ApiResponse(render_job(result.view), status=201 if result.created else 200)
+
+
+def _fan_out(body: dict[str, Any]) -> ApiResponse:
+    """POST /jobs with ``topic``: 201 with every job created, 200 with those the key found."""
+    with resource.services.traced("POST /jobs", request_trace(resource.request)) as trace:
+        result = resource.services.job_service().fan_out(body, trace=trace)
+    jobs = [render_job(view) for view in result.views]
+    return ApiResponse({"topic": result.topic, "jobs": jobs}, status=201 if result.created else 200)
 
 
 @resource.route("/jobs", methods=["GET"])

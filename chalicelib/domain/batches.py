@@ -49,6 +49,7 @@ def parse_batch_request(body: Mapping[str, Any]) -> BatchRequest:
         raise PayloadTooLarge(
             f"A batch holds at most {MAX_BATCH_JOBS} jobs; this one has {len(items)}."
         )
+    _refuse_topics(items)
     atomic = body.get("atomic", False)
     if not isinstance(atomic, bool):
         raise ValidationFailed("Field 'atomic' must be a boolean.")
@@ -56,6 +57,17 @@ def parse_batch_request(body: Mapping[str, Any]) -> BatchRequest:
     if on_complete is not None and (not isinstance(on_complete, str) or not on_complete.strip()):
         raise ValidationFailed("Field 'on_complete' must be an endpoint name.")
     return BatchRequest(items=items, atomic=atomic, on_complete=on_complete)
+
+
+def _refuse_topics(items: list[Any]) -> None:
+    """400 naming the first item that carries ``topic``: a batch's items are one job each
+    (its counts and its on_complete are per job); a fan-out is POST /jobs with ``topic``."""
+    for index, item in enumerate(items):
+        if isinstance(item, dict) and "topic" in item:
+            raise ValidationFailed(
+                f"Item {index} of 'jobs': field 'topic' is not accepted in a batch; create a "
+                'topic\'s jobs with POST /jobs {"topic": ...}.'
+            )
 
 
 @dataclass(frozen=True, kw_only=True)

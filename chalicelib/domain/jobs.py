@@ -182,16 +182,18 @@ def _trigger(body: Mapping[str, Any]) -> TriggerType:
 
 # -- system idempotency keys -------------------------------------------------------------
 #
-# The service creates jobs of its own (callbacks, a batch's on_complete) under idempotency
-# keys that make each one exist once; a client key with the same text on the same endpoint
-# would make the real one "already exist", so it would never be created. Those prefixes are
-# the system's: a client key starting with one is refused with 400. A cron tick's key
-# (``cron_<job_id>_<epoch_ms>``) lives on the job's own executions, which no client writes,
-# so it needs no reservation.
+# The service creates jobs of its own (callbacks, a batch's on_complete, the jobs of a
+# topic's fan-out) under idempotency keys that make each one exist once; a client key with
+# the same text on the same endpoint would make the real one "already exist", so it would
+# never be created. Those prefixes are the system's: a client key starting with one is
+# refused with 400. A cron tick's key (``cron_<job_id>_<epoch_ms>``) lives on the job's own
+# executions, which no client writes, so it needs no reservation.
 
 CALLBACK_KEY_PREFIX = "callback:"
 BATCH_COMPLETION_KEY_PREFIX = "batch:"
-RESERVED_KEY_PREFIXES = (CALLBACK_KEY_PREFIX, BATCH_COMPLETION_KEY_PREFIX)
+#: A fan-out's jobs hold ``topic:<topic>:<key>`` (:func:`chalicelib.domain.topics.topic_key`).
+TOPIC_KEY_PREFIX = "topic:"
+RESERVED_KEY_PREFIXES = (CALLBACK_KEY_PREFIX, BATCH_COMPLETION_KEY_PREFIX, TOPIC_KEY_PREFIX)
 
 
 def callback_key(execution_id: str, attempt_count: int) -> str:
@@ -217,7 +219,7 @@ def _idempotency_key(body: Mapping[str, Any], trigger: TriggerType) -> str | Non
         reserved = ", ".join(repr(p) for p in RESERVED_KEY_PREFIXES)
         raise ValidationFailed(
             f"Field 'idempotency_key' must not start with {reserved}: those keys are the "
-            "service's own (callbacks and batch completions)."
+            "service's own (callbacks, batch completions and topic fan-outs)."
         )
     return key
 

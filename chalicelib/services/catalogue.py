@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
+from chalicelib.db.shapes import shaped
 from chalicelib.domain.endpoints import EndpointDefinition
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.signing import signing_secret_of
@@ -32,7 +33,7 @@ from chalicelib.domain.templates import secret_names
 from chalicelib.errors import Conflict, TaskExecutorError
 
 Kind = Literal["payload_spec", "config", "secret"]
-AnyKind = Kind | Literal["endpoint"]
+AnyKind = Kind | Literal["endpoint", "topic"]
 V = TypeVar("V")
 
 #: How many dependents a 409 names (one more is fetched to say "and more").
@@ -64,8 +65,10 @@ def delete(tx: Transaction, kind: AnyKind, name: str) -> bool:
 
 
 def list_page(tx: Transaction, kind: AnyKind, page: PageRequest) -> list[Row]:
-    """Up to ``page.limit + 1`` rows after the cursor, newest first."""
-    return tx.run(queries[f"catalogue_{kind}_list"], **page.params())
+    """Up to ``page.limit + 1`` rows after the cursor, newest first (a list whose cursor
+    line is tagged is cut to the page's shape: :func:`chalicelib.db.shapes.shaped`)."""
+    query, params = shaped(queries[f"catalogue_{kind}_list"], page.params())
+    return tx.run(query, **params)
 
 
 def endpoints_using(tx: Transaction, kind: Kind, name: str) -> list[str]:

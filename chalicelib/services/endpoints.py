@@ -14,8 +14,8 @@ the checks that need the database, in the same transaction as the write:
 
 A replacement applies to future jobs only (jobs keep the snapshot taken at their
 creation). DELETE is a soft delete refused (409 CONFLICT) while live jobs use the endpoint,
-while live endpoints name it as a default callback, and while live work (jobs, batches)
-names it as a callback still to fire.
+while live endpoints name it as a default callback, while live work (jobs, batches)
+names it as a callback still to fire, and while a topic names it.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from chalicelib.errors import (
 from chalicelib.services import catalogue
 from chalicelib.services.catalogue import AnyKind, CatalogueService, Stamped
 from chalicelib.services.secrets import check_signing_secret
+from chalicelib.services.topics import refuse_if_in_topics
 
 Box = Callable[[], SecretBox]
 #: Each endpoint with executions in the health window, by name, and its health.
@@ -223,10 +224,11 @@ class EndpointService(CatalogueService[EndpointView]):
         return []  # those naming it as a default callback: refuse_if_callback_target
 
     def delete_in(self, tx: Transaction, name: str) -> None:
-        """Delete unless live jobs of the endpoint use it (the base rule), or a live endpoint
-        or live work names it as a callback (409 CONFLICT saying so)."""
+        """Delete unless live jobs of the endpoint use it (the base rule), a live endpoint
+        or live work names it as a callback, or a topic names it (409 CONFLICT saying so)."""
         if catalogue.get(tx, "endpoint", name) is not None:
             refuse_if_callback_target(tx, name)
+            refuse_if_in_topics(tx, name)
         super().delete_in(tx, name)
 
     def list_page(

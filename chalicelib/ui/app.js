@@ -8,12 +8,15 @@ import { operationView } from './operations.js';
 import { endpointView, endpointsView } from './endpoints.js';
 import { batchView, jobView, jobsView } from './jobs.js';
 import { overviewView } from './overview.js';
+import { topicView, topicsView } from './topics.js';
 
 const REFRESH_MS = 5000;
 const ROUTES = [
   [/^overview$/, overviewView],
   [/^endpoints$/, endpointsView],
   [/^endpoint\/([^/]+)$/, endpointView],
+  [/^topics$/, topicsView],
+  [/^topic\/([^/]+)$/, topicView],
   [/^jobs$/, jobsView],
   [/^job\/([^/]+)$/, jobView],
   [/^execution\/([^/]+)$/, executionView],

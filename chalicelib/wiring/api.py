@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from chalicelib.services.overview import OverviewService
     from chalicelib.services.payload_specs import PayloadSpecService
     from chalicelib.services.secrets import SecretService
+    from chalicelib.services.topics import TopicService
 
 
 class ApiRoot:
@@ -176,6 +177,11 @@ class ApiRoot:
         from chalicelib.services.secrets import SecretService
 
         return SecretService(self.process.database("api"), self.process.writing_box)
+
+    def topic_service(self) -> TopicService:
+        from chalicelib.services.topics import TopicService
+
+        return TopicService(self.process.database("api"))
 
     def api_key_service(self) -> ApiKeyService:
         from chalicelib.services.api_keys import ApiKeyService

@@ -352,6 +352,7 @@ ERROR_MEANINGS: dict[tuple[str, int], str] = {
     ("BATCH_NOT_FOUND", 404): "no batch with that id",
     ("OPERATION_NOT_FOUND", 404): "no bulk operation with that id",
     ("API_KEY_NOT_FOUND", 404): "no API key with that id",
+    ("TOPIC_NOT_FOUND", 404): "no topic of that name (or it was deleted)",
     ("INSUFFICIENT_SCOPE", 403): "the key's scope does not allow this route (a `read` key "
     "changes nothing; only an `admin` key manages keys, writes an endpoint whose "
     "templates reference `{{secret.*}}`, or replaces a config such an endpoint resolves)",

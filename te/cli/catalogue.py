@@ -1,4 +1,4 @@
-"""``te endpoints|configs|secrets|payload-specs``: the named catalogue resources.
+"""``te endpoints|configs|secrets|payload-specs|topics``: the named catalogue resources.
 
 Each has ``create -f FILE`` (the request body, JSON or YAML; ``-`` reads stdin), ``list``,
 ``get NAME``, ``update NAME -f FILE`` and ``delete NAME``; ``te endpoints`` also has
@@ -67,7 +67,7 @@ def named_group(name: str, attr: str, columns: tuple[str, ...], what: str) -> cl
     @click.argument("name")
     @json_option
     def delete(name: str) -> None:
-        """Delete by name (409 while live jobs use it)."""
+        """Delete by name (409 while something still uses it)."""
         collection().delete(name)
         show({"deleted": name})
 
@@ -151,5 +151,11 @@ GROUPS = (
     ),
     named_group(
         "payload-specs", "payload_specs", ("name", "schema", "updated_at"), "Payload specs"
+    ),
+    named_group(
+        "topics",
+        "topics",
+        ("name", "endpoints", "updated_at"),
+        "Fan-out topics: 'te jobs create' with a \"topic\" body creates a job per endpoint",
     ),
 )

@@ -28,6 +28,7 @@ from chalicelib.api.openapi.keys import KEYS
 from chalicelib.api.openapi.metrics import METRICS
 from chalicelib.api.openapi.operations import OPERATIONS
 from chalicelib.api.openapi.overview import OVERVIEW
+from chalicelib.api.openapi.topics import TOPICS
 from chalicelib.domain.api_keys import Scope
 
 _SCOPES = (
@@ -61,7 +62,7 @@ def openapi_document() -> dict[str, Any]:
     """The whole document: every fragment's paths and schemas, plus the shared parts."""
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
-    resources = (PAYLOAD_SPECS, CONFIGS, SECRETS, ENDPOINTS, JOBS, BATCHES, EXECUTIONS)
+    resources = (PAYLOAD_SPECS, CONFIGS, SECRETS, ENDPOINTS, TOPICS, JOBS, BATCHES, EXECUTIONS)
     for fragment in (*resources, DEAD_LETTERS, OPERATIONS, METRICS, OVERVIEW, KEYS, _META):
         for path, operations in fragment.get("paths", {}).items():
             paths.setdefault(path, {}).update(operations)

@@ -239,8 +239,8 @@ _UNPROCESSABLE = (
 _LIVE_JOBS = (
     "live jobs use this endpoint (ACTIVE cron jobs, jobs with an execution not yet "
     "terminal), or name it as their on_success / on_failure callback, or a live batch names "
-    "it as on_complete, or another endpoint names it as a default callback; they are named. "
-    "Finished and retired jobs do not block."
+    "it as on_complete, or another endpoint names it as a default callback, or a topic "
+    "names it; they are named. Finished and retired jobs do not block."
 )
 _SHOWN = {
     **_WRITABLE,

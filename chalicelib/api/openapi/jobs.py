@@ -85,11 +85,17 @@ _HEADERS = {
 }
 
 _CREATE_OK = "Existing job (idempotency_key already used for this endpoint)."
+_FAN_OUT_OK = "With topic: the jobs the key already holds on the topic's endpoints (JobFanOut)."
 _CREATE_RULES = (
     "IMMEDIATE: execution QUEUED now. DELAYED: execution PENDING until run_at (a past run_at "
     "fires on the promoter's next pass), given as run_at or as delay (the server's time plus "
     "the delay), exactly one of them. CRON: no execution until the first tick. 404 "
-    "ENDPOINT_NOT_FOUND; 422 INVALID_CRON or INPUT_VALIDATION_FAILED."
+    "ENDPOINT_NOT_FOUND; 422 INVALID_CRON or INPUT_VALIDATION_FAILED. With topic instead of "
+    "endpoint (exactly one of the two, 400 otherwise): one job per endpoint of the topic in "
+    "one transaction, each input checked against its endpoint's payload spec; any refusal "
+    "refuses the whole request and nothing is written. 404 TOPIC_NOT_FOUND. url is refused "
+    "with topic (400). The key deduplicates per topic: each job holds "
+    "topic:<topic>:<key>, and a repeat answers 200 with those jobs, creating none."
 )
 _CANCEL = (
     "CRON: retire. One-shot: cancel its PENDING/QUEUED/RETRYING execution. Idempotent: "
@@ -136,8 +142,11 @@ _CREATE = operation(
     description=_CREATE_RULES,
     parameters=list(TRACE_CONTEXT),
 )
+_CREATED = {"oneOf": [schema_ref("Job"), schema_ref("JobFanOut")]}
+_CREATE[2]["responses"]["200"]["content"]["application/json"]["schema"] = _CREATED
+_CREATE[2]["responses"]["200"]["description"] = _CREATE_OK + " " + _FAN_OUT_OK
 _CREATE[2]["responses"]["201"] = {
-    "description": "Job created.",
+    "description": "Job created; with topic, every job of the fan-out (JobFanOut).",
     "content": _CREATE[2]["responses"]["200"]["content"],
 }
 
@@ -223,10 +232,17 @@ JOBS: dict[str, Any] = {
     "schemas": {
         "JobCreate": {
             "type": "object",
-            "required": ["endpoint", "trigger"],
+            "required": ["trigger"],
+            "oneOf": [{"required": ["endpoint"]}, {"required": ["topic"]}],
             "additionalProperties": False,
             "properties": {
                 "endpoint": {"type": "string"},
+                "topic": {
+                    "type": "string",
+                    "maxLength": 100,
+                    "description": "Instead of endpoint: one job on each endpoint of the "
+                    "topic (POST /topics), answered as JobFanOut.",
+                },
                 "trigger": _TRIGGER,
                 "idempotency_key": {
                     "type": "string",
@@ -244,6 +260,18 @@ JOBS: dict[str, Any] = {
                 "on_failure": _CALLBACK,
                 "headers": _HEADERS,
                 **_DELIVERY,
+            },
+        },
+        "JobFanOut": {
+            "type": "object",
+            "required": ["topic", "jobs"],
+            "properties": {
+                "topic": {"type": "string"},
+                "jobs": {
+                    "type": "array",
+                    "items": schema_ref("Job"),
+                    "description": "One job per endpoint of the topic, in its order.",
+                },
             },
         },
         "JobUpdate": {

@@ -8,6 +8,8 @@ Read in this order:
   write (one ``jobs_create`` statement for every job and one-shot execution of a request).
 * :mod:`.fastpath`: ``POST /jobs``'s one-statement strategy for an endpoint the job
   service has already read (the service owns that memory, :class:`.fastpath.KnownEndpoints`).
+* :mod:`.fanout`: ``POST /jobs`` with ``topic``: the request expanded into one item per
+  endpoint of the topic, written by :mod:`.create` in one transaction, all or nothing.
 * :mod:`.rows`: the typed rows a creation reads and writes, and the view it answers with.
 * :mod:`.service`: the job use cases (create, read, find by key, list, update, reschedule a
   DELAYED job, cancel, trigger, pause).

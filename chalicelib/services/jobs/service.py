@@ -1,4 +1,5 @@
-"""Job use cases: create (IMMEDIATE / DELAYED / CRON), read, list (or find by key), update (a
+"""Job use cases: create (IMMEDIATE / DELAYED / CRON, on an endpoint or fanned out to a
+topic's endpoints), read, list (or find by key), update (a
 cron job's new version), reschedule (a DELAYED job's new time), cancel, versions, trigger
 (run a cron job now), pause, resume.
 
@@ -32,6 +33,7 @@ from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.payload_specs import request_budget
 from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
 from chalicelib.domain.timefmt import iso
+from chalicelib.domain.topics import parse_topic_job
 from chalicelib.domain.trace_context import TraceContext
 from chalicelib.errors import (
     InvalidTransition,
@@ -49,6 +51,7 @@ from chalicelib.services.jobs.create import (
     read_endpoints,
     wake_for,
 )
+from chalicelib.services.jobs.fanout import FanOut, create_fan_out
 from chalicelib.services.jobs.fastpath import KnownEndpoints
 from chalicelib.services.jobs.rows import JobView, NewJob, Replaces, new_id
 from chalicelib.services.longpoll import Poller
@@ -139,6 +142,14 @@ class JobService:
         wake = wake_for(self.db, self.wakeup_notify, [request])
         outcome = create_one(self.db, NewJob(request), now=now, known=self.known, wake=wake)
         return CreateResult(outcome.raise_error(), created=outcome.created)
+
+    def fan_out(self, body: Mapping[str, Any], *, trace: TraceContext | None = None) -> FanOut:
+        """POST /jobs with ``topic``: one job per endpoint of the topic, in one transaction
+        (:mod:`chalicelib.services.jobs.fanout`); 201, or 200 for a known key."""
+        now = self.clock()
+        topic, request = parse_topic_job(body, now=now, trace=trace)
+        wake = wake_for(self.db, self.wakeup_notify, [request])
+        return create_fan_out(self.db, topic, request, now=now, known=self.known, wake=wake)
 
     # -- read ------------------------------------------------------------------------------
 

@@ -271,3 +271,21 @@ def test_a_delayed_job_by_delay_found_by_its_key_and_rescheduled(
     assert both.exit_code != 0 and "exactly one of --run-at and --delay" in both.output
     versions = te.json("jobs", "versions", job["job_id"])
     assert [v["run_at"] for v in versions][:2] == [job["run_at"], "2999-01-01T00:00:00Z"]
+
+
+def test_topics_commands_and_a_fan_out_from_jobs_create(te: Te, http_target: HttpTarget) -> None:
+    endpoint(te, http_target, "/a", name="a")
+    endpoint(te, http_target, "/b", name="b")
+    te.ok("topics", "create", "-f", te.file("t.yaml", "name: orders\nendpoints: [a, b]\n"))
+    assert te.ok("topics", "list").stdout.splitlines()[0].split()[:2] == ["NAME", "ENDPOINTS"]
+    assert te.json("topics", "get", "orders")["endpoints"] == ["a", "b"]
+    body = {"topic": "orders", "trigger": "IMMEDIATE", "idempotency_key": "k", "input": {}}
+    fanned = te.json("jobs", "create", "-f", te.file("f.json", body))
+    assert fanned["topic"] == "orders" and [j["endpoint"] for j in fanned["jobs"]] == ["a", "b"]
+    refused = te("endpoints", "delete", "a")
+    assert refused.exit_code == 1 and "used by topic(s) orders" in refused.stderr
+    te.ok("topics", "update", "orders", "-f", te.file("t2.json", {"endpoints": ["b"]}))
+    assert te.json("topics", "get", "orders")["endpoints"] == ["b"]
+    te.ok("topics", "delete", "orders")
+    missing = te("topics", "get", "orders")
+    assert missing.exit_code == 1 and "TOPIC_NOT_FOUND" in missing.stderr

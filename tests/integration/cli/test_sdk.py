@@ -75,3 +75,25 @@ def test_a_delayed_job_found_by_its_key_and_rescheduled(stack: str) -> None:
     with pytest.raises(ApiError) as refused:
         client.request("GET", "/jobs", params={"endpoints": "hook"})
     assert (refused.value.status, refused.value.code) == (400, "INVALID_REQUEST")
+
+
+def test_topics_and_a_fan_out_through_the_sdk(stack: str) -> None:
+    client = Client(stack, BOOTSTRAP_KEY)
+    spec = {"url": "http://127.0.0.1:9/", "method": "POST"}
+    for name in ("a", "b"):
+        client.endpoints.create({"name": name, "type": "HTTP", "spec": spec})
+    created = client.topics.create({"name": "orders", "endpoints": ["a", "b"]})
+    assert client.topics.get("orders") == created
+    assert [t["name"] for t in client.topics.list_all()] == ["orders"]
+    body = {"topic": "orders", "trigger": "DELAYED", "delay": "1h", "idempotency_key": "k"}
+    fanned = client.jobs.create(body)
+    assert [j["endpoint"] for j in fanned["jobs"]] == ["a", "b"]
+    assert client.jobs.create(body)["jobs"] == fanned["jobs"]
+    assert client.jobs.find("b", "topic:orders:k")["job_id"] == fanned["jobs"][1]["job_id"]
+    with pytest.raises(Conflict):
+        client.endpoints.delete("a")
+    assert client.topics.replace("orders", {"endpoints": ["b"]})["endpoints"] == ["b"]
+    client.topics.delete("orders")
+    with pytest.raises(NotFound) as missing:
+        client.topics.get("orders")
+    assert missing.value.code == "TOPIC_NOT_FOUND"
