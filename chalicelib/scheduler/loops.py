@@ -87,7 +87,12 @@ def build_loop(
             metric_event="reclaimed",
         )
     if name == HOUSEKEEPER:
-        housekeeper = Housekeeper(db, retention_days=settings.execution_retention_days, clock=clock)
+        housekeeper = Housekeeper(
+            db,
+            retention_days=settings.execution_retention_days,
+            clock=clock,
+            operator_endpoint=settings.operator_endpoint,
+        )
         return LoopSpec(
             name=name,
             interval_sec=HOUSEKEEPING_INTERVAL_SEC,

@@ -207,6 +207,8 @@ class FinishedExecution:
     log_message: str = ""
     #: A 429/503 Retry-After (ms, capped): the whole endpoint is held back this long.
     hold_ms: int | None = None
+    #: An HTTP target answered 410 Gone: the finalize pauses the endpoint (GONE).
+    gone: bool = False
     #: A callback or batch follows its end (:attr:`ClaimedExecution.follows`).
     follows: bool = True
 
