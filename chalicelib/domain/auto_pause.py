@@ -9,11 +9,12 @@ and when an endpoint has failed long enough. Pure: no database, no clock of its 
   days) when omitted, between :data:`MIN_AUTO_PAUSE_AFTER_MS` and
   :data:`MAX_AUTO_PAUSE_AFTER_MS`; ``null`` turns the FAILING rule off (a 410 still pauses).
 * The FAILING rule (:func:`judge`) is evaluated by the housekeeper from the attempts
-  counted per endpoint (``delivery_counts``), pass after pass: a stretch of failures
+  counted per endpoint (``delivery_counts``' rolled-up totals, a few minutes behind the
+  deliveries), pass after pass: a stretch of failures
   begins at the first pass that sees new failed attempts and no new success, ends at a pass
   that sees a new success (or finds the endpoint paused), and pauses the endpoint at a pass
   that sees new failures once the stretch is older than the window. A stretch therefore
-  starts at most one pass late and never early, and an endpoint that simply stops being
+  starts late by a pass and the roll-up, never early, and an endpoint that simply stops being
   tried is not paused for being quiet.
 """
 

@@ -726,10 +726,11 @@ PAUSED_REASON_MEANINGS = {
     "`expected_status_codes` is a success and pauses nothing",
     "FAILING": "every attempt has failed for longer than its `auto_pause_after_ms`, as the "
     "scheduler's housekeeper judges it about once a minute from the attempts counted per "
-    "endpoint: a stretch of failures starts at the first pass that sees new failed attempts "
-    "and no success, ends with a success, and pauses at a pass that sees new failures once "
+    "endpoint as rolled up (a few minutes behind the deliveries): a stretch of failures "
+    "starts at the first pass that sees new failed attempts and no success, ends with a "
+    "success, and pauses at a pass that sees new failures once "
     "it is older than the window (so an endpoint that stops being tried is not paused for "
-    "being quiet, and the pause comes at most a pass late, never early)",
+    "being quiet, and the pause comes a few minutes late at most, never early)",
     "OPERATOR": "`POST /endpoints/{name}/pause` (a pause from before reasons were kept shows "
     "as OPERATOR too)",
 }

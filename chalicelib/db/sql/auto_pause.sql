@@ -31,41 +31,37 @@ ORDER BY p.name
 -- name: auto_pause_watch_page
 -- The FAILING rule's read, one page of endpoints after :after in name order (the primary
 -- key; at most :batch): each live endpoint whose rule is on (auto_pause_after_ms set), paused
--- or not, with its attempts counted by outcome so far and what the last pass remembered
--- (endpoint_failing). The counts are GET /metrics' te_delivery_attempts_total: the
--- housekeeper's 'total' rows (one probe of delivery_counts' primary key per endpoint, its
--- leading columns all equalities) plus the writers' minute rows not rolled up yet (the last
--- few minutes, read once for the page). So a pass costs the page, never the history.
-WITH page AS (
-    SELECT en.name, en.auto_pause_after_ms, en.paused_at IS NOT NULL AS paused
-    FROM endpoints AS en
-    WHERE en.name > CAST(:after AS TEXT)
-      AND en.deleted_at IS NULL AND en.auto_pause_after_ms IS NOT NULL
-    ORDER BY en.name ASC
-    LIMIT :batch
-), recent AS (
-    SELECT d.endpoint,
-           sum(CASE WHEN d.outcome = 'SUCCESS' THEN d.attempts ELSE 0 END) AS succeeded,
-           sum(CASE WHEN d.outcome = 'FAILED' THEN d.attempts ELSE 0 END) AS failed
-    FROM delivery_counts AS d
-    WHERE d.grain = 'minute' AND d.endpoint IN (SELECT name FROM page)
-    GROUP BY d.endpoint
-)
-SELECT p.name AS endpoint, p.auto_pause_after_ms, p.paused,
-       COALESCE(t.succeeded, 0) + COALESCE(r.succeeded, 0) AS succeeded,
-       COALESCE(t.failed, 0) + COALESCE(r.failed, 0) AS failed,
+-- or not, with its attempts counted by outcome in the rolled-up totals and what the last
+-- pass remembered (endpoint_failing). The totals are the housekeeper's 'total' rows of
+-- delivery_counts, one probe of its primary key per endpoint (grain, bucket_start and
+-- endpoint all equalities); the writers' minute rows not rolled up yet (the last few
+-- minutes) are left out, because no index leads with their endpoint and reading them all
+-- would cost the page every endpoint's. So the rule sees each attempt a few minutes late
+-- (the housekeeper rolls a minute up three minutes after it ends, earlier in the same
+-- pass), failures and successes alike, and a pass costs its page, never the history.
+SELECT en.name AS endpoint, en.auto_pause_after_ms, en.paused_at IS NOT NULL AS paused,
+       COALESCE(t.succeeded, 0) AS succeeded, COALESCE(t.failed, 0) AS failed,
        f.succeeded AS seen_succeeded, f.failed AS seen_failed, f.failing_since
-FROM page AS p
+FROM (
+    SELECT e.name, e.auto_pause_after_ms, e.paused_at
+    FROM endpoints AS e
+    WHERE e.name > CAST(:after AS TEXT)
+      AND e.deleted_at IS NULL AND e.auto_pause_after_ms IS NOT NULL
+    ORDER BY e.name ASC
+    LIMIT :batch
+) AS en
 LEFT JOIN LATERAL (
     SELECT sum(CASE WHEN d.outcome = 'SUCCESS' THEN d.attempts ELSE 0 END) AS succeeded,
            sum(CASE WHEN d.outcome = 'FAILED' THEN d.attempts ELSE 0 END) AS failed
     FROM delivery_counts AS d
     WHERE d.grain = 'total' AND d.bucket_start = CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ)
-      AND d.endpoint = p.name
+      AND d.endpoint = en.name
 ) AS t ON TRUE
-LEFT JOIN recent AS r ON r.endpoint = p.name
-LEFT JOIN endpoint_failing AS f ON f.endpoint = p.name
-ORDER BY p.name ASC
+LEFT JOIN LATERAL (  -- LIMIT 1: one probe of the primary key per endpoint, never a join
+    SELECT x.succeeded, x.failed, x.failing_since
+    FROM endpoint_failing AS x WHERE x.endpoint = en.name LIMIT 1
+) AS f ON TRUE
+ORDER BY en.name ASC
 
 -- name: auto_pause_watch_save
 -- What the FAILING rule remembers of the endpoints whose memory changed this pass (:rows, a

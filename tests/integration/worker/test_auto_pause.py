@@ -331,27 +331,31 @@ def _fail_once(database: Database, worker: Worker, seeded: Seeded) -> None:
 def test_an_endpoint_failing_for_longer_than_its_window_pauses_as_failing(
     api: ApiClient, database: Database, make_worker: Callable[..., Worker], http_target: HttpTarget
 ) -> None:
-    seeded = _failing_endpoint(database, http_target, 60_000)
+    """The housekeeper's clock moves minutes at a time: each pass first rolls up the
+    minute rows older than three minutes, which the rule then counts."""
+    seeded = _failing_endpoint(database, http_target, 600_000)  # ten minutes
     operator = seed(database, spec=_operator_spec(http_target), status="SUCCESS")
     clock = Clock()
     housekeeper = Housekeeper(
         database, retention_days=0, clock=clock, operator_endpoint=operator.endpoint
     )
     worker = make_worker()
-    _deliver_once(worker)  # the seeded execution fails
-    housekeeper.run_once()  # first sight
+    housekeeper.run_once()  # first sight: nothing counted yet
 
+    _deliver_once(worker)  # the seeded execution fails
+    clock.advance(minutes=5)
+    housekeeper.run_once()  # new failures, no success: the stretch begins here
     _fail_once(database, worker, seeded)
-    clock.advance(seconds=30)
-    housekeeper.run_once()  # new failures, no success: the stretch begins
+    clock.advance(minutes=5)
+    housekeeper.run_once()  # five minutes of failures only: not yet
     _fail_once(database, worker, seeded)
-    clock.advance(seconds=59)
-    housekeeper.run_once()  # 59 s: not yet
+    clock.advance(minutes=4, seconds=59)
+    housekeeper.run_once()  # 9:59
     assert _endpoint(api, seeded.endpoint)["paused_reason"] is None
 
     _fail_once(database, worker, seeded)
     clock.advance(seconds=1)
-    housekeeper.run_once()  # 60 s of failures only: paused
+    housekeeper.run_once()  # ten minutes of failures only: paused
 
     body = _endpoint(api, seeded.endpoint)
     assert body["paused_reason"] == "FAILING"
@@ -371,7 +375,7 @@ def test_an_endpoint_failing_for_longer_than_its_window_pauses_as_failing(
     # Resumed, the next failure starts a new stretch rather than pausing at once.
     api.post(f"/endpoints/{seeded.endpoint}/resume")
     settle(worker, database, later)
-    clock.advance(seconds=120)
+    clock.advance(minutes=20)
     housekeeper.run_once()
     assert _endpoint(api, seeded.endpoint)["paused_reason"] is None
     assert _counted(api, seeded.endpoint)["FAILING"] == 1
@@ -380,25 +384,31 @@ def test_an_endpoint_failing_for_longer_than_its_window_pauses_as_failing(
 def test_a_success_within_the_window_ends_the_stretch(
     api: ApiClient, database: Database, make_worker: Callable[..., Worker], http_target: HttpTarget
 ) -> None:
-    seeded = _failing_endpoint(database, http_target, 60_000)
+    seeded = _failing_endpoint(database, http_target, 600_000)
     clock = Clock()
     housekeeper = Housekeeper(database, retention_days=0, clock=clock)
     worker = make_worker()
-    _deliver_once(worker)
     housekeeper.run_once()
-    _fail_once(database, worker, seeded)
-    clock.advance(seconds=30)
+    _deliver_once(worker)
+    clock.advance(minutes=5)
     housekeeper.run_once()  # failing since here
 
     http_target.script("/down", Reply(200))
-    _more(database, seeded)
-    _deliver_once(worker)  # a success
+    settle(worker, database, _more(database, seeded))  # a success
     http_target.script("/down", Reply(500))
     _fail_once(database, worker, seeded)
-    clock.advance(seconds=60)
-    housekeeper.run_once()
+    clock.advance(minutes=10)
+    housekeeper.run_once()  # failures, but a success too: a new stretch at most
 
     assert _endpoint(api, seeded.endpoint)["paused_reason"] is None
+    _fail_once(database, worker, seeded)
+    clock.advance(minutes=5)
+    housekeeper.run_once()  # failures only since the last pass: a new stretch begins
+    assert _endpoint(api, seeded.endpoint)["paused_reason"] is None
+    _fail_once(database, worker, seeded)
+    clock.advance(minutes=10)
+    housekeeper.run_once()  # ten minutes of the new stretch
+    assert _endpoint(api, seeded.endpoint)["paused_reason"] == "FAILING"
 
 
 def test_a_null_window_never_pauses_for_failing(
@@ -415,6 +425,8 @@ def test_a_null_window_never_pauses_for_failing(
 
     assert _endpoint(api, seeded.endpoint)["paused_reason"] is None
     assert _counted(api, seeded.endpoint)["FAILING"] == 0
+    remembered = database.run("SELECT endpoint FROM endpoint_failing")
+    assert seeded.endpoint not in [r["endpoint"] for r in remembered]  # never judged
 
 
 def test_the_watch_reads_a_page_at_a_time_and_comes_back_for_the_rest(
