@@ -224,6 +224,7 @@ class FinishedExecution:
             retry_delay_ms=None,
             config_snapshot=None,
             hold_ms=None,
+            gone=False,  # nothing but the record: what failed may have been the pause
             log_level=LogLevel.ERROR,
             log_message=f"Attempt {self.attempt_number} ended but its result could not be "
             f"recorded ({reason}); the delivery may have been made. Execution FAILED "

@@ -18,7 +18,9 @@ from chalicelib.domain.auto_pause import (
     parse_auto_pause_after_ms,
 )
 from chalicelib.domain.jobs import RESERVED_KEY_PREFIXES, pause_event_key
+from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus
 from chalicelib.errors import ValidationFailed
+from chalicelib.worker.models import FinishedExecution
 
 T0 = datetime(2026, 3, 15, 10, 0, tzinfo=UTC)
 MINUTE = 60_000
@@ -84,3 +86,21 @@ def test_a_success_a_pause_or_a_null_window_ends_the_stretch() -> None:
     assert _pass(failing, 1, 12, later, paused=True) == _pass(None, 1, 12, later)
     assert not _pass(failing, 1, 12, later, window_ms=None).pause
     assert _pass(failing, 1, 3, later).watch.failing_since is None  # counts went back
+
+
+def test_a_410_recorded_as_unprocessable_pauses_nothing() -> None:
+    """A result whose record was refused is written again as UNPROCESSABLE with nothing but
+    the record: what failed may have been the pause (or its operator event)."""
+    gone = FinishedExecution(
+        execution_id="exec_1",
+        endpoint="billing",
+        attempt_number=1,
+        attempt_status=AttemptStatus.FAILED,
+        next_status=ExecutionStatus.RETRYING,
+        started_at=T0,
+        completed_at=T0,
+        duration_ms=3,
+        error={"type": "HTTP_ERROR", "status_code": 410},
+        gone=True,
+    )
+    assert not gone.unprocessable("refused").gone
