@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -24,6 +25,12 @@ CLAIM_STRATEGIES = ("skip_locked", "conditional_update")
 PROFILES = ("full", "lean")
 #: The scheduler loops a worker invocation may run beside its claim (TE_WORKER_SCHEDULER_LOOPS).
 WORKER_HOSTED_LOOPS = ("delayed_promoter", "cron_materializer")
+
+
+#: An endpoint's name, as chalicelib/domain/names.py rules it (a layer this module may not
+#: import; tests/unit/test_settings.py holds the two to one pattern).
+ENDPOINT_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+MAX_NAME_LENGTH = 100
 
 
 def _env_name(attr: str) -> str:
@@ -66,6 +73,10 @@ class Settings:
     # Added by this port: bulk operations that ended (DONE, ABORTED, FAILED) longer ago than
     # this are deleted (a RUNNING one never is); 0 keeps all.
     operation_retention_days: int = 7
+    # Added by this port: the endpoint that gets an IMMEDIATE job, input
+    # {"type": "endpoint.paused", "endpoint", "reason", "at"}, whenever an endpoint pauses
+    # itself (410 Gone, or failing for longer than its auto_pause_after_ms); unset: none.
+    operator_endpoint: str | None = None
     # API server (spec: "API server config").
     listen_addr: str = "0.0.0.0:8080"
     database_url: str | None = None
@@ -186,6 +197,7 @@ def _validate(settings: Settings) -> None:
     if not 0 < settings.worker_endpoint_share <= 1:
         raise ConfigurationError("TE_WORKER_ENDPOINT_SHARE must be in (0, 1]")
     _validate_choices(settings)
+    _validate_operator_endpoint(settings.operator_endpoint)
     if settings.secret_encryption_key is not None:
         decode_key(settings.secret_encryption_key, "TE_SECRET_ENCRYPTION_KEY")
     for old in split_keys(settings.secret_decryption_keys):
@@ -212,6 +224,15 @@ def _validate_choices(settings: Settings) -> None:
             )
     if settings.log_format not in ("text", "json"):
         raise ConfigurationError("TE_LOG_FORMAT must be 'text' or 'json'")
+
+
+def _validate_operator_endpoint(name: str | None) -> None:
+    if name is not None and (len(name) > MAX_NAME_LENGTH or not ENDPOINT_NAME.fullmatch(name)):
+        raise ConfigurationError(
+            f"TE_OPERATOR_ENDPOINT must be an endpoint name (1-{MAX_NAME_LENGTH} characters "
+            "of lowercase letters, digits and single hyphens between them), "
+            f"got {name!r}"
+        )
 
 
 def split_keys(raw: str | None) -> list[str]:

@@ -330,10 +330,13 @@ class Endpoints(Named):
     """``/endpoints``: the named collection, plus pause, resume and redrive."""
 
     def pause(self, name: str) -> Any:
-        """Stop delivering to the endpoint (its executions wait, nothing is lost)."""
+        """Stop delivering to the endpoint (its executions wait, nothing is lost); the
+        endpoint answered shows ``paused_reason`` ``"OPERATOR"`` (``"GONE"`` or
+        ``"FAILING"`` when it paused itself before: a pause keeps its first reason)."""
         return self._client.request("POST", f"{self.path}/{_id(name)}/pause")
 
     def resume(self, name: str) -> Any:
+        """Deliver to the endpoint again, whatever paused it (``paused_reason`` null)."""
         return self._client.request("POST", f"{self.path}/{_id(name)}/resume")
 
     def redrive(

@@ -68,7 +68,9 @@ def _controls(endpoint: EndpointView) -> dict[str, Any]:
     return {
         **shown_flow,
         "paused_at": iso(endpoint.paused_at),
+        "paused_reason": endpoint.paused_reason,
         "held_until": iso(endpoint.held_until),
+        "auto_pause_after_ms": endpoint.auto_pause_after_ms,
     }
 
 

@@ -37,6 +37,9 @@ Rules, per the specification's field tables:
   an optional ``max_retry_duration_ms`` (1..30 days): no retry is scheduled to start later
   than the first attempt's start plus this. A job may override each field for itself
   (:mod:`chalicelib.domain.job_delivery`).
+* ``auto_pause_after_ms`` (:mod:`chalicelib.domain.auto_pause`): how long every attempt may
+  fail before the endpoint pauses itself; five days when omitted, 60000..2592000000, null
+  for never.
 * HTTP ``allowed_url_prefixes``: the URL prefixes a job of the endpoint may name as its own
   ``url`` (:mod:`chalicelib.domain.url_prefixes`); without it a job has no URL of its own.
 """
@@ -48,6 +51,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.domain.auto_pause import DEFAULT_AUTO_PAUSE_AFTER_MS, parse_auto_pause_after_ms
 from chalicelib.domain.body_text import FORM, text_encoder
 from chalicelib.domain.names import check_endpoint_name
 from chalicelib.domain.signing import check_signing_secret_field
@@ -368,6 +372,9 @@ class EndpointDefinition:
     #: Default callbacks of the endpoint's jobs (endpoint names; a job may name its own).
     on_success: str | None = None
     on_failure: str | None = None
+    #: How long every attempt may fail before the endpoint pauses itself (FAILING); None:
+    #: never (:mod:`chalicelib.domain.auto_pause`).
+    auto_pause_after_ms: int | None = DEFAULT_AUTO_PAUSE_AFTER_MS
 
 
 def _check_unknown_and_missing(
@@ -537,6 +544,7 @@ ENDPOINT_BODY_FIELDS = (
     "flow_control",
     "on_success",
     "on_failure",
+    "auto_pause_after_ms",
 )
 
 
@@ -569,6 +577,7 @@ def parse_endpoint(body: Mapping[str, Any], *, path_name: str | None = None) -> 
         secrets=secrets,
         on_success=_optional_ref(body, "on_success"),
         on_failure=_optional_ref(body, "on_failure"),
+        auto_pause_after_ms=parse_auto_pause_after_ms(body),
     )
 
 

@@ -183,17 +183,24 @@ def _trigger(body: Mapping[str, Any]) -> TriggerType:
 # -- system idempotency keys -------------------------------------------------------------
 #
 # The service creates jobs of its own (callbacks, a batch's on_complete, the jobs of a
-# topic's fan-out) under idempotency keys that make each one exist once; a client key with
-# the same text on the same endpoint would make the real one "already exist", so it would
-# never be created. Those prefixes are the system's: a client key starting with one is
-# refused with 400. A cron tick's key (``cron_<job_id>_<epoch_ms>``) lives on the job's own
-# executions, which no client writes, so it needs no reservation.
+# topic's fan-out, the event of an endpoint that paused itself) under idempotency keys that
+# make each one exist once; a client key with the same text on the same endpoint would make
+# the real one "already exist", so it would never be created. Those prefixes are the
+# system's: a client key starting with one is refused with 400. A cron tick's key
+# (``cron_<job_id>_<epoch_ms>``) lives on the job's own executions, which no client writes,
+# so it needs no reservation.
 
 CALLBACK_KEY_PREFIX = "callback:"
 BATCH_COMPLETION_KEY_PREFIX = "batch:"
 #: A fan-out's jobs hold ``topic:<topic>:<key>`` (:func:`chalicelib.domain.topics.topic_key`).
 TOPIC_KEY_PREFIX = "topic:"
-RESERVED_KEY_PREFIXES = (CALLBACK_KEY_PREFIX, BATCH_COMPLETION_KEY_PREFIX, TOPIC_KEY_PREFIX)
+PAUSE_EVENT_KEY_PREFIX = "endpoint.paused:"
+RESERVED_KEY_PREFIXES = (
+    CALLBACK_KEY_PREFIX,
+    BATCH_COMPLETION_KEY_PREFIX,
+    TOPIC_KEY_PREFIX,
+    PAUSE_EVENT_KEY_PREFIX,
+)
 
 
 def callback_key(execution_id: str, attempt_count: int) -> str:
@@ -205,6 +212,12 @@ def callback_key(execution_id: str, attempt_count: int) -> str:
 def batch_completion_key(batch_id: str) -> str:
     """The key of a batch's ``on_complete`` job: one per batch."""
     return f"{BATCH_COMPLETION_KEY_PREFIX}{batch_id}"
+
+
+def pause_event_key(endpoint: str, paused_at: datetime) -> str:
+    """The key of the operator event of an endpoint's automatic pause: one per pause (a
+    pause is identified by its endpoint and the instant it began)."""
+    return f"{PAUSE_EVENT_KEY_PREFIX}{endpoint}:{paused_at.timestamp():.6f}"
 
 
 def _idempotency_key(body: Mapping[str, Any], trigger: TriggerType) -> str | None:
@@ -219,7 +232,7 @@ def _idempotency_key(body: Mapping[str, Any], trigger: TriggerType) -> str | Non
         reserved = ", ".join(repr(p) for p in RESERVED_KEY_PREFIXES)
         raise ValidationFailed(
             f"Field 'idempotency_key' must not start with {reserved}: those keys are the "
-            "service's own (callbacks, batch completions and topic fan-outs)."
+            "service's own (callbacks, batch completions, topic fan-outs and pause events)."
         )
     return key
 

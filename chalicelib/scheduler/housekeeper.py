@@ -1,4 +1,5 @@
-"""Loop 4: the housekeeper. Bounded history and bounded heartbeat rows.
+"""Loop 4: the housekeeper. Bounded history and bounded heartbeat rows; endpoints that
+have failed too long.
 
 Every ``HOUSEKEEPING_INTERVAL_SEC`` it
 
@@ -12,6 +13,9 @@ Every ``HOUSEKEEPING_INTERVAL_SEC`` it
 * when ``TE_OPERATION_RETENTION_DAYS`` is positive (default 7; 0 keeps everything),
   deletes bulk operations that ended (DONE, ABORTED, FAILED) longer ago than that. A
   RUNNING operation is never deleted, however old: it still has pages to work through.
+* judges a page of endpoints by the FAILING rule (:mod:`chalicelib.services.auto_pause`):
+  an endpoint whose attempts have all failed for longer than its ``auto_pause_after_ms``
+  is paused (``paused_reason`` FAILING), counted and reported to ``TE_OPERATOR_ENDPOINT``.
 
 Each statement deletes at most ``batch_size`` executions (``housekeeping.sql``), so no
 transaction holds many locks for long; a full batch makes the loop come straight back, so
@@ -45,6 +49,7 @@ from chalicelib.domain.clock import utcnow
 from chalicelib.logs import FailureLog
 from chalicelib.runtime.loop import Progress
 from chalicelib.scheduler import queue_health
+from chalicelib.services.auto_pause import FailingWatch
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +106,14 @@ class Housekeeper:
         operation_retention_days: int = 0,
         batch_size: int = PURGE_BATCH,
         clock: Callable[[], datetime] = utcnow,
+        operator_endpoint: str | None = None,
     ) -> None:
+        """``operator_endpoint``: where the event of a FAILING pause is sent
+        (``TE_OPERATOR_ENDPOINT``; None: nowhere)."""
         if retention_days < 0 or operation_retention_days < 0 or batch_size <= 0:
             raise ValueError("retention days must be >= 0 and batch_size > 0")
         self._db = db
+        self._failing = FailingWatch(db, operator_endpoint=operator_endpoint)
         self._retention = timedelta(days=retention_days) if retention_days else None
         self._operation_retention = (
             timedelta(days=operation_retention_days) if operation_retention_days else None
@@ -150,6 +159,7 @@ class Housekeeper:
             self._prune_heartbeats,
             self._prune_metric_events,
             self._fold_delivery_counts,
+            self._pause_failing_endpoints,
         ]
         if self._retention is not None:
             steps += [self._purge_one_shot, self._purge_cron]
@@ -201,6 +211,13 @@ class Housekeeper:
         self._db.execute(queries["housekeeping_prune_series"], cutoff=now - SERIES_KEPT)
         self._db.execute(queries["housekeeping_prune_marks"], cutoff=now - MARKS_KEPT)
         return {}, folded >= self._batch_size
+
+    def _pause_failing_endpoints(self, now: datetime) -> tuple[dict[str, int], bool]:
+        """A page of endpoints judged by the FAILING rule (those failing every attempt for
+        longer than their auto_pause_after_ms are paused); a full page brings the pass back
+        for the next one."""
+        _, full = self._failing.run(now)
+        return {}, full
 
     def _purge_one_shot(self, now: datetime) -> tuple[dict[str, int], bool]:
         return self._purge("housekeeping_purge_one_shot", now)

@@ -92,6 +92,7 @@ def build_loop(
             retention_days=settings.execution_retention_days,
             operation_retention_days=settings.operation_retention_days,
             clock=clock,
+            operator_endpoint=settings.operator_endpoint,
         )
         return LoopSpec(
             name=name,

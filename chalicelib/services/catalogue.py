@@ -112,6 +112,7 @@ def _endpoint_params(definition: EndpointDefinition) -> dict[str, Any]:
         "flow_control": None
         if definition.flow_control is None
         else json.dumps(definition.flow_control),
+        "auto_pause_after_ms": definition.auto_pause_after_ms,
     }
 
 

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 from chalicelib.crypto import SecretBox
 from chalicelib.db.connection import Row, Transaction
 from chalicelib.db.queries import queries
+from chalicelib.domain.auto_pause import PausedReason
 from chalicelib.domain.endpoint_listing import NO_NAMES, EndpointFilter, names_for
 from chalicelib.domain.endpoints import EndpointDefinition, endpoint_snapshot
 from chalicelib.domain.health import Health
@@ -65,7 +66,10 @@ class EndpointView(Stamped):
     on_success: str | None  #: default callbacks of its jobs
     on_failure: str | None
     flow_control: dict[str, Any] | None  #: cluster-wide limits, None when it sets none
-    paused_at: datetime | None  #: set while paused (POST /endpoints/{name}/pause)
+    paused_at: datetime | None  #: set while paused (by hand or by the endpoint itself)
+    #: GONE, FAILING or OPERATOR while paused, else None (chalicelib.domain.auto_pause)
+    paused_reason: PausedReason | None
+    auto_pause_after_ms: int | None  #: None: the FAILING rule is off
     held_until: datetime | None  #: a 429/503 Retry-After holds it back until then
 
     @classmethod
@@ -82,8 +86,14 @@ class EndpointView(Stamped):
             on_failure=row["on_failure"],
             flow_control=row["flow_control"],
             paused_at=row["paused_at"],
+            paused_reason=_reason(row["paused_reason"]),
+            auto_pause_after_ms=row["auto_pause_after_ms"],
             held_until=row["held_until"],
         )
+
+
+def _reason(value: str | None) -> PausedReason | None:
+    return None if value is None else PausedReason(value)
 
 
 def _not_found(name: str) -> EndpointNotFound:
@@ -254,11 +264,13 @@ class EndpointService(CatalogueService[EndpointView]):
         return self._write(lambda tx: replace_in(tx, definition, self.box), "update")
 
     def pause(self, name: str) -> EndpointView:
-        """Stop claims of the endpoint's executions (idempotent: the first paused_at stays)."""
+        """Stop claims of the endpoint's executions: an OPERATOR pause (idempotent: the
+        first paused_at and its reason stay)."""
         return self._set_paused(name, "pause")
 
     def resume(self, name: str) -> EndpointView:
-        """Let claims take the endpoint's executions again (idempotent)."""
+        """Let claims take the endpoint's executions again, whatever paused it (the reason
+        is cleared; idempotent)."""
         return self._set_paused(name, "resume")
 
     def _set_paused(self, name: str, verb: str) -> EndpointView:

@@ -67,6 +67,8 @@ class MetricsSnapshot:
     #: and outcome, and (endpoint, error type, attempts) of the failed ones
     totals: Sequence[tuple[str, str, int, int]] = ()
     failed: Sequence[tuple[str, str, int]] = ()
+    #: (endpoint, reason, pauses): automatic pauses ever counted, per live endpoint
+    auto_paused: Sequence[tuple[str, str, int]] = ()
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,7 @@ class MetricsService:
             kinds=tuple(kinds_from_json(row["kinds"])),
             totals=row["totals"][0],
             failed=row["totals"][1],
+            auto_paused=row["auto_paused"],
         )
 
     def exposition(self) -> str:
@@ -205,6 +208,14 @@ def families(snap: MetricsSnapshot) -> list[prom.Family]:
             "FAILED: dead letters).",
             [(e, o, n) for e, o, _, n in snap.totals],
             ("endpoint", "status"),
+        ),
+        prom.counter(
+            "te_endpoint_auto_paused",
+            "Times an endpoint paused itself, by endpoint and reason (GONE: an HTTP target "
+            "answered 410; FAILING: every attempt failed for longer than its "
+            "auto_pause_after_ms). 0 until the first.",
+            snap.auto_paused,
+            ("endpoint", "reason"),
         ),
         prom.gauge(
             "te_endpoint_lag_seconds",

@@ -1,12 +1,13 @@
 // Endpoints: the list (paged; filtered by health and paused state, as the API filters it;
 // type, target, paused, health, pause/resume) and one endpoint's page
-// (target, retry policy, timeout, signing, flow control, pause state, health, its failed
+// (target, retry policy, timeout, signing, flow control, pause state and why, auto-pause
+// window, health, its failed
 // executions). Health is the API's (GET /overview): the definition GET /jobs/{id}/status
 // applies to a job, over the same 24 hours of executions.
 
 import { get, items, path, post } from './api.js';
 import { badge, choice, facts, fill, filterForm, h, link, ms, section, table, when } from './dom.js';
-import { HEALTHS } from './enums.js';
+import { HEALTHS, PAUSED_REASON_TEXT } from './enums.js';
 import { pager } from './pager.js';
 
 /** Each endpoint's health and counts by name; an endpoint absent from it is IDLE. */
@@ -47,8 +48,23 @@ function pauseButton(ctx, endpoint) {
     { done: () => `${endpoint.name}: ${paused ? 'resumed' : 'paused'}` });
 }
 
+/** Why an endpoint is paused (paused_reason), its meaning as the badge's title. */
+function reasonBadge(endpoint) {
+  const reason = endpoint.paused_reason || 'OPERATOR';
+  const shown = badge(reason);
+  shown.title = PAUSED_REASON_TEXT[reason] || reason;
+  return shown;
+}
+
+/** A window such as auto_pause_after_ms, in days, hours or minutes. */
+function span(value) {
+  if (value >= 86400000 && value % 3600000 === 0) return `${+(value / 86400000).toFixed(2)} days`;
+  if (value >= 3600000) return `${+(value / 3600000).toFixed(2)} h`;
+  return ms(value);
+}
+
 function pausedCell(endpoint) {
-  if (endpoint.paused_at) return badge('PAUSED');
+  if (endpoint.paused_at) return h('span', null, badge('PAUSED'), ' ', reasonBadge(endpoint));
   if (endpoint.held_until) return h('span', null, 'held until ', when(endpoint.held_until));
   return 'running';
 }
@@ -104,7 +120,10 @@ function flowText(e) {
 }
 
 function pauseText(e) {
-  if (e.paused_at) return h('span', null, badge('PAUSED'), ` since ${when(e.paused_at)}`);
+  if (e.paused_at) {
+    const why = PAUSED_REASON_TEXT[e.paused_reason || 'OPERATOR'] || e.paused_reason;
+    return h('span', null, badge('PAUSED'), ' ', reasonBadge(e), ` since ${when(e.paused_at)}: ${why}`);
+  }
   if (e.held_until) return `running; deliveries held until ${when(e.held_until)}`;
   return 'running';
 }
@@ -117,6 +136,8 @@ function endpointFacts(e, entry) {
     // The name of the secret that signs, never its value (the API does not return it).
     ['Signing', spec.signing_secret ? `on (secret ${spec.signing_secret})` : 'off'],
     ['Flow control', flowText(e)], ['Pause', pauseText(e)],
+    ['Auto-pause', e.auto_pause_after_ms == null ? 'off (a 410 Gone still pauses it)'
+      : `after ${span(e.auto_pause_after_ms)} of failed attempts only, or at a 410 Gone`],
     ['Health', h('span', null, healthBadge(entry), ' ', healthText(entry))],
   ];
   if (spec.expected_status_codes) rows.push(['Expected statuses', spec.expected_status_codes.join(', ')]);

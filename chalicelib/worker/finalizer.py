@@ -21,7 +21,9 @@ refilled by one statement (worker_record_and_claim); a batch something follows, 
 batch in CockroachDB's configuration, takes a transaction or records alone.
 
 An execution that ended with a callback, or as the child of a batch, gets what follows
-it (:mod:`chalicelib.services.callbacks`) in the same transaction as its final status.
+it (:mod:`chalicelib.services.callbacks`) in the same transaction as its final status. An
+HTTP attempt answered 410 Gone pauses its endpoint in the transaction that records it
+(:mod:`chalicelib.services.auto_pause`); a batch without one sends nothing more.
 
 If the database is down (or contended, or fails the same way for any result) the batch is
 retried with backoff until it is written or the worker abandons it at shutdown; abandoned
@@ -47,15 +49,17 @@ import logging
 import queue
 import threading
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Protocol
 
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.faults import is_row_fault
 from chalicelib.db.queries import queries
+from chalicelib.domain.auto_pause import PausedReason
 from chalicelib.domain.loops import fault_reason
 from chalicelib.logs import FailureLog
 from chalicelib.runtime.registry import LoopRegistry
-from chalicelib.services import callbacks
+from chalicelib.services import auto_pause, callbacks
 from chalicelib.worker.claims import ClaimPlan
 from chalicelib.worker.ledger import Ledger
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
@@ -107,8 +111,13 @@ class Finalizer:
         worker_id: str,
         ledger: Ledger,
         registry: LoopRegistry | None = None,
+        *,
+        operator_endpoint: str | None = None,
     ) -> None:
+        """``operator_endpoint``: where the event of a pause a 410 Gone causes is sent
+        (``TE_OPERATOR_ENDPOINT``; None: nowhere)."""
         self._db = db
+        self._operator_endpoint = operator_endpoint
         self._registry = registry or LoopRegistry()
         #: The claimer, set when the ring is closed (chalicelib.worker.ring).
         self.refill: Refill | None = None
@@ -205,15 +214,16 @@ class Finalizer:
         result can cause is raised to :meth:`_write`."""
         payload = json.dumps([f.to_json() for f in batch], separators=(",", ":"))
         holds = _holds(batch)
-        # Nothing follows these ends and no endpoint is held: the batch is one statement,
-        # which also refills the slots it frees where the claim strategy can.
-        alone = not holds and not any(f.follows for f in batch)
+        gone = sorted({f.endpoint for f in batch if f.gone})
+        # Nothing follows these ends and no endpoint is held or gone: the batch is one
+        # statement, which also refills the slots it frees where the claim strategy can.
+        alone = not holds and not gone and not any(f.follows for f in batch)
         combined = alone and self.refill is not None and self.refill.records_with_claim
         delay = 0.05
         while True:
             plan = self._plan_refill() if refill and (combined or not alone) else None
             work = functools.partial(
-                self._finalize_and_claim, payload=payload, plan=plan, holds=holds
+                self._finalize_and_claim, payload=payload, plan=plan, holds=holds, gone=gone
             )
             try:
                 claimed: list[ClaimedExecution] = []
@@ -282,11 +292,22 @@ class Finalizer:
         return self.refill.plan_claim() if self.refill is not None else None
 
     def _finalize_and_claim(
-        self, tx: Transaction, payload: str, plan: ClaimPlan | None, holds: dict[str, int]
+        self,
+        tx: Transaction,
+        payload: str,
+        plan: ClaimPlan | None,
+        holds: dict[str, int],
+        gone: list[str],
     ) -> tuple[list[Row], list[ClaimedExecution]]:
         rows = _finalize(tx, payload, self._worker_id)
-        if holds:  # before the refill claim, which then passes over the held endpoints
+        # Before the refill claim, which then passes over the held and paused endpoints.
+        if holds:
             tx.execute(queries["worker_hold_endpoints"], holds=json.dumps(holds))
+        if gone:
+            now = datetime.now(UTC)
+            auto_pause.pause(
+                tx, gone, PausedReason.GONE, now=now, operator_endpoint=self._operator_endpoint
+            )
         if plan is None or self.refill is None:
             return rows, []
         return rows, self.refill.claim_in(tx, plan)

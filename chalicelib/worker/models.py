@@ -207,6 +207,8 @@ class FinishedExecution:
     log_message: str = ""
     #: A 429/503 Retry-After (ms, capped): the whole endpoint is held back this long.
     hold_ms: int | None = None
+    #: An HTTP target answered 410 Gone: the finalize pauses the endpoint (GONE).
+    gone: bool = False
     #: A callback or batch follows its end (:attr:`ClaimedExecution.follows`).
     follows: bool = True
 
@@ -222,6 +224,7 @@ class FinishedExecution:
             retry_delay_ms=None,
             config_snapshot=None,
             hold_ms=None,
+            gone=False,  # nothing but the record: what failed may have been the pause
             log_level=LogLevel.ERROR,
             log_message=f"Attempt {self.attempt_number} ended but its result could not be "
             f"recorded ({reason}); the delivery may have been made. Execution FAILED "

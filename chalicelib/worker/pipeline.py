@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from chalicelib.domain.auto_pause import is_gone
 from chalicelib.domain.backoff import Rand, decide_retry, endpoint_hold_ms
 from chalicelib.domain.body_text import text_encoder
 from chalicelib.domain.delivery import (
@@ -298,8 +299,10 @@ class Pipeline:
             elapsed_ms=claimed.retry_elapsed_now_ms(),
         )
         failure = f"Attempt {attempt} failed ({_describe(outcome.error)})"
-        # A Retry-After holds the whole endpoint back, whatever becomes of this execution.
+        # A Retry-After holds the whole endpoint back, and a 410 Gone pauses it, whatever
+        # becomes of this execution (it keeps its retry policy: a retry waits for a resume).
         common["hold_ms"] = endpoint_hold_ms(outcome.retry_after_ms)
+        common["gone"] = is_gone(claimed.endpoint_type, outcome.error)
         if decision.retry:
             return FinishedExecution(
                 **common,

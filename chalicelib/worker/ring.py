@@ -81,7 +81,13 @@ class Worker:
         )
         self._idle.on_queued = self.ledger.nudge
         self.leases = LeaseKeeper(db, self.worker_id, self.ledger)
-        self._finalizer = Finalizer(db, self.worker_id, self.ledger, self.loops)
+        self._finalizer = Finalizer(
+            db,
+            self.worker_id,
+            self.ledger,
+            self.loops,
+            operator_endpoint=settings.operator_endpoint,
+        )
         self._deliveries = DeliveryLoop(
             pipeline, dispatchers, ledger=self.ledger, recorder=self._finalizer
         )

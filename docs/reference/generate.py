@@ -39,6 +39,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from chalicelib import errors  # noqa: E402
 from chalicelib.db.queries import SQL_DIR, load_queries, parse_sql_file  # noqa: E402
+from chalicelib.domain import auto_pause  # noqa: E402
 from chalicelib.domain import endpoints as endpoint_rules  # noqa: E402
 from chalicelib.domain.delivery import MAX_REQUEST_BYTES, DeliveryErrorType  # noqa: E402
 from chalicelib.domain.loops import UNPROCESSABLE  # noqa: E402
@@ -161,6 +162,15 @@ SETTING_GROUPS: list[tuple[str, list[tuple[str, str | None, str]]]] = [
                 "bulk operations that ended (DONE, ABORTED, FAILED) longer ago than this are "
                 "deleted, and `GET /operations/{id}` answers 404 for them; a RUNNING one never "
                 "is; 0 keeps everything",
+            ),
+            (
+                "operator_endpoint",
+                "unset (no events)",
+                'the endpoint that gets an IMMEDIATE job, input `{"type": '
+                '"endpoint.paused", "endpoint", "reason", "at"}`, each time an '
+                "endpoint pauses itself (`GONE`: a 410; `FAILING`: past its "
+                "`auto_pause_after_ms`), created with the pause; if it does not exist the pause "
+                "stands and a warning is logged, if it is paused its events wait for its resume",
             ),
         ],
     ),
@@ -642,6 +652,10 @@ def endpoints_page() -> str:
         f"}}`, `max_concurrency` 1..{endpoint_rules.MAX_CONCURRENT:,} |",
         "| `on_success`, `on_failure` | no | default completion callbacks of its jobs "
         "(endpoint names) |",
+        f"| `{auto_pause.FIELD}` | no | how long every attempt may fail before the endpoint "
+        f"pauses itself (below): {auto_pause.MIN_AUTO_PAUSE_AFTER_MS:,}.."
+        f"{auto_pause.MAX_AUTO_PAUSE_AFTER_MS:,} ms, default "
+        f"{auto_pause.DEFAULT_AUTO_PAUSE_AFTER_MS:,} (five days); `null`: never |",
         "",
         "Templates: `{{input.*}}` (the job's input), `{{config.*}}` (the endpoint's config,",
         "read when an execution first runs and kept for its retries) and `{{secret.*}}` (a",
@@ -709,7 +723,62 @@ def endpoints_page() -> str:
     for name, default in endpoint_rules.RETRY_DEFAULTS.items():
         lines.append(f"| `{name}` | {_json_default(default)} | {RETRY_MEANINGS[name]} |")
     lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + _pause_lines())
+
+
+#: What each ``paused_reason`` means (chalicelib/domain/auto_pause.py PausedReason).
+PAUSED_REASON_MEANINGS = {
+    "GONE": "an HTTP delivery was answered `410 Gone` (Standard Webhooks: the receiver "
+    "asks to be disabled); the endpoint is paused in the transaction that records that "
+    "attempt. Kafka and Redis Stream have no such answer. A 410 the endpoint lists in "
+    "`expected_status_codes` is a success and pauses nothing",
+    "FAILING": "every attempt has failed for longer than its `auto_pause_after_ms`, as the "
+    "scheduler's housekeeper judges it about once a minute from the attempts counted per "
+    "endpoint as rolled up (a few minutes behind the deliveries): a stretch of failures "
+    "starts at the first pass that sees new failed attempts and no success, ends with a "
+    "success, and pauses at a pass that sees new failures once "
+    "it is older than the window (so an endpoint that stops being tried is not paused for "
+    "being quiet, and the pause comes a few minutes late at most, never early)",
+    "OPERATOR": "`POST /endpoints/{name}/pause` (a pause from before reasons were kept shows "
+    "as OPERATOR too)",
+}
+
+
+def _pause_lines() -> list[str]:
+    _same("paused reasons", [r.value for r in auto_pause.PausedReason], PAUSED_REASON_MEANINGS)
+    lines = [
+        "## Pausing, and endpoints that pause themselves",
+        "",
+        "Every endpoint shows `paused_at` (set while paused), `paused_reason` (why; `null`",
+        "while not paused), `held_until` (a 429/503 `Retry-After` holds it back until then)",
+        f"and `{auto_pause.FIELD}`. While an endpoint is paused nothing of it is claimed:",
+        "its executions wait QUEUED/RETRYING (cancellable), cron ticks keep materializing.",
+        "`POST /endpoints/{name}/resume` ends any pause and clears the reason. Pausing an",
+        "endpoint that is already paused keeps the reason its pause began with.",
+        "",
+        "| `paused_reason` | why |",
+        "|---|---|",
+    ]
+    lines += [f"| `{r}` | {m} |" for r, m in PAUSED_REASON_MEANINGS.items()]
+    lines += [
+        "",
+        "The attempt answered 410 keeps its retry policy: with attempts left it is RETRYING",
+        "and waits for the resume like the rest of the endpoint's work; without, it ends",
+        "FAILED as any failure (see [behaviour](behaviour.md)). Each automatic pause (GONE,",
+        "FAILING) is counted in `te_endpoint_auto_paused_total{endpoint,reason}`",
+        "([metrics](metrics.md), alert `TaskExecutorEndpointAutoPaused`) and, when",
+        "`TE_OPERATOR_ENDPOINT` names an endpoint, sent to it as an IMMEDIATE job whose input",
+        '`{"type": "endpoint.paused", "endpoint", "reason", "at"}` reports the pause',
+        "([settings](settings.md)).",
+        "",
+        "Why five days by default: it is what Svix waits before it disables an endpoint",
+        "that fails every attempt; it outlasts a weekend's outage and every retry backoff",
+        "the API accepts (a day at most per retry), and a target that is gone for good",
+        "stops being tried within a working week. Set it shorter for a target you watch",
+        "closely, or `null` for one whose failures are expected (a 410 still pauses it).",
+        "",
+    ]
+    return lines
 
 
 # -- driver ----------------------------------------------------------------------------------

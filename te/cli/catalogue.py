@@ -77,7 +77,7 @@ def named_group(name: str, attr: str, columns: tuple[str, ...], what: str) -> cl
 ENDPOINTS = named_group(
     "endpoints",
     "endpoints",
-    ("name", "type", "spec", "retry_policy", "paused_at", "updated_at"),
+    ("name", "type", "spec", "retry_policy", "paused_at", "paused_reason", "updated_at"),
     "Delivery targets (HTTP, Kafka, Redis Stream)",
 )
 ENDPOINTS.help = (
@@ -90,7 +90,8 @@ ENDPOINTS.help = (
 @click.argument("name")
 @json_option
 def pause(name: str) -> None:
-    """Stop delivering to an endpoint (its executions wait; nothing is lost)."""
+    """Stop delivering to an endpoint (its executions wait; nothing is lost). Its
+    paused_reason is OPERATOR (GONE or FAILING when it paused itself)."""
     show(settings().client().endpoints.pause(name))
 
 
@@ -98,7 +99,7 @@ def pause(name: str) -> None:
 @click.argument("name")
 @json_option
 def resume(name: str) -> None:
-    """Deliver to a paused endpoint again."""
+    """Deliver to a paused endpoint again, whatever paused it (paused_reason clears)."""
     show(settings().client().endpoints.resume(name))
 
 

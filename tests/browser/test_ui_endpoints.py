@@ -77,3 +77,24 @@ def test_the_list_shows_each_target_and_filters_by_health_and_paused(
     _filter(browser, health="IDLE", paused="false", expected=["ui-kafka"])
     _filter(browser, health="DEGRADED", paused="", expected=[])
     _filter(browser, health="", paused="", expected=list(ENDPOINTS))
+
+
+def test_a_paused_endpoint_shows_why_in_the_list_and_on_its_page(
+    stack: Stack, target: HttpTarget, browser: Any
+) -> None:
+    target.script("/gone", Reply(410, "gone"))
+    spec = {"url": target.url("/gone"), "method": "POST"}
+    stack.ok("POST", "/endpoints", {"name": "ui-gone", "type": "HTTP", "spec": spec})
+    stack.ok("POST", "/endpoints", {**ENDPOINTS["ui-web"], "name": "ui-held", "spec": spec})
+    stack.ok("POST", "/endpoints/ui-held/pause")
+    job = {"endpoint": "ui-gone", "trigger": "IMMEDIATE", "idempotency_key": "gone"}
+    stack.wait_status(stack.execution_of(stack.ok("POST", "/jobs", job)), "FAILED")
+    stack.wait_for(lambda: stack.ok("GET", "/endpoints/ui-gone")["paused_reason"] == "GONE", "GONE")
+    sign_in(browser, stack.base, stack.key)
+    go(browser, "#/endpoints")
+
+    assert "PAUSED GONE" in wait_text(browser, "tr", "ui-gone").text
+    assert "PAUSED OPERATOR" in wait_text(browser, "tr", "ui-held").text
+    go(browser, "#/endpoint/ui-gone")
+    page = wait_text(browser, "main", "its target answered 410 Gone").text
+    assert "Auto-pause" in page and "after 5 days of failed attempts only" in page

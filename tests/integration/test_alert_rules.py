@@ -305,3 +305,33 @@ def test_lag_fires_for_due_work_that_waits_not_for_a_paused_endpoint_and_scrapes
     ]
     passed, output = promtool_test(tmp_path, recording, checks)
     assert passed, output
+
+
+AUTO_PAUSE_CASES = Path(__file__).parents[1] / "alerts" / "auto-pause-rules.test.yml"
+
+
+def _promtool_test_file(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [promtool(), "test", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_an_automatic_pause_fires_its_alert_on_a_sample(tmp_path: Path) -> None:
+    """tests/alerts/auto-pause-rules.test.yml: the counter going from 0 to 1 fires
+    TaskExecutorEndpointAutoPaused for that endpoint and reason at once, for 15 minutes;
+    an endpoint first scraped already paused fires too; the others stay quiet."""
+    done = _promtool_test_file(AUTO_PAUSE_CASES)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "TaskExecutorEndpointAutoPaused" in _rules()
+
+    # The same cases expecting no alert where one fires fail: promtool does check.
+    cases = yaml.safe_load(AUTO_PAUSE_CASES.read_text())
+    cases["rule_files"] = [str(RULES)]
+    cases["tests"][0]["alert_rule_test"][1]["exp_alerts"] = []
+    wrong = tmp_path / "wrong.test.yml"
+    wrong.write_text(yaml.safe_dump(cases))
+    assert _promtool_test_file(wrong).returncode != 0

@@ -111,7 +111,9 @@ def test_spec_examples_register_with_defaults_applied(setup_done: ApiClient) -> 
         "created_at",
         "updated_at",
         "paused_at",
+        "paused_reason",
         "held_until",
+        "auto_pause_after_ms",
     }
     assert http.body["spec"] == HTTP_EXAMPLE["spec"]
     assert http.body["retry_policy"] == HTTP_EXAMPLE["retry_policy"]

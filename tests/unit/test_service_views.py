@@ -121,6 +121,8 @@ ENDPOINT_ROW: dict[str, Any] = {
     "on_failure": None,
     "flow_control": None,
     "paused_at": None,
+    "paused_reason": None,
+    "auto_pause_after_ms": 432000000,
     "held_until": None,
 }
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from chalicelib import settings as settings_module
+from chalicelib.domain import names
 from chalicelib.errors import ConfigurationError
 from chalicelib.settings import Settings, decode_key, load_settings, split_keys
 
@@ -65,6 +67,9 @@ def test_secrets_are_not_in_the_repr() -> None:
         ({"TE_SECRET_ENCRYPTION_KEY": "not base64!"}, "not valid base64"),
         ({"TE_SECRET_ENCRYPTION_KEY": base64.b64encode(b"short").decode()}, "32 bytes"),
         ({"TE_SECRET_DECRYPTION_KEYS": f"{KEY},bad!"}, "TE_SECRET_DECRYPTION_KEYS"),
+        ({"TE_OPERATOR_ENDPOINT": "Ops Team"}, "TE_OPERATOR_ENDPOINT must be an endpoint name"),
+        ({"TE_OPERATOR_ENDPOINT": ""}, "TE_OPERATOR_ENDPOINT must be an endpoint name"),
+        ({"TE_OPERATOR_ENDPOINT": "o" * 101}, "TE_OPERATOR_ENDPOINT must be an endpoint name"),
     ],
 )
 def test_bad_values_are_configuration_errors_naming_the_variable(
@@ -105,3 +110,11 @@ def test_a_missing_database_url_outside_local_mode_is_a_startup_error(
     with pytest.raises(ConfigurationError, match="TE_DATABASE_URL is not set"):
         process.database("worker")
     assert not (tmp_path / "data").exists()
+
+
+def test_the_operator_endpoint_is_read_and_named_as_endpoints_are() -> None:
+    assert load_settings({}).operator_endpoint is None
+    assert load_settings({"TE_OPERATOR_ENDPOINT": "ops-alerts"}).operator_endpoint == "ops-alerts"
+    # settings may not import the domain: its copy of the name rule is the domain's.
+    assert settings_module.ENDPOINT_NAME.pattern == names.ENDPOINT_NAME.pattern
+    assert settings_module.MAX_NAME_LENGTH == names.MAX_NAME_LENGTH

@@ -6,6 +6,7 @@ import re
 
 from chalicelib.api.ui import UI_DIR
 from chalicelib.db.queries import SQL_DIR
+from chalicelib.domain.auto_pause import PausedReason
 from chalicelib.domain.delivery import DeliveryErrorType
 from chalicelib.domain.health import Health
 from chalicelib.domain.statuses import ExecutionStatus, JobStatus, TriggerType
@@ -23,6 +24,11 @@ def test_status_and_trigger_choices_are_the_enumerations_in_order() -> None:
     assert choices["JOB_STATUSES"] == [s.value for s in JobStatus]
     assert choices["TRIGGERS"] == [t.value for t in TriggerType]
     assert choices["HEALTHS"] == [h.value for h in Health]
+    assert choices["PAUSED_REASONS"] == [r.value for r in PausedReason]
+    text = (UI_DIR / "enums.js").read_text(encoding="utf-8")
+    meanings = re.search(r"PAUSED_REASON_TEXT = \{([^}]*)\}", text)
+    assert meanings is not None
+    assert re.findall(r"^\s*([A-Z_]+):", meanings.group(1), re.M) == choices["PAUSED_REASONS"]
 
 
 def test_error_type_choices_are_every_type_an_attempt_is_written_with() -> None:

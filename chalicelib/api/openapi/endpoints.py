@@ -6,6 +6,12 @@ from typing import Any
 
 from chalicelib.api.openapi.catalogue import crud_fragment
 from chalicelib.api.openapi.common import TIMESTAMP, operation, paths, query_param, schema_ref
+from chalicelib.domain.auto_pause import (
+    DEFAULT_AUTO_PAUSE_AFTER_MS,
+    MAX_AUTO_PAUSE_AFTER_MS,
+    MIN_AUTO_PAUSE_AFTER_MS,
+    PausedReason,
+)
 from chalicelib.domain.endpoints import (
     ENDPOINT_TYPES,
     MAX_CONCURRENT,
@@ -222,6 +228,16 @@ _WRITABLE = {
     },
     "on_success": {**_REF, "description": "Default on_success callback endpoint of its jobs."},
     "on_failure": {**_REF, "description": "Default on_failure callback endpoint of its jobs."},
+    "auto_pause_after_ms": {
+        "type": ["integer", "null"],
+        "minimum": MIN_AUTO_PAUSE_AFTER_MS,
+        "maximum": MAX_AUTO_PAUSE_AFTER_MS,
+        "default": DEFAULT_AUTO_PAUSE_AFTER_MS,
+        "description": "How long every attempt may fail before the endpoint pauses itself "
+        "(paused_reason FAILING); judged by the scheduler's housekeeper about once a "
+        "minute. Default five days (omitted); null: never for failing (a 410 Gone still "
+        "pauses an HTTP endpoint).",
+    },
 }
 _UNPROCESSABLE = (
     "INVALID_PAYLOAD_SPEC_REF or INVALID_CONFIG_REF: the named payload spec or config does "
@@ -245,7 +261,16 @@ _LIVE_JOBS = (
 _SHOWN = {
     **_WRITABLE,
     "retry_policy": {**_RETRY, "required": list(RETRY_DEFAULTS)},
-    "paused_at": {**TIMESTAMP, "description": "Set while paused (POST .../pause); else null."},
+    "paused_at": {
+        **TIMESTAMP,
+        "description": "Set while paused (POST .../pause, or by the endpoint itself); else null.",
+    },
+    "paused_reason": {
+        "enum": [*(r.value for r in PausedReason), None],
+        "description": "Why it is paused: GONE (an HTTP delivery was answered 410 Gone), "
+        "FAILING (every attempt failed for longer than auto_pause_after_ms), OPERATOR (POST "
+        ".../pause); null while not paused. A pause keeps the reason it began with.",
+    },
     "held_until": {
         **TIMESTAMP,
         "description": "Set while a 429/503 Retry-After (capped at one hour) holds the "
@@ -254,10 +279,13 @@ _SHOWN = {
 }
 _PAUSE = (
     "Pause: no execution of the endpoint is claimed (they wait QUEUED/RETRYING and stay "
-    "cancellable) until resumed; cron ticks keep materializing. Idempotent: the first "
-    "paused_at stays."
+    "cancellable) until resumed; cron ticks keep materializing. paused_reason OPERATOR. "
+    "Idempotent: the first paused_at and its reason stay."
 )
-_RESUME = "Resume a paused endpoint (idempotent). A Retry-After hold is not lifted."
+_RESUME = (
+    "Resume a paused endpoint, whatever paused it (idempotent); paused_reason becomes null. "
+    "A Retry-After hold is not lifted."
+)
 
 ENDPOINTS = crud_fragment(
     "endpoint",

@@ -164,7 +164,8 @@ FROM (
 -- scalar subquery over a part above: the waiting and running counts, the oldest due run_at
 -- and each endpoint's lag (seconds past :now, 0 when nothing is due: computed here so no
 -- timestamp crosses the wire per endpoint), what ended and the attempts' durations in the
--- buckets of [:buckets_since, :until], the counters, the events since :window_since and
+-- buckets of [:buckets_since, :until], the counters (the automatic pauses' too), the
+-- events since :window_since and
 -- the heartbeats since :fresh_since. Row sets are JSON arrays in a stated order.
 SELECT
     (
@@ -398,6 +399,25 @@ SELECT json_build_array(
            )
        ) AS totals
     ) AS totals,
+    (
+-- te_endpoint_auto_paused_total: per live endpoint and automatic reason (FAILING, GONE), the
+-- pauses counted in endpoint_auto_pauses by the transactions that paused (migration 028),
+-- 0 where there was none, so the series exists before its first pause and increase() sees
+-- the first one. A read of the endpoints table and a probe of the counters' primary key
+-- per endpoint and reason: it follows the number of endpoints, as metrics_endpoint_lag.
+-- [[endpoint, reason, total], ...] in that order.
+SELECT COALESCE(
+           json_agg(
+               json_build_array(en.name, r.reason, COALESCE(p.total, 0))
+               ORDER BY en.name, r.reason
+           ),
+           CAST('[]' AS JSON)
+       ) AS auto_paused
+FROM endpoints AS en
+CROSS JOIN (VALUES ('FAILING'), ('GONE')) AS r (reason)
+LEFT JOIN endpoint_auto_pauses AS p ON p.endpoint = en.name AND p.reason = r.reason
+WHERE en.deleted_at IS NULL
+    ) AS auto_paused,
     (
         SELECT COALESCE(json_agg(json_build_array(v.event, v.n)), CAST('[]' AS JSON))
         FROM (

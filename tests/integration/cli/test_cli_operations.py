@@ -44,9 +44,13 @@ def test_a_read_key_reads_but_is_refused_changes_and_a_write_key_keys(te: Te) ->
 def test_endpoint_pause_and_resume(te: Te, http_target: HttpTarget) -> None:
     endpoint(te, http_target)
     paused = te.json("endpoints", "pause", "hook")
-    assert paused["paused_at"] is not None
+    assert paused["paused_at"] is not None and paused["paused_reason"] == "OPERATOR"
     assert te.json("endpoints", "get", "hook")["paused_at"] == paused["paused_at"]
-    assert te.json("endpoints", "resume", "hook")["paused_at"] is None
+    listed = te.ok("endpoints", "list").stdout
+    assert "PAUSED_REASON" in listed and "OPERATOR" in listed
+    resumed = te.json("endpoints", "resume", "hook")
+    assert (resumed["paused_at"], resumed["paused_reason"]) == (None, None)
+    assert resumed["auto_pause_after_ms"] == 432_000_000
     missing = te("endpoints", "pause", "nope")
     assert missing.exit_code == 1 and "ENDPOINT_NOT_FOUND" in missing.stderr
 
