@@ -741,7 +741,6 @@ def loops(spec: str) -> None:
     from chalicelib.domain.clock import utcnow
     from chalicelib.domain.regions import ALL_REGIONS
     from chalicelib.scheduler.housekeeper import Housekeeper
-    from chalicelib.scheduler.loops import build_loop
     from chalicelib.scheduler.names import (
         CRON_MATERIALIZER,
         DELAYED_PROMOTER,
@@ -750,6 +749,7 @@ def loops(spec: str) -> None:
     )
     from chalicelib.scheduler.promoter import recount_live
     from chalicelib.wiring.process import ProcessRoot
+    from chalicelib.wiring.scheduler import build_loop
 
     t = json.loads(spec)
     measure = _timer(t["warmup"], t["repeat"])

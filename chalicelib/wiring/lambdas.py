@@ -96,7 +96,7 @@ def hosted_loops(process: ProcessRoot) -> list[LoopSpec]:
     its claim at their settings' intervals, on the process's ``scheduler`` pool."""
     # Here, not at import: as the worker's, the loops' modules load on first use.
     from chalicelib.health.region import RegionRefresher
-    from chalicelib.scheduler.loops import build_loop
+    from chalicelib.wiring.scheduler import build_loop
 
     settings = process.settings
     names = split_keys(settings.worker_scheduler_loops)

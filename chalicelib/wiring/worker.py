@@ -1,6 +1,8 @@
-"""The worker's process kinds: the long-lived process (Fargate), a Lambda invocation, and
-the worker part of the local stack, each a :class:`~chalicelib.worker.runner.WorkerPart`
-over a worker built from one :class:`~chalicelib.wiring.process.ProcessRoot`.
+"""The worker built from its settings, pool and keyring (:func:`build_worker`; tests build
+one the same way and pass what they replace), and its process kinds: the long-lived
+process (Fargate), a Lambda invocation, and the worker part of the local stack, each a
+:class:`~chalicelib.worker.runner.WorkerPart` over a worker built from one
+:class:`~chalicelib.wiring.process.ProcessRoot`.
 
 ``python -m chalicelib.worker`` runs :func:`main`: SIGTERM or SIGINT stops claiming;
 in-flight deliveries get up to ``TE_WORKER_SHUTDOWN_TIMEOUT_SEC`` to finish and be
@@ -17,20 +19,74 @@ chalicelib.worker`` imports it, and the worker package never imports the schedul
 from __future__ import annotations
 
 import logging
+import random
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
+from chalicelib.crypto import SecretBox
+from chalicelib.db.connection import Database
+from chalicelib.domain.backoff import Rand
+from chalicelib.domain.clock import utcnow
+from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.logs import log_event
 from chalicelib.runtime.loop import LoopSpec
 from chalicelib.runtime.process import ProcessRunner
+from chalicelib.settings import Settings
+from chalicelib.tracing import Tracing
 from chalicelib.wiring.process import ProcessRoot
 from chalicelib.worker.background import lambda_heartbeat
-from chalicelib.worker.factory import Worker, build_worker
+from chalicelib.worker.caches import ConfigCache, SecretCache
+from chalicelib.worker.claims import claim_strategy
+from chalicelib.worker.dispatchers import Dispatcher, default_dispatchers
 from chalicelib.worker.lambdas import LambdaContext, invocation_limits
+from chalicelib.worker.pipeline import Pipeline
+from chalicelib.worker.ring import Worker
 from chalicelib.worker.runner import WorkerPart
 
 log = logging.getLogger("chalicelib.worker")
+
+
+def build_worker(
+    *,
+    db: Database,
+    settings: Settings,
+    secret_box: Callable[[], SecretBox],
+    dispatchers: Mapping[str, Dispatcher] | None = None,
+    clock: Callable[[], datetime] = utcnow,
+    monotonic: Callable[[], float] = time.monotonic,
+    rand: Rand = random.random,
+    region: RegionFilter = ALL_REGIONS,
+    worker_id: str | None = None,
+    tracing: Tracing | None = None,
+) -> Worker:
+    """A worker over ``db`` as ``settings`` say; the other collaborators can be replaced.
+    ``tracing``: spans of traced jobs' claims and attempts (None: off)."""
+    if dispatchers is None:
+        dispatchers = default_dispatchers(
+            allow_private=settings.allow_private_targets,
+            pool_maxsize=settings.worker_max_concurrent,
+            clock=clock,
+        )
+    pipeline = Pipeline(
+        configs=ConfigCache(db, settings.config_cache_ttl_sec, monotonic),
+        secrets=SecretCache(db, secret_box, settings.secret_cache_ttl_sec, monotonic),
+        clock=clock,
+        rand=rand,
+        rotation_window=timedelta(seconds=settings.signing_rotation_window_sec),
+        tracing=tracing,
+    )
+    return Worker(
+        db,
+        settings,
+        claims=claim_strategy(settings.claim_strategy, region),
+        pipeline=pipeline,
+        dispatchers=dispatchers,
+        worker_id=worker_id,
+        tracing=tracing,
+    )
 
 
 def worker_of(process: ProcessRoot) -> Worker:

@@ -27,7 +27,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from chalicelib.db.connection import Database
-from chalicelib.worker import Worker, build_worker
+from chalicelib.wiring.worker import build_worker
+from chalicelib.worker import Worker
 from tests.integration.test_loop_health import COMPONENT, Running, reported_down
 from tests.integration.test_loop_health import failing_scheduler as failing_scheduler
 from tests.integration.worker.test_callbacks import register

@@ -15,9 +15,9 @@ import pytest
 from chalicelib.db import notify
 from chalicelib.db.connection import ConnectionParams, Database
 from chalicelib.domain.regions import ALL_REGIONS
-from chalicelib.scheduler.loops import build_loop
 from chalicelib.scheduler.names import CRON_MATERIALIZER, DELAYED_PROMOTER
 from chalicelib.settings import Settings
+from chalicelib.wiring.scheduler import build_loop
 from tests.support.api_client import ApiClient
 from tests.support.clock import FakeClock
 from tests.support.seed import jobs as f

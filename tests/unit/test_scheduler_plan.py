@@ -12,7 +12,7 @@ from chalicelib.db.queries import load_queries, regional
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.domain.statuses import promotion_sources
 from chalicelib.scheduler.lambdas import deadline_margin, time_left_of
-from chalicelib.scheduler.loops import LOOP_NAMES, build_loop
+from chalicelib.scheduler.loops import LOOP_NAMES
 from chalicelib.scheduler.materializer import (
     DueJob,
     TickAction,
@@ -22,6 +22,7 @@ from chalicelib.scheduler.materializer import (
 )
 from chalicelib.scheduler.reclaimer import RECLAIMABLE_STATUSES
 from chalicelib.settings import Settings
+from chalicelib.wiring.scheduler import build_loop
 
 T = datetime(2026, 3, 16, 9, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)

@@ -20,10 +20,11 @@ from chalice.test import Client
 
 from chalicelib.db.connection import Database
 from chalicelib.runtime.loop import LoopStats
-from chalicelib.scheduler.loops import LOOP_NAMES, Scheduler
+from chalicelib.scheduler.loops import LOOP_NAMES
 from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.promoter import DelayedPromoter
 from chalicelib.settings import Settings
+from chalicelib.wiring.scheduler import build_scheduler
 from tests.support.clock import FakeClock
 from tests.support.seed.scheduler import (
     T0,
@@ -82,7 +83,7 @@ def test_scheduler_runs_every_loop_in_threads_until_stopped(database: Database) 
     settings = Settings(
         cron_tick_interval_sec=0.05, promote_interval_ms=50, stuck_execution_timeout_sec=300
     )
-    scheduler = Scheduler.build(
+    scheduler = build_scheduler(
         settings, database, clock=FakeClock(now), component="scheduler@test"
     )
     stop = threading.Event()

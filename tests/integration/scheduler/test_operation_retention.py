@@ -12,8 +12,8 @@ import pytest
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.domain.regions import RegionFilter
 from chalicelib.scheduler.housekeeper import Housekeeper
-from chalicelib.scheduler.loops import build_loop
 from chalicelib.settings import load_settings
+from chalicelib.wiring.scheduler import build_loop
 from tests.support.clock import T0, FakeClock
 
 NOW = T0 + timedelta(days=100)

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
-from chalicelib.worker import Worker, build_worker
+from chalicelib.wiring.worker import build_worker
+from chalicelib.worker import Worker
 from tests.support.seed.worker import BOX
 from tests.support.worker_runs import settings
 

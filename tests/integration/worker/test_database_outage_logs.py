@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from chalicelib.db.connection import Database
-from chalicelib.worker import build_worker
+from chalicelib.wiring.worker import build_worker
 from tests.support.seed.worker import BOX
 from tests.support.served import free_port
 

@@ -19,7 +19,7 @@ import redis
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from chalicelib.db.connection import Database
-from chalicelib.worker import build_worker
+from chalicelib.wiring.worker import build_worker
 from tests.integration.worker.test_delivery_semantics import running
 from tests.integration.worker.test_streams import kafka_spec, redis_spec
 from tests.support.seed.worker import (
