@@ -187,11 +187,22 @@ class Transaction:
         return int(context.row_count or 0)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Step:
-    """How far one run of a transaction got: once COMMIT is sent its outcome is unknown."""
+    """How far the runs of one transaction got: which run this is, whether its COMMIT was
+    sent (its outcome is then unknown), and which once-only retries are spent."""
 
+    attempt: int = 0
     committing: bool = False
+    reconnected: bool = False
+    refreshed: bool = False
+
+    def may_reconnect(self) -> bool:
+        """Whether a lost connection is retried: once, and never after COMMIT was sent."""
+        if self.committing or self.reconnected:
+            return False
+        self.reconnected = True
+        return True
 
 
 @dataclass
@@ -318,35 +329,34 @@ class Database:
         connection is retried once even though the statement may have committed, so it must
         be safe to apply twice (see :meth:`statement`).
         """
-        attempt = 0
-        reconnected = refreshed = False
+        step = _Step()  # one per call, reset per run: the happy path allocates no more
         while True:
-            attempt += 1
-            step = _Step()
+            step.attempt += 1
+            step.committing = False
             try:
                 return self._run_once(work, step, single)
             except PgDatabaseError as exc:
-                state = sqlstate(exc)
-                if is_stale_statement(exc) and not refreshed:
-                    refreshed = True  # prepared again on the next run (db/statements.py)
-                    continue
-                if state in RETRYABLE_SQLSTATES:
-                    if attempt > self.max_retries:
-                        raise TransactionRetriesExhausted(
-                            f"{name}: still conflicting after {self.max_retries} retries"
-                        ) from exc
-                    self.stats.serialization_retries += 1
-                    self._sleep(self._backoff(attempt))
-                    continue
-                if _is_disconnect(exc) and not step.committing and not reconnected:
-                    reconnected = True
-                    continue
-                raise translate_error(exc, name) from exc
+                self._after_database_error(exc, step, name)
             except (PgInterfaceError, OSError, ConnectionError, EOFError) as exc:
-                if not step.committing and not reconnected:
-                    reconnected = True
-                    continue
-                raise DatabaseUnavailable(f"{name}: database connection lost: {exc}") from exc
+                if not step.may_reconnect():
+                    raise DatabaseUnavailable(f"{name}: database connection lost: {exc}") from exc
+
+    def _after_database_error(self, exc: PgDatabaseError, step: _Step, name: str) -> None:
+        """Returns when the transaction runs again; otherwise raises what its caller gets."""
+        if is_stale_statement(exc) and not step.refreshed:
+            step.refreshed = True  # prepared again on the next run (db/statements.py)
+            return
+        if sqlstate(exc) in RETRYABLE_SQLSTATES:
+            if step.attempt > self.max_retries:
+                raise TransactionRetriesExhausted(
+                    f"{name}: still conflicting after {self.max_retries} retries"
+                ) from exc
+            self.stats.serialization_retries += 1
+            self._sleep(self._backoff(step.attempt))
+            return
+        if _is_disconnect(exc) and step.may_reconnect():
+            return
+        raise translate_error(exc, name) from exc
 
     def _run_once(self, work: Callable[[Transaction], T], step: _Step, single: bool) -> T:
         with self.connection() as conn:

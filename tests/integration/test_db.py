@@ -10,7 +10,7 @@ import pytest
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.migrate import discover, migrate, split_statements
 from chalicelib.db.queries import queries
-from chalicelib.errors import TransactionRetriesExhausted, UniqueViolation
+from chalicelib.errors import DatabaseUnavailable, TransactionRetriesExhausted, UniqueViolation
 
 SPEC_TABLES = {
     "payload_specs",
@@ -202,6 +202,42 @@ def test_dropped_connection_reconnects_on_next_use(database: Database) -> None:
     # The pooled connection is dead; the helper discards it and retries on a fresh one.
     assert database.run("SELECT 1 AS one") == [{"one": 1}]
     assert database.stats.reconnects >= 1
+
+
+def test_a_connection_lost_inside_a_transaction_is_retried_once_then_unavailable(
+    database: Database,
+) -> None:
+    runs = []
+
+    def work(tx: Transaction) -> None:
+        runs.append(len(runs))
+        tx.run("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    with pytest.raises(DatabaseUnavailable, match=r"^lost_twice: "):
+        database.transaction(work, name="lost_twice")
+    assert runs == [0, 1]
+
+
+def test_a_connection_lost_during_commit_is_not_run_again(database: Database) -> None:
+    # A deferred trigger ends the session while COMMIT runs: its outcome is unknown.
+    database.execute("CREATE TABLE commit_probe (n INT)")
+    database.execute(
+        "CREATE FUNCTION end_my_session() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NULL; END $$"
+    )
+    database.execute(
+        "CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON commit_probe "
+        "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION end_my_session()"
+    )
+    runs = []
+
+    def work(tx: Transaction) -> None:
+        runs.append(len(runs))
+        tx.execute("INSERT INTO commit_probe VALUES (1)")
+
+    with pytest.raises(DatabaseUnavailable, match=r"^commit_lost: "):
+        database.transaction(work, name="commit_lost")
+    assert runs == [0]
 
 
 def test_unique_violation_is_translated(database: Database) -> None:
