@@ -15,7 +15,7 @@ result the same way. Error shapes are exactly the spec's::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -179,3 +179,11 @@ class DeliveryRequest:
     #: ``spec["body_template"]`` rendered as text (a form, XML or plain text body) rather
     #: than a JSON value (:func:`chalicelib.domain.body_text.text_encoder`).
     text_body: bool = False
+
+    def put_trace_context(self, into: MutableMapping[str, str]) -> None:
+        """This attempt's trace context written into headers or stream fields, over any of
+        the same name: ``traceparent``, and ``tracestate`` only with it."""
+        if self.traceparent is not None:
+            into["traceparent"] = self.traceparent
+            if self.tracestate is not None:
+                into["tracestate"] = self.tracestate

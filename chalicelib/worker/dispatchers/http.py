@@ -202,6 +202,8 @@ class HttpDispatcher:
 
 
 def _build(request: DeliveryRequest) -> Outgoing:
+    """The request to send, headers in this order: the spec's, the job's own and the trace
+    context over them, ``Host``, ``Content-Type`` with a body, ours, then the signature."""
     spec = request.spec
     method = str(spec.get("method") or "POST").upper()
     url = spec.get("url")
@@ -214,32 +216,48 @@ def _build(request: DeliveryRequest) -> Outgoing:
     present = {name.lower() for name in headers}
     if "host" not in present:
         headers["Host"] = netloc
-    body = None
-    if spec.get("body_template") is not None:
-        if request.text_body:  # a form, XML or text body, rendered as such
-            body = str(spec["body_template"]).encode("utf-8")
-        else:
-            body = json.dumps(spec["body_template"], separators=(",", ":")).encode("utf-8")
-        if "content-type" not in present:
-            headers["Content-Type"] = "application/json"
+    body = _body(spec, request.text_body)
+    if body is not None and "content-type" not in present:
+        headers["Content-Type"] = "application/json"
+    _put_identity(headers, present, request)
+    return Outgoing(method, parsed, _signed(headers, request, body), body)
+
+
+def _body(spec: Mapping[str, Any], text: bool) -> bytes | None:
+    """The rendered body template: as text (a form, XML or plain text), else as JSON."""
+    template = spec.get("body_template")
+    if template is None:
+        return None
+    if text:
+        return str(template).encode("utf-8")
+    return json.dumps(template, separators=(",", ":")).encode("utf-8")
+
+
+def _put_identity(headers: dict[str, str], present: set[str], request: DeliveryRequest) -> None:
+    """Ours, which receivers deduplicate on: the execution and attempt always, and the
+    execution as ``Idempotency-Key`` unless the spec names its own."""
     headers[EXECUTION_HEADER] = request.execution_id
     headers[ATTEMPT_HEADER] = str(request.attempt)
     if "idempotency-key" not in present:
         headers["Idempotency-Key"] = request.execution_id
+
+
+def _signed(
+    headers: dict[str, str], request: DeliveryRequest, body: bytes | None
+) -> dict[str, str]:
+    """``headers`` with a signed endpoint's signature headers, which replace same-named
+    spec headers (any case): receivers verify them."""
     signed = webhook_headers(request.signing, request.execution_id, body or b"")
-    if signed:  # ours replace same-named spec headers (any case): receivers verify them
-        headers = {k: v for k, v in headers.items() if k.lower() not in signed} | signed
-    return Outgoing(method, parsed, headers, body)
+    if not signed:
+        return headers
+    return {k: v for k, v in headers.items() if k.lower() not in signed} | signed
 
 
 def _with_job_headers(headers: dict[str, str], request: DeliveryRequest) -> dict[str, str]:
     """The endpoint's headers with the job's own and its attempt's trace context over those
     of the same name (in any case). The job's were checked when it was created."""
     own = dict(request.headers or {})
-    if request.traceparent is not None:
-        own["traceparent"] = request.traceparent
-        if request.tracestate is not None:
-            own["tracestate"] = request.tracestate
+    request.put_trace_context(own)
     replaced = {name.lower() for name in own}
     return {k: v for k, v in headers.items() if k.lower() not in replaced} | own
 

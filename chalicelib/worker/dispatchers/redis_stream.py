@@ -148,26 +148,43 @@ def _field_value(value: Any) -> str:
 
 def _script_args(request: DeliveryRequest) -> tuple[str, list[str]]:
     spec = request.spec
+    stream = _stream(spec)
+    max_len = _max_len(spec)
+    approximate = spec.get("approximate_trimming", True) is not False
+    args = [max_len, "1" if approximate else "0", str(DEDUP_TTL_SEC)]
+    for name, value in _fields(request).items():
+        args += [name, value]
+    return stream, args
+
+
+def _stream(spec: dict[str, Any]) -> str:
     stream = spec.get("stream")
     if not isinstance(stream, str) or not stream:
         raise InvalidStreamSpec("resolved stream name is empty or not a string")
+    return stream
+
+
+def _max_len(spec: dict[str, Any]) -> str:
+    """The MAXLEN argument of the script: the trim length, or '' for none."""
     max_len = spec.get("max_len")
-    if max_len is not None and (isinstance(max_len, bool) or not str(max_len).isdigit()):
+    if max_len is None:
+        return ""
+    if isinstance(max_len, bool) or not str(max_len).isdigit():
         raise InvalidStreamSpec("resolved max_len is not a non-negative integer")
-    fields = {str(k): _field_value(v) for k, v in (spec.get("fields_template") or {}).items()}
+    return str(max_len)
+
+
+def _fields(request: DeliveryRequest) -> dict[str, str]:
+    """The entry's fields: the template's, the job's own headers as ``header:<name>``, the
+    trace context, then ours, and the signature over all of them."""
+    fields = {
+        str(k): _field_value(v) for k, v in (request.spec.get("fields_template") or {}).items()
+    }
     if request.headers:  # the job's own headers, as fields "header:<name>"
         fields.update((REDIS_FIELD_PREFIX + k, v) for k, v in request.headers.items())
-    if request.traceparent is not None:
-        fields["traceparent"] = request.traceparent
-        if request.tracestate is not None:
-            fields["tracestate"] = request.tracestate
+    request.put_trace_context(fields)
     # Ours win over same-named template fields: receivers rely on them to deduplicate.
     fields["execution_id"] = request.execution_id
     fields["attempt"] = str(request.attempt)
     fields.update(webhook_headers(request.signing, request.execution_id, stream_payload(fields)))
-    approximate = spec.get("approximate_trimming", True) is not False
-    args = ["" if max_len is None else str(max_len), "1" if approximate else "0"]
-    args.append(str(DEDUP_TTL_SEC))
-    for name, value in fields.items():
-        args += [name, value]
-    return stream, args
+    return fields
