@@ -157,16 +157,7 @@ def load_config(
     url, key = env.get("TE_URL"), env.get("TE_API_KEY")
     path = config_path(env)
     if (not url or not key) and path.is_file():
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-            mode = stat.S_IMODE(path.stat().st_mode)
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read {path}: {exc}") from exc
-        if not key and data.get("api_key") and mode & 0o077:
-            warn(
-                f"{path} holds an API key and is readable by others (mode {mode:04o}); "
-                f"run 'chmod 600 {path}'"
-            )
+        data = _read_config(path, key_wanted=not key, warn=warn)
         url = url or data.get("url")
         key = key or data.get("api_key")
     if not url or not key:
@@ -175,6 +166,22 @@ def load_config(
             "TE_CONFIG)"
         )
     return str(url), str(key)
+
+
+def _read_config(path: Path, *, key_wanted: bool, warn: Callable[[str], None]) -> dict[str, Any]:
+    """The config file's settings; ``warn`` is told when the key it supplies (``key_wanted``)
+    is readable by its group or others."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    if key_wanted and data.get("api_key") and mode & 0o077:
+        warn(
+            f"{path} holds an API key and is readable by others (mode {mode:04o}); "
+            f"run 'chmod 600 {path}'"
+        )
+    return data
 
 
 def write_config(path: Path, url: str, api_key: str) -> None:

@@ -167,15 +167,27 @@ def _inspect(value: Any, limit: int, text: str) -> tuple[int, bool]:
         deepest = max(deepest, depth)
         if deepest > limit:
             break
-        if not isinstance(node, dict | list):  # a scalar: only strings were pushed to look at
-            if isinstance(node, str) and not _storable(node):
+        if isinstance(node, dict | list):
+            if not _push_children(stack, node, depth + 1, strings):
                 return deepest, False
-            continue
-        if strings and isinstance(node, dict) and not all(_storable(k) for k in node):
+        elif isinstance(node, str) and not _storable(node):  # scalars: pushed with strings
             return deepest, False
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((v, depth + 1) for v in children if strings or isinstance(v, dict | list))
     return deepest, True
+
+
+def _push_children(
+    stack: list[tuple[Any, int]], node: dict[str, Any] | list[Any], depth: int, strings: bool
+) -> bool:
+    """Pushes a container's children at ``depth`` (its scalars too when ``strings`` are
+    looked at); False when one of its keys cannot be stored."""
+    if isinstance(node, dict):
+        if strings and not all(_storable(k) for k in node):
+            return False
+        children: Any = node.values()
+    else:
+        children = node
+    stack.extend((v, depth) for v in children if strings or isinstance(v, dict | list))
+    return True
 
 
 class _NonFinite(ValueError):

@@ -18,7 +18,7 @@ snapshot. A retry with the endpoint's current definition keeps them over that de
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -36,35 +36,47 @@ def parse_delivery_overrides(body: Mapping[str, Any]) -> dict[str, Any] | None:
     """What the body sets for its job's delivery (None: nothing); 400 naming the field.
     ``url`` is checked here for its type only: its endpoint's prefixes decide (422)."""
     overrides: dict[str, Any] = {}
-    if body.get("retry_policy") is not None:
-        policy = check_retry_fields(body["retry_policy"])
-        if policy.get("initial_delay_ms", 0) > policy.get("max_delay_ms", MAX_DELAY_MS):
-            raise ValidationFailed(
-                "Field 'retry_policy.initial_delay_ms' must be less than or equal to max_delay_ms."
-            )
-        if policy:
-            overrides["retry_policy"] = policy
-    timeout = body.get("timeout_ms")
-    if timeout is not None:
-        if not isinstance(timeout, int) or isinstance(timeout, bool):
-            timeout = 0
-        if not 1 <= timeout <= MAX_TIMEOUT_MS:
-            raise ValidationFailed(
-                f"Field 'timeout_ms' must be an integer between 1 and {MAX_TIMEOUT_MS}."
-            )
-        overrides["timeout_ms"] = timeout
-    url = body.get("url")
-    if url is not None:
-        if not isinstance(url, str) or not url:
-            raise ValidationFailed("Field 'url' must be a non-empty string.")
-        overrides["url"] = url
-    if body.get("expire_after") is not None:
-        overrides["expire_after_ms"] = _expire_after_ms(body["expire_after"])
+    for field, stored, parse in _OVERRIDE_FIELDS:
+        if body.get(field) is not None and (value := parse(body[field])) is not None:
+            overrides[stored] = value
     return overrides or None
+
+
+def _retry_policy(value: Any) -> dict[str, Any] | None:
+    policy = check_retry_fields(value)
+    if policy.get("initial_delay_ms", 0) > policy.get("max_delay_ms", MAX_DELAY_MS):
+        raise ValidationFailed(
+            "Field 'retry_policy.initial_delay_ms' must be less than or equal to max_delay_ms."
+        )
+    return policy or None
+
+
+def _timeout_ms(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_TIMEOUT_MS:
+        raise ValidationFailed(
+            f"Field 'timeout_ms' must be an integer between 1 and {MAX_TIMEOUT_MS}."
+        )
+    return value
+
+
+def _url(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValidationFailed("Field 'url' must be a non-empty string.")
+    return value
 
 
 def _expire_after_ms(value: Any) -> int:
     return parse_duration(value, "expire_after") // _MILLISECOND
+
+
+#: Each body field a job may set, in the order they are checked: where it is kept on the job
+#: and what reads it (None: nothing to keep, e.g. an empty retry policy).
+_OVERRIDE_FIELDS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
+    ("retry_policy", "retry_policy", _retry_policy),
+    ("timeout_ms", "timeout_ms", _timeout_ms),
+    ("url", "url", _url),
+    ("expire_after", "expire_after_ms", _expire_after_ms),
+)
 
 
 def shown_overrides(overrides: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -108,19 +108,40 @@ def _cached(secrets: tuple[str, ...]) -> Redactor:
 def _char_alternatives(char: str) -> list[str]:
     """Every spelling of ``char``: literal, JSON escapes, percent-encoded UTF-8, HTML
     character references and Python's ``repr`` escapes (of a ``str`` or of ``bytes``)."""
-    spellings = [re.escape(char)]
+    return [
+        re.escape(char),
+        *_json_spellings(char),
+        *_url_spellings(char),
+        *_html_spellings(char),
+        *_repr_spellings(char),
+    ]
+
+
+def _json_spellings(char: str) -> list[str]:
+    """``\\u00e9`` (beyond the BMP a surrogate pair, or ``\\U0001f600`` as Python writes it)
+    and the short escapes (``\\n``)."""
     if ord(char) <= 0xFFFF:
-        spellings.append("\\\\u" + "".join(_hex_digit(d) for d in f"{ord(char):04x}"))
+        spellings = ["\\\\u" + "".join(_hex_digit(d) for d in f"{ord(char):04x}")]
     else:
-        spellings.append(_json_surrogates(char))
-        spellings.append("\\\\U" + "".join(_hex_digit(d) for d in f"{ord(char):08x}"))
+        spellings = [
+            _json_surrogates(char),
+            "\\\\U" + "".join(_hex_digit(d) for d in f"{ord(char):08x}"),
+        ]
     if char in _JSON_SHORT:
         spellings.append(re.escape(_JSON_SHORT[char]))
+    return spellings
+
+
+def _url_spellings(char: str) -> list[str]:
+    """Percent-encoded UTF-8, and ``+`` for a space (forms)."""
     percent = "".join("%" + "".join(_hex_digit(d) for d in f"{b:02x}") for b in char.encode())
-    spellings.append(percent)
-    if char == " ":
-        spellings.append("\\+")
-    spellings += _html_spellings(char)
+    return [percent, "\\+"] if char == " " else [percent]
+
+
+def _repr_spellings(char: str) -> list[str]:
+    """Python's escapes: ``b'\\xc3\\xa9'`` for bytes that do not print, ``'\\xe4'`` as
+    ``ascii()`` writes a ``str``, and ``\\'``."""
+    spellings = []
     if not char.isascii() or not char.isprintable():  # b'\xc3\xa9' as bytes print
         spellings.append("".join(_escaped_byte(b) for b in char.encode()))
         if ord(char) < 0x100:  # '\xe4' as ascii() prints a str

@@ -43,17 +43,28 @@ def equal(one: Any, two: Any) -> bool:
     if isinstance(one, str) or isinstance(two, str):
         return bool(one == two)
     if isinstance(one, list) and isinstance(two, list):
-        checkpoint()
-        pairs = paced(zip(one, two, strict=True)) if len(one) == len(two) else None
-        return pairs is not None and all(equal(a, b) for a, b in pairs)
+        return _equal_arrays(one, two)
     if isinstance(one, dict) and isinstance(two, dict):
-        checkpoint()
-        return len(one) == len(two) and all(
-            key in two and equal(value, two[key]) for key, value in paced(one.items())
-        )
+        return _equal_objects(one, two)
     if isinstance(one, bool) or isinstance(two, bool):
         return False  # the same boolean is the same object: caught by the first test
     return bool(one == two)
+
+
+def _equal_arrays(one: list[Any], two: list[Any]) -> bool:
+    """The same length and equal item by item, in order."""
+    checkpoint()
+    if len(one) != len(two):
+        return False
+    return all(equal(a, b) for a, b in paced(zip(one, two, strict=True)))
+
+
+def _equal_objects(one: dict[str, Any], two: dict[str, Any]) -> bool:
+    """The same keys, each with equal values, whatever their order."""
+    checkpoint()
+    return len(one) == len(two) and all(
+        key in two and equal(value, two[key]) for key, value in paced(one.items())
+    )
 
 
 def item_key(value: Any) -> tuple[int, Any]:

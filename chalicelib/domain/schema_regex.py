@@ -197,6 +197,16 @@ def _evaluated_keys(validator: Any, instance: Mapping[str, Any], schema: Any) ->
     if not isinstance(schema, Mapping):
         return set()
     keys = _evaluated_through_refs(validator, instance, schema)
+    keys |= _evaluated_by_properties(validator, instance, schema)
+    keys |= _evaluated_in_place(validator, instance, schema)
+    return keys | _evaluated_by_condition(validator, instance, schema)
+
+
+def _evaluated_by_properties(
+    validator: Any, instance: Mapping[str, Any], schema: Mapping[str, Any]
+) -> set[str]:
+    """Keys the object keywords evaluate: named, matched by a pattern, or the rest's schema."""
+    keys: set[str] = set()
     properties = schema.get("properties")
     if isinstance(properties, Mapping):
         keys |= properties.keys() & instance.keys()
@@ -205,6 +215,15 @@ def _evaluated_keys(validator: Any, instance: Mapping[str, Any], schema: Any) ->
             keys |= {k for k, v in paced(instance.items()) if _valid(validator, v, subschema)}
     patterns = list(schema.get("patternProperties", {}))
     keys |= {k for k in paced(instance) if any(search(p, k) for p in patterns)}
+    return keys
+
+
+def _evaluated_in_place(
+    validator: Any, instance: Mapping[str, Any], schema: Mapping[str, Any]
+) -> set[str]:
+    """Keys evaluated by the subschemas that apply to the whole object: those of
+    ``dependentSchemas`` whose key is present, and the valid ones of allOf/oneOf/anyOf."""
+    keys: set[str] = set()
     for key, subschema in schema.get("dependentSchemas", {}).items():
         if key in instance:
             keys |= _evaluated_keys(validator, instance, subschema)
@@ -212,7 +231,7 @@ def _evaluated_keys(validator: Any, instance: Mapping[str, Any], schema: Any) ->
         for subschema in schema.get(keyword, []):
             if _valid(validator, instance, subschema):
                 keys |= _evaluated_keys(validator, instance, subschema)
-    return keys | _evaluated_by_condition(validator, instance, schema)
+    return keys
 
 
 def _evaluated_through_refs(

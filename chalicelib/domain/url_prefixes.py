@@ -44,14 +44,9 @@ class Target:
 
 def parse_target(url: Any) -> Target | str:
     """The URL's parts, or what makes it unfit to be judged (a sentence fragment)."""
-    if not isinstance(url, str) or not url:
-        return "it must be a non-empty string"
-    if len(url) > MAX_URL_LENGTH:
-        return f"it is longer than {MAX_URL_LENGTH} characters"
-    if not _PRINTABLE_ASCII.fullmatch(url):
-        return "it must be printable ASCII without spaces"
-    if "\\" in url or "#" in url:
-        return "it must not contain a backslash or a fragment"
+    problem = _text_problem(url)
+    if problem:
+        return problem
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
     if not sep or scheme not in _DEFAULT_PORTS:
@@ -69,6 +64,19 @@ def parse_target(url: Any) -> Target | str:
     if problem:
         return problem
     return Target(scheme, host.casefold(), port, path, bool(question))
+
+
+def _text_problem(url: Any) -> str | None:
+    """What in the URL's text alone a parser could read two ways (or not at all)."""
+    if not isinstance(url, str) or not url:
+        return "it must be a non-empty string"
+    if len(url) > MAX_URL_LENGTH:
+        return f"it is longer than {MAX_URL_LENGTH} characters"
+    if not _PRINTABLE_ASCII.fullmatch(url):
+        return "it must be printable ASCII without spaces"
+    if "\\" in url or "#" in url:
+        return "it must not contain a backslash or a fragment"
+    return None
 
 
 def _host_and_port(authority: str, scheme: str) -> tuple[str, int | None]:

@@ -77,13 +77,23 @@ def body_length(headers: Message, max_bytes: int) -> int | None:
     if codings:
         if lengths:
             raise InvalidRequest("Send Content-Length or Transfer-Encoding, not both.")
-        named = [c.strip().lower() for value in codings for c in value.split(",")]
-        if named != ["chunked"]:
-            raise InvalidRequest(
-                f"Transfer-Encoding {', '.join(named)!r} is not supported: send the body "
-                "with Content-Length or Transfer-Encoding: chunked."
-            )
+        _check_chunked(codings)
         return None
+    return _content_length(lengths, max_bytes)
+
+
+def _check_chunked(codings: list[str]) -> None:
+    """``Transfer-Encoding: chunked`` alone; any other coding, or more than one, is a 400."""
+    named = [c.strip().lower() for value in codings for c in value.split(",")]
+    if named != ["chunked"]:
+        raise InvalidRequest(
+            f"Transfer-Encoding {', '.join(named)!r} is not supported: send the body "
+            "with Content-Length or Transfer-Encoding: chunked."
+        )
+
+
+def _content_length(lengths: list[str], max_bytes: int) -> int:
+    """The one length the ``Content-Length`` headers agree on (0 without one)."""
     values = {v.strip() for value in lengths for v in value.split(",")}
     if not values:
         return 0

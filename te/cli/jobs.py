@@ -307,30 +307,41 @@ def _send(
 
 def _report(results: list[dict[str, Any]], failure: _Failure | None) -> bool:
     """Print what the answered requests did; True when any job was refused."""
-    refused = [
-        {"line": r["line"], "status": r["status"], **(r.get("error") or {})}
-        for r in results
-        if r["status"] >= 400
-    ]
-    summary: dict[str, Any] = {
-        # In the file's order (one batch per chunk), so batches[i] is the i-th chunk's.
-        "batches": list(dict.fromkeys(r["batch_id"] for r in results if r.get("batch_id"))),
-        "created": sum(1 for r in results if r["status"] == 201),
-        "existing": sum(1 for r in results if r["status"] == 200),
-        "refused": refused,
-    }
-    if failure:
-        summary["stopped_at_line"] = failure.line
+    summary = _summary(results, failure)
     if settings().json:
         show(summary)
     else:
         click.echo(
             f"{summary['created']} created, {summary['existing']} already existed, "
-            f"{len(refused)} refused; batches: {', '.join(summary['batches']) or '-'}"
+            f"{len(summary['refused'])} refused; batches: {', '.join(summary['batches']) or '-'}"
         )
-        if refused:
-            show(refused, ("line", "status", "code", "message"))
-    return bool(refused)
+        if summary["refused"]:
+            show(summary["refused"], ("line", "status", "code", "message"))
+    return bool(summary["refused"])
+
+
+def _summary(results: list[dict[str, Any]], failure: _Failure | None) -> dict[str, Any]:
+    """The counts by outcome, the refused lines with their errors, the batches made, and the
+    line a failed request stopped at."""
+    summary: dict[str, Any] = {
+        # In the file's order (one batch per chunk), so batches[i] is the i-th chunk's.
+        "batches": list(dict.fromkeys(r["batch_id"] for r in results if r.get("batch_id"))),
+        "created": sum(1 for r in results if r["status"] == 201),
+        "existing": sum(1 for r in results if r["status"] == 200),
+        "refused": _refused(results),
+    }
+    if failure:
+        summary["stopped_at_line"] = failure.line
+    return summary
+
+
+def _refused(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each refused line with its status and error."""
+    return [
+        {"line": r["line"], "status": r["status"], **(r.get("error") or {})}
+        for r in results
+        if r["status"] >= 400
+    ]
 
 
 @batch.command("get")
