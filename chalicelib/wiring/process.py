@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from chalicelib import logs
 from chalicelib.crypto import SecretBox
 from chalicelib.db.connection import Database
 from chalicelib.domain.clock import Clock, utcnow
 from chalicelib.errors import ConfigurationError
+from chalicelib.runtime.process import Part, ProcessRunner
 from chalicelib.settings import Settings, decode_key, load_settings, split_keys
 from chalicelib.tracing import Tracing, from_environment
 
@@ -221,3 +222,13 @@ class ProcessRoot:
             pools, self._pools = list(self._pools.values()), {}
         for db in pools:
             db.close()
+
+
+def run_until_stopped(name: str, part_of: Callable[[ProcessRoot], Part]) -> int:
+    """A long-lived process of one part (``python -m chalicelib.worker``, ``...scheduler``):
+    run until SIGTERM/SIGINT, stopped in order; its exit status."""
+    process = ProcessRoot()
+    process.configure_logging()
+    runner = ProcessRunner([part_of(process)], name=name, counters=process.database_stats)
+    runner.stop_on_signals()
+    return runner.exit(runner.run())

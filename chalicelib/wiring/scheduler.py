@@ -41,7 +41,7 @@ from chalicelib.scheduler.promoter import DelayedPromoter
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.services.operations import OperationService
 from chalicelib.settings import Settings
-from chalicelib.wiring.process import ProcessRoot
+from chalicelib.wiring.process import ProcessRoot, run_until_stopped
 
 Regions = Callable[[], RegionFilter]
 
@@ -165,13 +165,7 @@ def long_lived_part(process: ProcessRoot, loops: Sequence[str] = LOOP_NAMES) -> 
 
 def main() -> int:
     """``python -m chalicelib.scheduler``: run every loop until SIGTERM/SIGINT."""
-    process = ProcessRoot()
-    process.configure_logging()
-    runner = ProcessRunner(
-        [long_lived_part(process)], name="scheduler", counters=process.database_stats
-    )
-    runner.stop_on_signals()
-    return runner.exit(runner.run())
+    return run_until_stopped("scheduler", long_lived_part)
 
 
 def invoke(

@@ -36,7 +36,7 @@ from chalicelib.runtime.loop import LoopSpec
 from chalicelib.runtime.process import ProcessRunner
 from chalicelib.settings import Settings
 from chalicelib.tracing import Tracing
-from chalicelib.wiring.process import ProcessRoot
+from chalicelib.wiring.process import ProcessRoot, run_until_stopped
 from chalicelib.worker.background import lambda_heartbeat
 from chalicelib.worker.caches import ConfigCache, SecretCache
 from chalicelib.worker.claims import claim_strategy
@@ -110,13 +110,7 @@ def long_lived_part(process: ProcessRoot) -> WorkerPart:
 
 def main() -> int:
     """``python -m chalicelib.worker``: run until SIGTERM/SIGINT, drain, exit."""
-    process = ProcessRoot()
-    process.configure_logging()
-    runner = ProcessRunner(
-        [long_lived_part(process)], name="worker", counters=process.database_stats
-    )
-    runner.stop_on_signals()
-    return runner.exit(runner.run())
+    return run_until_stopped("worker", long_lived_part)
 
 
 #: Builds the loops a worker invocation runs beside its claim, once per container.

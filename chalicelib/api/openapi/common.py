@@ -13,6 +13,8 @@ from typing import Any
 from chalicelib.services.longpoll import MAX_WAIT_SECONDS
 
 TIMESTAMP = {"type": ["string", "null"], "format": "date-time"}
+#: An ISO 8601 instant with an offset, never null (a filter's bound).
+INSTANT = {"type": "string", "format": "date-time"}
 PAGE = [{"$ref": "#/components/parameters/Limit"}, {"$ref": "#/components/parameters/Cursor"}]
 PREFER_WAIT = {
     "name": "Prefer",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.api.openapi.common import (
+    INSTANT,
     TIMESTAMP,
     Operation,
     operation,
@@ -16,9 +17,10 @@ from chalicelib.api.openapi.common import (
     schema_ref,
 )
 from chalicelib.api.openapi.executions import EXECUTION_STATUS
+from chalicelib.domain.dead_letters import ERROR_TYPE as ERROR_TYPE_PATTERN
 
-_ERROR_TYPE = {"type": "string", "pattern": "^[A-Z][A-Z0-9_]{0,63}$"}
-_INSTANT = {"type": "string", "format": "date-time"}
+#: The ``error_type`` a filter names (the dead-letter list's and a bulk operation's).
+ERROR_TYPE = {"type": "string", "pattern": f"^{ERROR_TYPE_PATTERN.pattern}$"}
 _LIST = (
     "List executions across jobs, newest first (created_at). status=FAILED is the "
     "dead-letter view. since/until filter created_at ([since, until), ISO 8601 with an "
@@ -68,9 +70,9 @@ DEAD_LETTERS: dict[str, Any] = {
             query=(
                 query_param("status", EXECUTION_STATUS),
                 query_param("endpoint", {"type": "string"}),
-                query_param("since", _INSTANT),
-                query_param("until", _INSTANT),
-                query_param("error_type", _ERROR_TYPE),
+                query_param("since", INSTANT),
+                query_param("until", INSTANT),
+                query_param("error_type", ERROR_TYPE),
             ),
         ),
         _with_conflict(
@@ -119,9 +121,9 @@ DEAD_LETTERS: dict[str, Any] = {
             "required": ["since", "until"],
             "additionalProperties": False,
             "properties": {
-                "since": _INSTANT,
-                "until": _INSTANT,
-                "error_type": _ERROR_TYPE,
+                "since": INSTANT,
+                "until": INSTANT,
+                "error_type": ERROR_TYPE,
                 "endpoint_version": _ENDPOINT_VERSION,
             },
         },

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.api.openapi.common import (
+    INSTANT,
     TIMESTAMP,
     Operation,
     operation,
@@ -13,10 +14,9 @@ from chalicelib.api.openapi.common import (
     response_ref,
     schema_ref,
 )
+from chalicelib.api.openapi.dead_letters import ERROR_TYPE
 from chalicelib.api.openapi.executions import EXECUTION_STATUS
 
-_ERROR_TYPE = {"type": "string", "pattern": "^[A-Z][A-Z0-9_]{0,63}$"}
-_INSTANT = {"type": "string", "format": "date-time"}
 _BULK = (
     "Retry, cancel or delete the executions a filter matches, in pages in the background. "
     "The set is fixed now: executions created afterwards are not touched. retry acts on "
@@ -63,9 +63,9 @@ _FILTER = {
         "status": {
             "oneOf": [EXECUTION_STATUS, {"type": "array", "items": EXECUTION_STATUS, "minItems": 1}]
         },
-        "error_type": _ERROR_TYPE,
-        "created_after": {**_INSTANT, "description": "created_at >= created_after"},
-        "created_before": {**_INSTANT, "description": "created_at < created_before"},
+        "error_type": ERROR_TYPE,
+        "created_after": {**INSTANT, "description": "created_at >= created_after"},
+        "created_before": {**INSTANT, "description": "created_at < created_before"},
     },
 }
 
