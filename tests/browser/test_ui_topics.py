@@ -27,6 +27,8 @@ def test_a_topic_list_and_a_topics_page_list_its_endpoints(
     assert "ui-topic-mail, ui-topic-bill" in row.text
     click_link(browser, "ui-orders")
     wait_text(browser, "main h1", "Topic ui-orders")
+    # The heading is drawn before the topic is read: wait for its rows.
+    wait_text(browser, "main section tbody tr td:first-child", "ui-topic-bill")
     cells = browser.find_elements(By.CSS_SELECTOR, "main section tbody tr td:first-child")
     assert [cell.text for cell in cells] == endpoints
     click_link(browser, "ui-topic-bill")
