@@ -109,6 +109,7 @@ def _endpoint_params(definition: EndpointDefinition) -> dict[str, Any]:
         "flow_control": None
         if definition.flow_control is None
         else json.dumps(definition.flow_control),
+        "ordering": None if definition.ordering is None else json.dumps(definition.ordering),
     }
 
 

@@ -67,6 +67,8 @@ class MetricsSnapshot:
     #: and outcome, and (endpoint, error type, attempts) of the failed ones
     totals: Sequence[tuple[str, str, int, int]] = ()
     failed: Sequence[tuple[str, str, int]] = ()
+    #: (endpoint, blocked ordering keys), for endpoints that have some or block
+    ordering_blocked: Sequence[tuple[str, int]] = ()
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,7 @@ class MetricsService:
             kinds=tuple(kinds_from_json(row["kinds"])),
             totals=row["totals"][0],
             failed=row["totals"][1],
+            ordering_blocked=[(str(e), int(n)) for e, n in row["ordering_blocked"]],
         )
 
     def exposition(self) -> str:
@@ -211,6 +214,13 @@ def families(snap: MetricsSnapshot) -> list[prom.Family]:
             "Per endpoint that is not paused: how long its oldest due execution (QUEUED or "
             "RETRYING) has waited past its run_at; 0 when nothing is due.",
             snap.endpoint_lag_sec,
+            ("endpoint",),
+        ),
+        prom.gauge(
+            "te_ordering_keys_blocked",
+            "Ordering keys waiting on a failed head for an operator's retry or skip, by "
+            "endpoint (endpoints whose ordering.on_failure is block, and any with such keys).",
+            snap.ordering_blocked,
             ("endpoint",),
         ),
         prom.gauge(

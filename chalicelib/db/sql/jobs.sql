@@ -420,12 +420,15 @@ md5(CAST(jsonb_build_array(e.endpoint_type, e.payload_spec_ref, e.config_ref, e.
 -- row is written only for a job written here. IMMEDIATE rows carry no run_at: the database
 -- clock decides "now", the clock the claim compares against. batch_id and the resolved
 -- callbacks are copied from the job so the finalize learns them from the row it updates.
+-- So is the ordering key: a keyed execution is written waiting behind its key's head, at
+-- its place (its due time, then the statement's now(), then ordering_seq), and the caller
+-- settles the key in the same transaction (chalicelib/services/ordering.py).
 WITH job AS (
     INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input,
                       run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
                       cron_next_run_at, endpoint_snapshot, version, previous_version_id,
                       batch_id, on_success, on_failure, parent_execution_id, callback_depth,
-                      headers, traceparent, tracestate, delivery_overrides)
+                      headers, traceparent, tracestate, delivery_overrides, ordering_key)
     SELECT r ->> 'job_id', r ->> 'endpoint', r ->> 'endpoint_type', r ->> 'trigger_type',
            r ->> 'idempotency_key', r -> 'input', CAST(r ->> 'run_at' AS TIMESTAMPTZ),
            r ->> 'cron_expression', r ->> 'cron_timezone',
@@ -435,7 +438,7 @@ WITH job AS (
            CAST(r ->> 'version' AS BIGINT), r ->> 'previous_version_id', r ->> 'batch_id',
            r ->> 'on_success', r ->> 'on_failure', r ->> 'parent_execution_id',
            CAST(r ->> 'callback_depth' AS BIGINT), r -> 'headers', r ->> 'traceparent',
-           r ->> 'tracestate', r -> 'delivery_overrides'
+           r ->> 'tracestate', r -> 'delivery_overrides', r ->> 'ordering_key'
     FROM jsonb_array_elements(CAST(:jobs AS JSONB)) AS r
     JOIN jsonb_each(CAST(:snapshots AS JSONB)) AS snapshot ON snapshot.key = r ->> 'endpoint'
     WHERE r ->> 'fingerprint' IS NULL OR EXISTS (
@@ -451,12 +454,16 @@ WITH job AS (
 ), execution AS (
     INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key,
                             status, run_at, input, max_attempts, batch_id, on_success,
-                            on_failure)
+                            on_failure, ordering_key, ordering_wait, ordering_at,
+                            ordering_seq)
     SELECT r ->> 'execution_id', job.job_id, r ->> 'endpoint', r ->> 'endpoint_type',
            r ->> 'idempotency_key', r ->> 'status',
            COALESCE(CAST(r ->> 'run_at' AS TIMESTAMPTZ), now()), r -> 'input',
            CAST(r ->> 'max_attempts' AS BIGINT), r ->> 'batch_id', r ->> 'on_success',
-           r ->> 'on_failure'
+           r ->> 'on_failure', r ->> 'ordering_key', r ->> 'ordering_key' IS NOT NULL,
+           CASE WHEN r ->> 'ordering_key' IS NOT NULL
+                THEN COALESCE(CAST(r ->> 'run_at' AS TIMESTAMPTZ), now()) END,
+           CAST(r ->> 'ordering_seq' AS BIGINT)
     FROM jsonb_array_elements(CAST(:executions AS JSONB)) AS r
     JOIN job ON job.job_id = r ->> 'job_id'
     RETURNING execution_id, status, attempt_count

@@ -1,0 +1,65 @@
+-- 031_ordering_keys: executions of one endpoint that share an ordering key start one at a
+-- time, in their order; only each key's head can be claimed.
+--
+-- jobs.ordering_key / executions.ordering_key: what POST /jobs set (NULL for most jobs; a
+-- cron job's ticks carry their job's). executions.ordering_at: the execution's place in its
+-- key, fixed at creation (its due time then: now for an IMMEDIATE job, run_at for a
+-- DELAYED job or a cron tick), then created_at (the creating transaction's start), then
+-- ordering_seq (its item's place in that request). A retry keeps it: a RETRYING head with a
+-- later run_at still holds its key.
+--
+-- executions.ordering_wait: TRUE while the execution waits behind its key's head. Rows
+-- nobody may claim leave the indexes the claim walks (as parked rows do, migration 018):
+-- idx_executions_due and idx_executions_due_by_endpoint are rebuilt without them, so a hung
+-- key with 10^5 executions behind it costs every claim nothing, and a row without a key
+-- (ordering_wait FALSE for ever) is in them as before. The statement that ends or re-queues
+-- a keyed execution settles its key in the same transaction (chalicelib/services/
+-- ordering.py): the next one leaves the wait.
+ALTER TABLE jobs ADD COLUMN ordering_key TEXT;
+ALTER TABLE executions ADD COLUMN ordering_key TEXT;
+ALTER TABLE executions ADD COLUMN ordering_wait BOOLEAN NOT NULL DEFAULT false;
+ALTER TABLE executions ADD COLUMN ordering_at TIMESTAMPTZ;
+ALTER TABLE executions ADD COLUMN ordering_seq BIGINT;
+
+-- endpoints.ordering: {"on_failure": "skip" | "block"}; NULL is skip.
+ALTER TABLE endpoints ADD COLUMN ordering JSONB;
+
+-- One row per (endpoint, key) with executions not yet ended: every statement that decides a
+-- key's head writes it first (the lock that orders a creation and a release on one key, in
+-- any isolation), and deletes it once the key has nothing left and is not blocked, so the
+-- table holds the live keys only. blocked_execution_id / blocked_since: the failed head an
+-- endpoint with on_failure "block" waits on, until a retry of it or a skip.
+CREATE TABLE ordering_keys (
+    endpoint             TEXT          NOT NULL,
+    ordering_key         TEXT          NOT NULL,
+    blocked_execution_id TEXT,
+    blocked_since        TIMESTAMPTZ,
+    touched_at           TIMESTAMPTZ   NOT NULL DEFAULT now(),
+    CONSTRAINT pk_ordering_keys PRIMARY KEY (endpoint, ordering_key)
+);
+
+-- GET /endpoints/{name}/ordering-keys?state=blocked and te_ordering_keys_blocked: the
+-- blocked keys only, by endpoint then key (a page is one range).
+CREATE INDEX idx_ordering_keys_blocked
+    ON ordering_keys (endpoint, ordering_key)
+    WHERE blocked_execution_id IS NOT NULL;
+
+-- A key's live executions: its head (ordering_wait FALSE, at most one) and the first one
+-- waiting behind it, each one probe. Only keyed rows are in it.
+CREATE INDEX idx_executions_ordering
+    ON executions (endpoint, ordering_key, ordering_wait, ordering_at ASC, created_at ASC,
+                   ordering_seq ASC)
+    WHERE ordering_key IS NOT NULL
+      AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING');
+
+-- The claim's walks, without the executions waiting behind their key's head (same keys as
+-- migrations 018 and 021).
+DROP INDEX IF EXISTS idx_executions_due;
+CREATE INDEX idx_executions_due
+    ON executions (run_at ASC, execution_id ASC)
+    WHERE status IN ('QUEUED', 'RETRYING') AND NOT parked AND NOT ordering_wait;
+
+DROP INDEX IF EXISTS idx_executions_due_by_endpoint;
+CREATE INDEX idx_executions_due_by_endpoint
+    ON executions (parked, endpoint, run_at ASC)
+    WHERE status IN ('QUEUED', 'RETRYING') AND NOT ordering_wait;
