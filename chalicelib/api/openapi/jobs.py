@@ -84,6 +84,16 @@ _HEADERS = {
     "(they may carry credentials; values of credential headers are redacted from attempts).",
 }
 
+_ORDERING_KEY = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "description": "IMMEDIATE and DELAYED: executions of the endpoint sharing this key start "
+    "one at a time, in the order their jobs were created (DELAYED: by due time, then "
+    "creation); the next starts once the previous ended (SUCCESS, FAILED or CANCELLED). "
+    "Retries hold the key. The endpoint's ordering.on_failure says whether a failed head "
+    "lets the next start (skip) or waits for an operator (block).",
+}
 _CREATE_OK = "Existing job (idempotency_key already used for this endpoint)."
 _CREATE_RULES = (
     "IMMEDIATE: execution QUEUED now. DELAYED: execution PENDING until run_at (a past run_at "
@@ -243,6 +253,7 @@ JOBS: dict[str, Any] = {
                 "on_success": _CALLBACK,
                 "on_failure": _CALLBACK,
                 "headers": _HEADERS,
+                "ordering_key": _ORDERING_KEY,
                 **_DELIVERY,
             },
         },
@@ -314,6 +325,10 @@ JOBS: dict[str, Any] = {
                     "description": "Set while an ACTIVE cron job is paused; else null.",
                 },
                 "schedule_error": _SCHEDULE_ERROR,
+                "ordering_key": {
+                    **_ORDERING_KEY,
+                    "description": f"Shown when set. {_ORDERING_KEY['description']}",
+                },
                 **{
                     name: {**schema, "description": f"Shown when set. {schema['description']}"}
                     for name, schema in _DELIVERY.items()

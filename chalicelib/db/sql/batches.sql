@@ -31,7 +31,7 @@ SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.versio
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
        j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
        j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error,
-       j.delivery_overrides
+       j.delivery_overrides, j.ordering_key
 FROM job_states AS j
 WHERE j.batch_id = :batch_id
   AND (CAST(:status AS TEXT) IS NULL OR EXISTS (

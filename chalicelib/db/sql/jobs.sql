@@ -4,7 +4,7 @@ SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
        batch_id, on_success, on_failure, parent_execution_id, paused_at, schedule_error,
-       delivery_overrides
+       delivery_overrides, ordering_key
 FROM job_states
 WHERE job_id = :job_id
 
@@ -56,7 +56,7 @@ SELECT s.job_id, s.endpoint, s.endpoint_type, s.trigger_type, s.status, s.versio
        s.cron_expression, s.cron_timezone, s.cron_starts_at, s.cron_ends_at,
        s.cron_next_run_at, s.cron_last_tick_at, s.created_at, s.retired_at, s.batch_id,
        s.on_success, s.on_failure, s.parent_execution_id, s.paused_at, s.schedule_error,
-       s.delivery_overrides
+       s.delivery_overrides, s.ordering_key
 FROM job_states AS s
 WHERE TRUE
   AND (s.endpoint, s.created_at) >= (:endpoint, TIMESTAMPTZ '1970-01-01 00:00:00+00') -- if endpoint
@@ -110,7 +110,7 @@ SELECT s.job_id, s.endpoint, s.endpoint_type, s.trigger_type, s.status, s.versio
        s.cron_expression, s.cron_timezone, s.cron_starts_at, s.cron_ends_at,
        s.cron_next_run_at, s.cron_last_tick_at, s.created_at, s.retired_at, s.batch_id,
        s.on_success, s.on_failure, s.parent_execution_id, s.paused_at, s.schedule_error,
-       s.delivery_overrides
+       s.delivery_overrides, s.ordering_key
 FROM (
     SELECT arms.job_id, arms.created_at
     FROM (
@@ -245,12 +245,16 @@ RETURNING job_id
 -- RUNNING: nothing moves, the job is not touched, and the service answers 409; at
 -- SERIALIZABLE a claim committing concurrently makes this transaction retry (40001) and
 -- find it RUNNING. The execution is found on idx_executions_by_job (one row: a one-shot
--- job has one execution).
+-- job has one execution). A keyed execution takes its new due time as its place in its key
+-- and waits again, and the service settles its key (chalicelib/services/ordering.py).
 WITH moved AS (
     UPDATE executions
-    SET run_at = CAST(:run_at AS TIMESTAMPTZ), status = 'PENDING', parked = FALSE
+    SET run_at = CAST(:run_at AS TIMESTAMPTZ), status = 'PENDING', parked = FALSE,
+        ordering_at = CASE WHEN ordering_key IS NOT NULL
+                           THEN CAST(:run_at AS TIMESTAMPTZ) END,
+        ordering_wait = ordering_key IS NOT NULL
     WHERE job_id = :job_id AND status IN ('PENDING', 'QUEUED')
-    RETURNING execution_id, attempt_count
+    RETURNING execution_id, attempt_count, endpoint, ordering_key
 ), job AS (
     UPDATE jobs
     SET run_at = CAST(:run_at AS TIMESTAMPTZ), version = version + 1,
@@ -263,7 +267,8 @@ WITH moved AS (
     FROM moved AS m CROSS JOIN job
     RETURNING log_id
 )
-SELECT m.execution_id, j.version FROM moved AS m CROSS JOIN job AS j
+SELECT m.execution_id, j.version, m.endpoint, m.ordering_key
+FROM moved AS m CROSS JOIN job AS j
 
 -- name: jobs_version_chain
 -- Every version descending from the root, oldest first. The cursor's id names the last
@@ -278,7 +283,7 @@ SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.versio
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
        j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
        j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error,
-       j.delivery_overrides
+       j.delivery_overrides, j.ordering_key
 FROM chain JOIN job_states j ON j.job_id = chain.job_id
 WHERE CAST(:after_id AS TEXT) IS NULL
    OR chain.version > (SELECT version FROM jobs WHERE job_id = :after_id)
@@ -375,7 +380,7 @@ SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.versio
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
        j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
        j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error,
-       j.delivery_overrides
+       j.delivery_overrides, j.ordering_key
 FROM jsonb_array_elements(CAST(:pairs AS JSONB)) AS r
 CROSS JOIN LATERAL (
     SELECT * FROM job_states AS s

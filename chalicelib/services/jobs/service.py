@@ -40,6 +40,7 @@ from chalicelib.errors import (
     JobNotTriggerable,
     JobNotUpdatable,
 )
+from chalicelib.services import ordering
 from chalicelib.services.executions import cancel_in, is_final, read_committed
 from chalicelib.services.jobs.create import (
     CheckedInputs,
@@ -356,6 +357,8 @@ def _reschedule_in(tx: Transaction, job_id: str, run_at: datetime) -> JobView:
     )
     if moved is None:
         _refuse_reschedule(tx, job)
+    elif moved["ordering_key"] is not None:  # its new time is its new place in its key
+        ordering.created(tx, [(moved["endpoint"], moved["ordering_key"])])
     return _view_in(tx, get_job_in(tx, job_id))
 
 

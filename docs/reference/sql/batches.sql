@@ -29,7 +29,7 @@ SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.versio
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
        j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
        j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error,
-       j.delivery_overrides
+       j.delivery_overrides, j.ordering_key
 FROM job_states AS j
 WHERE j.batch_id = :batch_id
   AND (CAST(:status AS TEXT) IS NULL OR EXISTS (
@@ -48,7 +48,7 @@ WITH moved AS (
     UPDATE executions
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     WHERE batch_id = :batch_id AND status = ANY(CAST(:sources AS TEXT[]))
-    RETURNING execution_id, attempt_count
+    RETURNING execution_id, attempt_count, ordering_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO', :message FROM moved
@@ -59,7 +59,8 @@ WITH moved AS (
     WHERE batch_id = :batch_id AND trigger_type = 'CRON' AND status = 'ACTIVE'
     RETURNING job_id
 )
-SELECT (SELECT count(*) FROM moved) AS cancelled, (SELECT count(*) FROM retired) AS retired
+SELECT (SELECT count(*) FROM moved) AS cancelled, (SELECT count(*) FROM retired) AS retired,
+       ARRAY(SELECT execution_id FROM moved WHERE ordering_key IS NOT NULL) AS keyed
 
 -- name: batches_lock_for_completion
 -- Before deciding whether a batch just completed, its row is locked (FOR UPDATE: a lock,

@@ -194,25 +194,25 @@ SELECT name FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))
 -- soft-deleted one is registered again with the new definition, as if created now (its
 -- old jobs keep their own snapshots), running (not paused, not held).
 INSERT INTO endpoints (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
-                       on_success, on_failure, flow_control)
+                       on_success, on_failure, flow_control, ordering)
 VALUES (:name, :endpoint_type, :payload_spec_ref, :config_ref, CAST(:spec AS JSONB),
         CAST(:retry_policy AS JSONB), CAST(:on_success AS TEXT), CAST(:on_failure AS TEXT),
-        CAST(:flow_control AS JSONB))
+        CAST(:flow_control AS JSONB), CAST(:ordering AS JSONB))
 ON CONFLICT (name) DO UPDATE
 SET endpoint_type = excluded.endpoint_type, payload_spec_ref = excluded.payload_spec_ref,
     config_ref = excluded.config_ref, spec = excluded.spec,
     retry_policy = excluded.retry_policy, on_success = excluded.on_success,
     on_failure = excluded.on_failure, flow_control = excluded.flow_control,
-    paused_at = NULL, held_until = NULL, created_at = now(), updated_at = now(),
+    ordering = excluded.ordering, paused_at = NULL, held_until = NULL, created_at = now(), updated_at = now(),
     deleted_at = NULL
 WHERE endpoints.deleted_at IS NOT NULL
 RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-          on_failure, created_at, updated_at, flow_control, paused_at,
+          on_failure, created_at, updated_at, flow_control, ordering, paused_at,
           CASE WHEN held_until > now() THEN held_until END AS held_until
 
 -- name: catalogue_endpoint_get
 SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-       on_failure, created_at, updated_at, flow_control, paused_at,
+       on_failure, created_at, updated_at, flow_control, ordering, paused_at,
        CASE WHEN held_until > now() THEN held_until END AS held_until
 FROM endpoints WHERE name = :name AND deleted_at IS NULL
 
@@ -223,7 +223,7 @@ FROM endpoints WHERE name = :name AND deleted_at IS NULL
 -- NULL leaves a filter off. A read of the endpoints table alone, whose size is the number
 -- of endpoints registered, never the executions'.
 SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-       on_failure, created_at, updated_at, flow_control, paused_at,
+       on_failure, created_at, updated_at, flow_control, ordering, paused_at,
        CASE WHEN held_until > now() THEN held_until END AS held_until
 FROM endpoints
 WHERE deleted_at IS NULL
@@ -245,10 +245,10 @@ SET endpoint_type = :endpoint_type, payload_spec_ref = :payload_spec_ref,
     config_ref = :config_ref, spec = CAST(:spec AS JSONB),
     retry_policy = CAST(:retry_policy AS JSONB), on_success = CAST(:on_success AS TEXT),
     on_failure = CAST(:on_failure AS TEXT), flow_control = CAST(:flow_control AS JSONB),
-    updated_at = now()
+    ordering = CAST(:ordering AS JSONB), updated_at = now()
 WHERE name = :name AND deleted_at IS NULL
 RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-          on_failure, created_at, updated_at, flow_control, paused_at,
+          on_failure, created_at, updated_at, flow_control, ordering, paused_at,
           CASE WHEN held_until > now() THEN held_until END AS held_until
 
 -- name: catalogue_endpoint_live_jobs
@@ -345,7 +345,7 @@ WHERE CAST(:fill AS BOOLEAN)
 UPDATE endpoints SET paused_at = COALESCE(paused_at, now())
 WHERE name = :name AND deleted_at IS NULL
 RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-          on_failure, created_at, updated_at, flow_control, paused_at,
+          on_failure, created_at, updated_at, flow_control, ordering, paused_at,
           CASE WHEN held_until > now() THEN held_until END AS held_until
 
 -- name: catalogue_endpoint_resume
@@ -354,5 +354,5 @@ RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
 UPDATE endpoints SET paused_at = NULL
 WHERE name = :name AND deleted_at IS NULL
 RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-          on_failure, created_at, updated_at, flow_control, paused_at,
+          on_failure, created_at, updated_at, flow_control, ordering, paused_at,
           CASE WHEN held_until > now() THEN held_until END AS held_until

@@ -7,7 +7,7 @@ SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_
        replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
        cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
        batch_id, on_success, on_failure, parent_execution_id, paused_at, schedule_error,
-       delivery_overrides
+       delivery_overrides, ordering_key
 FROM job_states
 WHERE job_id = :job_id
 
@@ -59,7 +59,7 @@ SELECT s.job_id, s.endpoint, s.endpoint_type, s.trigger_type, s.status, s.versio
        s.cron_expression, s.cron_timezone, s.cron_starts_at, s.cron_ends_at,
        s.cron_next_run_at, s.cron_last_tick_at, s.created_at, s.retired_at, s.batch_id,
        s.on_success, s.on_failure, s.parent_execution_id, s.paused_at, s.schedule_error,
-       s.delivery_overrides
+       s.delivery_overrides, s.ordering_key
 FROM job_states AS s
 WHERE TRUE
   AND (s.endpoint, s.created_at) >= (:endpoint, TIMESTAMPTZ '1970-01-01 00:00:00+00') -- if endpoint
@@ -113,7 +113,7 @@ SELECT s.job_id, s.endpoint, s.endpoint_type, s.trigger_type, s.status, s.versio
        s.cron_expression, s.cron_timezone, s.cron_starts_at, s.cron_ends_at,
        s.cron_next_run_at, s.cron_last_tick_at, s.created_at, s.retired_at, s.batch_id,
        s.on_success, s.on_failure, s.parent_execution_id, s.paused_at, s.schedule_error,
-       s.delivery_overrides
+       s.delivery_overrides, s.ordering_key
 FROM (
     SELECT arms.job_id, arms.created_at
     FROM (
@@ -248,12 +248,16 @@ RETURNING job_id
 -- RUNNING: nothing moves, the job is not touched, and the service answers 409; at
 -- SERIALIZABLE a claim committing concurrently makes this transaction retry (40001) and
 -- find it RUNNING. The execution is found on idx_executions_by_job (one row: a one-shot
--- job has one execution).
+-- job has one execution). A keyed execution takes its new due time as its place in its key
+-- and waits again, and the service settles its key (chalicelib/services/ordering.py).
 WITH moved AS (
     UPDATE executions
-    SET run_at = CAST(:run_at AS TIMESTAMPTZ), status = 'PENDING', parked = FALSE
+    SET run_at = CAST(:run_at AS TIMESTAMPTZ), status = 'PENDING', parked = FALSE,
+        ordering_at = CASE WHEN ordering_key IS NOT NULL
+                           THEN CAST(:run_at AS TIMESTAMPTZ) END,
+        ordering_wait = ordering_key IS NOT NULL
     WHERE job_id = :job_id AND status IN ('PENDING', 'QUEUED')
-    RETURNING execution_id, attempt_count
+    RETURNING execution_id, attempt_count, endpoint, ordering_key
 ), job AS (
     UPDATE jobs
     SET run_at = CAST(:run_at AS TIMESTAMPTZ), version = version + 1,
@@ -266,7 +270,8 @@ WITH moved AS (
     FROM moved AS m CROSS JOIN job
     RETURNING log_id
 )
-SELECT m.execution_id, j.version FROM moved AS m CROSS JOIN job AS j
+SELECT m.execution_id, j.version, m.endpoint, m.ordering_key
+FROM moved AS m CROSS JOIN job AS j
 
 -- name: jobs_version_chain
 -- Every version descending from the root, oldest first. The cursor's id names the last
@@ -281,7 +286,7 @@ SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.versio
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
        j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
        j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error,
-       j.delivery_overrides
+       j.delivery_overrides, j.ordering_key
 FROM chain JOIN job_states j ON j.job_id = chain.job_id
 WHERE CAST(:after_id AS TEXT) IS NULL
    OR chain.version > (SELECT version FROM jobs WHERE job_id = :after_id)
@@ -385,7 +390,7 @@ SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.versio
        j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
        j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
        j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error,
-       j.delivery_overrides
+       j.delivery_overrides, j.ordering_key
 FROM jsonb_array_elements(CAST(:pairs AS JSONB)) AS r
 CROSS JOIN LATERAL (
     SELECT * FROM job_states AS s
@@ -422,12 +427,15 @@ CROSS JOIN LATERAL (
 -- row is written only for a job written here. IMMEDIATE rows carry no run_at: the database
 -- clock decides "now", the clock the claim compares against. batch_id and the resolved
 -- callbacks are copied from the job so the finalize learns them from the row it updates.
+-- So is the ordering key: a keyed execution is written waiting behind its key's head, at
+-- its place (its due time, then the statement's now(), then ordering_seq), and the caller
+-- settles the key in the same transaction (chalicelib/services/ordering.py).
 WITH job AS (
     INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input,
                       run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
                       cron_next_run_at, endpoint_snapshot, version, previous_version_id,
                       batch_id, on_success, on_failure, parent_execution_id, callback_depth,
-                      headers, traceparent, tracestate, delivery_overrides)
+                      headers, traceparent, tracestate, delivery_overrides, ordering_key)
     SELECT r ->> 'job_id', r ->> 'endpoint', r ->> 'endpoint_type', r ->> 'trigger_type',
            r ->> 'idempotency_key', r -> 'input', CAST(r ->> 'run_at' AS TIMESTAMPTZ),
            r ->> 'cron_expression', r ->> 'cron_timezone',
@@ -437,7 +445,7 @@ WITH job AS (
            CAST(r ->> 'version' AS BIGINT), r ->> 'previous_version_id', r ->> 'batch_id',
            r ->> 'on_success', r ->> 'on_failure', r ->> 'parent_execution_id',
            CAST(r ->> 'callback_depth' AS BIGINT), r -> 'headers', r ->> 'traceparent',
-           r ->> 'tracestate', r -> 'delivery_overrides'
+           r ->> 'tracestate', r -> 'delivery_overrides', r ->> 'ordering_key'
     FROM jsonb_array_elements(CAST(:jobs AS JSONB)) AS r
     JOIN jsonb_each(CAST(:snapshots AS JSONB)) AS snapshot ON snapshot.key = r ->> 'endpoint'
     WHERE r ->> 'fingerprint' IS NULL OR EXISTS (
@@ -460,12 +468,16 @@ md5(CAST(jsonb_build_array(e.endpoint_type, e.payload_spec_ref, e.config_ref, e.
 ), execution AS (
     INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key,
                             status, run_at, input, max_attempts, batch_id, on_success,
-                            on_failure)
+                            on_failure, ordering_key, ordering_wait, ordering_at,
+                            ordering_seq)
     SELECT r ->> 'execution_id', job.job_id, r ->> 'endpoint', r ->> 'endpoint_type',
            r ->> 'idempotency_key', r ->> 'status',
            COALESCE(CAST(r ->> 'run_at' AS TIMESTAMPTZ), now()), r -> 'input',
            CAST(r ->> 'max_attempts' AS BIGINT), r ->> 'batch_id', r ->> 'on_success',
-           r ->> 'on_failure'
+           r ->> 'on_failure', r ->> 'ordering_key', r ->> 'ordering_key' IS NOT NULL,
+           CASE WHEN r ->> 'ordering_key' IS NOT NULL
+                THEN COALESCE(CAST(r ->> 'run_at' AS TIMESTAMPTZ), now()) END,
+           CAST(r ->> 'ordering_seq' AS BIGINT)
     FROM jsonb_array_elements(CAST(:executions AS JSONB)) AS r
     JOIN job ON job.job_id = r ->> 'job_id'
     RETURNING execution_id, status, attempt_count
@@ -512,12 +524,15 @@ SELECT COALESCE(jsonb_agg(job_id), '[]') AS job_ids, now() AS now FROM job
 -- row is written only for a job written here. IMMEDIATE rows carry no run_at: the database
 -- clock decides "now", the clock the claim compares against. batch_id and the resolved
 -- callbacks are copied from the job so the finalize learns them from the row it updates.
+-- So is the ordering key: a keyed execution is written waiting behind its key's head, at
+-- its place (its due time, then the statement's now(), then ordering_seq), and the caller
+-- settles the key in the same transaction (chalicelib/services/ordering.py).
 WITH job AS (
     INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input,
                       run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
                       cron_next_run_at, endpoint_snapshot, version, previous_version_id,
                       batch_id, on_success, on_failure, parent_execution_id, callback_depth,
-                      headers, traceparent, tracestate, delivery_overrides)
+                      headers, traceparent, tracestate, delivery_overrides, ordering_key)
     SELECT r ->> 'job_id', r ->> 'endpoint', r ->> 'endpoint_type', r ->> 'trigger_type',
            r ->> 'idempotency_key', r -> 'input', CAST(r ->> 'run_at' AS TIMESTAMPTZ),
            r ->> 'cron_expression', r ->> 'cron_timezone',
@@ -527,7 +542,7 @@ WITH job AS (
            CAST(r ->> 'version' AS BIGINT), r ->> 'previous_version_id', r ->> 'batch_id',
            r ->> 'on_success', r ->> 'on_failure', r ->> 'parent_execution_id',
            CAST(r ->> 'callback_depth' AS BIGINT), r -> 'headers', r ->> 'traceparent',
-           r ->> 'tracestate', r -> 'delivery_overrides'
+           r ->> 'tracestate', r -> 'delivery_overrides', r ->> 'ordering_key'
     FROM jsonb_array_elements(CAST(:jobs AS JSONB)) AS r
     JOIN jsonb_each(CAST(:snapshots AS JSONB)) AS snapshot ON snapshot.key = r ->> 'endpoint'
     WHERE r ->> 'fingerprint' IS NULL OR EXISTS (
@@ -550,12 +565,16 @@ md5(CAST(jsonb_build_array(e.endpoint_type, e.payload_spec_ref, e.config_ref, e.
 ), execution AS (
     INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key,
                             status, run_at, input, max_attempts, batch_id, on_success,
-                            on_failure)
+                            on_failure, ordering_key, ordering_wait, ordering_at,
+                            ordering_seq)
     SELECT r ->> 'execution_id', job.job_id, r ->> 'endpoint', r ->> 'endpoint_type',
            r ->> 'idempotency_key', r ->> 'status',
            COALESCE(CAST(r ->> 'run_at' AS TIMESTAMPTZ), now()), r -> 'input',
            CAST(r ->> 'max_attempts' AS BIGINT), r ->> 'batch_id', r ->> 'on_success',
-           r ->> 'on_failure'
+           r ->> 'on_failure', r ->> 'ordering_key', r ->> 'ordering_key' IS NOT NULL,
+           CASE WHEN r ->> 'ordering_key' IS NOT NULL
+                THEN COALESCE(CAST(r ->> 'run_at' AS TIMESTAMPTZ), now()) END,
+           CAST(r ->> 'ordering_seq' AS BIGINT)
     FROM jsonb_array_elements(CAST(:executions AS JSONB)) AS r
     JOIN job ON job.job_id = r ->> 'job_id'
     RETURNING execution_id, status, attempt_count

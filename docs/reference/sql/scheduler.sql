@@ -155,7 +155,7 @@ WITH page AS (
         FROM executions AS d
         WHERE d.endpoint = en.name
           AND d.parked = FALSE
-          AND d.status IN ('QUEUED', 'RETRYING')
+          AND d.status IN ('QUEUED', 'RETRYING') AND NOT d.ordering_wait
         ORDER BY d.parked ASC, d.run_at ASC
         LIMIT :page
     ) AS x
@@ -199,7 +199,7 @@ WITH released AS (
         FROM executions AS d
         WHERE d.endpoint = r.name
           AND d.parked = TRUE
-          AND d.status IN ('QUEUED', 'RETRYING')
+          AND d.status IN ('QUEUED', 'RETRYING') AND NOT d.ordering_wait
         ORDER BY d.parked ASC, d.run_at ASC
         LIMIT :page
     ) AS x
@@ -217,7 +217,8 @@ WITH released AS (
     WHERE en.name IN (SELECT name FROM released)
       AND NOT EXISTS (
           SELECT 1 FROM executions AS d
-          WHERE d.endpoint = en.name AND d.parked = TRUE AND d.status IN ('QUEUED', 'RETRYING')
+          WHERE d.endpoint = en.name AND d.parked = TRUE
+            AND d.status IN ('QUEUED', 'RETRYING') AND NOT d.ordering_wait
       )
     RETURNING en.name
 )
@@ -261,7 +262,9 @@ GROUP BY endpoint, status
 -- logged: one WARN line per reclaimed execution.
 -- callback / batch_id: what follows an execution this FAILED (its on_failure callback, its
 -- batch's completion), created by the reclaimer in this transaction
--- (chalicelib/services/callbacks.py), as the worker's finalize does.
+-- (chalicelib/services/callbacks.py), as the worker's finalize does; ordering_key: a keyed
+-- execution this FAILED releases the next one of its key (chalicelib/services/ordering.py).
+-- One RETRYING keeps its key.
 WITH stuck AS (
 -- RUNNING executions whose lease expired, oldest first, at most :batch: the scan of
 -- scheduler_reclaim_stuck and the candidates its row-by-row fallback walks.
@@ -299,9 +302,10 @@ reclaimed AS (
       AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
            OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
     RETURNING execution_id, status, attempt_count, max_attempts, started_at, on_failure,
-              batch_id
+              batch_id, ordering_key
 ), described AS (
     SELECT r.execution_id, r.status, r.attempt_count, r.started_at, r.on_failure, r.batch_id,
+           r.ordering_key,
            'Worker ' || COALESCE(s.worker_id, 'unknown') || ' lost attempt '
                || CAST(r.attempt_count AS TEXT) || ': lease of '
                || CAST(:timeout_sec AS TEXT) || ' s not renewed' AS reason
@@ -328,7 +332,8 @@ reclaimed AS (
 SELECT d.execution_id, d.status,
        EXISTS (SELECT 1 FROM lost WHERE lost.execution_id = d.execution_id) AS attempt_recorded,
        CASE WHEN d.status = 'FAILED' THEN d.on_failure END AS callback,
-       CASE WHEN d.status = 'FAILED' THEN d.batch_id END AS batch_id
+       CASE WHEN d.status = 'FAILED' THEN d.batch_id END AS batch_id,
+       CASE WHEN d.status = 'FAILED' THEN d.ordering_key END AS ordering_key
 FROM described AS d
 
 -- name: scheduler_reclaim_candidates
@@ -383,9 +388,10 @@ reclaimed AS (
       AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
            OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
     RETURNING execution_id, status, attempt_count, max_attempts, started_at, on_failure,
-              batch_id
+              batch_id, ordering_key
 ), described AS (
     SELECT r.execution_id, r.status, r.attempt_count, r.started_at, r.on_failure, r.batch_id,
+           r.ordering_key,
            'Worker ' || COALESCE(s.worker_id, 'unknown') || ' lost attempt '
                || CAST(r.attempt_count AS TEXT) || ': lease of '
                || CAST(:timeout_sec AS TEXT) || ' s not renewed' AS reason
@@ -412,7 +418,8 @@ reclaimed AS (
 SELECT d.execution_id, d.status,
        EXISTS (SELECT 1 FROM lost WHERE lost.execution_id = d.execution_id) AS attempt_recorded,
        CASE WHEN d.status = 'FAILED' THEN d.on_failure END AS callback,
-       CASE WHEN d.status = 'FAILED' THEN d.batch_id END AS batch_id
+       CASE WHEN d.status = 'FAILED' THEN d.batch_id END AS batch_id,
+       CASE WHEN d.status = 'FAILED' THEN d.ordering_key END AS ordering_key
 FROM described AS d
 
 -- name: scheduler_reclaim_set_aside
@@ -435,7 +442,7 @@ WITH failed AS (
       AND status = 'RUNNING'
       AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
            OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
-    RETURNING execution_id, attempt_count, started_at
+    RETURNING execution_id, attempt_count, started_at, ordering_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'ERROR',
@@ -454,7 +461,9 @@ WITH failed AS (
     ON CONFLICT (execution_id, attempt_number) DO NOTHING
     RETURNING execution_id
 )
-SELECT l.execution_id, EXISTS (SELECT 1 FROM noted) AS attempt_recorded FROM logged AS l
+SELECT l.execution_id, EXISTS (SELECT 1 FROM noted) AS attempt_recorded,
+       (SELECT f.ordering_key FROM failed AS f) AS ordering_key
+FROM logged AS l
 
 -- name: scheduler_cron_set_aside
 -- Cron jobs the materializer cannot schedule (chalicelib/scheduler/materializer.py: a row
