@@ -39,6 +39,8 @@ COVERAGE: dict[str, tuple[str, tuple[str, ...]]] = {
     "pauseEndpoint": ("endpoints.pause", ("endpoints", "pause")),
     "resumeEndpoint": ("endpoints.resume", ("endpoints", "resume")),
     "redriveEndpoint": ("endpoints.redrive", ("endpoints", "redrive")),
+    "listOrderingKeys": ("endpoints.blocked_keys", ("endpoints", "blocked-keys")),
+    "skipOrderingKey": ("endpoints.skip_key", ("endpoints", "skip-key")),
     "createJob": ("jobs.create", ("jobs", "create")),
     "listJobs": ("jobs.list", ("jobs", "list")),
     "getJob": ("jobs.get", ("jobs", "get")),

@@ -63,6 +63,8 @@ JOB_ROW: dict[str, Any] = {
     "parent_execution_id": None,
     "paused_at": None,
     "schedule_error": None,
+    "delivery_overrides": None,
+    "ordering_key": None,
 }
 SUMMARY_ROW: dict[str, Any] = {
     "execution_id": "exec_1",
@@ -119,6 +121,7 @@ ENDPOINT_ROW: dict[str, Any] = {
     "on_success": None,
     "on_failure": None,
     "flow_control": None,
+    "ordering": None,
     "paused_at": None,
     "held_until": None,
 }
