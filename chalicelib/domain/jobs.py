@@ -47,11 +47,12 @@ _COMMON_FIELDS = frozenset(
         "on_success",
         "on_failure",
         "headers",
+        "ordering_key",
     }
 )
 TRIGGER_FIELDS: dict[TriggerType, frozenset[str]] = {
-    TriggerType.IMMEDIATE: _COMMON_FIELDS | DELIVERY_FIELDS | {"ordering_key"},
-    TriggerType.DELAYED: _COMMON_FIELDS | DELIVERY_FIELDS | {"run_at", "delay", "ordering_key"},
+    TriggerType.IMMEDIATE: _COMMON_FIELDS | DELIVERY_FIELDS,
+    TriggerType.DELAYED: _COMMON_FIELDS | DELIVERY_FIELDS | {"run_at", "delay"},
     TriggerType.CRON: _COMMON_FIELDS | {"cron", "timezone", "starts_at", "ends_at"},
 }
 CRON_UPDATE_FIELDS = frozenset({"cron", "timezone", "input", "starts_at", "ends_at"})

@@ -35,12 +35,12 @@ def test_an_ordering_key_that_is_not_1_to_200_characters_is_a_400_naming_it(
     assert "'ordering_key'" in item.body["items"][1]["error"]["message"]
 
 
-def test_a_cron_job_takes_no_ordering_key(api: ApiClient) -> None:
+def test_a_cron_job_refuses_a_bad_ordering_key_too(api: ApiClient) -> None:
     register_endpoint(api, "keyed")
     body = {"endpoint": "keyed", "trigger": "CRON", "cron": "* * * * *", "timezone": "UTC"}
-    reply = api.post("/jobs", {**body, "ordering_key": "k"})
+    reply = api.post("/jobs", {**body, "ordering_key": ""})
     assert reply.status == 400
-    assert "ordering_key" in reply.body["error"]["message"]
+    assert "'ordering_key'" in reply.body["error"]["message"]
 
 
 def test_a_job_shows_its_ordering_key_wherever_it_is_read(api: ApiClient) -> None:

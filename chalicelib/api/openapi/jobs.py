@@ -88,9 +88,10 @@ _ORDERING_KEY = {
     "type": "string",
     "minLength": 1,
     "maxLength": 200,
-    "description": "IMMEDIATE and DELAYED: executions of the endpoint sharing this key start "
-    "one at a time, in the order their jobs were created (DELAYED: by due time, then "
-    "creation); the next starts once the previous ended (SUCCESS, FAILED or CANCELLED). "
+    "description": "Executions of the endpoint sharing this key start one at a time, in the "
+    "order their jobs were created (DELAYED and CRON: by due time, then creation; a cron "
+    "job's ticks and runs now each at its own time; a new version keeps the key); the next "
+    "starts once the previous ended (SUCCESS, FAILED or CANCELLED). "
     "Retries hold the key. The endpoint's ordering.on_failure says whether a failed head "
     "lets the next start (skip) or waits for an operator (block).",
 }

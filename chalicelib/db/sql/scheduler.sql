@@ -53,7 +53,9 @@ LIMIT :batch
 --    the worker's claim requires run_at <= now(), so it never fires early.
 --    max_attempts comes from the endpoint as it was when the job was created. The job's
 --    callbacks are copied onto each tick (each tick's end calls back, as a one-shot's
---    does); batch_id is not: a batch's progress counts its one-shot executions.
+--    does); batch_id is not: a batch's progress counts its one-shot executions. A keyed
+--    job's tick is created waiting, placed at its tick, and the materializer settles its
+--    key in this transaction (chalicelib/services/ordering.py).
 -- 4. logged: the QUEUED transition's log row, for the rows that were really inserted.
 WITH plan AS (
     SELECT *
@@ -83,17 +85,20 @@ WITH plan AS (
       AND j.paused_at IS NULL
       AND j.cron_next_run_at = p.tick
     RETURNING j.job_id, j.endpoint, j.endpoint_type, j.input, j.endpoint_snapshot, p.tick,
-              p.materialize, p.idempotency_key, p.message, j.on_success, j.on_failure
+              p.materialize, p.idempotency_key, p.message, j.on_success, j.on_failure,
+              j.ordering_key
 ), created AS (
     INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
-                            input, run_at, max_attempts, on_success, on_failure)
+                            input, run_at, max_attempts, on_success, on_failure,
+                            ordering_key, ordering_wait, ordering_at)
     SELECT job_id, endpoint, endpoint_type, idempotency_key, 'QUEUED', input, tick,
            COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT), 1),
-           on_success, on_failure
+           on_success, on_failure, ordering_key, ordering_key IS NOT NULL,
+           CASE WHEN ordering_key IS NOT NULL THEN tick END
     FROM advanced
     WHERE materialize
     ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING execution_id, job_id
+    RETURNING execution_id, job_id, endpoint, ordering_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT c.execution_id, 0, 'INFO', a.message
@@ -101,7 +106,7 @@ WITH plan AS (
     JOIN advanced AS a ON a.job_id = c.job_id
     RETURNING execution_id
 )
-SELECT a.job_id, l.execution_id
+SELECT a.job_id, l.execution_id, c.endpoint, c.ordering_key
 FROM advanced AS a
 LEFT JOIN created AS c ON c.job_id = a.job_id
 LEFT JOIN logged AS l ON l.execution_id = c.execution_id

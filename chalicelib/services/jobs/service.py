@@ -251,6 +251,7 @@ class JobService:
             first_run_at=change.schedule.first_run(now),
             headers=headers,
             trace=trace,
+            ordering_key=job["ordering_key"],  # a new version keeps its key
         )
         checked = CheckedInputs()
         for endpoint in read_endpoints(self.db.run, [job["endpoint"]]).values():
@@ -271,7 +272,9 @@ class JobService:
         item = NewJob(prepared.request, replaces=replaces)
         [outcome] = create_jobs(tx, [item], now=now, checked=prepared.checked)
         new_job = outcome.raise_error()
-        if tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=new_job.job_id):
+        retired = tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=new_job.job_id)
+        if retired:
+            ordering.changed(tx, retired["keyed"])  # its cancelled ticks leave their key
             return new_job
         raise JobNotUpdatable(f"Job '{job_id}' was retired while it was being updated.")
 
@@ -300,7 +303,9 @@ class JobService:
         def work(tx: Transaction) -> JobView:
             job = get_job_in(tx, job_id)
             _require_pausable(job)
-            tx.one(queries["jobs_pause"], job_id=job_id)
+            paused = tx.one(queries["jobs_pause"], job_id=job_id)
+            if paused:
+                ordering.changed(tx, paused["keyed"])  # its cancelled ticks leave their key
             return _view_in(tx, get_job_in(tx, job_id))
 
         return self.db.transaction(work, name="job_pause")
@@ -335,7 +340,9 @@ class JobService:
             if execution_id is not None:  # none: an earlier version of a rescheduled job
                 cancel_in(tx, execution_id)
         elif job["status"] == JobStatus.ACTIVE:
-            tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=None)
+            retired = tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=None)
+            if retired:
+                ordering.changed(tx, retired["keyed"])  # its cancelled ticks leave their key
         return _view_in(tx, get_job_in(tx, job_id))
 
 
@@ -380,7 +387,10 @@ def _trigger_in(tx: Transaction, job_id: str, db: Database, wakeup_notify: str) 
     job = get_job_in(tx, job_id)
     # Its own key, never a tick's ("trigger:" + 128 random bits): each trigger is one more.
     key = f"trigger:{secrets.token_hex(16)}"
-    execution_id = tx.scalar(queries["jobs_trigger_execution"], job_id=job_id, idempotency_key=key)
+    created = tx.one(queries["jobs_trigger_execution"], job_id=job_id, idempotency_key=key)
+    execution_id = None if created is None else created["execution_id"]
+    if created is not None and created["ordering_key"] is not None:
+        ordering.created(tx, [(created["endpoint"], created["ordering_key"])])
     if execution_id is None:
         if job["trigger_type"] != TriggerType.CRON:
             raise JobNotTriggerable(

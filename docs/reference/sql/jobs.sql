@@ -191,7 +191,7 @@ WITH retired AS (
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     FROM retired AS r
     WHERE e.job_id = r.job_id AND e.status = 'QUEUED' AND e.run_at > now()
-    RETURNING e.execution_id, e.attempt_count, r.replaced_by_id
+    RETURNING e.execution_id, e.attempt_count, r.replaced_by_id, e.ordering_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO',
@@ -202,7 +202,9 @@ WITH retired AS (
     FROM cancelled
     RETURNING log_id
 )
-SELECT job_id, (SELECT count(*) FROM logged) AS cancelled FROM retired
+SELECT job_id, (SELECT count(*) FROM logged) AS cancelled,
+       ARRAY(SELECT execution_id FROM cancelled WHERE ordering_key IS NOT NULL) AS keyed
+FROM retired
 
 -- name: jobs_version_root
 -- Walk previous_version_id back to the oldest version still stored (chains are short: one
@@ -603,24 +605,28 @@ FROM job
 -- trigger's own ("trigger:<id>"), so it never meets a tick's in idx_executions_cron_dedup.
 -- The guard on status makes a trigger racing a cancel or an update create nothing.
 WITH job AS (
-    SELECT job_id, endpoint, endpoint_type, input, endpoint_snapshot, on_success, on_failure
+    SELECT job_id, endpoint, endpoint_type, input, endpoint_snapshot, on_success, on_failure,
+           ordering_key
     FROM jobs
     WHERE job_id = :job_id AND trigger_type = 'CRON' AND status = 'ACTIVE'
 ), created AS (
     INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
-                            input, run_at, max_attempts, on_success, on_failure)
+                            input, run_at, max_attempts, on_success, on_failure,
+                            ordering_key, ordering_wait, ordering_at)
     SELECT job_id, endpoint, endpoint_type, :idempotency_key, 'QUEUED', input, now(),
            COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT), 1),
-           on_success, on_failure
+           on_success, on_failure, ordering_key, ordering_key IS NOT NULL,
+           CASE WHEN ordering_key IS NOT NULL THEN now() END
     FROM job
-    RETURNING execution_id
+    RETURNING execution_id, endpoint, ordering_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, 0, 'INFO', 'Execution created (QUEUED) by a trigger: run now, outside the schedule.'
     FROM created
     RETURNING execution_id
 )
-SELECT execution_id FROM logged
+SELECT l.execution_id, c.endpoint, c.ordering_key
+FROM logged AS l JOIN created AS c ON c.execution_id = l.execution_id
 
 -- name: jobs_pause
 -- POST /jobs/{id}/pause: an ACTIVE cron job stops ticking. COALESCE keeps the first
@@ -645,14 +651,16 @@ WITH paused AS (
         idempotency_key = e.idempotency_key || ':paused:' || CAST(e.execution_id AS TEXT)
     FROM paused AS p
     WHERE e.job_id = p.job_id AND e.status = 'QUEUED' AND e.run_at > now()
-    RETURNING e.execution_id, e.attempt_count
+    RETURNING e.execution_id, e.attempt_count, e.ordering_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO', 'Job paused before this tick; execution CANCELLED.'
     FROM cancelled
     RETURNING log_id
 )
-SELECT job_id, (SELECT count(*) FROM logged) AS cancelled FROM paused
+SELECT job_id, (SELECT count(*) FROM logged) AS cancelled,
+       ARRAY(SELECT execution_id FROM cancelled WHERE ordering_key IS NOT NULL) AS keyed
+FROM paused
 
 -- name: jobs_resume
 -- POST /jobs/{id}/resume of an ACTIVE cron job. Only a paused job moves (idempotent: a

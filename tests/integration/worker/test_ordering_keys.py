@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
+from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.worker import Worker
 from tests.conftest import ApiClient
@@ -524,3 +525,51 @@ def test_a_hung_head_holds_up_nothing_but_its_own_key(
         assert all(sink.order()[f"t{t}"] == [f"r{r}-t{t}" for r in range(10)] for t in range(100))
     finally:
         sink.close()
+
+
+# -- CRON: each tick by its due time ------------------------------------------------------
+
+
+def test_a_cron_jobs_ticks_and_runs_now_share_its_key_in_due_order(
+    api: ApiClient, database: Database, make_worker: Any, sink: KeyedSink
+) -> None:
+    """A keyed cron job: a run now is due now and goes first; a tick materialized ahead
+    waits at its tick behind it; a new version keeps the key; the pause that cancels the
+    tick leaves the key to the rest."""
+    sink_endpoint(api, sink, "ticks")
+    body = {
+        "endpoint": "ticks",
+        "trigger": "CRON",
+        "cron": "0 9 * * *",
+        "timezone": "UTC",
+        "ordering_key": "c",
+        "input": {"key": "c", "n": "cron"},
+    }
+    created = api.post("/jobs", body)
+    assert created.status == 201, created.body
+    assert created.body["ordering_key"] == "c"
+    replaced = api.put(f"/jobs/{created.body['job_id']}", {"cron": "0 10 * * *"}).body
+    assert replaced["ordering_key"] == "c"
+    job_id = replaced["job_id"]
+    ahead = datetime.now(UTC) + timedelta(days=2)
+    CronMaterializer(database, clock=lambda: ahead).run_once()
+    ticks = [
+        r["execution_id"]
+        for r in database.run(
+            "SELECT execution_id FROM executions WHERE job_id = :j ORDER BY run_at", j=job_id
+        )
+    ]
+    assert len(ticks) >= 2
+    assert waiting(database, ticks) == {t: t != ticks[0] for t in ticks}  # the first is head
+    first = api.post(f"/jobs/{job_id}/trigger")
+    assert first.status == 201, first.body
+    run_now = first.body["execution_id"]
+    # Due now, before every tick, none of which has started: it takes the key's head.
+    assert waiting(database, [*ticks, run_now]) == {**{t: True for t in ticks}, run_now: False}
+    assert settle(make_worker(), database, [run_now]) == {"SUCCESS": 1}
+    assert waiting(database, ticks) == {t: t != ticks[0] for t in ticks}  # released at its end
+    assert api.post(f"/jobs/{job_id}/pause").status == 200  # cancels the ticks ahead
+    assert statuses(database, ticks) == {"CANCELLED": len(ticks)}
+    second = api.post(f"/jobs/{job_id}/trigger").body["execution_id"]
+    assert waiting(database, [second]) == {second: False}  # nothing ahead of it any more
+    assert sink.order() == {"c": ["cron"]}
