@@ -85,3 +85,24 @@ LEFT JOIN LATERAL (
     ORDER BY x.created_at ASC
     LIMIT 1
 ) AS e ON true;
+
+-- live_jobs (002_lifecycle.sql): the due arm read the claim's partial index of due rows,
+-- which no longer holds the executions waiting behind their key's head; those are live
+-- work too, and are read from idx_executions_ordering (only keyed rows are in it), so a
+-- delete's live-job check still reads the partial indexes of live work, never history.
+CREATE OR REPLACE VIEW live_jobs AS
+SELECT j.job_id, j.endpoint, j.endpoint_snapshot, j.created_at
+FROM jobs AS j
+WHERE j.job_id IN (
+    SELECT job_id FROM jobs WHERE trigger_type = 'CRON' AND status = 'ACTIVE'
+    UNION ALL
+    SELECT job_id FROM executions WHERE status IN ('QUEUED', 'RETRYING') AND NOT ordering_wait
+    UNION ALL
+    SELECT job_id FROM executions
+    WHERE ordering_key IS NOT NULL AND ordering_wait
+      AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')
+    UNION ALL
+    SELECT job_id FROM executions WHERE status = 'PENDING'
+    UNION ALL
+    SELECT job_id FROM executions WHERE status = 'RUNNING'
+);

@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
+from chalicelib.scheduler.bulk import BulkOperator
 from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.reclaimer import StuckReclaimer
+from chalicelib.services.operations import OperationService
 from chalicelib.worker import Worker
 from tests.conftest import ApiClient
 from tests.integration.worker.conftest import settle
@@ -573,3 +575,101 @@ def test_a_cron_jobs_ticks_and_runs_now_share_its_key_in_due_order(
     second = api.post(f"/jobs/{job_id}/trigger").body["execution_id"]
     assert waiting(database, [second]) == {second: False}  # nothing ahead of it any more
     assert sink.order() == {"c": ["cron"]}
+
+
+# -- bulk actions, redrive and the reclaimer's set-aside ------------------------------------
+
+
+def _bulk(api: ApiClient, database: Database, action: str, **filters: Any) -> None:
+    reply = api.post("/executions/bulk", {"action": action, "filter": filters})
+    assert reply.status == 202, reply.body
+    operator = BulkOperator(OperationService(database))
+    for _ in range(20):
+        if not operator.run_once().more:
+            break
+    state = api.get(f"/operations/{reply.body['operation_id']}").body["state"]
+    assert state == "DONE", state
+
+
+def _fail_now(database: Database, ids: list[str]) -> None:
+    """These heads ended FAILED, as a finalize leaves them (their key settled by hand:
+    the finalize's own settling is tested above)."""
+    database.execute(
+        "UPDATE executions SET status = 'FAILED', attempt_count = 1, completed_at = now()"
+        " WHERE execution_id = ANY(:ids)",
+        ids=ids,
+    )
+
+
+def test_a_bulk_cancel_releases_each_key_whose_head_it_cancels(
+    api: ApiClient, database: Database
+) -> None:
+    register_endpoint(api, "bulky")
+    a = [post(api, "bulky", f"a{i}", "A") for i in range(2)]
+    b = [post(api, "bulky", f"b{i}", "B") for i in range(2)]
+    database.execute(  # B's head has started: a bulk cancel passes over it
+        "UPDATE executions SET status = 'RUNNING', attempt_count = 1, started_at = now()"
+        " WHERE execution_id = :id",
+        id=b[0],
+    )
+    database.execute(  # the bulk action's filter: A's head only
+        "UPDATE executions SET created_at = now() - INTERVAL '1 hour' WHERE execution_id = :id",
+        id=a[0],
+    )
+    before = (datetime.now(UTC) - timedelta(minutes=30)).isoformat()
+    _bulk(api, database, "cancel", endpoint="bulky", created_before=before)
+    assert statuses(database, [a[0]]) == {"CANCELLED": 1}
+    assert waiting(database, [a[1], b[1]]) == {a[1]: False, b[1]: True}
+
+
+def test_a_bulk_retry_and_a_redrive_put_failed_heads_back_at_their_place(
+    api: ApiClient, database: Database
+) -> None:
+    register_endpoint(api, "redo", ordering={"on_failure": "block"})
+    heads = [post(api, "redo", f"h{k}", k) for k in ("A", "B")]
+    behind = [post(api, "redo", f"n{k}", k) for k in ("A", "B")]
+    _fail_now(database, heads)
+    database.execute(
+        "INSERT INTO ordering_keys (endpoint, ordering_key, blocked_execution_id, blocked_since)"
+        " VALUES ('redo', 'A', :a, now()), ('redo', 'B', :b, now())"
+        " ON CONFLICT (endpoint, ordering_key) DO UPDATE"
+        " SET blocked_execution_id = excluded.blocked_execution_id,"
+        "     blocked_since = excluded.blocked_since",
+        a=heads[0],
+        b=heads[1],
+    )
+    database.execute(  # only A's head in the bulk retry's filter
+        "UPDATE executions SET created_at = now() - INTERVAL '1 hour' WHERE execution_id = :id",
+        id=heads[0],
+    )
+    before = (datetime.now(UTC) - timedelta(minutes=30)).isoformat()
+    _bulk(api, database, "retry", endpoint="redo", status=["FAILED"], created_before=before)
+    assert waiting(database, [heads[0], behind[0]]) == {heads[0]: False, behind[0]: True}
+    [left] = api.get("/endpoints/redo/ordering-keys").body["items"]
+    assert left["key"] == "B"
+    since = (datetime.now(UTC) - timedelta(hours=2)).isoformat()
+    until = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
+    redriven = api.post("/endpoints/redo/redrive", {"since": since, "until": until})
+    assert redriven.status == 200, redriven.body
+    assert redriven.body["requeued"] == 1
+    assert waiting(database, [heads[1], behind[1]]) == {heads[1]: False, behind[1]: True}
+    assert api.get("/endpoints/redo/ordering-keys").body["items"] == []
+
+
+def test_a_head_the_reclaimer_sets_aside_releases_its_key(
+    api: ApiClient, database: Database
+) -> None:
+    register_endpoint(api, "aside")
+    ids = [post(api, "aside", f"k{i}", "A") for i in range(2)]
+    long_ago = datetime.now(UTC) - timedelta(hours=1)
+    database.execute(
+        "UPDATE executions SET status = 'RUNNING', worker_id = 'gone', attempt_count = 1,"
+        " started_at = :t, lease_expires_at = :t WHERE execution_id = :id",
+        t=long_ago,
+        id=ids[0],
+    )
+    StuckReclaimer(database, timeout_sec=60).set_aside(
+        ids[0], "a row it cannot write", long_ago + timedelta(hours=2)
+    )
+    assert statuses(database, [ids[0]]) == {"FAILED": 1}
+    assert waiting(database, [ids[1]]) == {ids[1]: False}
