@@ -26,12 +26,7 @@ GROUP BY status
 -- GET /batches/{id}/jobs: the batch's jobs on idx_jobs_batch, keyset on (created_at,
 -- job_id) descending like jobs_list. The status filter is the one-shot job's execution
 -- status (a batch's jobs are mostly one-shot; a CRON job matches on any of its ticks).
-SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.version,
-       j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
-       j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
-       j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
-       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error,
-       j.delivery_overrides, j.ordering_key
+SELECT j.*
 FROM job_states AS j
 WHERE j.batch_id = :batch_id
   AND (CAST(:status AS TEXT) IS NULL OR EXISTS (

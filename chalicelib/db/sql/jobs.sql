@@ -1,10 +1,8 @@
 -- name: jobs_get
--- Through job_states: a one-shot job's status follows its execution.
-SELECT job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
-       replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone,
-       cron_starts_at, cron_ends_at, cron_next_run_at, cron_last_tick_at, created_at, retired_at,
-       batch_id, on_success, on_failure, parent_execution_id, paused_at, schedule_error,
-       delivery_overrides, ordering_key
+-- Through job_states: a one-shot job's status follows its execution. Every statement that
+-- reads a job for the API selects the view's columns whole (its "*"): the view is the one
+-- list of them, and chalicelib/services/views.py Job reads each by name.
+SELECT *
 FROM job_states
 WHERE job_id = :job_id
 
@@ -51,12 +49,7 @@ WHERE job_id = ANY(CAST(:job_ids AS TEXT[]))
 -- walk idx_jobs_created filtering every other endpoint's out (a plan test with an
 -- endpoint of one job caught it); created_at <= :after_ts bounds that range at the cursor
 -- (the index does not hold job_id). ACTIVE has its own statements (jobs_list_active*).
-SELECT s.job_id, s.endpoint, s.endpoint_type, s.trigger_type, s.status, s.version,
-       s.previous_version_id, s.replaced_by_id, s.idempotency_key, s.input, s.run_at,
-       s.cron_expression, s.cron_timezone, s.cron_starts_at, s.cron_ends_at,
-       s.cron_next_run_at, s.cron_last_tick_at, s.created_at, s.retired_at, s.batch_id,
-       s.on_success, s.on_failure, s.parent_execution_id, s.paused_at, s.schedule_error,
-       s.delivery_overrides, s.ordering_key
+SELECT s.*
 FROM job_states AS s
 WHERE TRUE
   AND (s.endpoint, s.created_at) >= (:endpoint, TIMESTAMPTZ '1970-01-01 00:00:00+00') -- if endpoint
@@ -105,12 +98,7 @@ WITH running AS MATERIALIZED (
       AND x.endpoint = :endpoint                                        -- if endpoint
       AND (x.created_at, x.job_id) < (:after_ts, :after_id)             -- if after_ts
 )
-SELECT s.job_id, s.endpoint, s.endpoint_type, s.trigger_type, s.status, s.version,
-       s.previous_version_id, s.replaced_by_id, s.idempotency_key, s.input, s.run_at,
-       s.cron_expression, s.cron_timezone, s.cron_starts_at, s.cron_ends_at,
-       s.cron_next_run_at, s.cron_last_tick_at, s.created_at, s.retired_at, s.batch_id,
-       s.on_success, s.on_failure, s.parent_execution_id, s.paused_at, s.schedule_error,
-       s.delivery_overrides, s.ordering_key
+SELECT s.*
 FROM (
     SELECT arms.job_id, arms.created_at
     FROM (
@@ -280,12 +268,7 @@ WITH RECURSIVE chain (job_id, version) AS (
     UNION ALL
     SELECT j.job_id, j.version FROM jobs j JOIN chain ON j.previous_version_id = chain.job_id
 )
-SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.version,
-       j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
-       j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
-       j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
-       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error,
-       j.delivery_overrides, j.ordering_key
+SELECT j.*
 FROM chain JOIN job_states j ON j.job_id = chain.job_id
 WHERE CAST(:after_id AS TEXT) IS NULL
    OR chain.version > (SELECT version FROM jobs WHERE job_id = :after_id)
@@ -377,12 +360,7 @@ WHERE e.name = ANY(CAST(:names AS TEXT[])) AND e.deleted_at IS NULL
 -- jobs table after a sequential scan, and at SERIALIZABLE that read locks the whole
 -- relation, so every concurrent job insert became a serialization failure (POST /jobs from
 -- 8 clients ran out of 40001 retries).
-SELECT j.job_id, j.endpoint, j.endpoint_type, j.trigger_type, j.status, j.version,
-       j.previous_version_id, j.replaced_by_id, j.idempotency_key, j.input, j.run_at,
-       j.cron_expression, j.cron_timezone, j.cron_starts_at, j.cron_ends_at,
-       j.cron_next_run_at, j.cron_last_tick_at, j.created_at, j.retired_at,
-       j.batch_id, j.on_success, j.on_failure, j.parent_execution_id, j.paused_at, j.schedule_error,
-       j.delivery_overrides, j.ordering_key
+SELECT j.*
 FROM jsonb_array_elements(CAST(:pairs AS JSONB)) AS r
 CROSS JOIN LATERAL (
     SELECT * FROM job_states AS s

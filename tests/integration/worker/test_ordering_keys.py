@@ -276,6 +276,47 @@ def test_jobs_without_a_key_never_wait_and_keys_of_other_endpoints_are_apart(
     }
 
 
+def test_jobs_created_while_workers_release_their_keys_are_neither_lost_nor_doubled(
+    api: ApiClient, database: Database, make_worker: Any, sink: KeyedSink
+) -> None:
+    """Four clients post jobs on two keys one after another while two workers deliver and
+    release those keys: creations and releases race on the same keys (SERIALIZABLE
+    creations, READ COMMITTED finalizes). Every job is delivered once, never two of a key
+    at once, and each client's jobs in the order it posted them."""
+    sink_endpoint(api, sink, "racing")
+    posted: dict[int, list[str]] = {}
+    failures: list[BaseException] = []
+
+    def client(number: int) -> None:
+        try:
+            posted[number] = []
+            for i in range(15):
+                key = f"c{number}-{i}"
+                post(api, "racing", key, f"shared-{number % 2}")
+                posted[number].append(key)
+        except BaseException as exc:  # reported below, on the test's thread
+            failures.append(exc)
+
+    with running(make_worker(worker_id="w-a"), make_worker(worker_id="w-b")):
+        clients = [threading.Thread(target=client, args=(n,)) for n in range(4)]
+        for thread in clients:
+            thread.start()
+        for thread in clients:
+            thread.join(120)
+        assert not failures, failures
+        ids = [r["execution_id"] for r in database.run("SELECT execution_id FROM executions")]
+        assert len(ids) == 60
+        delivered(database, ids)
+    order = sink.order()
+    assert sorted(n for key in order.values() for n in key) == sorted(
+        k for keys in posted.values() for k in keys
+    )  # each once
+    for number, keys in posted.items():
+        arrived = [n for n in order[f"shared-{number % 2}"] if n.startswith(f"c{number}-")]
+        assert arrived == keys
+    assert set(sink.most_at_once.values()) == {1}
+
+
 # -- DELAYED: by due time, then creation ----------------------------------------------------
 
 
