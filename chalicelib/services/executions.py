@@ -102,7 +102,8 @@ def detail_in(tx: Transaction, execution_id: str) -> ExecutionDetail:
         raise ExecutionNotFound(f"Execution with ID '{execution_id}' does not exist.")
     execution = Execution.from_row(row)
     position = None
-    if execution.status == ExecutionStatus.QUEUED:
+    # One waiting behind its ordering key's head has no place in the claim order yet.
+    if execution.status == ExecutionStatus.QUEUED and not row["ordering_wait"]:
         position = tx.scalar(
             queries["executions_queue_position"],
             run_at=execution.run_at,

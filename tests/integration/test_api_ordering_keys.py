@@ -169,3 +169,12 @@ def test_metrics_show_the_blocked_keys_of_each_endpoint(api: ApiClient, database
     assert ("te_ordering_keys_blocked", (("endpoint", "skips"),)) not in found
     assert api.post("/endpoints/blocks/ordering-keys/b/skip").status == 200
     assert scrape(api)[("te_ordering_keys_blocked", (("endpoint", "blocks"),))] == 2
+
+
+def test_an_execution_waiting_behind_its_key_has_no_queue_position(api: ApiClient) -> None:
+    register_endpoint(api, "keyed")
+    head = api.post("/jobs", _job("head", "k")).body["execution"]["execution_id"]
+    behind = api.post("/jobs", _job("behind", "k")).body["execution"]["execution_id"]
+    assert api.get(f"/executions/{head}").body["queue_position"] == 1
+    shown = api.get(f"/executions/{behind}").body
+    assert (shown["status"], shown["queue_position"]) == ("QUEUED", None)

@@ -1,9 +1,10 @@
 -- name: executions_get
 -- endpoint_version: which definition of its endpoint the execution is delivered with (NULL,
 -- its job's snapshot, until a retry asks for the current one: migration 025).
+-- ordering_wait: it waits behind its ordering key's head, outside the claim order.
 SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
        max_attempts, run_at, started_at, completed_at, duration_ms, created_at,
-       COALESCE(endpoint_version, 'snapshot') AS endpoint_version
+       COALESCE(endpoint_version, 'snapshot') AS endpoint_version, ordering_wait
 FROM executions
 WHERE execution_id = :execution_id
 
