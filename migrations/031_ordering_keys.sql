@@ -24,10 +24,11 @@ ALTER TABLE executions ADD COLUMN ordering_seq BIGINT;
 -- endpoints.ordering: {"on_failure": "skip" | "block"}; NULL is skip.
 ALTER TABLE endpoints ADD COLUMN ordering JSONB;
 
--- One row per (endpoint, key) with executions not yet ended: every statement that decides a
--- key's head writes it first (the lock that orders a creation and a release on one key, in
--- any isolation), and deletes it once the key has nothing left and is not blocked, so the
--- table holds the live keys only. blocked_execution_id / blocked_since: the failed head an
+-- One row per (endpoint, key): every statement that decides a key's head writes it first
+-- (the lock that orders a creation and a release on one key, in any isolation; touched_at
+-- says when), and the housekeeper deletes the rows of keys neither blocked nor touched for
+-- a day that have no execution left (housekeeping_prune_ordering_keys), so the table
+-- follows the keys in use, not every key ever used. blocked_execution_id / blocked_since: the failed head an
 -- endpoint with on_failure "block" waits on, until a retry of it or a skip.
 CREATE TABLE ordering_keys (
     endpoint             TEXT          NOT NULL,
@@ -43,6 +44,11 @@ CREATE TABLE ordering_keys (
 CREATE INDEX idx_ordering_keys_blocked
     ON ordering_keys (endpoint, ordering_key)
     WHERE blocked_execution_id IS NOT NULL;
+
+-- The housekeeper's prune: keys not blocked, oldest touch first (a page is one range).
+CREATE INDEX idx_ordering_keys_idle
+    ON ordering_keys (touched_at ASC, endpoint ASC, ordering_key ASC)
+    WHERE blocked_execution_id IS NULL;
 
 -- A key's live executions: its head (ordering_wait FALSE, at most one) and the first one
 -- waiting behind it, each one probe. Only keyed rows are in it.

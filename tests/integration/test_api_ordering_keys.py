@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from chalicelib.db.connection import Database
+from chalicelib.scheduler.housekeeper import Housekeeper
 from tests.conftest import ApiClient
 from tests.integration.test_metrics import scrape
 from tests.support.factories import endpoint_body, immediate_job, register_endpoint
@@ -178,3 +179,22 @@ def test_an_execution_waiting_behind_its_key_has_no_queue_position(api: ApiClien
     assert api.get(f"/executions/{head}").body["queue_position"] == 1
     shown = api.get(f"/executions/{behind}").body
     assert (shown["status"], shown["queue_position"]) == ("QUEUED", None)
+
+
+def test_the_housekeeper_prunes_idle_keys_with_nothing_left_and_keeps_the_others(
+    api: ApiClient, database: Database
+) -> None:
+    """A key's row outlives its executions by a day, then goes: not while it has a live
+    execution, nor while it is blocked; a key used again gets a new row."""
+    register_endpoint(api, "keyed", ordering={"on_failure": "block"})
+    live = api.post("/jobs", _job("live", "live")).body["execution"]["execution_id"]
+    done = api.post("/jobs", _job("done", "done")).body["execution"]["execution_id"]
+    assert api.post(f"/executions/{done}/cancel").status == 200
+    _block(database, "keyed", ["blocked"])
+    database.execute("UPDATE ordering_keys SET touched_at = now() - INTERVAL '2 days'")
+    Housekeeper(database, retention_days=0).run_once()
+    kept = database.run("SELECT ordering_key FROM ordering_keys ORDER BY ordering_key")
+    assert [r["ordering_key"] for r in kept] == ["blocked", "live"]
+    assert live
+    again = api.post("/jobs", _job("again", "done")).body["execution"]["execution_id"]
+    assert api.get(f"/executions/{again}").body["queue_position"] == 2  # its key's head

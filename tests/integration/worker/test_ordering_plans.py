@@ -11,6 +11,7 @@ Plans are judged by rows read (tests/integration/plan_probe.py), never by time.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -250,4 +251,20 @@ def test_the_blocked_keys_page_and_count_read_the_blocked_keys_only_with_either_
         {},
         at_most=60,
         tables=("ordering_keys",),
+    )
+
+
+def test_the_housekeepers_prune_of_idle_keys_reads_a_batch_with_either_plan(
+    database: Database, stuck: tuple[str, str]
+) -> None:
+    """20,000 idle keys and the stuck one: a prune reads a batch of idle keys and probes
+    each one's live executions, not the stuck key's queue nor every key."""
+    database.run("UPDATE ordering_keys SET touched_at = now() - INTERVAL '2 days'")
+    database.run("ANALYZE")
+    bounded(
+        database,
+        queries["housekeeping_prune_ordering_keys"],
+        {"cutoff": datetime.now(UTC) - timedelta(days=1), "batch": 50},
+        at_most=5 * 50,
+        tables=("ordering_keys", "executions"),
     )
