@@ -168,6 +168,13 @@ class ExecutionNotRetryable(TaskExecutorError):
     code = "EXECUTION_NOT_RETRYABLE"
 
 
+class OrderingKeyNotBlocked(TaskExecutorError):
+    """POST /endpoints/{name}/ordering-keys/{key}/skip of a key that is not blocked."""
+
+    status = 409
+    code = "ORDERING_KEY_NOT_BLOCKED"
+
+
 class OperationNotRunning(TaskExecutorError):
     """POST /operations/{id}/abort on an operation that ended DONE or FAILED."""
 

@@ -334,7 +334,8 @@ class Named:
 
 
 class Endpoints(Named):
-    """``/endpoints``: the named collection, plus pause, resume and redrive."""
+    """``/endpoints``: the named collection, plus pause, resume, redrive and the blocked
+    ordering keys (list, skip)."""
 
     def pause(self, name: str) -> Any:
         """Stop delivering to the endpoint (its executions wait, nothing is lost); the
@@ -365,6 +366,24 @@ class Endpoints(Named):
         if endpoint_version is not None:
             body["endpoint_version"] = endpoint_version
         return self._client.request("POST", f"{self.path}/{_id(name)}/redrive", body)
+
+    def blocked_keys(
+        self, name: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> Any:
+        """One page of the endpoint's blocked ordering keys (its ``ordering.on_failure`` is
+        ``block`` and their head ended FAILED): ``{"items": [{"key", "execution_id",
+        "since"}], "cursor"}``."""
+        params = {"state": "blocked", "limit": limit, "cursor": cursor}
+        return self._client.request("GET", f"{self.path}/{_id(name)}/ordering-keys", params=params)
+
+    def blocked_keys_all(self, name: str) -> Iterator[Any]:
+        return self._client.pages(f"{self.path}/{_id(name)}/ordering-keys", {"state": "blocked"})
+
+    def skip_key(self, name: str, key: str) -> Any:
+        """Unblock a blocked ordering key: its failed execution stays FAILED, the key's next
+        one starts (409 ORDERING_KEY_NOT_BLOCKED when the key is not blocked)."""
+        path = f"{self.path}/{_id(name)}/ordering-keys/{_id(key)}/skip"
+        return self._client.request("POST", path)
 
 
 def trace_headers(traceparent: str | None, tracestate: str | None) -> dict[str, str] | None:

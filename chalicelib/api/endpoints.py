@@ -26,7 +26,9 @@ registering the name again makes it live with the new definition.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
 from chalicelib.api import crud
 from chalicelib.api.auth import authorize_secret_templates, principal_of
@@ -34,6 +36,11 @@ from chalicelib.api.http import Resource, shown
 from chalicelib.api.pagination import page_response, parse_page
 from chalicelib.domain.endpoint_listing import parse_endpoint_filter
 from chalicelib.domain.endpoints import EndpointDefinition, parse_endpoint
+from chalicelib.domain.ordering import (
+    decode_key_cursor,
+    encode_key_cursor,
+    parse_ordering_key_state,
+)
 from chalicelib.domain.timefmt import iso
 from chalicelib.services.endpoints import EndpointView
 
@@ -65,8 +72,10 @@ def render(endpoint: EndpointView) -> dict[str, Any]:
 def _controls(endpoint: EndpointView) -> dict[str, Any]:
     """Flow control (only when set) and the operator state every endpoint shows."""
     shown_flow = {} if endpoint.flow_control is None else {"flow_control": endpoint.flow_control}
+    shown_ordering = {} if endpoint.ordering is None else {"ordering": endpoint.ordering}
     return {
         **shown_flow,
+        **shown_ordering,
         "paused_at": iso(endpoint.paused_at),
         "paused_reason": endpoint.paused_reason,
         "held_until": iso(endpoint.held_until),
@@ -132,3 +141,28 @@ def pause_endpoint(name: str) -> dict[str, Any]:
 def resume_endpoint(name: str) -> dict[str, Any]:
     """Resume a paused endpoint (idempotent)."""
     return render(resource.services.endpoint_service().resume(name))
+
+
+@resource.route("/endpoints/{name}/ordering-keys", methods=["GET"])
+def list_ordering_keys(name: str) -> dict[str, Any]:
+    """The endpoint's blocked ordering keys (``state=blocked``, the one state listed), by
+    key, each with the failed execution it waits on and since when."""
+    params: Mapping[str, str] = resource.request.query_params or {}
+    parse_ordering_key_state(params.get("state"))
+    page = parse_page({k: v for k, v in params.items() if k != "cursor"})
+    after = decode_key_cursor(params["cursor"]) if params.get("cursor") else None
+    keys, more = resource.services.endpoint_service().blocked_keys(
+        name, after=after, limit=page.limit
+    )
+    items = [{"key": k.key, "execution_id": k.execution_id, "since": iso(k.since)} for k in keys]
+    cursor = encode_key_cursor(keys[-1].key) if more and keys else None
+    return {"items": items, "cursor": cursor}
+
+
+@resource.route("/endpoints/{name}/ordering-keys/{key}/skip", methods=["POST"])
+def skip_ordering_key(name: str, key: str) -> dict[str, Any]:
+    """Unblock a blocked ordering key: its failed head stays FAILED, the next execution of
+    the key starts (409 ORDERING_KEY_NOT_BLOCKED when the key is not blocked)."""
+    key = unquote(key)
+    resource.services.endpoint_service().skip_key(name, key)
+    return {"endpoint": name, "key": key, "state": "released"}

@@ -103,6 +103,8 @@ def render_job(view: JobView, *, with_latest: bool = False) -> dict[str, Any]:
         body["retired_at"] = iso(job.retired_at)
         body["replaced_by_id"] = job.replaced_by_id
     body.update(shown_if_set(job, CALLBACK_FIELDS))
+    if job.ordering_key is not None:
+        body["ordering_key"] = job.ordering_key
     body.update(shown_if_set(job, SET_ASIDE_FIELDS))
     body.update(shown_overrides(job.delivery_overrides))
     # Only an ACTIVE cron job can be paused; a retired one is not (whatever it was).

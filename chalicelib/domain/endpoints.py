@@ -369,6 +369,8 @@ class EndpointDefinition:
     secrets: frozenset[str] = field(default_factory=frozenset)
     #: Cluster-wide limits (:func:`validate_flow_control`); None when the endpoint sets none.
     flow_control: dict[str, Any] | None = None
+    #: What a failed head of an ordering key does (:func:`validate_ordering`); None: skip.
+    ordering: dict[str, Any] | None = None
     #: Default callbacks of the endpoint's jobs (endpoint names; a job may name its own).
     on_success: str | None = None
     on_failure: str | None = None
@@ -527,6 +529,27 @@ def _rate_limit(rate: Any) -> dict[str, Any]:
     return {"limit": rate["limit"], "period_ms": rate["period_ms"]}
 
 
+#: What an ordering key does when its head ends FAILED: the next execution starts (skip),
+#: or the key waits for an operator's retry or skip (block).
+ORDERING_ON_FAILURE = ("skip", "block")
+
+
+def validate_ordering(ordering: Any) -> dict[str, Any] | None:
+    """``ordering``: ``{"on_failure": "skip" | "block"}`` (400 naming the field
+    otherwise); None (or ``{}``) is the default, skip."""
+    if ordering is None:
+        return None
+    if not isinstance(ordering, dict):
+        raise ValidationFailed("Field 'ordering' must be an object.")
+    _check_unknown_and_missing("ordering", ordering, ("on_failure",))
+    on_failure = ordering.get("on_failure")
+    if on_failure is None:
+        return None
+    if on_failure not in ORDERING_ON_FAILURE:
+        _fail("ordering.on_failure", "one of " + ", ".join(ORDERING_ON_FAILURE))
+    return {"on_failure": on_failure}
+
+
 def _optional_ref(body: Mapping[str, Any], name: str) -> str | None:
     value = body.get(name)
     if value is not None and (not isinstance(value, str) or not value):
@@ -542,6 +565,7 @@ ENDPOINT_BODY_FIELDS = (
     "spec",
     "retry_policy",
     "flow_control",
+    "ordering",
     "on_success",
     "on_failure",
     "auto_pause_after_ms",
@@ -574,6 +598,7 @@ def parse_endpoint(body: Mapping[str, Any], *, path_name: str | None = None) -> 
         spec=spec,
         retry_policy=validate_retry_policy(body.get("retry_policy")),
         flow_control=validate_flow_control(body.get("flow_control")),
+        ordering=validate_ordering(body.get("ordering")),
         secrets=secrets,
         on_success=_optional_ref(body, "on_success"),
         on_failure=_optional_ref(body, "on_failure"),

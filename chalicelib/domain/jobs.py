@@ -35,9 +35,20 @@ from chalicelib.domain.trace_context import TraceContext
 from chalicelib.errors import InvalidCron, ValidationFailed
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
+#: The longest ``ordering_key`` (executions of one endpoint sharing it start one at a time).
+MAX_ORDERING_KEY_LENGTH = 200
 
 _COMMON_FIELDS = frozenset(
-    {"endpoint", "trigger", "idempotency_key", "input", "on_success", "on_failure", "headers"}
+    {
+        "endpoint",
+        "trigger",
+        "idempotency_key",
+        "input",
+        "on_success",
+        "on_failure",
+        "headers",
+        "ordering_key",
+    }
 )
 TRIGGER_FIELDS: dict[TriggerType, frozenset[str]] = {
     TriggerType.IMMEDIATE: _COMMON_FIELDS | DELIVERY_FIELDS,
@@ -106,6 +117,8 @@ class JobRequest:
     #: The job's own delivery settings over its endpoint's (one-shot jobs only:
     #: :mod:`chalicelib.domain.job_delivery`); None for none.
     delivery_overrides: dict[str, Any] | None = None
+    #: Executions of the endpoint sharing this key start one at a time, in order; None: none.
+    ordering_key: str | None = None
 
 
 def parse_instant(value: object, name: str) -> datetime:
@@ -161,6 +174,19 @@ def _string(body: Mapping[str, Any], name: str, *, required: bool) -> str | None
         return None
     if not isinstance(value, str) or not value.strip():
         raise ValidationFailed(f"Field '{name}' must be a non-empty string.")
+    return value
+
+
+def parse_ordering_key(body: Mapping[str, Any]) -> str | None:
+    """``ordering_key``: a string of 1 to :data:`MAX_ORDERING_KEY_LENGTH` characters, or
+    absent (null is absent)."""
+    value = body.get("ordering_key")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_ORDERING_KEY_LENGTH:
+        raise ValidationFailed(
+            f"Field 'ordering_key' must be a string of 1 to {MAX_ORDERING_KEY_LENGTH} characters."
+        )
     return value
 
 
@@ -301,6 +327,7 @@ def parse_job_request(
         headers=headers.headers,
         trace=headers.trace or trace,
         delivery_overrides=parse_delivery_overrides(body),
+        ordering_key=parse_ordering_key(body),
     )
     if trigger is TriggerType.DELAYED:
         return replace(request, run_at=parse_run_at(body, now=now))

@@ -66,6 +66,8 @@ MINUTE_ROWS_KEPT = timedelta(minutes=3)
 #: day's window subtracts the mark of a day ago) are kept this long.
 SERIES_KEPT = timedelta(hours=2)
 MARKS_KEPT = timedelta(days=2)
+#: An ordering key's row is kept this long after its last use (ordering_keys.touched_at).
+ORDERING_KEYS_IDLE = timedelta(days=1)
 
 #: Executions each purge statement deletes at most, by default (the bench reads it too).
 PURGE_BATCH = 500
@@ -160,6 +162,7 @@ class Housekeeper:
             self._prune_metric_events,
             self._fold_delivery_counts,
             self._pause_failing_endpoints,
+            self._prune_ordering_keys,
         ]
         if self._retention is not None:
             steps += [self._purge_one_shot, self._purge_cron]
@@ -191,6 +194,15 @@ class Housekeeper:
             queries["housekeeping_prune_metric_events"], cutoff=now - METRIC_EVENTS_TTL
         )
         return {}, False
+
+    def _prune_ordering_keys(self, now: datetime) -> tuple[dict[str, int], bool]:
+        """One batch of the rows of ordering keys idle for a day with nothing left."""
+        pruned = self._db.execute(
+            queries["housekeeping_prune_ordering_keys"],
+            cutoff=now - ORDERING_KEYS_IDLE,
+            batch=self._batch_size,
+        )
+        return {}, pruned >= self._batch_size
 
     def _fold_delivery_counts(self, now: datetime) -> tuple[dict[str, int], bool]:
         """One batch of minute rows rolled up into the totals and the series, the hour's

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from chalicelib.db.connection import Database, Transaction
+from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.faults import is_row_fault
 from chalicelib.db.queries import Query, queries, regional
 from chalicelib.domain.clock import utcnow
@@ -35,7 +35,7 @@ from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.domain.statuses import ExecutionStatus, sources_of
 from chalicelib.logs import log_event
 from chalicelib.runtime.loop import Progress
-from chalicelib.services import callbacks
+from chalicelib.services import callbacks, ordering
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,7 @@ class StuckReclaimer:
             batches = [r["batch_id"] for r in rows if r["batch_id"]]
             if ended or batches:
                 callbacks.follow_up(tx, execution_ids=ended, batch_ids=batches, now=now)
+            ordering.changed(tx, ordering.keyed_ids(rows))  # a FAILED head releases its key
             return [
                 Reclaimed(r["execution_id"], ExecutionStatus(r["status"]), r["attempt_recorded"])
                 for r in rows
@@ -142,12 +143,18 @@ class StuckReclaimer:
     def set_aside(self, execution_id: str, reason: str, now: datetime) -> None:
         """FAILED at once, with a log line and an UNPROCESSABLE attempt saying why
         (``scheduler_reclaim_set_aside``); logged once, by the reclaimer that did it."""
-        done = self._db.run(
-            queries["scheduler_reclaim_set_aside"],
-            execution_id=execution_id,
-            reason=reason,
-            **self._window(now),
-        )
+
+        def work(tx: Transaction) -> list[Row]:
+            rows = tx.run(
+                queries["scheduler_reclaim_set_aside"],
+                execution_id=execution_id,
+                reason=reason,
+                **self._window(now),
+            )
+            ordering.changed(tx, ordering.keyed_ids(rows))  # its key goes on
+            return rows
+
+        done = self._db.transaction(work, name="scheduler_reclaim_set_aside")
         if done:
             log_event(
                 log,

@@ -113,6 +113,7 @@ def _endpoint_params(definition: EndpointDefinition) -> dict[str, Any]:
         if definition.flow_control is None
         else json.dumps(definition.flow_control),
         "auto_pause_after_ms": definition.auto_pause_after_ms,
+        "ordering": None if definition.ordering is None else json.dumps(definition.ordering),
     }
 
 

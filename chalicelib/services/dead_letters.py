@@ -38,6 +38,7 @@ from chalicelib.domain.dead_letters import (
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import ExecutionStatus, requeue_sources
 from chalicelib.errors import EndpointNotFound, ExecutionNotFound, ExecutionNotRetryable
+from chalicelib.services import ordering
 from chalicelib.services.executions import detail_in
 from chalicelib.services.views import Execution, ExecutionDetail
 
@@ -104,6 +105,7 @@ class DeadLetterService:
         )
         if moved is None:
             _refuse_retry(tx, execution_id)
+        ordering.changed(tx, [], revived=ordering.keyed_ids([moved] if moved else []))
         notify.publish(tx, self.db, self.wakeup_notify)
         return detail_in(tx, execution_id)
 
@@ -132,15 +134,16 @@ class DeadLetterService:
         return RedriveResult(requeued, more=bool(more))
 
     def _redrive_batch(self, tx: Transaction, *, params: dict[str, Any], batch: int) -> int:
-        moved = int(
-            tx.scalar(
-                queries["dead_letters_redrive_batch"],
-                **params,
-                batch=batch,
-                sources=requeue_sources(),
-                message=REDRIVE_MESSAGE,
-            )
+        row = tx.one(
+            queries["dead_letters_redrive_batch"],
+            **params,
+            batch=batch,
+            sources=requeue_sources(),
+            message=REDRIVE_MESSAGE,
         )
+        assert row is not None
+        moved = int(row["requeued"])
+        ordering.changed(tx, [], revived=row["keyed"])
         if moved:
             notify.publish(tx, self.db, self.wakeup_notify)
         return moved

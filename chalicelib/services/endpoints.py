@@ -44,7 +44,7 @@ from chalicelib.errors import (
     InvalidPayloadSpecRef,
     TemplateResolutionFailed,
 )
-from chalicelib.services import catalogue
+from chalicelib.services import catalogue, ordering
 from chalicelib.services.catalogue import AnyKind, CatalogueService, Stamped
 from chalicelib.services.secrets import check_signing_secret
 from chalicelib.services.topics import refuse_if_in_topics
@@ -66,6 +66,7 @@ class EndpointView(Stamped):
     on_success: str | None  #: default callbacks of its jobs
     on_failure: str | None
     flow_control: dict[str, Any] | None  #: cluster-wide limits, None when it sets none
+    ordering: dict[str, Any] | None  #: a failed ordering key head's fate, None: skip
     paused_at: datetime | None  #: set while paused (by hand or by the endpoint itself)
     #: GONE, FAILING or OPERATOR while paused, else None (chalicelib.domain.auto_pause)
     paused_reason: PausedReason | None
@@ -85,6 +86,7 @@ class EndpointView(Stamped):
             on_success=row["on_success"],
             on_failure=row["on_failure"],
             flow_control=row["flow_control"],
+            ordering=row["ordering"],
             paused_at=row["paused_at"],
             paused_reason=_reason(row["paused_reason"]),
             auto_pause_after_ms=row["auto_pause_after_ms"],
@@ -262,6 +264,33 @@ class EndpointService(CatalogueService[EndpointView]):
     def replace(self, definition: EndpointDefinition) -> EndpointView:
         """Replace a definition, type included (future jobs only)."""
         return self._write(lambda tx: replace_in(tx, definition, self.box), "update")
+
+    def blocked_keys(
+        self, name: str, *, after: str | None, limit: int
+    ) -> tuple[list[ordering.BlockedKey], bool]:
+        """One page of the endpoint's blocked ordering keys after key ``after``, by key:
+        (keys, more). 404 for an unknown endpoint."""
+
+        def work(tx: Transaction) -> tuple[list[ordering.BlockedKey], bool]:
+            self._require(tx, name)
+            return ordering.blocked_page(tx, name, after=after, limit=limit)
+
+        return self._run(work, "ordering_keys")
+
+    def skip_key(self, name: str, key: str) -> None:
+        """Unblock the endpoint's ordering key ``key``: its failed head stays FAILED and the
+        next execution of the key starts. 404 for an unknown endpoint, 409 when the key is
+        not blocked."""
+
+        def work(tx: Transaction) -> None:
+            self._require(tx, name)
+            ordering.skip(tx, name, key)
+
+        self._run(work, "ordering_skip")
+
+    def _require(self, tx: Transaction, name: str) -> None:
+        if catalogue.get(tx, "endpoint", name) is None:
+            raise _not_found(name)
 
     def pause(self, name: str) -> EndpointView:
         """Stop claims of the endpoint's executions: an OPERATOR pause (idempotent: the

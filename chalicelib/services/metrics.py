@@ -69,6 +69,8 @@ class MetricsSnapshot:
     failed: Sequence[tuple[str, str, int]] = ()
     #: (endpoint, reason, pauses): automatic pauses ever counted, per live endpoint
     auto_paused: Sequence[tuple[str, str, int]] = ()
+    #: (endpoint, blocked ordering keys), for endpoints that have some or block
+    ordering_blocked: Sequence[tuple[str, int]] = ()
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,7 @@ class MetricsService:
             totals=row["totals"][0],
             failed=row["totals"][1],
             auto_paused=row["auto_paused"],
+            ordering_blocked=[(str(e), int(n)) for e, n in row["ordering_blocked"]],
         )
 
     def exposition(self) -> str:
@@ -222,6 +225,13 @@ def families(snap: MetricsSnapshot) -> list[prom.Family]:
             "Per endpoint that is not paused: how long its oldest due execution (QUEUED or "
             "RETRYING) has waited past its run_at; 0 when nothing is due.",
             snap.endpoint_lag_sec,
+            ("endpoint",),
+        ),
+        prom.gauge(
+            "te_ordering_keys_blocked",
+            "Ordering keys waiting on a failed head for an operator's retry or skip, by "
+            "endpoint (endpoints whose ordering.on_failure is block, and any with such keys).",
+            snap.ordering_blocked,
             ("endpoint",),
         ),
         prom.gauge(

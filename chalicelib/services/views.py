@@ -108,6 +108,8 @@ class Job(RowView):
     schedule_error: str | None
     #: what POST /jobs set for this job's delivery over its endpoint (None: nothing)
     delivery_overrides: dict[str, Any] | None
+    #: its executions start one at a time with the endpoint's others of this key (None: none)
+    ordering_key: str | None
 
 
 @dataclass(frozen=True, kw_only=True)

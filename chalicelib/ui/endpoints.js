@@ -1,7 +1,7 @@
 // Endpoints: the list (paged; filtered by health and paused state, as the API filters it;
 // type, target, paused, health, pause/resume) and one endpoint's page
-// (target, retry policy, timeout, signing, flow control, pause state and why, auto-pause
-// window, health, its failed
+// (target, retry policy, timeout, signing, flow control, ordering, pause state and why,
+// auto-pause window, health, its blocked ordering keys with a Skip button each, its failed
 // executions). Health is the API's (GET /overview): the definition GET /jobs/{id}/status
 // applies to a job, over the same 24 hours of executions.
 
@@ -119,6 +119,24 @@ function flowText(e) {
   return parts.length ? parts.join('; ') : 'none';
 }
 
+function orderingText(e) {
+  const block = e.ordering && e.ordering.on_failure === 'block';
+  return block ? 'a failed head blocks its ordering key until retried or skipped'
+    : "a failed head lets its ordering key's next execution start";
+}
+
+/** Skip a blocked key: its failed head stays FAILED and the next execution starts, which
+ * cannot be undone, so the confirm dialog asks first. */
+function skipButton(ctx, name, blocked) {
+  return ctx.action('Skip',
+    () => post(path('/endpoints/', name, '/ordering-keys/', blocked.key, '/skip')),
+    {
+      confirm: `Ordering key ${blocked.key} stops waiting for execution ${blocked.execution_id}, `
+        + 'which stays FAILED; the next execution of the key starts. This cannot be undone.',
+      done: () => `${blocked.key}: skipped`,
+    });
+}
+
 function pauseText(e) {
   if (e.paused_at) {
     const why = PAUSED_REASON_TEXT[e.paused_reason || 'OPERATOR'] || e.paused_reason;
@@ -135,7 +153,7 @@ function endpointFacts(e, entry) {
     ['Retry policy', retryText(e.retry_policy)], ['Timeout', ms(spec.timeout_ms)],
     // The name of the secret that signs, never its value (the API does not return it).
     ['Signing', spec.signing_secret ? `on (secret ${spec.signing_secret})` : 'off'],
-    ['Flow control', flowText(e)], ['Pause', pauseText(e)],
+    ['Flow control', flowText(e)], ['Ordering', orderingText(e)], ['Pause', pauseText(e)],
     ['Auto-pause', e.auto_pause_after_ms == null ? 'off (a 410 Gone still pauses it)'
       : `after ${span(e.auto_pause_after_ms)} of failed attempts only, or at a 410 Gone`],
     ['Health', h('span', null, healthBadge(entry), ' ', healthText(entry))],
@@ -157,13 +175,19 @@ export async function endpointView(root, ctx) {
       link(x.execution_id, ['execution', x.execution_id]), link(x.job_id, ['job', x.job_id]),
       h('span', { class: 'error' }, [x.error_type, x.error].filter(Boolean).join(': ')), when(x.created_at),
     ]), 'No failed execution.'));
+  const blocked = pager(ctx, path('/endpoints/', name, '/ordering-keys'), { state: 'blocked' }, (rows) =>
+    table(['Ordering key', 'Failed execution', 'Blocked since', ''], rows.map((k) => [
+      k.key, link(k.execution_id, ['execution', k.execution_id]), when(k.since), skipButton(ctx, name, k),
+    ]), 'No blocked ordering key.'));
   root.append(h('h1', null, 'Endpoint ', name), head,
     h('p', null, link('Its jobs', ['jobs'], { endpoint: name }), ' · ',
       link('All its executions', ['executions'], { status: '', endpoint: name })),
+    section('Blocked ordering keys', blocked.el),
     section('Failed executions', failed.el));
   await ctx.poll(async () => {
     const [endpoint, health] = await Promise.all([get(path('/endpoints/', name)), healthByEndpoint()]);
     fill(head, endpointFacts(endpoint, health.get(name)), h('div', { class: 'actions' }, pauseButton(ctx, endpoint)));
   });
+  await ctx.poll(blocked.load);
   await ctx.poll(failed.load);
 }

@@ -59,7 +59,7 @@ from chalicelib.domain.auto_pause import PausedReason
 from chalicelib.domain.loops import fault_reason
 from chalicelib.logs import FailureLog
 from chalicelib.runtime.registry import LoopRegistry
-from chalicelib.services import auto_pause, callbacks
+from chalicelib.services import auto_pause, callbacks, ordering
 from chalicelib.worker.claims import ClaimPlan
 from chalicelib.worker.ledger import Ledger
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
@@ -357,6 +357,8 @@ def _finalize(tx: Transaction, payload: str, worker_id: str) -> list[Row]:
     batches = [row["batch_id"] for row in rows if row["batch_id"]]
     if ended or batches:
         callbacks.follow_up(tx, execution_ids=ended, batch_ids=batches)
+    # A keyed execution that ended releases the next one of its key, in this transaction.
+    ordering.changed(tx, ordering.keyed_ids(rows))
     return rows
 
 

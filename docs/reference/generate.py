@@ -381,6 +381,8 @@ ERROR_MEANINGS: dict[tuple[str, int], str] = {
     "SUCCESS or FAILED",
     ("EXECUTION_NOT_RETRYABLE", 409): "retry of an execution that is not FAILED, or whose "
     "endpoint was deleted",
+    ("ORDERING_KEY_NOT_BLOCKED", 409): "`POST /endpoints/{name}/ordering-keys/{key}/skip` of "
+    "a key that is not blocked",
     ("OPERATION_NOT_RUNNING", 409): "`POST /operations/{id}/abort` of a bulk operation that "
     "ended DONE or FAILED (aborting an ABORTED one answers it as it is)",
     ("INVALID_TRANSITION", 409): "a status change the transition table does not allow; "
@@ -650,6 +652,10 @@ def endpoints_page() -> str:
         "(../how-to/flow-control.md)): `rate_limit` `{limit: 1.."
         f"{endpoint_rules.MAX_RATE_LIMIT:,}, period_ms: 1..{endpoint_rules.MAX_RATE_PERIOD_MS:,}"
         f"}}`, `max_concurrency` 1..{endpoint_rules.MAX_CONCURRENT:,} |",
+        "| `ordering` | no | `{on_failure: "
+        + " or ".join(endpoint_rules.ORDERING_ON_FAILURE)
+        + "}` (default skip): what an ordering key does when its head ends FAILED "
+        "([ordering keys](../how-to/flow-control.md#ordering-keys)) |",
         "| `on_success`, `on_failure` | no | default completion callbacks of its jobs "
         "(endpoint names) |",
         f"| `{auto_pause.FIELD}` | no | how long every attempt may fail before the endpoint "

@@ -2,8 +2,9 @@
 
 Each has ``create -f FILE`` (the request body, JSON or YAML; ``-`` reads stdin), ``list``,
 ``get NAME``, ``update NAME -f FILE`` and ``delete NAME``; ``te endpoints`` also has
-``pause NAME``, ``resume NAME`` and ``redrive NAME --since --until [--error-type]
-[--endpoint-version]``.
+``pause NAME``, ``resume NAME``, ``redrive NAME --since --until [--error-type]
+[--endpoint-version]``, ``blocked-keys NAME`` (its ordering keys waiting on a failed head)
+and ``skip-key NAME KEY``.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ ENDPOINTS = named_group(
 )
 ENDPOINTS.help = (
     "Delivery targets (HTTP, Kafka, Redis Stream): create, list, get, update, delete, "
-    "pause, resume, redrive."
+    "pause, resume, redrive, blocked-keys, skip-key."
 )
 
 
@@ -142,6 +143,26 @@ def redrive(
         if not (until_done and answer["more"]):
             break
     show({"requeued": requeued, "more": answer["more"]})
+
+
+@ENDPOINTS.command("blocked-keys")
+@click.argument("name")
+@json_option
+def blocked_keys(name: str) -> None:
+    """List the endpoint's blocked ordering keys: each waits on its failed head until that
+    execution is retried (te executions retry ID) or the key is skipped."""
+    api = settings().client().endpoints
+    show(list(api.blocked_keys_all(name)), ("key", "execution_id", "since"))
+
+
+@ENDPOINTS.command("skip-key")
+@click.argument("name")
+@click.argument("key")
+@json_option
+def skip_key(name: str, key: str) -> None:
+    """Unblock a blocked ordering key: its failed execution stays FAILED and the key's next
+    execution starts."""
+    show(settings().client().endpoints.skip_key(name, key))
 
 
 GROUPS = (

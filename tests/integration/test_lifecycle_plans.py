@@ -53,6 +53,8 @@ def test_the_live_job_check_reads_the_partial_indexes_of_live_work(
     used = indexes_used(database, name, **params)
     assert used >= LIVE | {"idx_executions_running"}, used
     assert used & DUE, used
+    # Executions waiting behind their ordering key's head are live work outside DUE.
+    assert "idx_executions_ordering" in used, used
 
 
 def test_purges_walk_their_indexes(database: Database) -> None:

@@ -44,6 +44,8 @@ COVERAGE: dict[str, tuple[str, tuple[str, ...]]] = {
     "getTopic": ("topics.get", ("topics", "get")),
     "updateTopic": ("topics.replace", ("topics", "update")),
     "deleteTopic": ("topics.delete", ("topics", "delete")),
+    "listOrderingKeys": ("endpoints.blocked_keys", ("endpoints", "blocked-keys")),
+    "skipOrderingKey": ("endpoints.skip_key", ("endpoints", "skip-key")),
     "createJob": ("jobs.create", ("jobs", "create")),
     "listJobs": ("jobs.list", ("jobs", "list")),
     "getJob": ("jobs.get", ("jobs", "get")),

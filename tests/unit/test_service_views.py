@@ -64,6 +64,7 @@ JOB_ROW: dict[str, Any] = {
     "paused_at": None,
     "schedule_error": None,
     "delivery_overrides": None,
+    "ordering_key": None,
 }
 SUMMARY_ROW: dict[str, Any] = {
     "execution_id": "exec_1",
@@ -120,6 +121,7 @@ ENDPOINT_ROW: dict[str, Any] = {
     "on_success": None,
     "on_failure": None,
     "flow_control": None,
+    "ordering": None,
     "paused_at": None,
     "paused_reason": None,
     "auto_pause_after_ms": 432000000,

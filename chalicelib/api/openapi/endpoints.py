@@ -5,7 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.api.openapi.catalogue import crud_fragment
-from chalicelib.api.openapi.common import TIMESTAMP, operation, paths, query_param, schema_ref
+from chalicelib.api.openapi.common import (
+    TIMESTAMP,
+    Operation,
+    operation,
+    page_of,
+    paths,
+    query_param,
+    response_ref,
+    schema_ref,
+)
 from chalicelib.domain.auto_pause import (
     DEFAULT_AUTO_PAUSE_AFTER_MS,
     MAX_AUTO_PAUSE_AFTER_MS,
@@ -16,10 +25,12 @@ from chalicelib.domain.endpoints import (
     ENDPOINT_TYPES,
     MAX_CONCURRENT,
     MAX_RETRY_DURATION_MS,
+    ORDERING_ON_FAILURE,
     REDIS_URL_PARAMETERS,
     RETRY_DEFAULTS,
 )
 from chalicelib.domain.health import Health
+from chalicelib.domain.ordering import ORDERING_KEY_STATES
 from chalicelib.domain.url_prefixes import MAX_PREFIXES
 
 _REF = {"type": ["string", "null"], "maxLength": 100}
@@ -226,6 +237,15 @@ _WRITABLE = {
             "max_concurrency": {"type": "integer", "minimum": 1, "maximum": 10000},
         },
     },
+    "ordering": {
+        "type": "object",
+        "additionalProperties": False,
+        "description": "What an ordering key does when its head ends FAILED (shown only when "
+        "set; default skip): skip, the key's next execution starts; block, the key waits "
+        "until the failed execution is retried (POST /executions/{id}/retry) or the key is "
+        "skipped (POST /endpoints/{name}/ordering-keys/{key}/skip).",
+        "properties": {"on_failure": {"enum": list(ORDERING_ON_FAILURE)}},
+    },
     "on_success": {**_REF, "description": "Default on_success callback endpoint of its jobs."},
     "on_failure": {**_REF, "description": "Default on_failure callback endpoint of its jobs."},
     "auto_pause_after_ms": {
@@ -277,6 +297,14 @@ _SHOWN = {
         "endpoint back; else null.",
     },
 }
+
+
+def _with_conflict(built: Operation, description: str) -> Operation:
+    path, method, op = built
+    op["responses"]["409"] = response_ref("Conflict", description)
+    return path, method, op
+
+
 _PAUSE = (
     "Pause: no execution of the endpoint is claimed (they wait QUEUED/RETRYING and stay "
     "cancellable) until resumed; cron ticks keep materializing. paused_reason OPERATOR. "
@@ -328,9 +356,65 @@ for _path, _method in (("/endpoints", "post"), ("/endpoints/{name}", "put")):
         "$ref": "#/components/responses/Forbidden",
         "description": _SCOPE_FOR_TEMPLATES,
     }
+_BLOCKED_KEYS = (
+    "The endpoint's blocked ordering keys, by key (cursor pagination): keys whose head "
+    "ended FAILED while the endpoint's ordering.on_failure is block, each with the failed "
+    "execution it waits on and since when. state: blocked, the one state listed (the "
+    "default)."
+)
+_SKIP_KEY = (
+    "Unblock a blocked ordering key: the failed execution stays FAILED and the key's next "
+    "execution starts. Percent-encode the key in the path."
+)
 ENDPOINTS["paths"].update(
     paths(
         operation("POST", "/endpoints/{name}/pause", "pauseEndpoint", "Endpoint", _PAUSE),
         operation("POST", "/endpoints/{name}/resume", "resumeEndpoint", "Endpoint", _RESUME),
+        operation(
+            "GET",
+            "/endpoints/{name}/ordering-keys",
+            "listOrderingKeys",
+            "OrderingKeyPage",
+            _BLOCKED_KEYS,
+            paged=True,
+            query=(query_param("state", {"enum": list(ORDERING_KEY_STATES)}),),
+        ),
+        _with_conflict(
+            operation(
+                "POST",
+                "/endpoints/{name}/ordering-keys/{key}/skip",
+                "skipOrderingKey",
+                "OrderingKeySkipped",
+                _SKIP_KEY,
+            ),
+            "ORDERING_KEY_NOT_BLOCKED: the key is not blocked (never was, or a retry or a "
+            "skip unblocked it already).",
+        ),
     )
+)
+ENDPOINTS["schemas"].update(
+    {
+        "OrderingKey": {
+            "type": "object",
+            "required": ["key", "execution_id", "since"],
+            "properties": {
+                "key": {"type": "string"},
+                "execution_id": {
+                    "type": "string",
+                    "description": "The failed head the key waits on.",
+                },
+                "since": {**TIMESTAMP, "description": "When the key was blocked."},
+            },
+        },
+        "OrderingKeyPage": page_of("OrderingKey"),
+        "OrderingKeySkipped": {
+            "type": "object",
+            "required": ["endpoint", "key", "state"],
+            "properties": {
+                "endpoint": {"type": "string"},
+                "key": {"type": "string"},
+                "state": {"enum": ["released"]},
+            },
+        },
+    }
 )

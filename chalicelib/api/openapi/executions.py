@@ -88,7 +88,8 @@ EXECUTIONS: dict[str, Any] = {
                 "queue_position": {
                     "type": ["integer", "null"],
                     "description": "1-based place among due claimable executions while "
-                    "QUEUED; null otherwise. Only on single-execution responses. At most "
+                    "QUEUED; null otherwise (also while it waits behind its ordering key's "
+                    "head: it is not claimable yet). Only on single-execution responses. At most "
                     "1,000 executions ahead are counted: 1001 means at least 1,001.",
                 },
                 "endpoint_version": {

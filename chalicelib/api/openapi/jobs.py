@@ -84,6 +84,17 @@ _HEADERS = {
     "(they may carry credentials; values of credential headers are redacted from attempts).",
 }
 
+_ORDERING_KEY = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "description": "Executions of the endpoint sharing this key start one at a time, in the "
+    "order their jobs were created (DELAYED and CRON: by due time, then creation; a cron "
+    "job's ticks and runs now each at its own time; a new version keeps the key); the next "
+    "starts once the previous ended (SUCCESS, FAILED or CANCELLED). "
+    "Retries hold the key. The endpoint's ordering.on_failure says whether a failed head "
+    "lets the next start (skip) or waits for an operator (block).",
+}
 _CREATE_OK = "Existing job (idempotency_key already used for this endpoint)."
 _FAN_OUT_OK = "With topic: the jobs the key already holds on the topic's endpoints (JobFanOut)."
 _CREATE_RULES = (
@@ -259,6 +270,7 @@ JOBS: dict[str, Any] = {
                 "on_success": _CALLBACK,
                 "on_failure": _CALLBACK,
                 "headers": _HEADERS,
+                "ordering_key": _ORDERING_KEY,
                 **_DELIVERY,
             },
         },
@@ -342,6 +354,10 @@ JOBS: dict[str, Any] = {
                     "description": "Set while an ACTIVE cron job is paused; else null.",
                 },
                 "schedule_error": _SCHEDULE_ERROR,
+                "ordering_key": {
+                    **_ORDERING_KEY,
+                    "description": f"Shown when set. {_ORDERING_KEY['description']}",
+                },
                 **{
                     name: {**schema, "description": f"Shown when set. {schema['description']}"}
                     for name, schema in _DELIVERY.items()

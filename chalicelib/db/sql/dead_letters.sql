@@ -161,10 +161,13 @@ LIMIT :limit_plus_one
 -- unless the request asks for its current definition (:endpoint_version 'current': the
 -- claim then reads the endpoint row, and the new budget is that definition's); the job's
 -- own retry policy (delivery_overrides, migration 025) wins over either. A new budget
--- also measures max_retry_duration_ms afresh (first_started_at cleared).
+-- also measures max_retry_duration_ms afresh (first_started_at cleared). A keyed execution
+-- comes back waiting at its old place, and the caller settles its key (a retry of a
+-- blocked key's failed head unblocks it: chalicelib/services/ordering.py).
 UPDATE executions AS e
 SET status = 'QUEUED',
     run_at = now(),
+    ordering_wait = e.ordering_key IS NOT NULL,
     max_attempts = e.attempt_count + COALESCE((
         SELECT COALESCE(
             CAST(j.delivery_overrides -> 'retry_policy' ->> 'max_attempts' AS BIGINT),
@@ -202,7 +205,7 @@ SET status = 'QUEUED',
       AND e.status = ANY(CAST(:sources AS TEXT[]))
       AND EXISTS (SELECT 1 FROM endpoints AS en
                   WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
-    RETURNING e.execution_id, e.attempt_count, e.max_attempts
+    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key
 ), logged AS (
 -- include: dead_letters_requeue_log
 
@@ -216,7 +219,7 @@ WITH moved AS (
     WHERE e.execution_id = :execution_id
 -- include: dead_letters_retry_guard
 )
-SELECT execution_id FROM moved
+SELECT execution_id, ordering_key FROM moved
 
 -- name: dead_letters_endpoint_live
 -- Redrive's 404: the endpoint exists and is not deleted.
@@ -251,11 +254,12 @@ WITH picked AS (
 -- include: dead_letters_requeue
     WHERE e.execution_id IN (SELECT execution_id FROM picked)
       AND e.status = ANY(CAST(:sources AS TEXT[]))
-    RETURNING e.execution_id, e.attempt_count, e.max_attempts
+    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key
 ), logged AS (
 -- include: dead_letters_requeue_log
 )
-SELECT count(*) AS requeued FROM moved
+SELECT (SELECT count(*) FROM moved) AS requeued,
+       ARRAY(SELECT execution_id FROM moved WHERE ordering_key IS NOT NULL) AS keyed
 
 -- name: dead_letters_redrive_more
 -- After the request's last batch: does a matching dead letter remain (a redrive stops after

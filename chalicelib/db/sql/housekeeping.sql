@@ -253,3 +253,41 @@ WITH doomed AS (
     RETURNING operation_id
 )
 SELECT (SELECT count(*) FROM gone) AS operations
+
+-- name: housekeeping_prune_ordering_keys
+-- The ordering_keys rows of keys that are not blocked, untouched since :cutoff (a day ago)
+-- and without an execution left to order, at most :batch, oldest touch first: one range of
+-- idx_ordering_keys_idle, up to the batch's last key in its order (a join to the batch's
+-- keys was hashed against every idle key under the generic plan; a bound on the touch
+-- alone read every key touched at that instant), and one probe of
+-- idx_executions_ordering per key (its live executions only). Every statement that settles a key writes its row first (INSERT ... ON
+-- CONFLICT DO UPDATE), so a key that gets a job again simply gets a new row. Sent alone
+-- (SERIALIZABLE): a creation on the key at the same time conflicts with this read of its
+-- executions and one of the two is retried; a settle at READ COMMITTED rewrites the row
+-- (touched_at), which the re-checked conditions then exclude.
+WITH bound AS (  -- the batch's last key in the index's order: the range up to it is the batch
+    SELECT i.touched_at, i.endpoint, i.ordering_key
+    FROM (
+        SELECT o.touched_at, o.endpoint, o.ordering_key
+        FROM ordering_keys AS o
+        WHERE o.blocked_execution_id IS NULL
+          AND o.touched_at < CAST(:cutoff AS TIMESTAMPTZ)
+        ORDER BY o.touched_at ASC, o.endpoint ASC, o.ordering_key ASC
+        LIMIT :batch
+    ) AS i
+    ORDER BY i.touched_at DESC, i.endpoint DESC, i.ordering_key DESC
+    LIMIT 1
+)
+DELETE FROM ordering_keys AS o
+WHERE o.blocked_execution_id IS NULL
+  AND o.touched_at <= (SELECT b.touched_at FROM bound AS b)
+  AND (o.touched_at, o.endpoint, o.ordering_key)
+      <= ((SELECT b.touched_at FROM bound AS b), (SELECT b.endpoint FROM bound AS b),
+          (SELECT b.ordering_key FROM bound AS b))
+  AND o.touched_at < CAST(:cutoff AS TIMESTAMPTZ)
+  AND NOT EXISTS (
+      SELECT 1 FROM executions AS x
+      WHERE x.endpoint = o.endpoint AND x.ordering_key = o.ordering_key
+        AND x.status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')
+      LIMIT 1
+  )

@@ -118,7 +118,7 @@ FROM (
     SELECT x.run_at
     FROM executions AS x
     WHERE en.parked_rows
-      AND x.status IN ('QUEUED', 'RETRYING')
+      AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
       AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
     ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
     LIMIT 1
@@ -148,7 +148,7 @@ FROM endpoints AS en
 LEFT JOIN LATERAL (
     SELECT x.run_at
     FROM executions AS x
-    WHERE x.status IN ('QUEUED', 'RETRYING')
+    WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
       AND NOT x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
     ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
     LIMIT 1
@@ -186,7 +186,7 @@ FROM (
         SELECT x.run_at
         FROM executions AS x
         JOIN endpoints AS en ON en.name = x.endpoint
-        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.parked
+        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait AND NOT x.parked
           AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
           AND en.paused_at IS NULL AND en.deleted_at IS NULL
         ORDER BY x.run_at ASC, x.execution_id ASC
@@ -323,6 +323,28 @@ WHERE event IN ('cron_ticks_materialized', 'reclaimed')
 GROUP BY event
 ORDER BY event
 
+-- part: metrics_ordering_blocked
+-- te_ordering_keys_blocked{endpoint}: the blocked ordering keys of each endpoint that has
+-- some or blocks on a failed head (0 then), by endpoint. The blocked keys are read on
+-- idx_ordering_keys_blocked (only they are in it, never every key), the endpoints that
+-- block from the endpoints table (its size is the number registered).
+SELECT COALESCE(json_agg(json_build_array(b.endpoint, b.n) ORDER BY b.endpoint),
+                CAST('[]' AS JSON))
+FROM (
+    SELECT u.endpoint, sum(u.n) AS n
+    FROM (
+        SELECT o.endpoint, count(*) AS n
+        FROM ordering_keys AS o
+        WHERE o.blocked_execution_id IS NOT NULL
+        GROUP BY o.endpoint
+        UNION ALL
+        SELECT en.name, 0
+        FROM endpoints AS en
+        WHERE en.ordering ->> 'on_failure' = 'block' AND en.deleted_at IS NULL
+    ) AS u
+    GROUP BY u.endpoint
+) AS b
+
 -- name: metrics_snapshot
 -- Every figure of GET /metrics in one statement (chalicelib/services/metrics.py), each a
 -- scalar subquery over a part above: the waiting and running counts, the oldest due run_at
@@ -386,6 +408,9 @@ SELECT
 -- include: metrics_events_since
         ) AS v
     ) AS events,
+    (
+-- include: metrics_ordering_blocked
+    ) AS ordering_blocked,
 -- include: metrics_heartbeats
 
 -- name: metrics_record_event

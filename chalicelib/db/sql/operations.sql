@@ -78,7 +78,8 @@ WITH moved AS (
     WHERE e.execution_id = ANY(CAST(:ids AS TEXT[]))
 -- include: dead_letters_retry_guard
 )
-SELECT count(*) AS moved FROM moved
+SELECT (SELECT count(*) FROM moved) AS moved,
+       ARRAY(SELECT execution_id FROM moved WHERE ordering_key IS NOT NULL) AS keyed
 
 -- name: operations_cancel_page
 -- Cancel of a page: executions_cancel for each of :ids at once (the CANCELLED transition

@@ -3,9 +3,10 @@
 
 -- part: worker_claim_due
 -- The due candidates of both claim strategies, oldest first, on idx_executions_due
--- (run_at order, partial: only QUEUED/RETRYING rows that are not parked, so the claim reads
--- :batch rows and stops, whatever the terminal history, the due backlog or a paused
--- endpoint's backlog: migrations 004 and 018 say why). Endpoints whose share of this
+-- (run_at order, partial: only QUEUED/RETRYING rows that are not parked and not waiting
+-- behind their ordering key's head, so the claim reads :batch rows and stops, whatever the
+-- terminal history, the due backlog, a paused endpoint's backlog or a hung key's: migrations
+-- 004, 018 and 031 say why). Endpoints whose share of this
 -- worker is full (:full) are passed over. At most :batch, the worker's free delivery slots.
 --
 -- The claim statements are planned once per connection, not per call: the worker's
@@ -35,6 +36,7 @@ SELECT execution_id, endpoint, run_at
 FROM executions
 WHERE status IN ('QUEUED', 'RETRYING')
   AND NOT parked
+  AND NOT ordering_wait
   AND run_at <= now()
   AND endpoint || '' <> ALL(CAST(:full AS TEXT[]))
   AND execution_id = ANY(ARRAY(                                                           -- if capped
@@ -49,7 +51,7 @@ WHERE status IN ('QUEUED', 'RETRYING')
               CROSS JOIN LATERAL (                                                        -- if capped
                   SELECT c.run_at                                                         -- if capped
                   FROM executions AS c                                                    -- if capped
-                  WHERE c.status IN ('QUEUED', 'RETRYING')                                -- if capped
+                  WHERE c.status IN ('QUEUED', 'RETRYING') AND NOT c.ordering_wait        -- if capped
                     AND NOT c.parked AND c.endpoint = en.name AND c.run_at <= now()       -- if capped
                   ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                     -- if capped
                   LIMIT 1                                                                 -- if capped
@@ -63,7 +65,7 @@ WHERE status IN ('QUEUED', 'RETRYING')
       CROSS JOIN LATERAL (                                                                -- if capped
           SELECT c.execution_id, c.run_at                                                 -- if capped
           FROM executions AS c                                                            -- if capped
-          WHERE c.status IN ('QUEUED', 'RETRYING')                                        -- if capped
+          WHERE c.status IN ('QUEUED', 'RETRYING') AND NOT c.ordering_wait                -- if capped
             AND NOT c.parked AND c.endpoint = top.name                                    -- if capped
             AND c.run_at >= top.run_at AND c.run_at <= top.bound                          -- if capped
           ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                             -- if capped
@@ -135,10 +137,11 @@ claimed AS (
     WHERE e.execution_id = ANY(ARRAY(SELECT execution_id FROM fair))  -- primary key probes
       AND e.status IN ('QUEUED', 'RETRYING')
       AND e.run_at <= now()
+      AND NOT e.ordering_wait
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot,
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
-               OR e.batch_id IS NOT NULL) AS follows,
+               OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL) AS follows,
               e.run_at, e.first_started_at, e.endpoint_version
 )
 
@@ -269,6 +272,7 @@ WITH flow AS MATERIALIZED (
         WHERE x.endpoint = f.name
           AND x.parked = side.parked
           AND x.status IN ('QUEUED', 'RETRYING')
+          AND NOT x.ordering_wait
           AND x.run_at <= now()
         ORDER BY x.parked ASC, x.run_at ASC
         LIMIT :batch
@@ -396,7 +400,8 @@ done AS (
       AND e.status = 'RUNNING'
       AND e.worker_id = CAST(:worker_id AS TEXT)
       AND e.attempt_count = d.attempt_number
-    RETURNING e.execution_id, e.status, e.endpoint, e.on_success, e.on_failure, e.batch_id
+    RETURNING e.execution_id, e.status, e.endpoint, e.on_success, e.on_failure, e.batch_id,
+              e.ordering_key
 ), attempted AS (
     INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
                           duration_ms, output, error, log_level, log_message)
@@ -456,7 +461,8 @@ WITH
 SELECT execution_id,
        CASE WHEN status = 'SUCCESS' THEN on_success
             WHEN status = 'FAILED' THEN on_failure END AS callback,
-       CASE WHEN status IN ('SUCCESS', 'FAILED') THEN batch_id END AS batch_id
+       CASE WHEN status IN ('SUCCESS', 'FAILED') THEN batch_id END AS batch_id,
+       CASE WHEN status IN ('SUCCESS', 'FAILED') THEN ordering_key END AS ordering_key
 FROM moved
 
 -- name: worker_record_and_claim

@@ -84,6 +84,8 @@ def eligible(item: NewJob, endpoint: EndpointRow) -> bool:
         return False
     if request.idempotency_key is None:
         return False  # the key is what makes the statement safe to send twice
+    if request.ordering_key is not None:
+        return False  # its key is settled in the transaction (chalicelib.services.ordering)
     if request.on_success or request.on_failure:
         return False  # callbacks: their endpoints and chain depth are read in the transaction
     url = (request.delivery_overrides or {}).get("url")

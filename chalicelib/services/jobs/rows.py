@@ -155,6 +155,8 @@ class JobRow:
     tracestate: str | None = None
     #: The job's own delivery settings (:mod:`chalicelib.domain.job_delivery`), or None.
     delivery_overrides: dict[str, Any] | None = None
+    #: Executions of the endpoint sharing this key start one at a time (migration 031).
+    ordering_key: str | None = None
     #: Set by the fast path: write the row only if the endpoint still hashes to this.
     fingerprint: str | None = None
 
@@ -195,6 +197,7 @@ class JobRow:
             traceparent=None if request.trace is None else request.trace.traceparent,
             tracestate=None if request.trace is None else request.trace.tracestate,
             delivery_overrides=request.delivery_overrides,
+            ordering_key=request.ordering_key,
             fingerprint=fingerprint,
         )
 
@@ -246,9 +249,14 @@ class ExecutionRow:
     batch_id: str | None
     on_success: str | None
     on_failure: str | None
+    #: The job's ordering key; a keyed execution is written waiting behind its key's head
+    #: and placed by its due time, the creating transaction's start, then ``ordering_seq``
+    #: (its item's place in the request), until the key is settled in the same transaction.
+    ordering_key: str | None = None
+    ordering_seq: int | None = None
 
     @classmethod
-    def of(cls, job: JobRow) -> ExecutionRow | None:
+    def of(cls, job: JobRow, seq: int = 0) -> ExecutionRow | None:
         """The execution a new job starts with: none for a cron job (its ticks come from
         the scheduler). IMMEDIATE is due now (QUEUED); DELAYED waits for the promoter
         (PENDING), even when run_at is already past: the promoter queues it next pass."""
@@ -270,7 +278,19 @@ class ExecutionRow:
             batch_id=job.batch_id,
             on_success=job.on_success,
             on_failure=job.on_failure,
+            ordering_key=job.ordering_key,
+            ordering_seq=None if job.ordering_key is None else seq,
         )
+
+    def statement_row(self) -> dict[str, Any]:
+        """The JSON object ``jobs_create`` reads (the ordering fields only when keyed)."""
+        row = vars(self)
+        if self.ordering_key is None:
+            return {k: v for k, v in row.items() if k not in _ORDERING_FIELDS}
+        return row
+
+
+_ORDERING_FIELDS = ("ordering_key", "ordering_seq")
 
 
 def create_params(jobs: Sequence[JobRow], executions: Sequence[ExecutionRow]) -> dict[str, str]:
@@ -280,7 +300,7 @@ def create_params(jobs: Sequence[JobRow], executions: Sequence[ExecutionRow]) ->
     return {
         "jobs": _json([job.statement_row() for job in jobs]),
         "snapshots": json.dumps(snapshots, separators=(",", ":")),
-        "executions": _json([vars(e) for e in executions]),
+        "executions": _json([e.statement_row() for e in executions]),
     }
 
 

@@ -42,6 +42,7 @@ from chalicelib.errors import (
     JobNotTriggerable,
     JobNotUpdatable,
 )
+from chalicelib.services import ordering
 from chalicelib.services.executions import cancel_in, is_final, read_committed
 from chalicelib.services.jobs.create import (
     CheckedInputs,
@@ -261,6 +262,7 @@ class JobService:
             first_run_at=change.schedule.first_run(now),
             headers=headers,
             trace=trace,
+            ordering_key=job["ordering_key"],  # a new version keeps its key
         )
         checked = CheckedInputs()
         for endpoint in read_endpoints(self.db.run, [job["endpoint"]]).values():
@@ -281,7 +283,9 @@ class JobService:
         item = NewJob(prepared.request, replaces=replaces)
         [outcome] = create_jobs(tx, [item], now=now, checked=prepared.checked)
         new_job = outcome.raise_error()
-        if tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=new_job.job_id):
+        retired = tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=new_job.job_id)
+        if retired:
+            ordering.changed(tx, retired["keyed"])  # its cancelled ticks leave their key
             return new_job
         raise JobNotUpdatable(f"Job '{job_id}' was retired while it was being updated.")
 
@@ -310,7 +314,9 @@ class JobService:
         def work(tx: Transaction) -> JobView:
             job = get_job_in(tx, job_id)
             _require_pausable(job)
-            tx.one(queries["jobs_pause"], job_id=job_id)
+            paused = tx.one(queries["jobs_pause"], job_id=job_id)
+            if paused:
+                ordering.changed(tx, paused["keyed"])  # its cancelled ticks leave their key
             return _view_in(tx, get_job_in(tx, job_id))
 
         return self.db.transaction(work, name="job_pause")
@@ -345,7 +351,9 @@ class JobService:
             if execution_id is not None:  # none: an earlier version of a rescheduled job
                 cancel_in(tx, execution_id)
         elif job["status"] == JobStatus.ACTIVE:
-            tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=None)
+            retired = tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=None)
+            if retired:
+                ordering.changed(tx, retired["keyed"])  # its cancelled ticks leave their key
         return _view_in(tx, get_job_in(tx, job_id))
 
 
@@ -367,6 +375,8 @@ def _reschedule_in(tx: Transaction, job_id: str, run_at: datetime) -> JobView:
     )
     if moved is None:
         _refuse_reschedule(tx, job)
+    elif moved["ordering_key"] is not None:  # its new time is its new place in its key
+        ordering.created(tx, [(moved["endpoint"], moved["ordering_key"])])
     return _view_in(tx, get_job_in(tx, job_id))
 
 
@@ -388,7 +398,10 @@ def _trigger_in(tx: Transaction, job_id: str, db: Database, wakeup_notify: str) 
     job = get_job_in(tx, job_id)
     # Its own key, never a tick's ("trigger:" + 128 random bits): each trigger is one more.
     key = f"trigger:{secrets.token_hex(16)}"
-    execution_id = tx.scalar(queries["jobs_trigger_execution"], job_id=job_id, idempotency_key=key)
+    created = tx.one(queries["jobs_trigger_execution"], job_id=job_id, idempotency_key=key)
+    execution_id = None if created is None else created["execution_id"]
+    if created is not None and created["ordering_key"] is not None:
+        ordering.created(tx, [(created["endpoint"], created["ordering_key"])])
     if execution_id is None:
         if job["trigger_type"] != TriggerType.CRON:
             raise JobNotTriggerable(

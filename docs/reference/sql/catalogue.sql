@@ -194,16 +194,17 @@ SELECT name FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))
 -- soft-deleted one is registered again with the new definition, as if created now (its
 -- old jobs keep their own snapshots), running (not paused, not held).
 INSERT INTO endpoints (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
-                       on_success, on_failure, flow_control, auto_pause_after_ms)
+                       on_success, on_failure, flow_control, auto_pause_after_ms, ordering)
 VALUES (:name, :endpoint_type, :payload_spec_ref, :config_ref, CAST(:spec AS JSONB),
         CAST(:retry_policy AS JSONB), CAST(:on_success AS TEXT), CAST(:on_failure AS TEXT),
-        CAST(:flow_control AS JSONB), CAST(:auto_pause_after_ms AS BIGINT))
+        CAST(:flow_control AS JSONB), CAST(:auto_pause_after_ms AS BIGINT),
+        CAST(:ordering AS JSONB))
 ON CONFLICT (name) DO UPDATE
 SET endpoint_type = excluded.endpoint_type, payload_spec_ref = excluded.payload_spec_ref,
     config_ref = excluded.config_ref, spec = excluded.spec,
     retry_policy = excluded.retry_policy, on_success = excluded.on_success,
     on_failure = excluded.on_failure, flow_control = excluded.flow_control,
-    auto_pause_after_ms = excluded.auto_pause_after_ms,
+    auto_pause_after_ms = excluded.auto_pause_after_ms, ordering = excluded.ordering,
     paused_at = NULL, paused_reason = NULL, held_until = NULL, created_at = now(),
     updated_at = now(), deleted_at = NULL
 WHERE endpoints.deleted_at IS NOT NULL
@@ -212,7 +213,7 @@ RETURNING
 -- definition, then the operator state: a Retry-After hold that has passed reads as none, and
 -- a paused row's NULL reason (paused before reasons were kept, all by hand) as OPERATOR.
     name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-    on_failure, created_at, updated_at, flow_control, paused_at,
+    on_failure, created_at, updated_at, flow_control, ordering, paused_at,
     CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
     CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END AS paused_reason
 
@@ -222,7 +223,7 @@ SELECT
 -- definition, then the operator state: a Retry-After hold that has passed reads as none, and
 -- a paused row's NULL reason (paused before reasons were kept, all by hand) as OPERATOR.
     name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-    on_failure, created_at, updated_at, flow_control, paused_at,
+    on_failure, created_at, updated_at, flow_control, ordering, paused_at,
     CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
     CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END AS paused_reason
 FROM endpoints WHERE name = :name AND deleted_at IS NULL
@@ -238,7 +239,7 @@ SELECT
 -- definition, then the operator state: a Retry-After hold that has passed reads as none, and
 -- a paused row's NULL reason (paused before reasons were kept, all by hand) as OPERATOR.
     name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-    on_failure, created_at, updated_at, flow_control, paused_at,
+    on_failure, created_at, updated_at, flow_control, ordering, paused_at,
     CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
     CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END AS paused_reason
 FROM endpoints
@@ -262,14 +263,15 @@ SET endpoint_type = :endpoint_type, payload_spec_ref = :payload_spec_ref,
     config_ref = :config_ref, spec = CAST(:spec AS JSONB),
     retry_policy = CAST(:retry_policy AS JSONB), on_success = CAST(:on_success AS TEXT),
     on_failure = CAST(:on_failure AS TEXT), flow_control = CAST(:flow_control AS JSONB),
-    auto_pause_after_ms = CAST(:auto_pause_after_ms AS BIGINT), updated_at = now()
+    auto_pause_after_ms = CAST(:auto_pause_after_ms AS BIGINT),
+    ordering = CAST(:ordering AS JSONB), updated_at = now()
 WHERE name = :name AND deleted_at IS NULL
 RETURNING
 -- The columns every endpoint read and write answers with (EndpointView.from_row): the
 -- definition, then the operator state: a Retry-After hold that has passed reads as none, and
 -- a paused row's NULL reason (paused before reasons were kept, all by hand) as OPERATOR.
     name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-    on_failure, created_at, updated_at, flow_control, paused_at,
+    on_failure, created_at, updated_at, flow_control, ordering, paused_at,
     CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
     CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END AS paused_reason
 
@@ -375,7 +377,7 @@ RETURNING
 -- definition, then the operator state: a Retry-After hold that has passed reads as none, and
 -- a paused row's NULL reason (paused before reasons were kept, all by hand) as OPERATOR.
     name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-    on_failure, created_at, updated_at, flow_control, paused_at,
+    on_failure, created_at, updated_at, flow_control, ordering, paused_at,
     CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
     CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END AS paused_reason
 
@@ -390,6 +392,6 @@ RETURNING
 -- definition, then the operator state: a Retry-After hold that has passed reads as none, and
 -- a paused row's NULL reason (paused before reasons were kept, all by hand) as OPERATOR.
     name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-    on_failure, created_at, updated_at, flow_control, paused_at,
+    on_failure, created_at, updated_at, flow_control, ordering, paused_at,
     CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
     CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END AS paused_reason

@@ -4,9 +4,10 @@
 -- name: executions_get
 -- endpoint_version: which definition of its endpoint the execution is delivered with (NULL,
 -- its job's snapshot, until a retry asks for the current one: migration 025).
+-- ordering_wait: it waits behind its ordering key's head, outside the claim order.
 SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
        max_attempts, run_at, started_at, completed_at, duration_ms, created_at,
-       COALESCE(endpoint_version, 'snapshot') AS endpoint_version
+       COALESCE(endpoint_version, 'snapshot') AS endpoint_version, ordering_wait
 FROM executions
 WHERE execution_id = :execution_id
 
@@ -30,6 +31,7 @@ FROM (
     FROM executions
     WHERE status IN ('QUEUED', 'RETRYING')
       AND NOT parked
+      AND NOT ordering_wait
       AND run_at <= now()
       AND (run_at, execution_id) < (:run_at, :execution_id)
     ORDER BY run_at ASC, execution_id ASC
@@ -49,14 +51,15 @@ WITH moved AS (
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     WHERE execution_id = :execution_id AND status = ANY(CAST(:sources AS TEXT[]))
 -- The rest of a cancel: the log line of each row that moved, and the rows with their
--- batch (a batch child's cancel may be its batch's last end).
-    RETURNING execution_id, attempt_count, batch_id
+-- batch (a batch child's cancel may be its batch's last end) and their ordering key (a
+-- keyed cancel settles its key: chalicelib/services/ordering.py).
+    RETURNING execution_id, attempt_count, batch_id, ordering_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO', :message FROM moved
     RETURNING log_id
 )
-SELECT execution_id, batch_id FROM moved
+SELECT execution_id, batch_id, ordering_key FROM moved
 
 -- name: executions_one_shot_of_job
 -- A one-shot job has exactly one execution (created with the job).

@@ -115,7 +115,7 @@ FROM (
         SELECT x.run_at
         FROM executions AS x
         JOIN endpoints AS en ON en.name = x.endpoint
-        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.parked
+        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait AND NOT x.parked
           AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
           AND en.paused_at IS NULL AND en.deleted_at IS NULL
         ORDER BY x.run_at ASC, x.execution_id ASC
@@ -131,7 +131,7 @@ FROM (
     SELECT x.run_at
     FROM executions AS x
     WHERE en.parked_rows
-      AND x.status IN ('QUEUED', 'RETRYING')
+      AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
       AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
     ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
     LIMIT 1
@@ -213,7 +213,7 @@ FROM (
         SELECT x.run_at
         FROM executions AS x
         JOIN endpoints AS en ON en.name = x.endpoint
-        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.parked
+        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait AND NOT x.parked
           AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
           AND en.paused_at IS NULL AND en.deleted_at IS NULL
         ORDER BY x.run_at ASC, x.execution_id ASC
@@ -229,7 +229,7 @@ FROM (
     SELECT x.run_at
     FROM executions AS x
     WHERE en.parked_rows
-      AND x.status IN ('QUEUED', 'RETRYING')
+      AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
       AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
     ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
     LIMIT 1
@@ -297,7 +297,7 @@ FROM endpoints AS en
 LEFT JOIN LATERAL (
     SELECT x.run_at
     FROM executions AS x
-    WHERE x.status IN ('QUEUED', 'RETRYING')
+    WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
       AND NOT x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
     ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
     LIMIT 1
@@ -309,7 +309,7 @@ LEFT JOIN LATERAL (
     SELECT x.run_at
     FROM executions AS x
     WHERE en.parked_rows
-      AND x.status IN ('QUEUED', 'RETRYING')
+      AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
       AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
     ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
     LIMIT 1
@@ -431,6 +431,28 @@ GROUP BY event
 ORDER BY event
         ) AS v
     ) AS events,
+    (
+-- te_ordering_keys_blocked{endpoint}: the blocked ordering keys of each endpoint that has
+-- some or blocks on a failed head (0 then), by endpoint. The blocked keys are read on
+-- idx_ordering_keys_blocked (only they are in it, never every key), the endpoints that
+-- block from the endpoints table (its size is the number registered).
+SELECT COALESCE(json_agg(json_build_array(b.endpoint, b.n) ORDER BY b.endpoint),
+                CAST('[]' AS JSON))
+FROM (
+    SELECT u.endpoint, sum(u.n) AS n
+    FROM (
+        SELECT o.endpoint, count(*) AS n
+        FROM ordering_keys AS o
+        WHERE o.blocked_execution_id IS NOT NULL
+        GROUP BY o.endpoint
+        UNION ALL
+        SELECT en.name, 0
+        FROM endpoints AS en
+        WHERE en.ordering ->> 'on_failure' = 'block' AND en.deleted_at IS NULL
+    ) AS u
+    GROUP BY u.endpoint
+) AS b
+    ) AS ordering_blocked,
 -- The heartbeats' two columns of GET /health and GET /metrics: beats, [component, metadata]
 -- of each process alive lately; kinds, each kind's live processes.
     (

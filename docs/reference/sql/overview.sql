@@ -107,7 +107,7 @@ FROM (
         SELECT x.run_at
         FROM executions AS x
         JOIN endpoints AS en ON en.name = x.endpoint
-        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.parked
+        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait AND NOT x.parked
           AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
           AND en.paused_at IS NULL AND en.deleted_at IS NULL
         ORDER BY x.run_at ASC, x.execution_id ASC
@@ -123,7 +123,7 @@ FROM (
     SELECT x.run_at
     FROM executions AS x
     WHERE en.parked_rows
-      AND x.status IN ('QUEUED', 'RETRYING')
+      AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
       AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
     ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
     LIMIT 1

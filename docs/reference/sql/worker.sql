@@ -13,9 +13,10 @@
 -- share does not keep are released at commit.
 WITH picked AS MATERIALIZED (
 -- The due candidates of both claim strategies, oldest first, on idx_executions_due
--- (run_at order, partial: only QUEUED/RETRYING rows that are not parked, so the claim reads
--- :batch rows and stops, whatever the terminal history, the due backlog or a paused
--- endpoint's backlog: migrations 004 and 018 say why). Endpoints whose share of this
+-- (run_at order, partial: only QUEUED/RETRYING rows that are not parked and not waiting
+-- behind their ordering key's head, so the claim reads :batch rows and stops, whatever the
+-- terminal history, the due backlog, a paused endpoint's backlog or a hung key's: migrations
+-- 004, 018 and 031 say why). Endpoints whose share of this
 -- worker is full (:full) are passed over. At most :batch, the worker's free delivery slots.
 --
 -- The claim statements are planned once per connection, not per call: the worker's
@@ -45,6 +46,7 @@ SELECT execution_id, endpoint, run_at
 FROM executions
 WHERE status IN ('QUEUED', 'RETRYING')
   AND NOT parked
+  AND NOT ordering_wait
   AND run_at <= now()
   AND endpoint || '' <> ALL(CAST(:full AS TEXT[]))
   AND execution_id = ANY(ARRAY(                                                           -- if capped
@@ -59,7 +61,7 @@ WHERE status IN ('QUEUED', 'RETRYING')
               CROSS JOIN LATERAL (                                                        -- if capped
                   SELECT c.run_at                                                         -- if capped
                   FROM executions AS c                                                    -- if capped
-                  WHERE c.status IN ('QUEUED', 'RETRYING')                                -- if capped
+                  WHERE c.status IN ('QUEUED', 'RETRYING') AND NOT c.ordering_wait        -- if capped
                     AND NOT c.parked AND c.endpoint = en.name AND c.run_at <= now()       -- if capped
                   ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                     -- if capped
                   LIMIT 1                                                                 -- if capped
@@ -73,7 +75,7 @@ WHERE status IN ('QUEUED', 'RETRYING')
       CROSS JOIN LATERAL (                                                                -- if capped
           SELECT c.execution_id, c.run_at                                                 -- if capped
           FROM executions AS c                                                            -- if capped
-          WHERE c.status IN ('QUEUED', 'RETRYING')                                        -- if capped
+          WHERE c.status IN ('QUEUED', 'RETRYING') AND NOT c.ordering_wait                -- if capped
             AND NOT c.parked AND c.endpoint = top.name                                    -- if capped
             AND c.run_at >= top.run_at AND c.run_at <= top.bound                          -- if capped
           ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                             -- if capped
@@ -144,10 +146,11 @@ claimed AS (
     WHERE e.execution_id = ANY(ARRAY(SELECT execution_id FROM fair))  -- primary key probes
       AND e.status IN ('QUEUED', 'RETRYING')
       AND e.run_at <= now()
+      AND NOT e.ordering_wait
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot,
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
-               OR e.batch_id IS NOT NULL) AS follows,
+               OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL) AS follows,
               e.run_at, e.first_started_at, e.endpoint_version
 )
 -- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
@@ -188,9 +191,10 @@ LEFT JOIN LATERAL (
 -- as worker_claim_skip_locked: full endpoints passed over, the rest cut to their share.
 WITH picked AS (
 -- The due candidates of both claim strategies, oldest first, on idx_executions_due
--- (run_at order, partial: only QUEUED/RETRYING rows that are not parked, so the claim reads
--- :batch rows and stops, whatever the terminal history, the due backlog or a paused
--- endpoint's backlog: migrations 004 and 018 say why). Endpoints whose share of this
+-- (run_at order, partial: only QUEUED/RETRYING rows that are not parked and not waiting
+-- behind their ordering key's head, so the claim reads :batch rows and stops, whatever the
+-- terminal history, the due backlog, a paused endpoint's backlog or a hung key's: migrations
+-- 004, 018 and 031 say why). Endpoints whose share of this
 -- worker is full (:full) are passed over. At most :batch, the worker's free delivery slots.
 --
 -- The claim statements are planned once per connection, not per call: the worker's
@@ -220,6 +224,7 @@ SELECT execution_id, endpoint, run_at
 FROM executions
 WHERE status IN ('QUEUED', 'RETRYING')
   AND NOT parked
+  AND NOT ordering_wait
   AND run_at <= now()
   AND endpoint || '' <> ALL(CAST(:full AS TEXT[]))
   AND execution_id = ANY(ARRAY(                                                           -- if capped
@@ -234,7 +239,7 @@ WHERE status IN ('QUEUED', 'RETRYING')
               CROSS JOIN LATERAL (                                                        -- if capped
                   SELECT c.run_at                                                         -- if capped
                   FROM executions AS c                                                    -- if capped
-                  WHERE c.status IN ('QUEUED', 'RETRYING')                                -- if capped
+                  WHERE c.status IN ('QUEUED', 'RETRYING') AND NOT c.ordering_wait        -- if capped
                     AND NOT c.parked AND c.endpoint = en.name AND c.run_at <= now()       -- if capped
                   ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                     -- if capped
                   LIMIT 1                                                                 -- if capped
@@ -248,7 +253,7 @@ WHERE status IN ('QUEUED', 'RETRYING')
       CROSS JOIN LATERAL (                                                                -- if capped
           SELECT c.execution_id, c.run_at                                                 -- if capped
           FROM executions AS c                                                            -- if capped
-          WHERE c.status IN ('QUEUED', 'RETRYING')                                        -- if capped
+          WHERE c.status IN ('QUEUED', 'RETRYING') AND NOT c.ordering_wait                -- if capped
             AND NOT c.parked AND c.endpoint = top.name                                    -- if capped
             AND c.run_at >= top.run_at AND c.run_at <= top.bound                          -- if capped
           ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                             -- if capped
@@ -327,10 +332,11 @@ claimed AS (
     WHERE e.execution_id = ANY(ARRAY(SELECT execution_id FROM fair))  -- primary key probes
       AND e.status IN ('QUEUED', 'RETRYING')
       AND e.run_at <= now()
+      AND NOT e.ordering_wait
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot,
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
-               OR e.batch_id IS NOT NULL) AS follows,
+               OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL) AS follows,
               e.run_at, e.first_started_at, e.endpoint_version
 )
 -- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
@@ -418,6 +424,7 @@ WITH flow AS MATERIALIZED (
         WHERE x.endpoint = f.name
           AND x.parked = side.parked
           AND x.status IN ('QUEUED', 'RETRYING')
+          AND NOT x.ordering_wait
           AND x.run_at <= now()
         ORDER BY x.parked ASC, x.run_at ASC
         LIMIT :batch
@@ -452,10 +459,11 @@ claimed AS (
     WHERE e.execution_id = ANY(ARRAY(SELECT execution_id FROM fair))  -- primary key probes
       AND e.status IN ('QUEUED', 'RETRYING')
       AND e.run_at <= now()
+      AND NOT e.ordering_wait
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot,
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
-               OR e.batch_id IS NOT NULL) AS follows,
+               OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL) AS follows,
               e.run_at, e.first_started_at, e.endpoint_version
 )
 -- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
@@ -628,7 +636,8 @@ done AS (
       AND e.status = 'RUNNING'
       AND e.worker_id = CAST(:worker_id AS TEXT)
       AND e.attempt_count = d.attempt_number
-    RETURNING e.execution_id, e.status, e.endpoint, e.on_success, e.on_failure, e.batch_id
+    RETURNING e.execution_id, e.status, e.endpoint, e.on_success, e.on_failure, e.batch_id,
+              e.ordering_key
 ), attempted AS (
     INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
                           duration_ms, output, error, log_level, log_message)
@@ -682,7 +691,8 @@ SET attempts = c.attempts + excluded.attempts,
 SELECT execution_id,
        CASE WHEN status = 'SUCCESS' THEN on_success
             WHEN status = 'FAILED' THEN on_failure END AS callback,
-       CASE WHEN status IN ('SUCCESS', 'FAILED') THEN batch_id END AS batch_id
+       CASE WHEN status IN ('SUCCESS', 'FAILED') THEN batch_id END AS batch_id,
+       CASE WHEN status IN ('SUCCESS', 'FAILED') THEN ordering_key END AS ordering_key
 FROM moved
 
 -- name: worker_record_and_claim
@@ -738,7 +748,8 @@ done AS (
       AND e.status = 'RUNNING'
       AND e.worker_id = CAST(:worker_id AS TEXT)
       AND e.attempt_count = d.attempt_number
-    RETURNING e.execution_id, e.status, e.endpoint, e.on_success, e.on_failure, e.batch_id
+    RETURNING e.execution_id, e.status, e.endpoint, e.on_success, e.on_failure, e.batch_id,
+              e.ordering_key
 ), attempted AS (
     INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
                           duration_ms, output, error, log_level, log_message)
@@ -791,9 +802,10 @@ SET attempts = c.attempts + excluded.attempts,
 )
 , picked AS MATERIALIZED (
 -- The due candidates of both claim strategies, oldest first, on idx_executions_due
--- (run_at order, partial: only QUEUED/RETRYING rows that are not parked, so the claim reads
--- :batch rows and stops, whatever the terminal history, the due backlog or a paused
--- endpoint's backlog: migrations 004 and 018 say why). Endpoints whose share of this
+-- (run_at order, partial: only QUEUED/RETRYING rows that are not parked and not waiting
+-- behind their ordering key's head, so the claim reads :batch rows and stops, whatever the
+-- terminal history, the due backlog, a paused endpoint's backlog or a hung key's: migrations
+-- 004, 018 and 031 say why). Endpoints whose share of this
 -- worker is full (:full) are passed over. At most :batch, the worker's free delivery slots.
 --
 -- The claim statements are planned once per connection, not per call: the worker's
@@ -823,6 +835,7 @@ SELECT execution_id, endpoint, run_at
 FROM executions
 WHERE status IN ('QUEUED', 'RETRYING')
   AND NOT parked
+  AND NOT ordering_wait
   AND run_at <= now()
   AND endpoint || '' <> ALL(CAST(:full AS TEXT[]))
   AND execution_id = ANY(ARRAY(                                                           -- if capped
@@ -837,7 +850,7 @@ WHERE status IN ('QUEUED', 'RETRYING')
               CROSS JOIN LATERAL (                                                        -- if capped
                   SELECT c.run_at                                                         -- if capped
                   FROM executions AS c                                                    -- if capped
-                  WHERE c.status IN ('QUEUED', 'RETRYING')                                -- if capped
+                  WHERE c.status IN ('QUEUED', 'RETRYING') AND NOT c.ordering_wait        -- if capped
                     AND NOT c.parked AND c.endpoint = en.name AND c.run_at <= now()       -- if capped
                   ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                     -- if capped
                   LIMIT 1                                                                 -- if capped
@@ -851,7 +864,7 @@ WHERE status IN ('QUEUED', 'RETRYING')
       CROSS JOIN LATERAL (                                                                -- if capped
           SELECT c.execution_id, c.run_at                                                 -- if capped
           FROM executions AS c                                                            -- if capped
-          WHERE c.status IN ('QUEUED', 'RETRYING')                                        -- if capped
+          WHERE c.status IN ('QUEUED', 'RETRYING') AND NOT c.ordering_wait                -- if capped
             AND NOT c.parked AND c.endpoint = top.name                                    -- if capped
             AND c.run_at >= top.run_at AND c.run_at <= top.bound                          -- if capped
           ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                             -- if capped
@@ -922,10 +935,11 @@ claimed AS (
     WHERE e.execution_id = ANY(ARRAY(SELECT execution_id FROM fair))  -- primary key probes
       AND e.status IN ('QUEUED', 'RETRYING')
       AND e.run_at <= now()
+      AND NOT e.ordering_wait
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot,
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
-               OR e.batch_id IS NOT NULL) AS follows,
+               OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL) AS follows,
               e.run_at, e.first_started_at, e.endpoint_version
 )
 SELECT 'claimed' AS kind, r.*
