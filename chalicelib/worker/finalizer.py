@@ -49,6 +49,7 @@ import logging
 import queue
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -212,49 +213,60 @@ class Finalizer:
         """Write ``batch`` (and, with ``refill``, claim into the slots it frees), retrying
         other failures with back-off until written or abandoned at shutdown; a failure a
         result can cause is raised to :meth:`_write`."""
-        payload = json.dumps([f.to_json() for f in batch], separators=(",", ":"))
-        holds = _holds(batch)
-        gone = sorted({f.endpoint for f in batch if f.gone})
-        # Nothing follows these ends and no endpoint is held or gone: the batch is one
-        # statement, which also refills the slots it frees where the claim strategy can.
-        alone = not holds and not gone and not any(f.follows for f in batch)
-        combined = alone and self.refill is not None and self.refill.records_with_claim
+        write = _Write.of(
+            batch, combined=self.refill is not None and self.refill.records_with_claim
+        )
         delay = 0.05
         while True:
-            plan = self._plan_refill() if refill and (combined or not alone) else None
-            work = functools.partial(
-                self._finalize_and_claim, payload=payload, plan=plan, holds=holds, gone=gone
-            )
+            plan = self._plan_refill() if refill and write.refills else None
             try:
-                claimed: list[ClaimedExecution] = []
-                if alone and plan is not None:
-                    applied, claimed = self._record_and_claim(payload, plan)
-                elif alone:
-                    applied = _ids(self._finalize_alone(payload))
-                else:
-                    rows, claimed = self._db.transaction(work, name="worker_finalize_batch")
-                    applied = _ids(rows)
+                applied, claimed = self._send(write, plan)
             except BaseException as exc:
                 if plan is not None and self.refill is not None:
                     self.refill.claimed(plan, [])  # nothing claimed: release the plan
                 if is_row_fault(exc):
                     raise  # maybe one result's values: _write finds it
-                # An outage, contention, or a failure no row causes (a permission): every
-                # result would fail alike, so the batch waits, retried with back-off.
-                if self._abandon.is_set():
-                    log.warning(
-                        "finalize abandoned at shutdown; executions stay RUNNING",
-                        extra={"count": len(batch), "error": str(exc)},
-                    )
+                if self._gives_up(exc, len(batch)):
                     return set(), None, []
-                self._failures.failed(exc)  # one traceback, then a line per 30 s
-                self._registry.failed(FINALIZE_LOOP, exc)
                 self._abandon.wait(delay)
                 delay = min(delay * 2, 2.0)
                 continue
             self._failures.succeeded()
             self._registry.running(FINALIZE_LOOP)
             return applied, plan, claimed
+
+    def _send(
+        self, write: _Write, plan: ClaimPlan | None
+    ) -> tuple[set[str], list[ClaimedExecution]]:
+        """One try: the batch alone in one statement (with the refill where the claim
+        strategy records with it), or in a transaction with what follows it."""
+        if write.alone and plan is not None:
+            return self._record_and_claim(write.payload, plan)
+        if write.alone:
+            return _ids(self._finalize_alone(write.payload)), []
+        work = functools.partial(
+            self._finalize_and_claim,
+            payload=write.payload,
+            plan=plan,
+            holds=write.holds,
+            gone=write.gone,
+        )
+        rows, claimed = self._db.transaction(work, name="worker_finalize_batch")
+        return _ids(rows), claimed
+
+    def _gives_up(self, exc: BaseException, count: int) -> bool:
+        """After an outage, contention, or a failure no row causes (a permission): every
+        result would fail alike, so the batch waits to be retried with back-off, unless the
+        worker is shutting down (then its executions stay RUNNING for the reclaimer)."""
+        if self._abandon.is_set():
+            log.warning(
+                "finalize abandoned at shutdown; executions stay RUNNING",
+                extra={"count": count, "error": str(exc)},
+            )
+            return True
+        self._failures.failed(exc)  # one traceback, then a line per 30 s
+        self._registry.failed(FINALIZE_LOOP, exc)
+        return False
 
     def _finalize_alone(self, payload: str) -> list[Row]:
         """``worker_finalize_batch`` sent alone, without BEGIN/SET/COMMIT: one round trip
@@ -318,6 +330,33 @@ class Finalizer:
 
 def _ids(rows: list[Row]) -> set[str]:
     return {row["execution_id"] for row in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """How a batch of results is written: its payload, the Retry-After holds and 410s it
+    carries, and whether it goes alone (nothing follows these ends and no endpoint is held
+    or gone: one statement, which also refills the slots it frees where the claim strategy
+    can) and so whether a refill is planned for it."""
+
+    payload: str
+    holds: dict[str, int]
+    gone: list[str]
+    alone: bool
+    refills: bool
+
+    @classmethod
+    def of(cls, batch: list[FinishedExecution], *, combined: bool) -> _Write:
+        holds = _holds(batch)
+        gone = sorted({f.endpoint for f in batch if f.gone})
+        alone = not holds and not gone and not any(f.follows for f in batch)
+        return cls(
+            payload=json.dumps([f.to_json() for f in batch], separators=(",", ":")),
+            holds=holds,
+            gone=gone,
+            alone=alone,
+            refills=not alone or combined,
+        )
 
 
 def _holds(batch: list[FinishedExecution]) -> dict[str, int]:

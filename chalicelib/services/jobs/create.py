@@ -29,7 +29,7 @@ number of statements. The rows are typed in :mod:`~chalicelib.services.jobs.rows
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -252,8 +252,28 @@ def create_jobs(
     todo = {i: item for i, item in enumerate(items) if isinstance(item, NewJob)}
     endpoints = Endpoints(tx) if endpoints is None else endpoints
     endpoints.load(item.request.endpoint for item in todo.values())
+    plan, refused = _plan_rows(todo, endpoints, outcomes, now=now, checked=checked)
+    _answer_refused(tx, todo, refused, outcomes)
+    _insert(tx, plan, outcomes, wake)
+    for index, first in plan.twins.items():
+        outcomes[index] = Outcome(view=outcomes[first].view, created=False)  # type: ignore[union-attr]
+    assert all(o is not None for o in outcomes)
+    return [o for o in outcomes if o is not None]
+
+
+def _plan_rows(
+    todo: Mapping[int, NewJob],
+    endpoints: Endpoints,
+    outcomes: list[Outcome | None],
+    *,
+    now: datetime,
+    checked: CheckedInputs,
+) -> tuple[_Plan, dict[int, TaskExecutorError]]:
+    """The rows to insert for ``todo``, a twin (the same request twice) once; an item whose
+    endpoint is missing answered in ``outcomes`` (404), one refused kept apart (422s, unless
+    their key is known: 200)."""
     plan = _Plan()
-    refused: dict[int, TaskExecutorError] = {}  #: 422s, unless their key is known (200)
+    refused: dict[int, TaskExecutorError] = {}
     for index, item in todo.items():
         endpoint = endpoints.get(item.request.endpoint)
         if endpoint is None:
@@ -264,12 +284,7 @@ def create_jobs(
                 plan.add(index, _job_row(index, item, endpoint, endpoints, now, checked))
             except TaskExecutorError as exc:
                 refused[index] = exc
-    _answer_refused(tx, todo, refused, outcomes)
-    _insert(tx, plan, outcomes, wake)
-    for index, first in plan.twins.items():
-        outcomes[index] = Outcome(view=outcomes[first].view, created=False)  # type: ignore[union-attr]
-    assert all(o is not None for o in outcomes)
-    return [o for o in outcomes if o is not None]
+    return plan, refused
 
 
 class Endpoints:
