@@ -182,8 +182,8 @@ export async function endpointView(root, ctx) {
   root.append(h('h1', null, 'Endpoint ', name), head,
     h('p', null, link('Its jobs', ['jobs'], { endpoint: name }), ' · ',
       link('All its executions', ['executions'], { status: '', endpoint: name })),
-    section('Blocked ordering keys', blocked.el),
-    section('Failed executions', failed.el));
+    section('Failed executions', failed.el),
+    section('Blocked ordering keys', blocked.el));
   await ctx.poll(async () => {
     const [endpoint, health] = await Promise.all([get(path('/endpoints/', name)), healthByEndpoint()]);
     fill(head, endpointFacts(endpoint, health.get(name)), h('div', { class: 'actions' }, pauseButton(ctx, endpoint)));

@@ -112,8 +112,8 @@ def test_every_list_pages_past_its_first_page(
     assert len(failed) == PAGE + 10
     go(browser, f"#/executions?status=FAILED&endpoint={MANY}")
     _walk(browser, "main", failed)
-    go(browser, f"#/endpoint/{MANY}")  # its failed executions
-    _walk(browser, "main", failed)
+    go(browser, f"#/endpoint/{MANY}")  # its failed executions, the page's first section
+    _walk(browser, "main section:first-of-type", failed)
 
     go(browser, f"#/job/{cron['job_id']}")
     runs = _api_ids(stack, f"/jobs/{cron['job_id']}/executions", "execution_id")

@@ -198,3 +198,24 @@ def test_the_housekeeper_prunes_idle_keys_with_nothing_left_and_keeps_the_others
     assert live
     again = api.post("/jobs", _job("again", "done")).body["execution"]["execution_id"]
     assert api.get(f"/executions/{again}").body["queue_position"] == 2  # its key's head
+
+
+def test_an_endpoint_a_waiting_keyed_execution_calls_back_cannot_be_deleted(
+    api: ApiClient, database: Database
+) -> None:
+    """An execution waiting behind its key's head is live work: the callback it names (and
+    its batch's on_complete) keeps its endpoint from being deleted, as any live work does."""
+    register_endpoint(api, "keyed")
+    register_endpoint(api, "notify")
+    register_endpoint(api, "done")
+    head = api.post("/jobs", _job("head", "k"))
+    assert head.status == 201, head.body
+    waiting = immediate_job("keyed", "waiting", ordering_key="k", on_success="notify")
+    assert api.post("/jobs", waiting).status == 201
+    batch = api.post("/jobs/batch", {"jobs": [_job("in-batch", "k")], "on_complete": "done"})
+    assert batch.status == 200, batch.body
+    rows = database.run("SELECT count(*) AS n FROM executions WHERE ordering_wait")
+    assert rows[0]["n"] == 2  # both wait behind the head
+    for name in ("notify", "done"):
+        reply = api.delete(f"/endpoints/{name}")
+        assert reply.status == 409, (name, reply.body)
