@@ -1,5 +1,5 @@
 """The FAILING rule's read (auto_pause_watch_page) is bounded by its page of endpoints: read
-as data in both plan modes (tests/integration/plan_probe.py) over many endpoints with many
+as data in both plan modes (tests/support/plans.py) over many endpoints with many
 delivery summary rows each, it reads a page's worth of them, never the table."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from chalicelib.db.connection import Database
 from chalicelib.db.queries import queries
 from chalicelib.services.auto_pause import FailingWatch
-from tests.integration.plan_probe import bounded
+from tests.support.plans import bounded
 
 ENDPOINTS = 400
 PAGE = 20

@@ -15,7 +15,7 @@ from chalicelib.domain.operations import BulkFilter
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import ExecutionStatus, requeue_sources, sources_of
 from chalicelib.services.dead_letters import filtered_query, list_query
-from tests.integration.plan_probe import bounded
+from tests.support.plans import bounded
 from tests.support.seed.dead_letters import T0, endpoint_with, fail
 from tests.support.seed.worker import Seeded
 

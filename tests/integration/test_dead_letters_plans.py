@@ -16,7 +16,7 @@ from chalicelib.domain.dead_letters import ExecutionFilter
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import ExecutionStatus
 from chalicelib.services import dead_letters
-from tests.integration.plan_probe import MODES, analyze, nodes
+from tests.support.plans import MODES, analyze, nodes
 from tests.support.seed.dead_letters import T0, endpoint_with, fail
 from tests.support.seed.worker import Seeded
 

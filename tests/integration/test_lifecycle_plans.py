@@ -79,7 +79,7 @@ def test_the_one_shot_purge_probes_per_job_whatever_the_planner_estimates(
     purged, as after a backlog drains and before the next ANALYZE), each plan of the purge
     reads its page's jobs and their executions: the scale bench at 10^5 found the join of
     jobs to executions hashed against a sequential scan of every execution per pass."""
-    from tests.integration.plan_probe import bounded
+    from tests.support.plans import bounded
     from tests.support.seed.worker import http_spec, seed
 
     seeded = seed(database, spec=http_spec("http://127.0.0.1:9/"), count=1)
@@ -130,7 +130,7 @@ def test_the_cron_purge_reads_its_page_oldest_first_whatever_the_plan(
     of the purge takes its page, oldest first, on the job's range of idx_executions_by_job.
     With a bare LIMIT, the generic plan (made without the cutoff) scanned the table until it
     had a page: here, every fresh tick first."""
-    from tests.integration.plan_probe import bounded
+    from tests.support.plans import bounded
     from tests.support.seed.scheduler import T0, seed_cron_job, seed_endpoint
 
     seed_endpoint(database)

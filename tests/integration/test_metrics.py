@@ -20,9 +20,9 @@ from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.promoter import recount_live
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.services.metrics import MetricsService
-from tests.integration.plan_probe import bounded
 from tests.integration.test_lifecycle_plans import indexes_used
 from tests.support.api_client import ApiClient
+from tests.support.plans import bounded
 from tests.support.seed import jobs as f
 from tests.support.seed.worker import http_spec, seed
 from tests.support.served import free_port

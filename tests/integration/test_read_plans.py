@@ -1,6 +1,6 @@
 """The API's reads cost a page, not the history or the whole backlog, with the plan a
 prepared statement starts with and with the generic plan it may switch to after five runs
-(tests/integration/plan_probe.py): every filter shape of GET /jobs and GET /executions, a
+(tests/support/plans.py): every filter shape of GET /jobs and GET /executions, a
 job's executions deep in the cursor, a job's status counts and window, queue position.
 
 The seeded history is larger than any bound asserted here, and the live backlogs are old
@@ -27,8 +27,8 @@ from chalicelib.domain.statuses import ExecutionStatus
 from chalicelib.services import dead_letters
 from chalicelib.services.executions import QUEUE_POSITION_MAX_AHEAD
 from chalicelib.services.jobs import service as jobs
-from tests.integration.plan_probe import bounded
 from tests.support.api_client import ApiClient
+from tests.support.plans import bounded
 from tests.support.seed.worker import http_spec, seed
 
 HISTORY = 20_000  #: ended one-shot jobs (one execution each), and ticks of the cron job

@@ -10,7 +10,7 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.db.queries import queries
 from chalicelib.db.shapes import shaped
-from tests.integration.plan_probe import bounded
+from tests.support.plans import bounded
 
 TOPICS = 20_000
 

@@ -13,9 +13,9 @@ from chalicelib.db.queries import queries
 from chalicelib.errors import DatabaseError
 from chalicelib.scheduler.promoter import LIVE_COUNTS_EVERY, PROMOTED_MESSAGE, DelayedPromoter
 from chalicelib.worker.claims import claim_strategy
-from tests.integration.plan_probe import MODES, analyze
 from tests.support.clock import FakeClock
 from tests.support.environment import PROFILE
+from tests.support.plans import MODES, analyze
 from tests.support.seed.scheduler import (
     T0,
     execution,

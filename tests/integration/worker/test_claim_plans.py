@@ -4,7 +4,7 @@ force_generic_plan``: ``wiring.process.PLAN_CACHE_MODE``), on the history that t
 generic plan: one endpoint holding every due row (its statistics then say no row passes
 ``endpoint <> ALL(<unknown>)``), a large backlog, a large ended history.
 
-Plans are judged by rows read (tests/integration/plan_probe.py), never by time.
+Plans are judged by rows read (tests/support/plans.py), never by time.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.db.queries import Query, queries
 from chalicelib.db.shapes import shaped
-from tests.integration.plan_probe import bounded
+from tests.support.plans import bounded, metered_claim_params
 from tests.support.seed.worker import http_spec, seed
 
 pytestmark = pytest.mark.claim_path
@@ -196,23 +196,7 @@ def test_the_metered_claim_reads_a_batch_with_either_plan(database: Database, ba
     """worker_claim_metered (flow-controlled endpoints, both strategies): with the backlog's
     endpoint under a concurrency limit, each plan reads the endpoint's oldest due rows up to a
     batch, its RUNNING ones for the limit and the batch's jobs, not the backlog or history."""
-    database.run(
-        "UPDATE endpoints SET flow_control = CAST(:flow AS JSONB) WHERE name = :e",
-        flow=json.dumps({"max_concurrency": 1000}),
-        e=backlog,
-    )
-    database.run("INSERT INTO endpoint_flow (endpoint) VALUES (:e)", e=backlog)
-    database.run("ANALYZE")
-    params = {
-        "names": [backlog],
-        "allow": json.dumps({}),
-        "batch": BATCH,
-        "worker_id": "w1",
-        "lease_ms": 300_000,
-        "default_cap": BATCH * 10,
-        "busy": json.dumps({}),
-        "pending": 0,
-    }
+    params = metered_claim_params(database, backlog, BATCH)
     _claims_a_batch_per_plan(database, "worker_claim_metered", params, backlog)
 
 

@@ -5,7 +5,7 @@ and with the generic one the worker's sessions keep. Rows waiting behind their k
 are outside the indexes the claim walks. Settling a key (what a head's end runs) reads a
 few rows however long its queue, and so do the blocked keys' page and count.
 
-Plans are judged by rows read (tests/integration/plan_probe.py), never by time.
+Plans are judged by rows read (tests/support/plans.py), never by time.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from chalicelib.db.connection import Database
 from chalicelib.db.queries import SQL_DIR, Query, parse_sql_file, queries
 from chalicelib.db.shapes import shaped
-from tests.integration.plan_probe import bounded
+from tests.support.plans import bounded, metered_claim_params
 from tests.support.seed.worker import http_spec, seed
 
 pytestmark = pytest.mark.claim_path
@@ -192,23 +192,7 @@ def test_the_metered_claim_reads_no_stuck_keys_queue_with_either_plan(
     """A flow-controlled endpoint's claim reads its due rows parked or not: the rows waiting
     behind the stuck key are neither."""
     stuck_endpoint, _ = stuck
-    database.run(
-        "UPDATE endpoints SET flow_control = CAST(:flow AS JSONB) WHERE name = :e",
-        flow=json.dumps({"max_concurrency": 1000}),
-        e=stuck_endpoint,
-    )
-    database.run("INSERT INTO endpoint_flow (endpoint) VALUES (:e)", e=stuck_endpoint)
-    database.run("ANALYZE")
-    params = {
-        "names": [stuck_endpoint],
-        "allow": json.dumps({}),
-        "batch": BATCH,
-        "worker_id": "w1",
-        "lease_ms": 300_000,
-        "default_cap": BATCH * 10,
-        "busy": json.dumps({}),
-        "pending": 0,
-    }
+    params = metered_claim_params(database, stuck_endpoint, BATCH)
     bounded(
         database,
         queries["worker_claim_metered"],

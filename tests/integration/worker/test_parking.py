@@ -17,7 +17,7 @@ from chalicelib.services.endpoints import EndpointService
 from chalicelib.services.metrics import MetricsService
 from chalicelib.worker.claims import ClaimLimits, claim_strategy
 from chalicelib.worker.flow import MeteredClaim
-from tests.integration.plan_probe import bounded
+from tests.support.plans import bounded
 from tests.support.seed.worker import http_spec, seed
 
 pytestmark = pytest.mark.claim_path

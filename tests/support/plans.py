@@ -135,3 +135,25 @@ def bounded(
         assert not over, f"{query.name} read {over} (at most {at_most})\n{query.sql}\n{plan}"
         plans.append(plan)
     return plans
+
+
+def metered_claim_params(database: Database, endpoint: str, batch: int) -> dict[str, Any]:
+    """``endpoint`` put under a concurrency limit (so worker_claim_metered takes it) and the
+    statement's parameters for a claim of ``batch`` by one worker holding nothing."""
+    database.run(
+        "UPDATE endpoints SET flow_control = CAST(:flow AS JSONB) WHERE name = :e",
+        flow=json.dumps({"max_concurrency": 1000}),
+        e=endpoint,
+    )
+    database.run("INSERT INTO endpoint_flow (endpoint) VALUES (:e)", e=endpoint)
+    database.run("ANALYZE")
+    return {
+        "names": [endpoint],
+        "allow": json.dumps({}),
+        "batch": batch,
+        "worker_id": "w1",
+        "lease_ms": 300_000,
+        "default_cap": batch * 10,
+        "busy": json.dumps({}),
+        "pending": 0,
+    }
