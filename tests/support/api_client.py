@@ -34,6 +34,18 @@ class ApiClient:
         self.app = app
         self._roots = roots
 
+    def threadsafe(self) -> ApiClient:
+        """The app's ``current_request`` made thread-local, as the local server makes it
+        (chalicelib.local.server): otherwise calls from several threads at once share one
+        request object, and a handler may read a neighbour's body (its idempotency key).
+        For tests whose threads call the API concurrently; harmless to the others."""
+        from chalice.local import CustomLocalChalice, LocalChalice
+
+        if not isinstance(self.app, LocalChalice):
+            CustomLocalChalice.__bases__ = (LocalChalice, self.app.__class__)
+            self.app.__class__ = CustomLocalChalice
+        return self
+
     def restart(self) -> None:
         """A new API process (the environment changed): the app serves from a new root."""
         from chalicelib.wiring.api import ApiRoot

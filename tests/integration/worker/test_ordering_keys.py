@@ -127,6 +127,7 @@ def test_jobs_created_while_workers_release_their_keys_are_neither_lost_nor_doub
     creations, READ COMMITTED finalizes). Every job is delivered once, never two of a key
     at once, and each client's jobs in the order it posted them."""
     sink_endpoint(api, sink, "racing")
+    api.threadsafe()  # four threads call it at once
     posted: dict[int, list[str]] = {}
     failures: list[BaseException] = []
 
