@@ -70,20 +70,20 @@ class ClaimedExecution:
 
     @classmethod
     def _parse(cls, row: Mapping[str, Any]) -> ClaimedExecution:
-        snapshot = parse_snapshot(row["endpoint_snapshot"])
+        raw = row["endpoint_snapshot"]
+        snapshot = parse_snapshot(raw)
         if not isinstance(snapshot, Mapping):
             raise TypeError(f"endpoint snapshot is a {type(snapshot).__name__}, not an object")
         # Read here, once per distinct snapshot: a policy the worker cannot read makes the
         # row a fault (FAILED unsent), not a failure after its delivery.
-        policy = snapshot_policy(row["endpoint_snapshot"], snapshot)
-        headers = row.get("job_headers")
-        if headers is not None and not isinstance(headers, Mapping):
-            raise TypeError(f"job headers are a {type(headers).__name__}, not an object")
-        overrides = row.get("delivery_overrides")
-        if overrides is not None:
-            merged = overridden_policy(snapshot.get("retry_policy"), overrides)
-            policy = RetryPolicy.from_json(merged)
-        return cls(
+        policy = snapshot_policy(raw, snapshot)
+        claimed = object.__new__(cls)
+        # What the frozen dataclass's __init__ would do, without its object.__setattr__ per
+        # field (21 of them, for every claimed row). A field left out of __dict__ reads its
+        # class-level default: the job's own fields (headers, trace context, overrides,
+        # deadlines) are set only when the row carries them, which most rows do not.
+        fields = claimed.__dict__
+        fields.update(
             execution_id=row["execution_id"],
             job_id=row["job_id"],
             endpoint=row["endpoint"],
@@ -96,15 +96,22 @@ class ClaimedExecution:
             endpoint_cap=row.get("endpoint_cap"),
             follows=row.get("follows") is not False,
             policy=policy,
-            headers=headers,
-            credentials=credential_values(headers),
-            traceparent=row.get("traceparent"),
-            tracestate=row.get("tracestate"),
-            overrides=overrides,
-            late_ms=row.get("late_ms"),
-            retry_elapsed_ms=row.get("retry_elapsed_ms"),
             claimed_at=time.monotonic(),
         )
+        for column, field in _OPTIONAL_COLUMNS:
+            value = row.get(column)
+            if value is not None:
+                fields[field] = value
+        headers = fields.get("headers")
+        if headers is not None:
+            if not isinstance(headers, Mapping):
+                raise TypeError(f"job headers are a {type(headers).__name__}, not an object")
+            fields["credentials"] = credential_values(headers)
+        overrides = fields.get("overrides")
+        if overrides is not None:
+            merged = overridden_policy(snapshot.get("retry_policy"), overrides)
+            fields["policy"] = RetryPolicy.from_json(merged)
+        return claimed
 
     @classmethod
     def _unreadable(cls, row: Mapping[str, Any], fault: str) -> ClaimedExecution:
@@ -150,6 +157,18 @@ class ClaimedExecution:
         the execution row (the reclaimer decides RETRYING vs FAILED from the same column)."""
         policy = self.policy or RetryPolicy.from_json(self.endpoint_snapshot.get("retry_policy"))
         return dataclasses.replace(policy, max_attempts=self.max_attempts)
+
+
+#: The claim's per-job columns (worker_claim_rows), NULL for most jobs, and the
+#: ClaimedExecution field each one sets when it is not.
+_OPTIONAL_COLUMNS = (
+    ("job_headers", "headers"),
+    ("traceparent", "traceparent"),
+    ("tracestate", "tracestate"),
+    ("delivery_overrides", "overrides"),
+    ("late_ms", "late_ms"),
+    ("retry_elapsed_ms", "retry_elapsed_ms"),
+)
 
 
 def parse_snapshot(raw: str | None) -> Mapping[str, Any]:
@@ -211,6 +230,15 @@ class FinishedExecution:
     gone: bool = False
     #: A callback or batch follows its end (:attr:`ClaimedExecution.follows`).
     follows: bool = True
+
+    @classmethod
+    def of(cls, fields: dict[str, Any]) -> FinishedExecution:
+        """What ``FinishedExecution(**fields)`` builds, without the frozen dataclass's
+        object.__setattr__ per field (one is built per delivery); a field not in ``fields``
+        reads its class-level default. ``fields`` must hold every field without one."""
+        finished = object.__new__(cls)
+        finished.__dict__.update(fields)
+        return finished
 
     def unprocessable(self, reason: str) -> FinishedExecution:
         """This attempt recorded as FAILED ``UNPROCESSABLE`` instead (its own record was

@@ -283,13 +283,11 @@ class Pipeline:
         }
         attempt = claimed.attempt
         if outcome.ok:
-            return FinishedExecution(
-                **common,
-                attempt_status=AttemptStatus.SUCCESS,
-                next_status=ExecutionStatus.SUCCESS,
-                output=outcome.output,
-                log_message=f"Attempt {attempt} succeeded ({_summary(outcome.output)}).",
-            )
+            common["attempt_status"] = AttemptStatus.SUCCESS
+            common["next_status"] = ExecutionStatus.SUCCESS
+            common["output"] = outcome.output
+            common["log_message"] = f"Attempt {attempt} succeeded ({_summary(outcome.output)})."
+            return FinishedExecution.of(common)
         decision = decide_retry(
             claimed.retry_policy,
             attempt,
