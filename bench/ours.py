@@ -150,6 +150,37 @@ def seed_immediate_sql(
     return [(str(eid), float(at)) for eid, at in rows]
 
 
+def seed_keyed_sql(conn: Any, sink_url: str, n: int, keys: int, name: str = ENDPOINT) -> None:
+    """N IMMEDIATE jobs as seed_immediate_sql writes them, spread over ``keys`` ordering
+    keys (job g to key g mod keys, so the keys interleave), each key's first execution its
+    head and the others waiting behind it in creation order, as POST /jobs writes keyed
+    jobs (their keys' lock rows are written on first use)."""
+    conn.execute(
+        """
+        WITH j AS (
+            INSERT INTO jobs (endpoint, endpoint_type, trigger_type, idempotency_key, input,
+                              endpoint_snapshot, ordering_key)
+            SELECT %(ep)s, 'HTTP', 'IMMEDIATE', %(ep)s || '-' || g, jsonb_build_object('n', g),
+                   %(snap)s::jsonb, 'key-' || ((g - 1) %% %(k)s)
+            FROM generate_series(1, %(n)s::int) g
+            RETURNING job_id, input, ordering_key
+        ), e AS (
+            INSERT INTO executions (job_id, endpoint, endpoint_type, status, input,
+                                    max_attempts, run_at, ordering_key, ordering_wait,
+                                    ordering_at, ordering_seq)
+            SELECT job_id, %(ep)s, 'HTTP', 'QUEUED', input, 3, now(), ordering_key,
+                   CAST(input ->> 'n' AS INT) > %(k)s, now(), CAST(input ->> 'n' AS INT)
+            FROM j
+            RETURNING execution_id
+        )
+        INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+        SELECT execution_id, 0, 'INFO', 'Execution created (QUEUED).' FROM e
+        """,
+        {"ep": name, "snap": snapshot(sink_url, name), "n": n, "k": keys},
+    )
+    conn.execute("ANALYZE")
+
+
 def spread_names(count: int) -> list[str]:
     """The endpoints of the spread variant: bench-sink-01 .. bench-sink-NN."""
     return [f"{ENDPOINT}-{i + 1:02d}" for i in range(count)]
@@ -357,10 +388,12 @@ def run_throughput(
     workers: int,
     endpoints: int = 1,
     env: dict[str, str] | None = None,
+    ordering_keys: int = 0,
     **spec: Any,
 ) -> dict[str, Any]:
     """Workload 1: N seeded IMMEDIATE executions, `workers` worker processes; ``endpoints``
     > 1: the N spread evenly over that many endpoints, all with the same sink URL;
+    ``ordering_keys`` > 0: the N spread over that many ordering keys of one endpoint;
     ``env``: more settings of the worker processes (e.g. CockroachDB's claim strategy);
     ``spec``: more fields of the endpoints' definition (e.g. ``max_concurrent``).
 
@@ -375,6 +408,9 @@ def run_throughput(
             for endpoint in names:
                 seed_endpoint_sql(conn, sink_url, endpoint, **spec)
             seed_spread_sql(conn, sink_url, n, names, **spec)
+        elif ordering_keys:
+            seed_endpoint_sql(conn, sink_url, **spec)
+            seed_keyed_sql(conn, sink_url, n, ordering_keys)
         else:
             seed_endpoint_sql(conn, sink_url, **spec)
             seed_immediate_sql(conn, sink_url, n, **spec)
