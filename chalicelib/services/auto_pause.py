@@ -78,6 +78,12 @@ def pause(
     return paused
 
 
+def forget(tx: Transaction, endpoint: str) -> None:
+    """Drop what the FAILING rule remembered of ``endpoint``'s name (its registration: a
+    deleted endpoint's stretch is not the new one's)."""
+    tx.run(queries["auto_pause_forget"], endpoint=endpoint)
+
+
 def _send_events(tx: Transaction, paused: list[Paused], operator: str, now: datetime) -> None:
     """One IMMEDIATE job per pause on ``operator`` (the job-creation path; an item it refuses,
     such as an endpoint that does not exist, is logged and the pause stands)."""

@@ -44,7 +44,7 @@ from chalicelib.errors import (
     InvalidPayloadSpecRef,
     TemplateResolutionFailed,
 )
-from chalicelib.services import catalogue, ordering
+from chalicelib.services import auto_pause, catalogue, ordering
 from chalicelib.services.catalogue import AnyKind, CatalogueService, Stamped
 from chalicelib.services.secrets import check_signing_secret
 from chalicelib.services.topics import refuse_if_in_topics
@@ -138,6 +138,7 @@ def register(tx: Transaction, definition: EndpointDefinition, box: Box | None = 
     if row is None:
         raise Conflict(f"Endpoint '{definition.name}' already exists.")
     _ensure_flow_row(tx, definition, previous=None)
+    auto_pause.forget(tx, definition.name)  # a name registered again starts afresh
     return row
 
 

@@ -73,3 +73,9 @@ FROM jsonb_array_elements(CAST(:rows AS JSONB)) AS r
 ON CONFLICT (endpoint) DO UPDATE
 SET succeeded = excluded.succeeded, failed = excluded.failed,
     failing_since = excluded.failing_since, checked_at = excluded.checked_at
+
+-- name: auto_pause_forget
+-- What the FAILING rule remembered of an endpoint of this name (:endpoint), dropped when the
+-- name is registered (again): a deleted endpoint's failing stretch must not pause the new
+-- one at its first failure. A primary key probe; nothing for a name never judged.
+DELETE FROM endpoint_failing WHERE endpoint = :endpoint

@@ -445,3 +445,43 @@ def test_a_pause_by_hand_is_operator_and_a_resume_clears_it(
     resumed = api.post(f"/endpoints/{seeded.endpoint}/resume")
     assert resumed.body["paused_reason"] is None
     assert _counted(api, seeded.endpoint) == {"FAILING": 0, "GONE": 0}  # by hand: not counted
+
+
+def test_a_name_registered_again_starts_with_no_failing_stretch(
+    api: ApiClient, database: Database, make_worker: Callable[..., Worker], http_target: HttpTarget
+) -> None:
+    """What the FAILING rule remembered of a deleted endpoint is not held against the new
+    endpoint registered under its name: its first failure starts a stretch of its own."""
+    seeded = _failing_endpoint(database, http_target, 600_000)
+    clock = FakeClock(datetime.now(UTC))
+    housekeeper = Housekeeper(database, retention_days=0, clock=clock)
+    worker = make_worker()
+    housekeeper.run_once()
+    _deliver_once(worker)
+    clock.advance(minutes=5)
+    housekeeper.run_once()  # failing since here
+    database.run("UPDATE endpoints SET deleted_at = now() WHERE name = :n", n=seeded.endpoint)
+    clock.advance(minutes=30)
+
+    created = api.post(
+        "/endpoints",
+        {
+            "name": seeded.endpoint,
+            "type": "HTTP",
+            "spec": http_spec(http_target.url("/down")),
+            "auto_pause_after_ms": 600_000,
+        },
+    )
+    assert created.status == 201, created.body
+    _fail_once(database, worker, seeded)
+    clock.advance(minutes=5)
+    housekeeper.run_once()  # its first failures: 35 minutes after the old stretch began
+
+    assert _endpoint(api, seeded.endpoint)["paused_reason"] is None
+    _fail_once(database, worker, seeded)
+    clock.advance(minutes=5)
+    housekeeper.run_once()  # failing since here: its own stretch begins
+    _fail_once(database, worker, seeded)
+    clock.advance(minutes=10)
+    housekeeper.run_once()  # ten minutes of its own stretch
+    assert _endpoint(api, seeded.endpoint)["paused_reason"] == "FAILING"
