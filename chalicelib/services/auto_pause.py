@@ -71,7 +71,12 @@ def pause(
     paused = [Paused(endpoint=r["endpoint"], reason=reason, at=r["paused_at"]) for r in rows]
     for each in paused:
         log_event(
-            log, "endpoint_auto_paused", logging.WARNING, endpoint=each.endpoint, reason=reason
+            log,
+            "endpoint_auto_paused",
+            logging.WARNING,
+            endpoint=each.endpoint,
+            reason=reason,
+            count=1,  # what the CloudWatch metric filter sums (infra/stacks/observability.py)
         )
     if paused and operator_endpoint:
         _send_events(tx, paused, operator_endpoint, now)

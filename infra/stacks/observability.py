@@ -9,6 +9,11 @@ The app logs one JSON object per line (``TE_LOG_FORMAT=json``) with the event na
 ``reclaimed``
     the reclaimer returned one execution whose lease expired to RETRYING or FAILED: a
     worker died or overran its lease.
+``endpoint_auto_paused``
+    an endpoint paused itself: a delivery answered 410 Gone (the worker) or every attempt
+    failed for longer than its ``auto_pause_after_ms`` (the housekeeper, beside the
+    reclaimer). Its work waits until someone resumes it: ``EndpointsAutoPaused`` alarms at
+    the first (the Prometheus rule ``TaskExecutorEndpointAutoPaused`` says the same).
 
 Each becomes a CloudWatch metric in the ``TaskExecutor`` namespace (one data point per log
 line) with an alarm that notifies an SNS topic. Lambda ``Errors`` (an unhandled exception
@@ -70,6 +75,7 @@ from constructs import Construct
 NAMESPACE = "TaskExecutor"
 FAILED_EVENT = "execution_failed"
 RECLAIMED_EVENT = "reclaimed"
+AUTO_PAUSED_EVENT = "endpoint_auto_paused"
 QUEUE_HEALTH_EVENT = "queue_health"
 #: queue_health's fields -> the metrics they become.
 QUEUE_HEALTH_METRICS = {
@@ -126,6 +132,7 @@ class Observability(Construct):
         construct_id: str,
         *,
         failed: EventMetric,
+        auto_paused: EventMetric,
         reclaimed: EventMetric,
         failed_threshold: int,
         reclaimed_threshold: int,
@@ -155,6 +162,13 @@ class Observability(Construct):
             reclaimed_threshold,
             "The reclaimer returned executions whose lease expired: a worker died or "
             "overran its lease.",
+        )
+        self.auto_paused_alarm = self._event_alarm(
+            "EndpointsAutoPaused",
+            auto_paused,
+            1,
+            "An endpoint paused itself (410 Gone, or failing for longer than its "
+            "auto_pause_after_ms): its work waits until it is resumed.",
         )
         figures = self._queue_health_metrics(queue_health_log_group_name)
         self.lag_alarm = self._alarm(

@@ -22,7 +22,13 @@ from constructs import Construct
 
 from stacks.api_errors import gateway_responses
 from stacks.config import DeploymentConfig
-from stacks.observability import FAILED_EVENT, RECLAIMED_EVENT, EventMetric, Observability
+from stacks.observability import (
+    AUTO_PAUSED_EVENT,
+    FAILED_EVENT,
+    RECLAIMED_EVENT,
+    EventMetric,
+    Observability,
+)
 from stacks.packaging import slim_deployment_zip
 from stacks.secrets import AppSecrets
 from stacks.usage_plans import (
@@ -245,6 +251,13 @@ class TaskExecutorStack(Stack):
             failed=EventMetric(
                 event=FAILED_EVENT,
                 metric_name="ExecutionsFailed",
+                log_group_names=failed_sources,
+            ),
+            # A 410 pauses in the worker's finalize, FAILING in the housekeeper (beside the
+            # reclaimer): the same log groups as execution_failed.
+            auto_paused=EventMetric(
+                event=AUTO_PAUSED_EVENT,
+                metric_name="EndpointsAutoPaused",
                 log_group_names=failed_sources,
             ),
             reclaimed=EventMetric(

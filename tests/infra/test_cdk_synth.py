@@ -198,6 +198,7 @@ def test_alarms_on_failed_and_reclaimed_executions(synthesis: Synthesis) -> None
     assert patterns == {
         "ExecutionsFailed": '{ $.event = "execution_failed" }',
         "ExecutionsReclaimed": '{ $.event = "reclaimed" }',
+        "EndpointsAutoPaused": '{ $.event = "endpoint_auto_paused" }',
         # The queue lag, failure rate and stopped-process alarms' (tests/infra/test_alarms.py).
         "OldestDueLagSeconds": '{ $.event = "queue_health" }',
         "DeliveryAttempts": '{ $.event = "queue_health" }',
@@ -213,6 +214,7 @@ def test_alarms_on_failed_and_reclaimed_executions(synthesis: Synthesis) -> None
     }
     assert ("TaskExecutor", "ExecutionsFailed") in alarmed
     assert ("TaskExecutor", "ExecutionsReclaimed") in alarmed
+    assert ("TaskExecutor", "EndpointsAutoPaused") in alarmed
     assert ("AWS/Lambda", "Errors") in alarmed
     assert all(a["Properties"]["AlarmActions"] for a in alarms)
 

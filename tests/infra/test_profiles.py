@@ -171,6 +171,7 @@ def test_the_alarms_are_as_documented(profile: tuple[dict[str, str], Synthesis])
     scheduled = [f for f in functions if f != "APIHandler"]
     assert metrics == sorted(
         [("TaskExecutor", "ExecutionsFailed"), ("TaskExecutor", "ExecutionsReclaimed")]
+        + [("TaskExecutor", "EndpointsAutoPaused")]
         + [("TaskExecutor", "OldestDueLagSeconds")]
         + [("TaskExecutor", "DeliveryAttempts"), ("TaskExecutor", "DeliveryAttemptsFailed")]
         + [("TaskExecutor", "LiveWorkers"), ("TaskExecutor", "LiveSchedulers")]
