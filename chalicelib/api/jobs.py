@@ -105,6 +105,7 @@ def render_job(view: JobView, *, with_latest: bool = False) -> dict[str, Any]:
     body.update(shown_if_set(job, CALLBACK_FIELDS))
     if job.ordering_key is not None:
         body["ordering_key"] = job.ordering_key
+    body["concurrency_key"] = job.concurrency_key  # null when unset
     body.update(shown_if_set(job, SET_ASIDE_FIELDS))
     body.update(shown_overrides(job.delivery_overrides))
     # Only an ACTIVE cron job can be paused; a retired one is not (whatever it was).

@@ -497,17 +497,24 @@ def check_retry_fields(policy: Any) -> dict[str, Any]:
 #: day, and as many concurrent deliveries as one worker may hold of an endpoint.
 MAX_RATE_LIMIT = 100_000
 MAX_RATE_PERIOD_MS = 86_400_000
+#: The most executions of one concurrency key that may run at once.
+MAX_CONCURRENCY_PER_KEY = 10_000
 
 
 def validate_flow_control(flow: Any) -> dict[str, Any] | None:
-    """``flow_control``: ``{"rate_limit": {"limit", "period_ms"}, "max_concurrency"}``, all
-    parts optional (400 otherwise). None (or ``{}``) means no flow control: such an endpoint
-    stays on the claim's fast path. Enforced cluster-wide by the worker's metered claim."""
+    """``flow_control``: ``{"rate_limit": {"limit", "period_ms"}, "max_concurrency",
+    "max_concurrency_per_key"}``, all parts optional (400 otherwise). None (or ``{}``) means
+    no flow control: such an endpoint stays on the claim's fast path. Enforced cluster-wide:
+    the rate and ``max_concurrency`` by the worker's metered claim, ``max_concurrency_per_key``
+    (executions sharing a ``concurrency_key``) by each key's settle
+    (:mod:`chalicelib.services.keys`)."""
     if flow is None:
         return None
     if not isinstance(flow, dict):
         raise ValidationFailed("Field 'flow_control' must be an object.")
-    _check_unknown_and_missing("flow_control", flow, ("rate_limit", "max_concurrency"))
+    _check_unknown_and_missing(
+        "flow_control", flow, ("rate_limit", "max_concurrency", "max_concurrency_per_key")
+    )
     result: dict[str, Any] = {}
     if flow.get("rate_limit") is not None:
         result["rate_limit"] = _rate_limit(flow["rate_limit"])
@@ -515,6 +522,14 @@ def validate_flow_control(flow: Any) -> dict[str, Any] | None:
     if concurrency is not None:
         _max_concurrent("flow_control.max_concurrency", concurrency)
         result["max_concurrency"] = concurrency
+    per_key = flow.get("max_concurrency_per_key")
+    if per_key is not None:
+        if not _is_int(per_key) or not 1 <= per_key <= MAX_CONCURRENCY_PER_KEY:
+            _fail(
+                "flow_control.max_concurrency_per_key",
+                f"an integer between 1 and {MAX_CONCURRENCY_PER_KEY}",
+            )
+        result["max_concurrency_per_key"] = per_key
     return result or None
 
 

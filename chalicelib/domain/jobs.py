@@ -35,7 +35,8 @@ from chalicelib.domain.trace_context import TraceContext
 from chalicelib.errors import InvalidCron, ValidationFailed
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
-#: The longest ``ordering_key`` (executions of one endpoint sharing it start one at a time).
+#: The longest ``ordering_key`` (executions of one endpoint sharing it start one at a time)
+#: and ``concurrency_key`` (at most the endpoint's max_concurrency_per_key of them run).
 MAX_ORDERING_KEY_LENGTH = 200
 
 _COMMON_FIELDS = frozenset(
@@ -48,6 +49,7 @@ _COMMON_FIELDS = frozenset(
         "on_failure",
         "headers",
         "ordering_key",
+        "concurrency_key",
     }
 )
 TRIGGER_FIELDS: dict[TriggerType, frozenset[str]] = {
@@ -119,6 +121,9 @@ class JobRequest:
     delivery_overrides: dict[str, Any] | None = None
     #: Executions of the endpoint sharing this key start one at a time, in order; None: none.
     ordering_key: str | None = None
+    #: At most the endpoint's ``flow_control.max_concurrency_per_key`` executions sharing
+    #: this key run at once (only where the endpoint sets it); None: none.
+    concurrency_key: str | None = None
 
 
 def parse_instant(value: object, name: str) -> datetime:
@@ -177,17 +182,29 @@ def _string(body: Mapping[str, Any], name: str, *, required: bool) -> str | None
     return value
 
 
-def parse_ordering_key(body: Mapping[str, Any]) -> str | None:
-    """``ordering_key``: a string of 1 to :data:`MAX_ORDERING_KEY_LENGTH` characters, or
-    absent (null is absent)."""
-    value = body.get("ordering_key")
+def parse_ordering_key(body: Mapping[str, Any], name: str = "ordering_key") -> str | None:
+    """``ordering_key`` (or ``concurrency_key``, as ``name`` says): a string of 1 to
+    :data:`MAX_ORDERING_KEY_LENGTH` characters, or absent (null is absent)."""
+    value = body.get(name)
     if value is None:
         return None
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_ORDERING_KEY_LENGTH:
         raise ValidationFailed(
-            f"Field 'ordering_key' must be a string of 1 to {MAX_ORDERING_KEY_LENGTH} characters."
+            f"Field '{name}' must be a string of 1 to {MAX_ORDERING_KEY_LENGTH} characters."
         )
     return value
+
+
+def parse_keys(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(``ordering_key``, ``concurrency_key``): at most one of them (an ordering key already
+    runs its executions one at a time), else 400 naming both."""
+    ordering, concurrency = parse_ordering_key(body), parse_ordering_key(body, "concurrency_key")
+    if ordering is not None and concurrency is not None:
+        raise ValidationFailed(
+            "Fields 'ordering_key' and 'concurrency_key' cannot both be set on one job: an "
+            "ordering key already runs its executions one at a time."
+        )
+    return ordering, concurrency
 
 
 def _input(body: Mapping[str, Any]) -> Any:
@@ -317,6 +334,7 @@ def parse_job_request(
     endpoint = _string(body, "endpoint", required=True)
     assert endpoint is not None
     headers = parse_job_headers(body.get("headers"))
+    ordering_key, concurrency_key = parse_keys(body)
     request = JobRequest(
         endpoint=endpoint,
         trigger=trigger,
@@ -327,7 +345,8 @@ def parse_job_request(
         headers=headers.headers,
         trace=headers.trace or trace,
         delivery_overrides=parse_delivery_overrides(body),
-        ordering_key=parse_ordering_key(body),
+        ordering_key=ordering_key,
+        concurrency_key=concurrency_key,
     )
     if trigger is TriggerType.DELAYED:
         return replace(request, run_at=parse_run_at(body, now=now))

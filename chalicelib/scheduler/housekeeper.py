@@ -66,7 +66,7 @@ MINUTE_ROWS_KEPT = timedelta(minutes=3)
 #: day's window subtracts the mark of a day ago) are kept this long.
 SERIES_KEPT = timedelta(hours=2)
 MARKS_KEPT = timedelta(days=2)
-#: An ordering key's row is kept this long after its last use (ordering_keys.touched_at).
+#: An ordering or concurrency key's row is kept this long after its last use (touched_at).
 ORDERING_KEYS_IDLE = timedelta(days=1)
 
 #: Executions each purge statement deletes at most, by default (the bench reads it too).
@@ -163,6 +163,7 @@ class Housekeeper:
             self._fold_delivery_counts,
             self._pause_failing_endpoints,
             self._prune_ordering_keys,
+            self._prune_concurrency_keys,
         ]
         if self._retention is not None:
             steps += [self._purge_one_shot, self._purge_cron]
@@ -199,6 +200,15 @@ class Housekeeper:
         """One batch of the rows of ordering keys idle for a day with nothing left."""
         pruned = self._db.execute(
             queries["housekeeping_prune_ordering_keys"],
+            cutoff=now - ORDERING_KEYS_IDLE,
+            batch=self._batch_size,
+        )
+        return {}, pruned >= self._batch_size
+
+    def _prune_concurrency_keys(self, now: datetime) -> tuple[dict[str, int], bool]:
+        """One batch of the rows of concurrency keys idle for a day with nothing left."""
+        pruned = self._db.execute(
+            queries["housekeeping_prune_concurrency_keys"],
             cutoff=now - ORDERING_KEYS_IDLE,
             batch=self._batch_size,
         )

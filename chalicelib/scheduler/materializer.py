@@ -72,7 +72,7 @@ from chalicelib.domain.loops import fault_reason
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.logs import log_event
 from chalicelib.runtime.loop import Progress
-from chalicelib.services import ordering
+from chalicelib.services import keys
 
 log = logging.getLogger(__name__)
 
@@ -269,10 +269,8 @@ class CronMaterializer:
         def work(tx: Transaction) -> dict[str, bool]:
             rows = tx.run(queries["scheduler_cron_apply_ticks"], **params)
             won = {row["job_id"]: row["execution_id"] is not None for row in rows}
-            # A keyed job's tick waits behind its key's head: settle those keys here.
-            ordering.created(
-                tx, [(r["endpoint"], r["ordering_key"]) for r in rows if r["ordering_key"]]
-            )
+            # A keyed job's tick waits for its key's turn: settle those keys here.
+            keys.created_rows(tx, rows)
             created = sum(won.values())
             if created:  # GET /metrics counts materialized ticks from this row (metrics.sql)
                 tx.execute(

@@ -35,7 +35,7 @@ from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.domain.statuses import ExecutionStatus, sources_of
 from chalicelib.logs import log_event
 from chalicelib.runtime.loop import Progress
-from chalicelib.services import callbacks, ordering
+from chalicelib.services import callbacks, keys
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class StuckReclaimer:
             batches = [r["batch_id"] for r in rows if r["batch_id"]]
             if ended or batches:
                 callbacks.follow_up(tx, execution_ids=ended, batch_ids=batches, now=now)
-            ordering.changed(tx, ordering.keyed_ids(rows))  # a FAILED head releases its key
+            keys.changed(tx, keys.keyed_ids(rows))  # a FAILED head releases its key
             return [
                 Reclaimed(r["execution_id"], ExecutionStatus(r["status"]), r["attempt_recorded"])
                 for r in rows
@@ -151,7 +151,7 @@ class StuckReclaimer:
                 reason=reason,
                 **self._window(now),
             )
-            ordering.changed(tx, ordering.keyed_ids(rows))  # its key goes on
+            keys.changed(tx, keys.keyed_ids(rows))  # its key goes on
             return rows
 
         done = self._db.transaction(work, name="scheduler_reclaim_set_aside")

@@ -28,7 +28,7 @@ from chalicelib.errors import (
     TaskExecutorError,
     ValidationFailed,
 )
-from chalicelib.services import ordering
+from chalicelib.services import keys
 from chalicelib.services.callbacks import complete_batches, progress_in
 from chalicelib.services.executions import read_committed
 from chalicelib.services.jobs.create import (
@@ -195,7 +195,7 @@ class BatchService:
             message=CANCEL_MESSAGE,
         )
         assert moved is not None
-        ordering.changed(tx, moved["keyed"])  # keyed children settle their keys
+        keys.changed(tx, moved["keyed"])  # keyed children settle their keys
         if moved["cancelled"]:
             complete_batches(tx, [batch_id], self.clock())
         batch = _batch_in(tx, batch_id)

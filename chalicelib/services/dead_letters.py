@@ -38,7 +38,7 @@ from chalicelib.domain.dead_letters import (
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import ExecutionStatus, requeue_sources
 from chalicelib.errors import EndpointNotFound, ExecutionNotFound, ExecutionNotRetryable
-from chalicelib.services import ordering
+from chalicelib.services import keys
 from chalicelib.services.executions import detail_in
 from chalicelib.services.views import Execution, ExecutionDetail
 
@@ -105,7 +105,7 @@ class DeadLetterService:
         )
         if moved is None:
             _refuse_retry(tx, execution_id)
-        ordering.changed(tx, [], revived=ordering.keyed_ids([moved] if moved else []))
+        keys.changed(tx, [], revived=keys.keyed_ids([moved] if moved else []))
         notify.publish(tx, self.db, self.wakeup_notify)
         return detail_in(tx, execution_id)
 
@@ -143,7 +143,7 @@ class DeadLetterService:
         )
         assert row is not None
         moved = int(row["requeued"])
-        ordering.changed(tx, [], revived=row["keyed"])
+        keys.changed(tx, [], revived=row["keyed"])
         if moved:
             notify.publish(tx, self.db, self.wakeup_notify)
         return moved

@@ -44,7 +44,7 @@ from chalicelib.errors import (
     InvalidPayloadSpecRef,
     TemplateResolutionFailed,
 )
-from chalicelib.services import auto_pause, catalogue, ordering
+from chalicelib.services import auto_pause, catalogue, keys
 from chalicelib.services.catalogue import AnyKind, CatalogueService, Stamped
 from chalicelib.services.secrets import check_signing_secret
 from chalicelib.services.topics import refuse_if_in_topics
@@ -268,13 +268,13 @@ class EndpointService(CatalogueService[EndpointView]):
 
     def blocked_keys(
         self, name: str, *, after: str | None, limit: int
-    ) -> tuple[list[ordering.BlockedKey], bool]:
+    ) -> tuple[list[keys.BlockedKey], bool]:
         """One page of the endpoint's blocked ordering keys after key ``after``, by key:
         (keys, more). 404 for an unknown endpoint."""
 
-        def work(tx: Transaction) -> tuple[list[ordering.BlockedKey], bool]:
+        def work(tx: Transaction) -> tuple[list[keys.BlockedKey], bool]:
             self._require(tx, name)
-            return ordering.blocked_page(tx, name, after=after, limit=limit)
+            return keys.blocked_page(tx, name, after=after, limit=limit)
 
         return self._run(work, "ordering_keys")
 
@@ -285,7 +285,7 @@ class EndpointService(CatalogueService[EndpointView]):
 
         def work(tx: Transaction) -> None:
             self._require(tx, name)
-            ordering.skip(tx, name, key)
+            keys.skip(tx, name, key)
 
         self._run(work, "ordering_skip")
 

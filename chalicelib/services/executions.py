@@ -18,7 +18,7 @@ from chalicelib.db.queries import queries
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import ExecutionStatus, can_transition, sources_of
 from chalicelib.errors import ExecutionNotCancellable, ExecutionNotFound, ValidationFailed
-from chalicelib.services import ordering
+from chalicelib.services import keys
 from chalicelib.services.callbacks import complete_batches
 from chalicelib.services.longpoll import Poller
 from chalicelib.services.views import Attempt, Execution, ExecutionDetail, LogLine
@@ -78,7 +78,7 @@ def cancel_in(tx: Transaction, execution_id: str) -> None:
     if moved is not None:
         if moved["batch_id"] is not None:  # it may have been the batch's last open child
             complete_batches(tx, [moved["batch_id"]], datetime.now(UTC))
-        ordering.changed(tx, ordering.keyed_ids([moved]))  # a keyed one settles its key
+        keys.changed(tx, keys.keyed_ids([moved]))  # a keyed one settles its key
         return
     current = tx.scalar(queries["executions_status"], execution_id=execution_id)
     if current is None:

@@ -59,7 +59,7 @@ from chalicelib.domain.operations import (
 from chalicelib.domain.pagination import PageRequest
 from chalicelib.domain.statuses import ExecutionStatus, requeue_sources, sources_of
 from chalicelib.errors import OperationNotFound, OperationNotRunning, TaskExecutorError
-from chalicelib.services import ordering
+from chalicelib.services import keys
 from chalicelib.services.callbacks import complete_batches
 from chalicelib.services.dead_letters import filtered_query, list_query
 from chalicelib.services.executions import read_committed
@@ -246,7 +246,7 @@ class OperationService:
         )
         assert row is not None
         moved = int(row["moved"])
-        ordering.changed(tx, [], revived=row["keyed"])
+        keys.changed(tx, [], revived=row["keyed"])
         if moved:
             notify.publish(tx, self.db, self.wakeup_notify)
         return moved
@@ -273,7 +273,7 @@ def _cancel_page(tx: Transaction, operation_id: str, ids: list[str]) -> int:
         sources=sources_of(ExecutionStatus.CANCELLED),
         message=f"Execution cancelled by bulk operation {operation_id}.",
     )
-    ordering.changed(tx, ordering.keyed_ids(moved))  # keyed cancels settle their keys
+    keys.changed(tx, keys.keyed_ids(moved))  # keyed cancels settle their keys
     batches: Sequence[str] = sorted({r["batch_id"] for r in moved if r["batch_id"] is not None})
     if batches:  # a cancel may be a batch's last end (on_complete), as a single cancel
         complete_batches(tx, batches, datetime.now(UTC))

@@ -110,6 +110,9 @@ class Job(RowView):
     delivery_overrides: dict[str, Any] | None
     #: its executions start one at a time with the endpoint's others of this key (None: none)
     ordering_key: str | None
+    #: at most the endpoint's max_concurrency_per_key executions of this key run at once,
+    #: where the endpoint sets it (None: none)
+    concurrency_key: str | None
 
 
 @dataclass(frozen=True, kw_only=True)

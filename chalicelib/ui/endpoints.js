@@ -115,6 +115,7 @@ function flowText(e) {
   const parts = [];
   if (flow.rate_limit) parts.push(`at most ${flow.rate_limit.limit} per ${ms(flow.rate_limit.period_ms)}`);
   if (flow.max_concurrency) parts.push(`at most ${flow.max_concurrency} at once (all workers)`);
+  if (flow.max_concurrency_per_key) parts.push(`at most ${flow.max_concurrency_per_key} of one concurrency key at once`);
   if (e.spec && e.spec.max_concurrent) parts.push(`at most ${e.spec.max_concurrent} at once per worker`);
   return parts.length ? parts.join('; ') : 'none';
 }

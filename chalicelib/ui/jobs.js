@@ -71,6 +71,8 @@ function jobFacts(job, status) {
   ];
   if (job.cron) rows.splice(2, 0, ['Schedule', `${job.cron} (${job.timezone})`]);
   if (job.idempotency_key) rows.push(['Idempotency key', job.idempotency_key]);
+  if (job.ordering_key) rows.push(['Ordering key', job.ordering_key]);
+  if (job.concurrency_key) rows.push(['Concurrency key', job.concurrency_key]);
   if (job.paused_at) rows.push(['Paused since', when(job.paused_at)]);
   if (job.batch_id) rows.push(['Batch', link(job.batch_id, ['batch', job.batch_id])]);
   return facts(rows);

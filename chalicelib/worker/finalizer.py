@@ -60,7 +60,7 @@ from chalicelib.domain.auto_pause import PausedReason
 from chalicelib.domain.loops import fault_reason
 from chalicelib.logs import FailureLog
 from chalicelib.runtime.registry import LoopRegistry
-from chalicelib.services import auto_pause, callbacks, ordering
+from chalicelib.services import auto_pause, callbacks, keys
 from chalicelib.worker.claims import ClaimPlan
 from chalicelib.worker.ledger import Ledger
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
@@ -397,7 +397,7 @@ def _finalize(tx: Transaction, payload: str, worker_id: str) -> list[Row]:
     if ended or batches:
         callbacks.follow_up(tx, execution_ids=ended, batch_ids=batches)
     # A keyed execution that ended releases the next one of its key, in this transaction.
-    ordering.changed(tx, ordering.keyed_ids(rows))
+    keys.changed(tx, keys.keyed_ids(rows))
     return rows
 
 

@@ -651,7 +651,10 @@ def endpoints_page() -> str:
         "| `flow_control` | no | limits across all workers ([flow control]"
         "(../how-to/flow-control.md)): `rate_limit` `{limit: 1.."
         f"{endpoint_rules.MAX_RATE_LIMIT:,}, period_ms: 1..{endpoint_rules.MAX_RATE_PERIOD_MS:,}"
-        f"}}`, `max_concurrency` 1..{endpoint_rules.MAX_CONCURRENT:,} |",
+        f"}}`, `max_concurrency` 1..{endpoint_rules.MAX_CONCURRENT:,}, "
+        f"`max_concurrency_per_key` 1..{endpoint_rules.MAX_CONCURRENCY_PER_KEY:,} (executions "
+        "of one job `concurrency_key` running at once: [limit each tenant]"
+        "(../how-to/flow-control.md#limit-each-tenant-concurrency-keys)) |",
         "| `ordering` | no | `{on_failure: "
         + " or ".join(endpoint_rules.ORDERING_ON_FAILURE)
         + "}` (default skip): what an ordering key does when its head ends FAILED "

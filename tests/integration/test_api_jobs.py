@@ -47,6 +47,7 @@ def test_immediate_creates_job_and_queued_execution(
         "idempotency_key",
         "input",
         "execution",
+        "concurrency_key",
         "paused_at",
         "created_at",
     ]
@@ -166,6 +167,7 @@ def test_cron_creates_job_without_execution(
         "ends_at",
         "next_run_at",
         "input",
+        "concurrency_key",
         "paused_at",
         "created_at",
     ]

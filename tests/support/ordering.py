@@ -87,10 +87,12 @@ def delivered(db: Database, ids: list[str], timeout: float = 60) -> None:
 class KeyedSink:
     """A loopback HTTP target for bodies ``{"key", "n"}``: it records, in arrival order,
     each request's key and n, and the most requests of one key it held at once; requests of
-    the keys in ``hang`` wait until :meth:`release` (or the worker's timeout)."""
+    the keys in ``hang`` wait until :meth:`release` (or the worker's timeout), the others
+    are held ``hold`` seconds (so that requests of one key allowed to overlap do)."""
 
-    def __init__(self, *, hang: frozenset[str] = frozenset()) -> None:
+    def __init__(self, *, hang: frozenset[str] = frozenset(), hold: float = 0.0) -> None:
         self.hang = hang
+        self.hold = hold
         self.released = threading.Event()
         self.arrived: list[tuple[str, str]] = []
         self.most_at_once: dict[str, int] = defaultdict(int)
@@ -129,6 +131,8 @@ class KeyedSink:
         try:
             if key in self.hang:
                 self.released.wait(60)
+            elif self.hold:
+                self.released.wait(self.hold)  # the sink's own pace, never asserted on
         finally:
             with self._lock:
                 self._in_flight[key] -= 1

@@ -65,6 +65,7 @@ JOB_ROW: dict[str, Any] = {
     "schedule_error": None,
     "delivery_overrides": None,
     "ordering_key": None,
+    "concurrency_key": None,
 }
 SUMMARY_ROW: dict[str, Any] = {
     "execution_id": "exec_1",

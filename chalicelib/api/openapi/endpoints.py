@@ -223,7 +223,11 @@ _WRITABLE = {
         "description": "Limits enforced across all workers (shown only when set). "
         "rate_limit: at most `limit` deliveries per `period_ms` (a token bucket holding up "
         "to `limit`, full when the limit is first set); max_concurrency: at most this many "
-        "executions RUNNING at once.",
+        "executions RUNNING at once; max_concurrency_per_key: at most this many executions "
+        "of one job concurrency_key running at once (the others wait for room; keys take "
+        "turns). A change applies at each key's next settle (an execution of it ending); "
+        "with the per-key limit removed, a key's waiting executions go 100 at each of its "
+        "ends.",
         "properties": {
             "rate_limit": {
                 "type": "object",
@@ -235,6 +239,7 @@ _WRITABLE = {
                 },
             },
             "max_concurrency": {"type": "integer", "minimum": 1, "maximum": 10000},
+            "max_concurrency_per_key": {"type": "integer", "minimum": 1, "maximum": 10000},
         },
     },
     "ordering": {

@@ -95,6 +95,18 @@ _ORDERING_KEY = {
     "Retries hold the key. The endpoint's ordering.on_failure says whether a failed head "
     "lets the next start (skip) or waits for an operator (block).",
 }
+_CONCURRENCY_KEY = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "description": "Where the endpoint's flow_control sets max_concurrency_per_key, at most "
+    "that many executions of the endpoint sharing this key run at once, across all workers; "
+    "the others wait for room, by due time then creation, and keys take turns (an execution "
+    "released when its key has room queues behind what other keys already have due). A "
+    "retry in its backoff keeps its room. Accepted on any endpoint, it limits only where "
+    "the endpoint sets a limit (checked when each execution is created). Not with "
+    "ordering_key (400): an ordering key already runs its executions one at a time.",
+}
 _CREATE_OK = "Existing job (idempotency_key already used for this endpoint)."
 _FAN_OUT_OK = "With topic: the jobs the key already holds on the topic's endpoints (JobFanOut)."
 _CREATE_RULES = (
@@ -271,6 +283,7 @@ JOBS: dict[str, Any] = {
                 "on_failure": _CALLBACK,
                 "headers": _HEADERS,
                 "ordering_key": _ORDERING_KEY,
+                "concurrency_key": _CONCURRENCY_KEY,
                 **_DELIVERY,
             },
         },
@@ -357,6 +370,11 @@ JOBS: dict[str, Any] = {
                 "ordering_key": {
                     **_ORDERING_KEY,
                     "description": f"Shown when set. {_ORDERING_KEY['description']}",
+                },
+                "concurrency_key": {
+                    **_CONCURRENCY_KEY,
+                    "type": ["string", "null"],
+                    "description": f"Null when unset. {_CONCURRENCY_KEY['description']}",
                 },
                 **{
                     name: {**schema, "description": f"Shown when set. {schema['description']}"}

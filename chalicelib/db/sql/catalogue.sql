@@ -294,7 +294,8 @@ ORDER BY name LIMIT :limit
 --     execution) and jobs with a non-terminal execution naming it (the finalize reads the
 --     execution's copy). Each arm walks the partial index of live work whose predicate it
 --     repeats, as live_jobs does (idx_jobs_cron_due, idx_executions_pickup or _due,
---     idx_executions_ordering for the executions waiting behind their key's head,
+--     idx_executions_ordering and idx_executions_concurrency for the executions waiting
+--     for their key's turn,
 --     idx_executions_pending, idx_executions_running) and filters its rows: the cost is
 --     what is live, never history.
 --   * batches: on_complete names it, a child execution is still live (the same partial
@@ -320,6 +321,11 @@ ORDER BY name LIMIT :limit
        AND (on_success = :name OR on_failure = :name)
      UNION ALL
      SELECT job_id FROM executions
+     WHERE concurrency_key IS NOT NULL AND ordering_wait
+       AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')
+       AND (on_success = :name OR on_failure = :name)
+     UNION ALL
+     SELECT job_id FROM executions
      WHERE status = 'PENDING' AND (on_success = :name OR on_failure = :name)
      UNION ALL
      SELECT job_id FROM executions
@@ -335,6 +341,10 @@ UNION ALL
        UNION ALL
        SELECT batch_id FROM executions
        WHERE ordering_key IS NOT NULL AND ordering_wait
+         AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING') AND batch_id IS NOT NULL
+       UNION ALL
+       SELECT batch_id FROM executions
+       WHERE concurrency_key IS NOT NULL AND ordering_wait
          AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING') AND batch_id IS NOT NULL
        UNION ALL
        SELECT batch_id FROM executions WHERE status = 'PENDING' AND batch_id IS NOT NULL

@@ -162,12 +162,13 @@ LIMIT :limit_plus_one
 -- claim then reads the endpoint row, and the new budget is that definition's); the job's
 -- own retry policy (delivery_overrides, migration 025) wins over either. A new budget
 -- also measures max_retry_duration_ms afresh (first_started_at cleared). A keyed execution
--- comes back waiting at its old place, and the caller settles its key (a retry of a
--- blocked key's failed head unblocks it: chalicelib/services/ordering.py).
+-- (an ordering key, or a gated concurrency key) comes back waiting for its turn at its old
+-- place, and the caller settles its key (a retry of a
+-- blocked key's failed head unblocks it: chalicelib/services/keys.py).
 UPDATE executions AS e
 SET status = 'QUEUED',
     run_at = now(),
-    ordering_wait = e.ordering_key IS NOT NULL,
+    ordering_wait = (e.ordering_key IS NOT NULL OR e.concurrency_key IS NOT NULL),
     max_attempts = e.attempt_count + COALESCE((
         SELECT COALESCE(
             CAST(j.delivery_overrides -> 'retry_policy' ->> 'max_attempts' AS BIGINT),
@@ -205,7 +206,8 @@ SET status = 'QUEUED',
       AND e.status = ANY(CAST(:sources AS TEXT[]))
       AND EXISTS (SELECT 1 FROM endpoints AS en
                   WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
-    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key
+    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key,
+              e.concurrency_key
 ), logged AS (
 -- include: dead_letters_requeue_log
 
@@ -219,7 +221,7 @@ WITH moved AS (
     WHERE e.execution_id = :execution_id
 -- include: dead_letters_retry_guard
 )
-SELECT execution_id, ordering_key FROM moved
+SELECT execution_id, ordering_key, concurrency_key FROM moved
 
 -- name: dead_letters_endpoint_live
 -- Redrive's 404: the endpoint exists and is not deleted.
@@ -254,12 +256,14 @@ WITH picked AS (
 -- include: dead_letters_requeue
     WHERE e.execution_id IN (SELECT execution_id FROM picked)
       AND e.status = ANY(CAST(:sources AS TEXT[]))
-    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key
+    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key,
+              e.concurrency_key
 ), logged AS (
 -- include: dead_letters_requeue_log
 )
 SELECT (SELECT count(*) FROM moved) AS requeued,
-       ARRAY(SELECT execution_id FROM moved WHERE ordering_key IS NOT NULL) AS keyed
+       ARRAY(SELECT execution_id FROM moved
+             WHERE ordering_key IS NOT NULL OR concurrency_key IS NOT NULL) AS keyed
 
 -- name: dead_letters_redrive_more
 -- After the request's last batch: does a matching dead letter remain (a redrive stops after

@@ -176,7 +176,8 @@ WITH retired AS (
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     FROM retired AS r
     WHERE e.job_id = r.job_id AND e.status = 'QUEUED' AND e.run_at > now()
-    RETURNING e.execution_id, e.attempt_count, r.replaced_by_id, e.ordering_key
+    RETURNING e.execution_id, e.attempt_count, r.replaced_by_id, e.ordering_key,
+              e.concurrency_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO',
@@ -188,7 +189,8 @@ WITH retired AS (
     RETURNING log_id
 )
 SELECT job_id, (SELECT count(*) FROM logged) AS cancelled,
-       ARRAY(SELECT execution_id FROM cancelled WHERE ordering_key IS NOT NULL) AS keyed
+       ARRAY(SELECT execution_id FROM cancelled
+             WHERE ordering_key IS NOT NULL OR concurrency_key IS NOT NULL) AS keyed
 FROM retired
 
 -- name: jobs_version_root
@@ -235,16 +237,16 @@ RETURNING job_id
 -- RUNNING: nothing moves, the job is not touched, and the service answers 409; at
 -- SERIALIZABLE a claim committing concurrently makes this transaction retry (40001) and
 -- find it RUNNING. The execution is found on idx_executions_by_job (one row: a one-shot
--- job has one execution). A keyed execution takes its new due time as its place in its key
--- and waits again, and the service settles its key (chalicelib/services/ordering.py).
+-- job has one execution). A keyed execution (an ordering key, or a gated concurrency key)
+-- takes its new due time as its place in its key and waits for its turn again, and the service settles its key (chalicelib/services/keys.py).
 WITH moved AS (
     UPDATE executions
     SET run_at = CAST(:run_at AS TIMESTAMPTZ), status = 'PENDING', parked = FALSE,
-        ordering_at = CASE WHEN ordering_key IS NOT NULL
+        ordering_at = CASE WHEN ordering_key IS NOT NULL OR concurrency_key IS NOT NULL
                            THEN CAST(:run_at AS TIMESTAMPTZ) END,
-        ordering_wait = ordering_key IS NOT NULL
+        ordering_wait = (ordering_key IS NOT NULL OR concurrency_key IS NOT NULL)
     WHERE job_id = :job_id AND status IN ('PENDING', 'QUEUED')
-    RETURNING execution_id, attempt_count, endpoint, ordering_key
+    RETURNING execution_id, attempt_count, endpoint, ordering_key, concurrency_key
 ), job AS (
     UPDATE jobs
     SET run_at = CAST(:run_at AS TIMESTAMPTZ), version = version + 1,
@@ -257,7 +259,7 @@ WITH moved AS (
     FROM moved AS m CROSS JOIN job
     RETURNING log_id
 )
-SELECT m.execution_id, j.version, m.endpoint, m.ordering_key
+SELECT m.execution_id, j.version, m.endpoint, m.ordering_key, m.concurrency_key
 FROM moved AS m CROSS JOIN job AS j
 
 -- name: jobs_version_chain
@@ -341,9 +343,12 @@ FROM newest
 -- is updated concurrently (SERIALIZABLE). A soft-deleted endpoint is not there (404); a
 -- delete racing this read writes the row it read, so one of the two transactions retries
 -- (40001). on_success / on_failure are the endpoint's default callbacks for its jobs;
--- fingerprint is what jobs_create checks a remembered endpoint against.
+-- fingerprint is what jobs_create checks a remembered endpoint against;
+-- max_concurrency_per_key (NULL: none) says whether a job's concurrency key gates its
+-- execution.
 SELECT e.name, e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec, e.retry_policy,
        e.on_success, e.on_failure, p.schema_json AS payload_schema,
+       CAST(e.flow_control ->> 'max_concurrency_per_key' AS BIGINT) AS max_concurrency_per_key,
 -- include: endpoint_fingerprint
        AS fingerprint
 FROM endpoints e
@@ -405,15 +410,18 @@ md5(CAST(jsonb_build_array(e.endpoint_type, e.payload_spec_ref, e.config_ref, e.
 -- row is written only for a job written here. IMMEDIATE rows carry no run_at: the database
 -- clock decides "now", the clock the claim compares against. batch_id and the resolved
 -- callbacks are copied from the job so the finalize learns them from the row it updates.
--- So is the ordering key: a keyed execution is written waiting behind its key's head, at
--- its place (its due time, then the statement's now(), then ordering_seq), and the caller
--- settles the key in the same transaction (chalicelib/services/ordering.py).
+-- So is the ordering key, and the concurrency key of a gated execution (one whose endpoint
+-- limits executions per key: the caller decides, from the endpoint it read in the
+-- transaction; a job keeps the key it was given either way): a keyed execution is written
+-- waiting for its key's turn, at its place (its due time, then the statement's now(), then
+-- ordering_seq), and the caller settles the key in the same transaction (chalicelib/services/keys.py).
 WITH job AS (
     INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input,
                       run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
                       cron_next_run_at, endpoint_snapshot, version, previous_version_id,
                       batch_id, on_success, on_failure, parent_execution_id, callback_depth,
-                      headers, traceparent, tracestate, delivery_overrides, ordering_key)
+                      headers, traceparent, tracestate, delivery_overrides, ordering_key,
+                      concurrency_key)
     SELECT r ->> 'job_id', r ->> 'endpoint', r ->> 'endpoint_type', r ->> 'trigger_type',
            r ->> 'idempotency_key', r -> 'input', CAST(r ->> 'run_at' AS TIMESTAMPTZ),
            r ->> 'cron_expression', r ->> 'cron_timezone',
@@ -423,7 +431,8 @@ WITH job AS (
            CAST(r ->> 'version' AS BIGINT), r ->> 'previous_version_id', r ->> 'batch_id',
            r ->> 'on_success', r ->> 'on_failure', r ->> 'parent_execution_id',
            CAST(r ->> 'callback_depth' AS BIGINT), r -> 'headers', r ->> 'traceparent',
-           r ->> 'tracestate', r -> 'delivery_overrides', r ->> 'ordering_key'
+           r ->> 'tracestate', r -> 'delivery_overrides', r ->> 'ordering_key',
+           r ->> 'concurrency_key'
     FROM jsonb_array_elements(CAST(:jobs AS JSONB)) AS r
     JOIN jsonb_each(CAST(:snapshots AS JSONB)) AS snapshot ON snapshot.key = r ->> 'endpoint'
     WHERE r ->> 'fingerprint' IS NULL OR EXISTS (
@@ -439,14 +448,15 @@ WITH job AS (
 ), execution AS (
     INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key,
                             status, run_at, input, max_attempts, batch_id, on_success,
-                            on_failure, ordering_key, ordering_wait, ordering_at,
-                            ordering_seq)
+                            on_failure, ordering_key, concurrency_key, ordering_wait,
+                            ordering_at, ordering_seq)
     SELECT r ->> 'execution_id', job.job_id, r ->> 'endpoint', r ->> 'endpoint_type',
            r ->> 'idempotency_key', r ->> 'status',
            COALESCE(CAST(r ->> 'run_at' AS TIMESTAMPTZ), now()), r -> 'input',
            CAST(r ->> 'max_attempts' AS BIGINT), r ->> 'batch_id', r ->> 'on_success',
-           r ->> 'on_failure', r ->> 'ordering_key', r ->> 'ordering_key' IS NOT NULL,
-           CASE WHEN r ->> 'ordering_key' IS NOT NULL
+           r ->> 'on_failure', r ->> 'ordering_key', r ->> 'concurrency_key',
+           (r ->> 'ordering_key' IS NOT NULL OR r ->> 'concurrency_key' IS NOT NULL),
+           CASE WHEN r ->> 'ordering_key' IS NOT NULL OR r ->> 'concurrency_key' IS NOT NULL
                 THEN COALESCE(CAST(r ->> 'run_at' AS TIMESTAMPTZ), now()) END,
            CAST(r ->> 'ordering_seq' AS BIGINT)
     FROM jsonb_array_elements(CAST(:executions AS JSONB)) AS r
@@ -488,29 +498,35 @@ FROM job
 -- now, with the job's input, attempts budget and callbacks, as a tick would get; the job's
 -- schedule (cron_next_run_at, cron_last_tick_at) is not touched. :idempotency_key is the
 -- trigger's own ("trigger:<id>"), so it never meets a tick's in idx_executions_cron_dedup.
--- The guard on status makes a trigger racing a cancel or an update create nothing.
+-- The guard on status makes a trigger racing a cancel or an update create nothing. The job's
+-- concurrency key gates the execution only if its endpoint limits per key now (one probe of
+-- the endpoint's primary key).
 WITH job AS (
-    SELECT job_id, endpoint, endpoint_type, input, endpoint_snapshot, on_success, on_failure,
-           ordering_key
-    FROM jobs
-    WHERE job_id = :job_id AND trigger_type = 'CRON' AND status = 'ACTIVE'
+    SELECT j.job_id, j.endpoint, j.endpoint_type, j.input, j.endpoint_snapshot, j.on_success,
+           j.on_failure, j.ordering_key,
+           CASE WHEN en.flow_control -> 'max_concurrency_per_key' IS NOT NULL
+                THEN j.concurrency_key END AS concurrency_key
+    FROM jobs AS j
+    LEFT JOIN endpoints AS en ON en.name = j.endpoint
+    WHERE j.job_id = :job_id AND j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
 ), created AS (
     INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
                             input, run_at, max_attempts, on_success, on_failure,
-                            ordering_key, ordering_wait, ordering_at)
+                            ordering_key, concurrency_key, ordering_wait, ordering_at)
     SELECT job_id, endpoint, endpoint_type, :idempotency_key, 'QUEUED', input, now(),
            COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT), 1),
-           on_success, on_failure, ordering_key, ordering_key IS NOT NULL,
-           CASE WHEN ordering_key IS NOT NULL THEN now() END
+           on_success, on_failure, ordering_key, concurrency_key,
+           (ordering_key IS NOT NULL OR concurrency_key IS NOT NULL),
+           CASE WHEN ordering_key IS NOT NULL OR concurrency_key IS NOT NULL THEN now() END
     FROM job
-    RETURNING execution_id, endpoint, ordering_key
+    RETURNING execution_id, endpoint, ordering_key, concurrency_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, 0, 'INFO', 'Execution created (QUEUED) by a trigger: run now, outside the schedule.'
     FROM created
     RETURNING execution_id
 )
-SELECT l.execution_id, c.endpoint, c.ordering_key
+SELECT l.execution_id, c.endpoint, c.ordering_key, c.concurrency_key
 FROM logged AS l JOIN created AS c ON c.execution_id = l.execution_id
 
 -- name: jobs_pause
@@ -536,7 +552,7 @@ WITH paused AS (
         idempotency_key = e.idempotency_key || ':paused:' || CAST(e.execution_id AS TEXT)
     FROM paused AS p
     WHERE e.job_id = p.job_id AND e.status = 'QUEUED' AND e.run_at > now()
-    RETURNING e.execution_id, e.attempt_count, e.ordering_key
+    RETURNING e.execution_id, e.attempt_count, e.ordering_key, e.concurrency_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO', 'Job paused before this tick; execution CANCELLED.'
@@ -544,7 +560,8 @@ WITH paused AS (
     RETURNING log_id
 )
 SELECT job_id, (SELECT count(*) FROM logged) AS cancelled,
-       ARRAY(SELECT execution_id FROM cancelled WHERE ordering_key IS NOT NULL) AS keyed
+       ARRAY(SELECT c.execution_id FROM cancelled AS c
+             WHERE c.ordering_key IS NOT NULL OR c.concurrency_key IS NOT NULL) AS keyed
 FROM paused
 
 -- name: jobs_resume

@@ -79,7 +79,8 @@ WITH moved AS (
 -- include: dead_letters_retry_guard
 )
 SELECT (SELECT count(*) FROM moved) AS moved,
-       ARRAY(SELECT execution_id FROM moved WHERE ordering_key IS NOT NULL) AS keyed
+       ARRAY(SELECT execution_id FROM moved
+             WHERE ordering_key IS NOT NULL OR concurrency_key IS NOT NULL) AS keyed
 
 -- name: operations_cancel_page
 -- Cancel of a page: executions_cancel for each of :ids at once (the CANCELLED transition

@@ -43,7 +43,7 @@ from chalicelib.domain.payload_specs import request_budget, validate_input
 from chalicelib.domain.statuses import TriggerType
 from chalicelib.domain.url_prefixes import check_job_url
 from chalicelib.errors import EndpointNotFound, InvalidCallback, TaskExecutorError
-from chalicelib.services import ordering
+from chalicelib.services import keys
 from chalicelib.services.jobs import fastpath
 from chalicelib.services.jobs.rows import (
     EndpointRow,
@@ -433,7 +433,8 @@ def _insert(tx: Transaction, plan: _Plan, outcomes: list[Outcome | None], wake: 
     planned = [e for e in executions.values() if e is not None]
     [written] = tx.run(wake.statement, **create_params(jobs, planned))
     inserted = set(written["job_ids"])
-    ordering.created(tx, _keys_of(e for e in planned if e.job_id in inserted))
+    written_rows = [e for e in planned if e.job_id in inserted]
+    keys.created(tx, _keys_of(written_rows), concurrency=_gated_keys_of(written_rows))
     twins = find_existing(tx, (row.key for row in jobs if row.job_id not in inserted))
     for index, row in plan.rows.items():
         if row.job_id in inserted:
@@ -446,6 +447,11 @@ def _insert(tx: Transaction, plan: _Plan, outcomes: list[Outcome | None], wake: 
 def _keys_of(executions: Iterable[ExecutionRow]) -> list[tuple[str, str]]:
     """The (endpoint, ordering key) pairs of the keyed ones among ``executions``."""
     return [(e.endpoint, e.ordering_key) for e in executions if e.ordering_key is not None]
+
+
+def _gated_keys_of(executions: Iterable[ExecutionRow]) -> list[tuple[str, str]]:
+    """The (endpoint, concurrency key) pairs of the gated ones among ``executions``."""
+    return [(e.endpoint, e.concurrency_key) for e in executions if e.concurrency_key is not None]
 
 
 # -- reads the answers need ---------------------------------------------------------------

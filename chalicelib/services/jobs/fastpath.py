@@ -85,7 +85,9 @@ def eligible(item: NewJob, endpoint: EndpointRow) -> bool:
     if request.idempotency_key is None:
         return False  # the key is what makes the statement safe to send twice
     if request.ordering_key is not None:
-        return False  # its key is settled in the transaction (chalicelib.services.ordering)
+        return False  # its key is settled in the transaction (chalicelib.services.keys)
+    if request.concurrency_key is not None:
+        return False  # whether it is gated is read in the transaction, and its key settled
     if request.on_success or request.on_failure:
         return False  # callbacks: their endpoints and chain depth are read in the transaction
     url = (request.delivery_overrides or {}).get("url")

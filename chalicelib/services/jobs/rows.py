@@ -65,6 +65,8 @@ class EndpointRow:
     on_failure: str | None
     payload_schema: Any
     fingerprint: str
+    #: flow_control.max_concurrency_per_key (None: the endpoint limits no key).
+    max_concurrency_per_key: int | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> EndpointRow:
@@ -91,6 +93,7 @@ _ENDPOINT_COLUMNS = (
     "on_failure",
     "payload_schema",
     "fingerprint",
+    "max_concurrency_per_key",
 )
 
 
@@ -157,6 +160,11 @@ class JobRow:
     delivery_overrides: dict[str, Any] | None = None
     #: Executions of the endpoint sharing this key start one at a time (migration 031).
     ordering_key: str | None = None
+    #: The key the job was given (migration 032), kept whatever its endpoint's setting.
+    concurrency_key: str | None = None
+    #: Whether the endpoint limited executions per key when the row was built: only then
+    #: does the job's execution carry (and wait for) its concurrency key. Not a column.
+    gated: bool = False
     #: Set by the fast path: write the row only if the endpoint still hashes to this.
     fingerprint: str | None = None
 
@@ -198,6 +206,9 @@ class JobRow:
             tracestate=None if request.trace is None else request.trace.tracestate,
             delivery_overrides=request.delivery_overrides,
             ordering_key=request.ordering_key,
+            concurrency_key=request.concurrency_key,
+            gated=request.concurrency_key is not None
+            and endpoint.max_concurrency_per_key is not None,
             fingerprint=fingerprint,
         )
 
@@ -212,7 +223,7 @@ class JobRow:
         return {
             name: value
             for name, value in vars(self).items()
-            if value is not None and name != "endpoint_snapshot"
+            if value is not None and name not in ("endpoint_snapshot", "gated")
         }
 
 
@@ -254,6 +265,9 @@ class ExecutionRow:
     #: (its item's place in the request), until the key is settled in the same transaction.
     ordering_key: str | None = None
     ordering_seq: int | None = None
+    #: The job's concurrency key, only when gated (:attr:`JobRow.gated`): it then waits for
+    #: room in its key, placed as a keyed execution is.
+    concurrency_key: str | None = None
 
     @classmethod
     def of(cls, job: JobRow, seq: int = 0) -> ExecutionRow | None:
@@ -279,18 +293,19 @@ class ExecutionRow:
             on_success=job.on_success,
             on_failure=job.on_failure,
             ordering_key=job.ordering_key,
-            ordering_seq=None if job.ordering_key is None else seq,
+            ordering_seq=None if job.ordering_key is None and not job.gated else seq,
+            concurrency_key=job.concurrency_key if job.gated else None,
         )
 
     def statement_row(self) -> dict[str, Any]:
         """The JSON object ``jobs_create`` reads (the ordering fields only when keyed)."""
         row = vars(self)
-        if self.ordering_key is None:
+        if self.ordering_key is None and self.concurrency_key is None:
             return {k: v for k, v in row.items() if k not in _ORDERING_FIELDS}
         return row
 
 
-_ORDERING_FIELDS = ("ordering_key", "ordering_seq")
+_ORDERING_FIELDS = ("ordering_key", "ordering_seq", "concurrency_key")
 
 
 def create_params(jobs: Sequence[JobRow], executions: Sequence[ExecutionRow]) -> dict[str, str]:

@@ -42,7 +42,7 @@ from chalicelib.errors import (
     JobNotTriggerable,
     JobNotUpdatable,
 )
-from chalicelib.services import ordering
+from chalicelib.services import keys
 from chalicelib.services.executions import cancel_in, is_final, read_committed
 from chalicelib.services.jobs.create import (
     CheckedInputs,
@@ -285,7 +285,7 @@ class JobService:
         new_job = outcome.raise_error()
         retired = tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=new_job.job_id)
         if retired:
-            ordering.changed(tx, retired["keyed"])  # its cancelled ticks leave their key
+            keys.changed(tx, retired["keyed"])  # its cancelled ticks leave their key
             return new_job
         raise JobNotUpdatable(f"Job '{job_id}' was retired while it was being updated.")
 
@@ -316,7 +316,7 @@ class JobService:
             _require_pausable(job)
             paused = tx.one(queries["jobs_pause"], job_id=job_id)
             if paused:
-                ordering.changed(tx, paused["keyed"])  # its cancelled ticks leave their key
+                keys.changed(tx, paused["keyed"])  # its cancelled ticks leave their key
             return _view_in(tx, get_job_in(tx, job_id))
 
         return self.db.transaction(work, name="job_pause")
@@ -353,7 +353,7 @@ class JobService:
         elif job["status"] == JobStatus.ACTIVE:
             retired = tx.one(queries["jobs_retire"], job_id=job_id, replaced_by_id=None)
             if retired:
-                ordering.changed(tx, retired["keyed"])  # its cancelled ticks leave their key
+                keys.changed(tx, retired["keyed"])  # its cancelled ticks leave their key
         return _view_in(tx, get_job_in(tx, job_id))
 
 
@@ -375,8 +375,8 @@ def _reschedule_in(tx: Transaction, job_id: str, run_at: datetime) -> JobView:
     )
     if moved is None:
         _refuse_reschedule(tx, job)
-    elif moved["ordering_key"] is not None:  # its new time is its new place in its key
-        ordering.created(tx, [(moved["endpoint"], moved["ordering_key"])])
+    else:  # a keyed execution's new time is its new place in its key
+        keys.created_rows(tx, [moved])
     return _view_in(tx, get_job_in(tx, job_id))
 
 
@@ -400,8 +400,8 @@ def _trigger_in(tx: Transaction, job_id: str, db: Database, wakeup_notify: str) 
     key = f"trigger:{secrets.token_hex(16)}"
     created = tx.one(queries["jobs_trigger_execution"], job_id=job_id, idempotency_key=key)
     execution_id = None if created is None else created["execution_id"]
-    if created is not None and created["ordering_key"] is not None:
-        ordering.created(tx, [(created["endpoint"], created["ordering_key"])])
+    if created is not None:  # a keyed one waits for its key's turn
+        keys.created_rows(tx, [created])
     if execution_id is None:
         if job["trigger_type"] != TriggerType.CRON:
             raise JobNotTriggerable(

@@ -43,7 +43,7 @@ WITH moved AS (
     UPDATE executions
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     WHERE batch_id = :batch_id AND status = ANY(CAST(:sources AS TEXT[]))
-    RETURNING execution_id, attempt_count, ordering_key
+    RETURNING execution_id, attempt_count, ordering_key, concurrency_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO', :message FROM moved
@@ -55,7 +55,8 @@ WITH moved AS (
     RETURNING job_id
 )
 SELECT (SELECT count(*) FROM moved) AS cancelled, (SELECT count(*) FROM retired) AS retired,
-       ARRAY(SELECT execution_id FROM moved WHERE ordering_key IS NOT NULL) AS keyed
+       ARRAY(SELECT execution_id FROM moved
+             WHERE ordering_key IS NOT NULL OR concurrency_key IS NOT NULL) AS keyed
 
 -- name: batches_lock_for_completion
 -- Before deciding whether a batch just completed, its row is locked (FOR UPDATE: a lock,

@@ -371,12 +371,13 @@ WITH moved AS (
 -- claim then reads the endpoint row, and the new budget is that definition's); the job's
 -- own retry policy (delivery_overrides, migration 025) wins over either. A new budget
 -- also measures max_retry_duration_ms afresh (first_started_at cleared). A keyed execution
--- comes back waiting at its old place, and the caller settles its key (a retry of a
--- blocked key's failed head unblocks it: chalicelib/services/ordering.py).
+-- (an ordering key, or a gated concurrency key) comes back waiting for its turn at its old
+-- place, and the caller settles its key (a retry of a
+-- blocked key's failed head unblocks it: chalicelib/services/keys.py).
 UPDATE executions AS e
 SET status = 'QUEUED',
     run_at = now(),
-    ordering_wait = e.ordering_key IS NOT NULL,
+    ordering_wait = (e.ordering_key IS NOT NULL OR e.concurrency_key IS NOT NULL),
     max_attempts = e.attempt_count + COALESCE((
         SELECT COALESCE(
             CAST(j.delivery_overrides -> 'retry_policy' ->> 'max_attempts' AS BIGINT),
@@ -403,7 +404,8 @@ SET status = 'QUEUED',
       AND e.status = ANY(CAST(:sources AS TEXT[]))
       AND EXISTS (SELECT 1 FROM endpoints AS en
                   WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
-    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key
+    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key,
+              e.concurrency_key
 ), logged AS (
 -- One INFO line per requeued execution (in the same statement, for exactly the rows that
 -- moved), numbered with the last attempt made, saying which attempts the new budget allows.
@@ -414,7 +416,7 @@ SET status = 'QUEUED',
     FROM moved
     RETURNING log_id
 )
-SELECT execution_id, ordering_key FROM moved
+SELECT execution_id, ordering_key, concurrency_key FROM moved
 
 -- name: dead_letters_endpoint_live
 -- Redrive's 404: the endpoint exists and is not deleted.
@@ -456,12 +458,13 @@ WITH picked AS (
 -- claim then reads the endpoint row, and the new budget is that definition's); the job's
 -- own retry policy (delivery_overrides, migration 025) wins over either. A new budget
 -- also measures max_retry_duration_ms afresh (first_started_at cleared). A keyed execution
--- comes back waiting at its old place, and the caller settles its key (a retry of a
--- blocked key's failed head unblocks it: chalicelib/services/ordering.py).
+-- (an ordering key, or a gated concurrency key) comes back waiting for its turn at its old
+-- place, and the caller settles its key (a retry of a
+-- blocked key's failed head unblocks it: chalicelib/services/keys.py).
 UPDATE executions AS e
 SET status = 'QUEUED',
     run_at = now(),
-    ordering_wait = e.ordering_key IS NOT NULL,
+    ordering_wait = (e.ordering_key IS NOT NULL OR e.concurrency_key IS NOT NULL),
     max_attempts = e.attempt_count + COALESCE((
         SELECT COALESCE(
             CAST(j.delivery_overrides -> 'retry_policy' ->> 'max_attempts' AS BIGINT),
@@ -482,7 +485,8 @@ SET status = 'QUEUED',
     config_snapshot = NULL
     WHERE e.execution_id IN (SELECT execution_id FROM picked)
       AND e.status = ANY(CAST(:sources AS TEXT[]))
-    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key
+    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key,
+              e.concurrency_key
 ), logged AS (
 -- One INFO line per requeued execution (in the same statement, for exactly the rows that
 -- moved), numbered with the last attempt made, saying which attempts the new budget allows.
@@ -494,7 +498,8 @@ SET status = 'QUEUED',
     RETURNING log_id
 )
 SELECT (SELECT count(*) FROM moved) AS requeued,
-       ARRAY(SELECT execution_id FROM moved WHERE ordering_key IS NOT NULL) AS keyed
+       ARRAY(SELECT execution_id FROM moved
+             WHERE ordering_key IS NOT NULL OR concurrency_key IS NOT NULL) AS keyed
 
 -- name: dead_letters_redrive_more
 -- After the request's last batch: does a matching dead letter remain (a redrive stops after

@@ -51,15 +51,15 @@ WITH moved AS (
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     WHERE execution_id = :execution_id AND status = ANY(CAST(:sources AS TEXT[]))
 -- The rest of a cancel: the log line of each row that moved, and the rows with their
--- batch (a batch child's cancel may be its batch's last end) and their ordering key (a
--- keyed cancel settles its key: chalicelib/services/ordering.py).
-    RETURNING execution_id, attempt_count, batch_id, ordering_key
+-- batch (a batch child's cancel may be its batch's last end) and their keys (a keyed
+-- cancel, ordering or gated concurrency key, settles its key: chalicelib/services/keys.py).
+    RETURNING execution_id, attempt_count, batch_id, ordering_key, concurrency_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO', :message FROM moved
     RETURNING log_id
 )
-SELECT execution_id, batch_id, ordering_key FROM moved
+SELECT execution_id, batch_id, ordering_key, concurrency_key FROM moved
 
 -- name: executions_one_shot_of_job
 -- A one-shot job has exactly one execution (created with the job).

@@ -319,3 +319,34 @@ WHERE o.blocked_execution_id IS NULL
         AND x.status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')
       LIMIT 1
   )
+
+-- name: housekeeping_prune_concurrency_keys
+-- The concurrency_keys rows of keys untouched since :cutoff (a day ago) and without a live
+-- gated execution, at most :batch, oldest touch first: one range of
+-- idx_concurrency_keys_idle up to the batch's last key in its order, and one probe of
+-- idx_executions_concurrency per key, as housekeeping_prune_ordering_keys does (the same
+-- races, the same answers: a key that gets a gated execution again gets a new row).
+WITH bound AS (  -- the batch's last key in the index's order: the range up to it is the batch
+    SELECT i.touched_at, i.endpoint, i.concurrency_key
+    FROM (
+        SELECT c.touched_at, c.endpoint, c.concurrency_key
+        FROM concurrency_keys AS c
+        WHERE c.touched_at < CAST(:cutoff AS TIMESTAMPTZ)
+        ORDER BY c.touched_at ASC, c.endpoint ASC, c.concurrency_key ASC
+        LIMIT :batch
+    ) AS i
+    ORDER BY i.touched_at DESC, i.endpoint DESC, i.concurrency_key DESC
+    LIMIT 1
+)
+DELETE FROM concurrency_keys AS c
+WHERE c.touched_at <= (SELECT b.touched_at FROM bound AS b)
+  AND (c.touched_at, c.endpoint, c.concurrency_key)
+      <= ((SELECT b.touched_at FROM bound AS b), (SELECT b.endpoint FROM bound AS b),
+          (SELECT b.concurrency_key FROM bound AS b))
+  AND c.touched_at < CAST(:cutoff AS TIMESTAMPTZ)
+  AND NOT EXISTS (
+      SELECT 1 FROM executions AS x
+      WHERE x.endpoint = c.endpoint AND x.concurrency_key = c.concurrency_key
+        AND x.status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')
+      LIMIT 1
+  )

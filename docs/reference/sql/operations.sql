@@ -84,12 +84,13 @@ WITH moved AS (
 -- claim then reads the endpoint row, and the new budget is that definition's); the job's
 -- own retry policy (delivery_overrides, migration 025) wins over either. A new budget
 -- also measures max_retry_duration_ms afresh (first_started_at cleared). A keyed execution
--- comes back waiting at its old place, and the caller settles its key (a retry of a
--- blocked key's failed head unblocks it: chalicelib/services/ordering.py).
+-- (an ordering key, or a gated concurrency key) comes back waiting for its turn at its old
+-- place, and the caller settles its key (a retry of a
+-- blocked key's failed head unblocks it: chalicelib/services/keys.py).
 UPDATE executions AS e
 SET status = 'QUEUED',
     run_at = now(),
-    ordering_wait = e.ordering_key IS NOT NULL,
+    ordering_wait = (e.ordering_key IS NOT NULL OR e.concurrency_key IS NOT NULL),
     max_attempts = e.attempt_count + COALESCE((
         SELECT COALESCE(
             CAST(j.delivery_overrides -> 'retry_policy' ->> 'max_attempts' AS BIGINT),
@@ -116,7 +117,8 @@ SET status = 'QUEUED',
       AND e.status = ANY(CAST(:sources AS TEXT[]))
       AND EXISTS (SELECT 1 FROM endpoints AS en
                   WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
-    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key
+    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key,
+              e.concurrency_key
 ), logged AS (
 -- One INFO line per requeued execution (in the same statement, for exactly the rows that
 -- moved), numbered with the last attempt made, saying which attempts the new budget allows.
@@ -128,7 +130,8 @@ SET status = 'QUEUED',
     RETURNING log_id
 )
 SELECT (SELECT count(*) FROM moved) AS moved,
-       ARRAY(SELECT execution_id FROM moved WHERE ordering_key IS NOT NULL) AS keyed
+       ARRAY(SELECT execution_id FROM moved
+             WHERE ordering_key IS NOT NULL OR concurrency_key IS NOT NULL) AS keyed
 
 -- name: operations_cancel_page
 -- Cancel of a page: executions_cancel for each of :ids at once (the CANCELLED transition
@@ -141,15 +144,15 @@ WITH moved AS (
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     WHERE execution_id = ANY(CAST(:ids AS TEXT[])) AND status = ANY(CAST(:sources AS TEXT[]))
 -- The rest of a cancel: the log line of each row that moved, and the rows with their
--- batch (a batch child's cancel may be its batch's last end) and their ordering key (a
--- keyed cancel settles its key: chalicelib/services/ordering.py).
-    RETURNING execution_id, attempt_count, batch_id, ordering_key
+-- batch (a batch child's cancel may be its batch's last end) and their keys (a keyed
+-- cancel, ordering or gated concurrency key, settles its key: chalicelib/services/keys.py).
+    RETURNING execution_id, attempt_count, batch_id, ordering_key, concurrency_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO', :message FROM moved
     RETURNING log_id
 )
-SELECT execution_id, batch_id, ordering_key FROM moved
+SELECT execution_id, batch_id, ordering_key, concurrency_key FROM moved
 
 -- name: operations_delete_page
 -- Delete of a page: its ended executions (SUCCESS, FAILED, CANCELLED) with their logs and

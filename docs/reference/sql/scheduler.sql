@@ -48,8 +48,9 @@ LIMIT :batch
 --    max_attempts comes from the endpoint as it was when the job was created. The job's
 --    callbacks are copied onto each tick (each tick's end calls back, as a one-shot's
 --    does); batch_id is not: a batch's progress counts its one-shot executions. A keyed
---    job's tick is created waiting, placed at its tick, and the materializer settles its
---    key in this transaction (chalicelib/services/ordering.py).
+--    job's tick is created waiting for its key's turn, placed at its tick, and the
+--    materializer settles its key in this transaction; the job's concurrency key gates
+--    the tick only if its endpoint limits per key now (a primary key probe per tick) (chalicelib/services/keys.py).
 -- 4. logged: the QUEUED transition's log row, for the rows that were really inserted.
 WITH plan AS (
     SELECT *
@@ -80,19 +81,29 @@ WITH plan AS (
       AND j.cron_next_run_at = p.tick
     RETURNING j.job_id, j.endpoint, j.endpoint_type, j.input, j.endpoint_snapshot, p.tick,
               p.materialize, p.idempotency_key, p.message, j.on_success, j.on_failure,
-              j.ordering_key
+              j.ordering_key, j.concurrency_key
+), gated AS (
+    SELECT a.job_id, a.endpoint, a.endpoint_type, a.input, a.endpoint_snapshot, a.tick,
+           a.idempotency_key, a.on_success, a.on_failure, a.ordering_key,
+           CASE WHEN en.flow_control -> 'max_concurrency_per_key' IS NOT NULL
+                THEN a.concurrency_key END AS concurrency_key
+    FROM advanced AS a
+    LEFT JOIN LATERAL (  -- LIMIT 1: a primary key probe per tick
+        SELECT y.flow_control FROM endpoints AS y WHERE y.name = a.endpoint LIMIT 1
+    ) AS en ON TRUE
+    WHERE a.materialize
 ), created AS (
     INSERT INTO executions (job_id, endpoint, endpoint_type, idempotency_key, status,
                             input, run_at, max_attempts, on_success, on_failure,
-                            ordering_key, ordering_wait, ordering_at)
+                            ordering_key, concurrency_key, ordering_wait, ordering_at)
     SELECT job_id, endpoint, endpoint_type, idempotency_key, 'QUEUED', input, tick,
            COALESCE(CAST(endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT), 1),
-           on_success, on_failure, ordering_key, ordering_key IS NOT NULL,
-           CASE WHEN ordering_key IS NOT NULL THEN tick END
-    FROM advanced
-    WHERE materialize
+           on_success, on_failure, ordering_key, concurrency_key,
+           (ordering_key IS NOT NULL OR concurrency_key IS NOT NULL),
+           CASE WHEN ordering_key IS NOT NULL OR concurrency_key IS NOT NULL THEN tick END
+    FROM gated
     ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING execution_id, job_id, endpoint, ordering_key
+    RETURNING execution_id, job_id, endpoint, ordering_key, concurrency_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT c.execution_id, 0, 'INFO', a.message
@@ -100,7 +111,7 @@ WITH plan AS (
     JOIN advanced AS a ON a.job_id = c.job_id
     RETURNING execution_id
 )
-SELECT a.job_id, l.execution_id, c.endpoint, c.ordering_key
+SELECT a.job_id, l.execution_id, c.endpoint, c.ordering_key, c.concurrency_key
 FROM advanced AS a
 LEFT JOIN created AS c ON c.job_id = a.job_id
 LEFT JOIN logged AS l ON l.execution_id = c.execution_id
@@ -267,9 +278,9 @@ GROUP BY endpoint, status
 -- logged: one WARN line per reclaimed execution.
 -- callback / batch_id: what follows an execution this FAILED (its on_failure callback, its
 -- batch's completion), created by the reclaimer in this transaction
--- (chalicelib/services/callbacks.py), as the worker's finalize does; ordering_key: a keyed
--- execution this FAILED releases the next one of its key (chalicelib/services/ordering.py).
--- One RETRYING keeps its key.
+-- (chalicelib/services/callbacks.py), as the worker's finalize does; ordering_key /
+-- concurrency_key: a keyed execution this FAILED releases the next one of its key
+-- (chalicelib/services/keys.py). One RETRYING keeps its key (a gated one its room).
 WITH stuck AS (
 -- RUNNING executions whose lease expired, oldest first, at most :batch: the scan of
 -- scheduler_reclaim_stuck and the candidates its row-by-row fallback walks.
@@ -307,10 +318,10 @@ reclaimed AS (
       AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
            OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
     RETURNING execution_id, status, attempt_count, max_attempts, started_at, on_failure,
-              batch_id, ordering_key
+              batch_id, ordering_key, concurrency_key
 ), described AS (
     SELECT r.execution_id, r.status, r.attempt_count, r.started_at, r.on_failure, r.batch_id,
-           r.ordering_key,
+           r.ordering_key, r.concurrency_key,
            'Worker ' || COALESCE(s.worker_id, 'unknown') || ' lost attempt '
                || CAST(r.attempt_count AS TEXT) || ': lease of '
                || CAST(:timeout_sec AS TEXT) || ' s not renewed' AS reason
@@ -338,7 +349,8 @@ SELECT d.execution_id, d.status,
        EXISTS (SELECT 1 FROM lost WHERE lost.execution_id = d.execution_id) AS attempt_recorded,
        CASE WHEN d.status = 'FAILED' THEN d.on_failure END AS callback,
        CASE WHEN d.status = 'FAILED' THEN d.batch_id END AS batch_id,
-       CASE WHEN d.status = 'FAILED' THEN d.ordering_key END AS ordering_key
+       CASE WHEN d.status = 'FAILED' THEN d.ordering_key END AS ordering_key,
+       CASE WHEN d.status = 'FAILED' THEN d.concurrency_key END AS concurrency_key
 FROM described AS d
 
 -- name: scheduler_reclaim_candidates
@@ -393,10 +405,10 @@ reclaimed AS (
       AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
            OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
     RETURNING execution_id, status, attempt_count, max_attempts, started_at, on_failure,
-              batch_id, ordering_key
+              batch_id, ordering_key, concurrency_key
 ), described AS (
     SELECT r.execution_id, r.status, r.attempt_count, r.started_at, r.on_failure, r.batch_id,
-           r.ordering_key,
+           r.ordering_key, r.concurrency_key,
            'Worker ' || COALESCE(s.worker_id, 'unknown') || ' lost attempt '
                || CAST(r.attempt_count AS TEXT) || ': lease of '
                || CAST(:timeout_sec AS TEXT) || ' s not renewed' AS reason
@@ -424,7 +436,8 @@ SELECT d.execution_id, d.status,
        EXISTS (SELECT 1 FROM lost WHERE lost.execution_id = d.execution_id) AS attempt_recorded,
        CASE WHEN d.status = 'FAILED' THEN d.on_failure END AS callback,
        CASE WHEN d.status = 'FAILED' THEN d.batch_id END AS batch_id,
-       CASE WHEN d.status = 'FAILED' THEN d.ordering_key END AS ordering_key
+       CASE WHEN d.status = 'FAILED' THEN d.ordering_key END AS ordering_key,
+       CASE WHEN d.status = 'FAILED' THEN d.concurrency_key END AS concurrency_key
 FROM described AS d
 
 -- name: scheduler_reclaim_set_aside
@@ -447,7 +460,7 @@ WITH failed AS (
       AND status = 'RUNNING'
       AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
            OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
-    RETURNING execution_id, attempt_count, started_at, ordering_key
+    RETURNING execution_id, attempt_count, started_at, ordering_key, concurrency_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'ERROR',
@@ -467,7 +480,8 @@ WITH failed AS (
     RETURNING execution_id
 )
 SELECT l.execution_id, EXISTS (SELECT 1 FROM noted) AS attempt_recorded,
-       (SELECT f.ordering_key FROM failed AS f) AS ordering_key
+       (SELECT f.ordering_key FROM failed AS f) AS ordering_key,
+       (SELECT f.concurrency_key FROM failed AS f) AS concurrency_key
 FROM logged AS l
 
 -- name: scheduler_cron_set_aside

@@ -150,7 +150,8 @@ claimed AS (
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot,
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
-               OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL) AS follows,
+               OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL
+               OR e.concurrency_key IS NOT NULL) AS follows,
               e.run_at, e.first_started_at, e.endpoint_version
 )
 -- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
@@ -336,7 +337,8 @@ claimed AS (
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot,
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
-               OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL) AS follows,
+               OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL
+               OR e.concurrency_key IS NOT NULL) AS follows,
               e.run_at, e.first_started_at, e.endpoint_version
 )
 -- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
@@ -463,7 +465,8 @@ claimed AS (
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot,
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
-               OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL) AS follows,
+               OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL
+               OR e.concurrency_key IS NOT NULL) AS follows,
               e.run_at, e.first_started_at, e.endpoint_version
 )
 -- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
@@ -637,7 +640,7 @@ done AS (
       AND e.worker_id = CAST(:worker_id AS TEXT)
       AND e.attempt_count = d.attempt_number
     RETURNING e.execution_id, e.status, e.endpoint, e.on_success, e.on_failure, e.batch_id,
-              e.ordering_key
+              e.ordering_key, e.concurrency_key
 ), attempted AS (
     INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
                           duration_ms, output, error, log_level, log_message)
@@ -692,7 +695,8 @@ SELECT execution_id,
        CASE WHEN status = 'SUCCESS' THEN on_success
             WHEN status = 'FAILED' THEN on_failure END AS callback,
        CASE WHEN status IN ('SUCCESS', 'FAILED') THEN batch_id END AS batch_id,
-       CASE WHEN status IN ('SUCCESS', 'FAILED') THEN ordering_key END AS ordering_key
+       CASE WHEN status IN ('SUCCESS', 'FAILED') THEN ordering_key END AS ordering_key,
+       CASE WHEN status IN ('SUCCESS', 'FAILED') THEN concurrency_key END AS concurrency_key
 FROM moved
 
 -- name: worker_record_and_claim
@@ -749,7 +753,7 @@ done AS (
       AND e.worker_id = CAST(:worker_id AS TEXT)
       AND e.attempt_count = d.attempt_number
     RETURNING e.execution_id, e.status, e.endpoint, e.on_success, e.on_failure, e.batch_id,
-              e.ordering_key
+              e.ordering_key, e.concurrency_key
 ), attempted AS (
     INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
                           duration_ms, output, error, log_level, log_message)
@@ -939,7 +943,8 @@ claimed AS (
     RETURNING e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.input,
               e.attempt_count, e.max_attempts, e.config_snapshot,
               (e.on_success IS NOT NULL OR e.on_failure IS NOT NULL
-               OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL) AS follows,
+               OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL
+               OR e.concurrency_key IS NOT NULL) AS follows,
               e.run_at, e.first_started_at, e.endpoint_version
 )
 SELECT 'claimed' AS kind, r.*

@@ -289,3 +289,20 @@ def test_topics_commands_and_a_fan_out_from_jobs_create(te: Te, http_target: Htt
     te.ok("topics", "delete", "orders")
     missing = te("topics", "get", "orders")
     assert missing.exit_code == 1 and "TOPIC_NOT_FOUND" in missing.stderr
+
+
+def test_a_per_key_limit_and_a_jobs_concurrency_key_from_files(
+    te: Te, http_target: HttpTarget
+) -> None:
+    limited = ENDPOINT_YAML.format(url=http_target.url("/ok")) + (
+        "flow_control:\n  max_concurrency_per_key: 2\n"
+    )
+    te.ok("endpoints", "create", "-f", te.file("limited.yaml", limited))
+    assert te.json("endpoints", "get", "hook")["flow_control"] == {"max_concurrency_per_key": 2}
+    body = {"endpoint": "hook", "trigger": "DELAYED", "delay": "1h", "idempotency_key": "c1"}
+    job = te.json("jobs", "create", "-f", te.file("c.json", {**body, "concurrency_key": "t-1"}))
+    assert te.json("jobs", "get", job["job_id"])["concurrency_key"] == "t-1"
+    both = {**body, "idempotency_key": "c2", "concurrency_key": "t-1", "ordering_key": "o"}
+    refused = te("jobs", "create", "-f", te.file("both.json", both))
+    assert refused.exit_code == 1 and "INVALID_REQUEST" in refused.stderr
+    assert "'ordering_key' and 'concurrency_key'" in refused.stderr

@@ -97,3 +97,22 @@ def test_topics_and_a_fan_out_through_the_sdk(stack: str) -> None:
     with pytest.raises(NotFound) as missing:
         client.topics.get("orders")
     assert missing.value.code == "TOPIC_NOT_FOUND"
+
+
+def test_a_per_key_limit_and_a_concurrency_key_through_the_sdk(stack: str) -> None:
+    client = Client(stack, BOOTSTRAP_KEY)
+    spec = {"url": "http://127.0.0.1:9/", "method": "POST"}
+    flow = {"max_concurrency_per_key": 3}
+    created = client.endpoints.create(
+        {"name": "t", "type": "HTTP", "spec": spec, "flow_control": flow}
+    )
+    assert created["flow_control"] == flow
+    body = {"endpoint": "t", "trigger": "DELAYED", "delay": "1h", "idempotency_key": "k"}
+    job = client.jobs.create({**body, "concurrency_key": "tenant-1"})
+    assert client.jobs.get(job["job_id"])["concurrency_key"] == "tenant-1"
+    with pytest.raises(ApiError) as refused:
+        client.endpoints.replace(
+            "t", {"type": "HTTP", "spec": spec, "flow_control": {"max_concurrency_per_key": 0}}
+        )
+    assert (refused.value.status, refused.value.code) == (400, "INVALID_REQUEST")
+    assert "max_concurrency_per_key" in refused.value.message
