@@ -11,8 +11,7 @@ statement, so a burst of N finished deliveries costs one commit instead of N (th
 rate of the database is the ceiling otherwise). :data:`WRITERS` writers drain the queue,
 so a finished execution waits for a free writer rather than for the whole batch ahead of
 it: a worker's slot is held until its attempt is recorded, so the time to record is part
-of every slot's cycle.
-Nothing waits on a timer.
+of every slot's cycle. Nothing waits on a timer.
 
 A writer also claims, in the statement or transaction that records a batch, as many
 executions as there are slots free once it commits: it reserves that room in the worker's
