@@ -83,15 +83,7 @@ class Worker:
         self._dispatchers = dispatchers
         self.loops = LoopRegistry()  #: its loops' states (claim, finalize), for its heartbeat
         self._idle = IdleWait(db, settings.wakeup_notify)
-        self.ledger = Ledger(
-            Holdings(
-                capacity=self.capacity,
-                default_cap=max(1, math.ceil(self.capacity * settings.worker_endpoint_share)),
-                lease_sec=settings.stuck_execution_timeout_sec,
-            ),
-            SendSlots(self.capacity),
-            wake=self._idle.wake,
-        )
+        self.ledger = _ledger(settings, wake=self._idle.wake)
         self.leases = LeaseKeeper(db, self.worker_id, self.ledger)
         self.controls = Controls(db, poll_interval)
         self.room = Room(self.ledger, self.controls)
@@ -214,3 +206,15 @@ class Worker:
     def _start(self) -> None:
         self._finalizer.start()
         self.leases.start()
+
+
+def _ledger(settings: Settings, wake: Callable[[], None]) -> Ledger:
+    """The worker's ledger, sized by ``TE_WORKER_MAX_CONCURRENT`` and shared out by
+    ``TE_WORKER_ENDPOINT_SHARE``; ``wake`` ends the claimer's idle sleep."""
+    capacity = settings.worker_max_concurrent
+    holdings = Holdings(
+        capacity=capacity,
+        default_cap=max(1, math.ceil(capacity * settings.worker_endpoint_share)),
+        lease_sec=settings.stuck_execution_timeout_sec,
+    )
+    return Ledger(holdings, SendSlots(capacity), wake=wake)
