@@ -79,7 +79,7 @@ def _claim_query() -> tuple[str, Any]:
     worker renders it; :func:`chalicelib.db.shapes.shaped` cuts it to one shape."""
     try:
         from chalicelib.domain.regions import ALL_REGIONS
-        from chalicelib.worker.claims import render
+        from chalicelib.worker.strategies import render
     except ImportError as exc:
         raise SystemExit(json.dumps({"status": "missing", "reason": str(exc)})) from exc
     name = "worker_claim_skip_locked"
@@ -91,7 +91,7 @@ def scale_probe(job_id: str, repeat: int) -> None:
 
     name, claim = _claim_query()
     db = ProcessRoot().database("worker")
-    from chalicelib.worker.claims import ClaimLimits
+    from chalicelib.worker.strategies import ClaimLimits
 
     # As a worker with 50 free slots claims: the default lease and per-endpoint share.
     limits = ClaimLimits(default_cap=25).params()

@@ -714,7 +714,7 @@ def _claim_call(db: Any, capped: str | None = None) -> Any:
     sys.path.insert(0, str(BENCH))
     from ours_inproc import _claim_query
 
-    from chalicelib.worker.claims import ClaimLimits, run_shaped
+    from chalicelib.worker.strategies import ClaimLimits, run_shaped
 
     _, claim = _claim_query()
     share = 25

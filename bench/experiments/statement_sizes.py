@@ -41,8 +41,8 @@ def measure(url: str, sizes: list[int], explain: int | None) -> None:
     from chalicelib.db.queries import queries
     from chalicelib.db.shapes import shaped
     from chalicelib.domain.statuses import AttemptStatus, ExecutionStatus
-    from chalicelib.worker.claims import ClaimLimits, SkipLockedClaim
     from chalicelib.worker.models import ClaimedExecution, FinishedExecution
+    from chalicelib.worker.strategies import ClaimLimits, SkipLockedClaim
 
     db = Database.from_url(
         url, pool_size=1, isolation="read committed", plan_cache_mode="force_generic_plan"

@@ -48,7 +48,7 @@ from chalicelib.wiring.app import build_app
 from chalicelib.wiring.eventbridge import LocalEventBridge
 from chalicelib.wiring.lambdas import LambdaRoot
 from chalicelib.wiring.process import ProcessRoot
-from chalicelib.worker.ring import Worker
+from chalicelib.worker.worker import Worker
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -39,12 +39,12 @@ from chalicelib.tracing import Tracing
 from chalicelib.wiring.process import ProcessRoot, run_until_stopped
 from chalicelib.worker.background import lambda_heartbeat
 from chalicelib.worker.caches import ConfigCache, SecretCache
-from chalicelib.worker.claims import claim_strategy
 from chalicelib.worker.dispatchers import Dispatcher, default_dispatchers
 from chalicelib.worker.lambdas import LambdaContext, invocation_limits
 from chalicelib.worker.pipeline import Pipeline
-from chalicelib.worker.ring import Worker
 from chalicelib.worker.runner import WorkerPart
+from chalicelib.worker.strategies import claim_strategy
+from chalicelib.worker.worker import Worker
 
 log = logging.getLogger("chalicelib.worker")
 
@@ -81,7 +81,7 @@ def build_worker(
     return Worker(
         db,
         settings,
-        claims=claim_strategy(settings.claim_strategy, region),
+        strategy=claim_strategy(settings.claim_strategy, region),
         pipeline=pipeline,
         dispatchers=dispatchers,
         worker_id=worker_id,

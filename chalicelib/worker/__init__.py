@@ -19,7 +19,7 @@ __all__ = ["Worker"]
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from chalicelib.worker import ring
+        from chalicelib.worker import worker
 
-        return getattr(ring, name)
+        return getattr(worker, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -36,7 +36,7 @@ from chalicelib.runtime.group import LoopGroup
 from chalicelib.runtime.loop import LoopSpec, Progress
 from chalicelib.settings import Settings
 from chalicelib.worker.metrics_http import MetricsServer, worker_families
-from chalicelib.worker.ring import Worker
+from chalicelib.worker.worker import Worker
 
 log = logging.getLogger("chalicelib.worker")
 

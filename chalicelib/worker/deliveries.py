@@ -9,12 +9,12 @@ Dispatchers that offer ``dispatch_async`` (HTTP) run on the loop. The others (Ka
 Redis, whose clients block, and test doubles) run their blocking ``dispatch`` on a thread
 pool sized to the worker's capacity, so the loop never blocks on them.
 
-The claimer's thread claims and prepares (template resolution may read the database on a
-cache miss, which must not block the loop); this module only dispatches and completes. In
-the worker's ring (:mod:`chalicelib.worker.ring`) it is the stage between the claimer and
-the finalizer: it takes :class:`Prepared` executions, writes to the ledger what became of
-each (delivered, or lost: left RUNNING for the reclaimer), and hands every
-:class:`FinishedExecution` to the finalizer.
+The thread that claimed prepares (:mod:`chalicelib.worker.starter`: template resolution
+may read the database on a cache miss, which must not block the loop); this module only
+dispatches and completes. In the worker's ring (:mod:`chalicelib.worker.worker`) it is the
+stage between the claimer and the finalizer: it takes :class:`Prepared` executions, writes
+to the ledger what became of each (delivered, or lost: left RUNNING for the reclaimer), and
+hands every :class:`FinishedExecution` to the finalizer's queue.
 
 Once a send has begun, whatever a dispatcher raises (a library error it did not expect, a
 value from the target or from a stored spec it could not handle) ends the attempt as a
@@ -44,7 +44,8 @@ CLOSE_TIMEOUT_SEC = 10.0
 
 
 class Recorder(Protocol):
-    """The next stage: records finished executions (the finalizer)."""
+    """Where finished executions go: the finalizer's queue
+    (:class:`~chalicelib.worker.finished.FinishedQueue`)."""
 
     def submit(self, finished: FinishedExecution) -> None: ...
 
@@ -66,6 +67,7 @@ class DeliveryLoop:
     ) -> None:
         self._pipeline = pipeline
         self._dispatchers = dispatchers
+        self.endpoint_types = frozenset(dispatchers)  #: those it has a dispatcher for
         self._capacity = ledger.capacity
         self._ledger = ledger
         self._recorder = recorder
@@ -136,7 +138,7 @@ class DeliveryLoop:
             if prepared.claimed.expired():  # waited for a slot past its expire_after
                 slots.give_back()
                 holding = False
-                self._finish_unsent(self._pipeline.expired(prepared.claimed))
+                self.finish_unsent(self._pipeline.expired(prepared.claimed))
                 return
             # The attempt's times measure the delivery itself, from here.
             prepared = self._pipeline.begin(prepared)
@@ -155,8 +157,9 @@ class DeliveryLoop:
         self._ledger.delivered(finished, sent=True)
         self._recorder.submit(finished)
 
-    def _finish_unsent(self, finished: FinishedExecution) -> None:
-        """An execution that ends without a send (it holds no send slot) to the recorder."""
+    def finish_unsent(self, finished: FinishedExecution) -> None:
+        """An execution that ends without a send (it holds no send slot) to the recorder
+        (any thread)."""
         self._ledger.delivered(finished, sent=False)
         self._recorder.submit(finished)
 

@@ -1,20 +1,23 @@
 """The finalizer: records attempts and moves executions on, many per transaction.
 
-The last stage of the worker's ring (:mod:`chalicelib.worker.ring`): the delivery loop
-(and the claimer, for an execution that finished without a send) hands finished
-executions to :meth:`Finalizer.submit`; once written, each is released in the ledger,
-and the slots a batch frees are refilled by the claimer inside the batch's transaction.
+The last stage of the worker's ring (:mod:`chalicelib.worker.worker`): the delivery loop
+puts finished executions (sent, or finished without a send) on a
+:class:`~chalicelib.worker.finished.FinishedQueue`, which the finalizer drains; once
+written, each is released in the ledger, and the slots a batch frees are refilled inside
+the batch's statement or transaction.
 
-A writer thread
-writes everything that is ready with one ``worker_finalize_batch`` statement, so a burst of
-N finished deliveries costs one commit instead of N (the commit rate of the database is the
-ceiling otherwise). :data:`WRITERS` writers drain the queue, so a finished execution waits
-for a free writer rather than for the whole batch ahead of it: a worker's slot is held
-until its attempt is recorded, so the time to record is part of every slot's cycle.
-Nothing waits on a timer.
+A writer thread writes everything that is ready with one ``worker_finalize_batch``
+statement, so a burst of N finished deliveries costs one commit instead of N (the commit
+rate of the database is the ceiling otherwise). :data:`WRITERS` writers drain the queue,
+so a finished execution waits for a free writer rather than for the whole batch ahead of
+it: a worker's slot is held until its attempt is recorded, so the time to record is part
+of every slot's cycle. Nothing waits on a timer.
 
 A writer also claims, in the statement or transaction that records a batch, as many
-executions as there are slots free once it commits (:class:`Refill`, the claimer): one
+executions as there are slots free once it commits: it reserves that room in the worker's
+:class:`~chalicelib.worker.room.Room`, claims through the worker's
+:class:`~chalicelib.worker.statements.ClaimStatements`, and hands back what it took (or,
+if the commit failed, the bare reservation) through one call, :meth:`Handback.start`. One
 durable commit records a batch and refills its slots, so a worker's slot cycle costs one
 commit, not a finalize and a claim. On PostgreSQL a batch nothing follows is recorded and
 refilled by one statement (worker_record_and_claim); a batch something follows, or any
@@ -46,14 +49,12 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import queue
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from chalicelib.db.connection import Database, Row, Transaction
+from chalicelib.db.connection import Row, Transaction
 from chalicelib.db.faults import is_row_fault
 from chalicelib.db.queries import queries
 from chalicelib.domain.auto_pause import PausedReason
@@ -61,74 +62,62 @@ from chalicelib.domain.loops import fault_reason
 from chalicelib.logs import FailureLog
 from chalicelib.runtime.registry import LoopRegistry
 from chalicelib.services import auto_pause, callbacks, keys
-from chalicelib.worker.claims import ClaimPlan
+from chalicelib.worker.finished import FinishedQueue
 from chalicelib.worker.ledger import Ledger
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 from chalicelib.worker.reporting import FINALIZE_LOOP
+from chalicelib.worker.room import ClaimPlan, Room
+from chalicelib.worker.statements import ClaimStatements
 
 log = logging.getLogger(__name__)
 
-MAX_BATCH = 500
 #: Writer threads (each with its own connection from the worker's pool).
 WRITERS = 2
 
 
-class Refill(Protocol):
-    """The next stage (the claimer): claims into the slots a finalize batch frees, in the
-    finalize's transaction."""
+class Handback(Protocol):
+    """Where the finalizer hands back what a refill took (the worker's
+    :class:`~chalicelib.worker.starter.Starter`)."""
 
-    def plan_claim(self) -> ClaimPlan | None:
-        """A claim plan (its room reserved until :meth:`claimed`) if there is room, the
-        slots of attempts being recorded included, less what other claims in flight
-        reserved; None at once if there is none."""
-        ...
-
-    def claim_in(self, tx: Transaction, plan: ClaimPlan) -> list[ClaimedExecution]: ...
-
-    @property
-    def records_with_claim(self) -> bool:
-        """Whether a batch nothing follows is recorded and refilled by one statement."""
-        ...
-
-    def record_and_claim(
-        self, tx: Transaction, plan: ClaimPlan, record: Mapping[str, str]
-    ) -> tuple[set[str], list[ClaimedExecution]]:
-        """That statement: (executions recorded, executions claimed)."""
-        ...
-
-    def claimed(self, plan: ClaimPlan, batch: list[ClaimedExecution]) -> None:
-        """After the commit (``batch`` empty if it failed): hold and start them."""
+    def start(self, plan: ClaimPlan, batch: list[ClaimedExecution]) -> None:
+        """The refill's commit ended (``batch`` empty if it failed): give its reservation
+        back, hold what it took and start it."""
         ...
 
 
 class Finalizer:
-    """A queue drained by :data:`WRITERS` writer threads (a ``queue.SimpleQueue``, in C:
-    the delivery loop puts every finished execution on it, and ``queue.Queue``'s put
-    takes a lock and notifies a condition in Python each time)."""
+    """:data:`WRITERS` writer threads draining one :class:`FinishedQueue`, a batch at a
+    time (:data:`~chalicelib.worker.finished.MAX_BATCH`)."""
 
     def __init__(
         self,
-        db: Database,
-        worker_id: str,
+        statements: ClaimStatements,
         ledger: Ledger,
-        registry: LoopRegistry | None = None,
+        finished: FinishedQueue,
         *,
+        room: Room,
+        handback: Handback,
+        registry: LoopRegistry | None = None,
         operator_endpoint: str | None = None,
     ) -> None:
-        """``operator_endpoint``: where the event of a pause a 410 Gone causes is sent
+        """``statements``: the worker's database, id and claims (a refill's);
+        ``operator_endpoint``: where the event of a pause a 410 Gone causes is sent
         (``TE_OPERATOR_ENDPOINT``; None: nowhere)."""
-        self._db = db
-        self._operator_endpoint = operator_endpoint
-        self._registry = registry or LoopRegistry()
-        #: The claimer, set when the ring is closed (chalicelib.worker.ring).
-        self.refill: Refill | None = None
-        self._worker_id = worker_id
+        self._db = statements.db
+        self._worker_id = statements.worker_id
+        self._statements = statements
         self._ledger = ledger
-        self._queue: queue.SimpleQueue[FinishedExecution | None] = queue.SimpleQueue()
+        self._finished = finished
+        self._room = room
+        self._handback = handback
+        self._registry = registry or LoopRegistry()
+        self._operator_endpoint = operator_endpoint
         self._abandon = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._failures = FailureLog(log, "finalize (retrying with backoff)")
+        #: Refills that claimed something (diagnostics; tests read it).
+        self.refills = 0
 
     def start(self) -> None:
         with self._lock:
@@ -141,35 +130,18 @@ class Finalizer:
                 for thread in self._threads:
                     thread.start()
 
-    def submit(self, finished: FinishedExecution) -> None:
-        self._queue.put(finished)
-
     def stop(self, *, abandon: bool = False) -> None:
-        """Stop the writer after what is queued (or at once, dropping it, if ``abandon``)."""
+        """Stop the writers after what is queued (or at once, dropping it, if ``abandon``)."""
         if abandon:
             self._abandon.set()
-        self._queue.put(None)  # each writer puts it back for the next one
+        self._finished.stop()  # each writer puts it back for the next one
         for thread in self._threads:
             thread.join(timeout=5)
         with self._lock:
-            self._queue = _without_stop(self._queue)
+            self._finished.reopen()
 
     def _loop(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is None:
-                self._queue.put(None)  # for the other writers
-                return
-            batch = [first]
-            while len(batch) < MAX_BATCH:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    self._queue.put(None)  # stop after this batch
-                    break
-                batch.append(item)
+        while (batch := self._finished.next_batch()) is not None:
             self._write(batch)
 
     def _write(self, batch: list[FinishedExecution]) -> None:
@@ -184,8 +156,9 @@ class Finalizer:
             )
             results, plan, claimed = [self._write_alone(f) for f in batch], None, []
         self._ledger.recorded(results)
-        if plan is not None and self.refill is not None:
-            self.refill.claimed(plan, claimed)  # after the releases: the slots are free
+        if plan is not None:
+            self.refills += bool(claimed)
+            self._handback.start(plan, claimed)  # after the releases: the slots are free
 
     def _write_alone(self, finished: FinishedExecution) -> tuple[FinishedExecution, bool]:
         """One result on its own (no refill): (what was recorded, applied). Refused alone,
@@ -213,17 +186,15 @@ class Finalizer:
         """Write ``batch`` (and, with ``refill``, claim into the slots it frees), retrying
         other failures with back-off until written or abandoned at shutdown; a failure a
         result can cause is raised to :meth:`_write`."""
-        write = _Write.of(
-            batch, combined=self.refill is not None and self.refill.records_with_claim
-        )
+        write = _Write.of(batch, combined=self._statements.records_with_claim)
         delay = 0.05
         while True:
-            plan = self._plan_refill() if refill and write.refills else None
+            plan = self._room.reserve_refill() if refill and write.refills else None
             try:
                 applied, claimed = self._send(write, plan)
             except BaseException as exc:
-                if plan is not None and self.refill is not None:
-                    self.refill.claimed(plan, [])  # nothing claimed: release the plan
+                if plan is not None:
+                    self._handback.start(plan, [])  # nothing claimed: the room goes back
                 if is_row_fault(exc):
                     raise  # maybe one result's values: _write finds it
                 if self._gives_up(exc, len(batch)):
@@ -291,17 +262,12 @@ class Finalizer:
         connection, the record changes nothing the second time; what the first one claimed
         stays RUNNING under this worker until its lease runs out, as after any claim whose
         answer is lost."""
-        refill = self.refill
-        assert refill is not None
         record = {"results": payload, "writer": _writer(self._worker_id)}
         return self._db.transaction(
-            lambda tx: refill.record_and_claim(tx, plan, record),
+            lambda tx: self._statements.record_and_claim(tx, plan, record),
             name="worker_record_and_claim",
             single=True,
         )
-
-    def _plan_refill(self) -> ClaimPlan | None:
-        return self.refill.plan_claim() if self.refill is not None else None
 
     def _finalize_and_claim(
         self,
@@ -320,9 +286,9 @@ class Finalizer:
             auto_pause.pause(
                 tx, gone, PausedReason.GONE, now=now, operator_endpoint=self._operator_endpoint
             )
-        if plan is None or self.refill is None:
+        if plan is None:
             return rows, []
-        return rows, self.refill.claim_in(tx, plan)
+        return rows, self._statements.claim_in(tx, plan)
 
     def is_alive(self) -> bool:
         return any(thread.is_alive() for thread in self._threads)
@@ -366,20 +332,6 @@ def _holds(batch: list[FinishedExecution]) -> dict[str, int]:
         if finished.hold_ms is not None:
             holds[finished.endpoint] = max(holds.get(finished.endpoint, 0), finished.hold_ms)
     return holds
-
-
-def _without_stop(
-    old: queue.SimpleQueue[FinishedExecution | None],
-) -> queue.SimpleQueue[FinishedExecution | None]:
-    """The queue after a stop, without its stop marker (so a restart's writers run)."""
-    fresh: queue.SimpleQueue[FinishedExecution | None] = queue.SimpleQueue()
-    while True:
-        try:
-            item = old.get_nowait()
-        except queue.Empty:
-            return fresh
-        if item is not None:
-            fresh.put(item)
 
 
 def _finalize(tx: Transaction, payload: str, worker_id: str) -> list[Row]:

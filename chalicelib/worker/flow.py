@@ -1,7 +1,7 @@
 """Pause and flow control on the worker's side: which endpoints the fast claim
 leaves alone, and the metered claim that serves flow-controlled endpoints.
 
-The fast claim (:mod:`chalicelib.worker.claims`) is the hot path and stays as it was for
+The fast claim (:mod:`chalicelib.worker.strategies`) is the hot path and stays as it was for
 endpoints without flow control: its endpoints join also passes over endpoints that are
 paused, held by a ``Retry-After`` or flow-controlled, which costs a column test on a row it
 already reads. To keep those endpoints' backlog out of its LIMIT (a paused endpoint's
@@ -27,8 +27,8 @@ from typing import Any
 
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
-from chalicelib.worker.claims import ClaimLimits
 from chalicelib.worker.models import ClaimedExecution
+from chalicelib.worker.strategies import ClaimLimits
 
 #: Metered claims of one worker are at least this far apart (seconds), and an idle worker
 #: polls at least this often while flow-controlled endpoints exist: tokens are granted in
@@ -44,7 +44,7 @@ class Controls:
         self, db: Database, interval: float, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._db = db
-        self._interval = interval
+        self.interval = interval  #: the poll interval: how often they are read
         self._clock = clock
         self._next_read = 0.0
         self._next_metered = 0.0
@@ -57,7 +57,7 @@ class Controls:
         if not force and now < self._next_read:
             return
         rows = self._db.statement(queries["worker_controlled_endpoints"])  # a read: one trip
-        self._next_read = now + self._interval
+        self._next_read = now + self.interval
         self.excluded = tuple(str(row["name"]) for row in rows)
         self.metered = tuple(str(row["name"]) for row in rows if row["metered"])
 

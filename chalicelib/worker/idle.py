@@ -38,17 +38,8 @@ class IdleWait:
         self._wakeup_notify = wakeup_notify
         self._wake = threading.Event()
         self.stats = SleepStats()
-        #: Told when work was queued (:meth:`notified`).
-        self.on_queued: Callable[[], None] | None = None
         #: The running LISTEN connection's thread, if any (tests inspect it).
         self.listener: notify.Listener | None = None
-
-    def notified(self) -> None:
-        """Work was queued (a notification or a nudge): end the idle sleep, and tell
-        :attr:`on_queued` (the ledger, whose reserve such work may take at once)."""
-        self.wake()
-        if self.on_queued is not None:
-            self.on_queued()
 
     def wake(self) -> None:
         """End the current (or the next) idle sleep at once."""
@@ -63,8 +54,9 @@ class IdleWait:
             self.stats.timed_out += 1
         self._wake.clear()
 
-    def listen(self) -> notify.Listener | None:
-        """LISTEN for queued executions (PostgreSQL) so an idle sleep ends at once.
+    def listen(self, notified: Callable[[], None]) -> notify.Listener | None:
+        """LISTEN for queued executions (PostgreSQL): each notification calls ``notified``
+        (the worker's nudge, which ends this idle sleep).
 
         An accelerator: if the database cannot tell its flavor now, the worker polls only.
         """
@@ -74,7 +66,7 @@ class IdleWait:
         except DatabaseError as exc:
             log.warning("cannot decide on LISTEN/NOTIFY; polling only", exc_info=exc)
             return None
-        listener = notify.Listener(self._db.params, self.notified)
+        listener = notify.Listener(self._db.params, notified)
         listener.start()
         self.listener = listener
         return listener

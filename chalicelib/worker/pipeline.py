@@ -2,7 +2,7 @@
 dispatched the request, decide what comes next (complete).
 
 Preparation runs on the thread that claimed the execution (the claimer's own loop, or the
-finalizer's when it refills the slots it freed: ``Claimer._prepare``) and touches the
+finalizer's when it refills the slots it freed: :mod:`chalicelib.worker.starter`) and touches the
 database only through the caches (config and secret reads); the attempt and the
 execution's next status are written later, in a batch, by the finalizer. Secret values
 never leave this module except inside the request sent to the target: outputs and errors

@@ -18,7 +18,7 @@ from typing import Any
 from chalicelib.runtime.group import LoopGroup
 from chalicelib.settings import Settings
 from chalicelib.worker.background import running, running_background
-from chalicelib.worker.ring import Worker
+from chalicelib.worker.worker import Worker
 
 
 class WorkerPart:

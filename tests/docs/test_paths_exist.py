@@ -1,7 +1,7 @@
 """Every repository path that code, SQL, Makefiles or docs name exists.
 
 A path is a run of directory names ending in a file with a known extension
-(``chalicelib/worker/ring.py``, ``migrations/001_initial.sql``) or in ``/`` (``tests/support/``),
+(``chalicelib/worker/worker.py``, ``migrations/001_initial.sql``) or in ``/`` (``tests/support/``),
 whose first directory is one of the repository's: a top-level one, or one directly under
 ``chalicelib/``, ``tests/``, ``bench/`` or ``docs/`` (so ``worker/pipeline.py`` is read as
 the text means it). It is resolved against the repository root, the citing file's own
@@ -102,11 +102,11 @@ def missing_paths() -> dict[str, list[str]]:
 
 def test_the_path_pattern_reads_paths_as_written() -> None:
     text = (
-        "see chalicelib/worker/ring.py, `worker/pipeline.py` and tests/support/;\n"
+        "see chalicelib/worker/worker.py, `worker/pipeline.py` and tests/support/;\n"
         "not https://example.com/a/b.py, a.b.c, 50/s or chalicelib/*.py"
     )
     assert named_paths(text) == [
-        (1, "chalicelib/worker/ring.py"),
+        (1, "chalicelib/worker/worker.py"),
         (1, "worker/pipeline.py"),
         (1, "tests/support/"),
     ]

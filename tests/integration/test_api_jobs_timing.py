@@ -11,7 +11,7 @@ import pytest
 
 from chalicelib.db.connection import Database
 from chalicelib.scheduler.promoter import DelayedPromoter
-from chalicelib.worker.claims import claim_strategy
+from chalicelib.worker.strategies import claim_strategy
 from tests.integration.test_api_foundation import assert_envelope
 from tests.integration.test_api_keys import make_key
 from tests.support.api_client import ApiClient

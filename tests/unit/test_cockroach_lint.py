@@ -38,7 +38,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("worker_record_and_claim", "table_modified_twice"): (
         "PostgreSQL only, as the line above: the record and the claim update different "
         "executions rows; CockroachDB's configuration records and claims in separate "
-        "statements (worker/claims.py, ConditionalUpdateClaim.records_with_claim)"
+        "statements (worker/strategies.py, ConditionalUpdateClaim.records_with_claim)"
     ),
     ("wakeup_publish", "listen_notify"): (
         "the optional wake-up accelerator; notify.enabled() keeps it off on CockroachDB "

@@ -118,7 +118,7 @@ ranked AS (
 -- worker renews it while it holds the execution (worker_renew_leases). The job's endpoint
 -- snapshot comes back as text in the same round trip (the worker parses each distinct text
 -- once), with the endpoint's own cap (spec.max_concurrent; NULL: the worker's default,
--- which depends on how many endpoints have work: chalicelib/worker/ledger.py). The claim writes no log row: the attempt's one log row,
+-- which depends on how many endpoints have work: chalicelib/worker/holdings.py). The claim writes no log row: the attempt's one log row,
 -- written at finalize, names the worker (a row per claim would be a row and its index
 -- entries written per delivery for a line the attempt's row already carries). "follows": whether the execution's end has something to
 -- follow it (a callback, its batch's progress): only then does its finalize need a
@@ -470,7 +470,7 @@ FROM moved
 -- name: worker_record_and_claim
 -- PostgreSQL's finalize of a batch nothing follows (no callback, no batch, no Retry-After)
 -- and the claim into the slots it frees, in one statement and one commit: the ring's
--- "record and refill" (chalicelib/worker/ring.py). The record is worker_finalize_batch's,
+-- "record and refill" (chalicelib/worker/worker.py). The record is worker_finalize_batch's,
 -- the claim worker_claim_skip_locked's, each unchanged: the claim's snapshot is the
 -- statement's, in which the recorded executions are still RUNNING, so it can neither take
 -- one of them nor see a retry they schedule; they touch different rows, which PostgreSQL

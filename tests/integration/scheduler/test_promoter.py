@@ -12,7 +12,7 @@ from chalicelib.db.connection import ConnectionParams, Database
 from chalicelib.db.queries import queries
 from chalicelib.errors import DatabaseError
 from chalicelib.scheduler.promoter import LIVE_COUNTS_EVERY, PROMOTED_MESSAGE, DelayedPromoter
-from chalicelib.worker.claims import claim_strategy
+from chalicelib.worker.strategies import claim_strategy
 from tests.support.clock import FakeClock
 from tests.support.environment import PROFILE
 from tests.support.plans import MODES, analyze

@@ -114,7 +114,7 @@ def test_a_slot_is_held_until_the_attempt_is_recorded(database: Database, make_w
         wait_for(lambda: len(dispatcher.seen), "2 sent", until=lambda n: n == 2)
         # The claimer's loop claims into the two slots being recorded, unless the record
         # itself refills them (PostgreSQL: worker_record_and_claim, stuck here with it).
-        ahead = 0 if worker.claimer.claims.records_with_claim else 2
+        ahead = 0 if worker.claimer.statements.records_with_claim else 2
         assert worker.run_once() == ahead
         for _ in range(5):
             assert worker.run_once() == 0  # no free slot, and any batch ahead waits for slots
@@ -233,7 +233,7 @@ def test_a_batch_nothing_follows_is_recorded_and_refilled_by_one_statement(
         ids=seeded.execution_ids,
     )[0]
     assert (attempts["n"], attempts["e"]) == (300, 300)
-    if worker.claimer.claims.records_with_claim:
+    if worker.claimer.statements.records_with_claim:
         assert combined and set(combined) <= {"te-finalizer-0", "te-finalizer-1"}
         assert worker.refills > 0
     else:
@@ -250,25 +250,26 @@ def test_a_refill_sized_while_another_claim_is_in_flight_gets_the_room_left(
     when the first commits."""
     seeded = seed(database, spec=SPEC, count=10)
     worker = make_worker(worker_max_concurrent=8, worker_endpoint_share=1.0)
-    claimer = worker.claimer
-    claimer._stopping = lambda: False  # as while Worker.run runs: refills are planned
+    room = worker.room
     held = [claimed_execution(f"held-{i}", "held") for i in range(3)]
     worker.ledger.take(held, time.monotonic())
 
-    first = claimer.plan_claim()  # a writer's statement in flight with this refill
-    assert first is not None and (first.room, first.limits.pending) == (5, 0)
-    for execution in held:  # another writer recorded these meanwhile
-        worker.ledger.release(execution.execution_id, execution.attempt)
-    second = claimer.plan_claim()
-    assert second is not None and (second.room, second.limits.pending) == (3, 5)
+    with room.refilling(lambda: False):  # as while Worker.run runs: refills are planned
+        first = room.reserve_refill()  # a writer's statement in flight with this refill
+        assert first is not None and (first.room, first.limits.pending) == (5, 0)
+        for execution in held:  # another writer recorded these meanwhile
+            worker.ledger.release(execution.execution_id, execution.attempt)
+        second = room.reserve_refill()
+        assert second is not None and (second.room, second.limits.pending) == (3, 5)
 
-    taken = database.transaction(lambda tx: claimer.claim_in(tx, second))
-    assert len(taken) == 3  # the endpoint's share (8) less the first refill's room (5)
-    assert statuses(database, seeded.execution_ids) == {"RUNNING": 3, "QUEUED": 7}
-    # Both end without holding anything (nothing is sent here): the reservations are
-    # given back, whole.
-    claimer.claimed(second, [])
-    claimer.claimed(first, [])
-    third = claimer.plan_claim()
-    assert third is not None and (third.room, third.limits.pending) == (8, 0)
-    claimer.claimed(third, [])
+        statements = worker.claimer.statements
+        taken = database.transaction(lambda tx: statements.claim_in(tx, second))
+        assert len(taken) == 3  # the endpoint's share (8) less the first refill's room (5)
+        assert statuses(database, seeded.execution_ids) == {"RUNNING": 3, "QUEUED": 7}
+        # Both end without holding anything (nothing is sent here): the reservations are
+        # given back, whole.
+        room.settle(second, [])
+        room.settle(first, [])
+        third = room.reserve_refill()
+        assert third is not None and (third.room, third.limits.pending) == (8, 0)
+        room.settle(third, [])

@@ -15,7 +15,8 @@ frees in one statement (:meth:`SkipLockedClaim.record_and_claim`: worker_record_
 twice), so its finalizer records alone and the claimer claims.
 
 Both commit before returning, so no transaction is ever held across a delivery. Both take
-:class:`ClaimLimits`: the lease a claim starts and the per-endpoint fairness caps.
+:class:`ClaimLimits`: the lease a claim starts and the per-endpoint fairness caps. The
+worker's stages send them through :class:`~chalicelib.worker.statements.ClaimStatements`.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class ClaimLimits:
     #: (:mod:`chalicelib.worker.flow`): kept out of the fast claim's LIMIT like ``full``.
     excluded: tuple[str, ...] = ()
     #: Room of this worker's other claims in flight (taken from any endpoint, as far as this
-    #: one knows): every endpoint's share is that much smaller (:class:`Claimer` reserves).
+    #: one knows): every endpoint's share is that much smaller (:mod:`chalicelib.worker.room`).
     pending: int = 0
 
     def params(self) -> dict[str, Any]:
@@ -63,15 +64,6 @@ class ClaimLimits:
 
 
 NO_LIMITS = ClaimLimits()
-
-
-@dataclass(frozen=True)
-class ClaimPlan:
-    """A claim sized before the transaction that runs it (a finalize batch's refill)."""
-
-    room: int
-    limits: ClaimLimits
-    started: float  #: time.monotonic() before the transaction (the lease's local start)
 
 
 def render(name: str, region: RegionFilter) -> Query:

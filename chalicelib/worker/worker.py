@@ -1,26 +1,32 @@
-"""The worker: one ring of three stages around one ledger.
+"""The worker: one ring of stages around one ledger (:class:`Worker`).
 
-    claimer ──Prepared──▶ delivery loop ──FinishedExecution──▶ finalizer
-       ▲                                                           │
-       └──── ClaimPlan (refill, in the statement that records) ────┘
+    claimer ──▶ starter ──Prepared──▶ delivery loop ──FinishedExecution──▶ finalizer
+                   ▲                                                           │
+                   └────────── Handback.start (a refill: what it claimed) ──────┘
 
-* :class:`~chalicelib.worker.claimer.Claimer` claims due executions into the ledger's
-  room, holds them, resolves their requests and hands them on;
+* :class:`~chalicelib.worker.claimer.Claimer` waits for room, reserves it and claims into
+  it (:class:`~chalicelib.worker.statements.ClaimStatements`);
+* :class:`~chalicelib.worker.starter.Starter` holds what a claim took, resolves each
+  request and hands them to the delivery loop;
 * :class:`~chalicelib.worker.deliveries.DeliveryLoop` sends each once a send slot is
-  free and its lease still holds, and hands the finished execution on;
+  free and its lease still holds, and puts the finished execution on the
+  :class:`~chalicelib.worker.finished.FinishedQueue`;
 * :class:`~chalicelib.worker.finalizer.Finalizer` records a batch of attempts in one
-  statement, releases them in the ledger, and has the claimer refill the freed slots in
-  the same statement (PostgreSQL: worker_record_and_claim) or transaction.
+  statement, releases them in the ledger, and refills the freed slots in the same
+  statement (PostgreSQL: worker_record_and_claim) or transaction, handing what it claimed
+  to the starter through one call (its :class:`~chalicelib.worker.finalizer.Handback`).
 
-Each stage writes what it did to the :class:`~chalicelib.worker.ledger.Ledger` (slots,
-per-endpoint shares, leases, counts) and hands its typed output to the next stage; no
-stage calls back into the one before it. Capacity (``TE_WORKER_MAX_CONCURRENT``) bounds
-what a worker holds: an execution takes a slot when it is claimed and gives it back when
-its attempt is recorded, so every execution it holds RUNNING is being delivered (or is in
-the batch being handed out, or its result is on its way to the database), what it cannot
-start stays QUEUED (cancellable, and free for an idle worker), and a crash redelivers at
-most its capacity. :class:`~chalicelib.worker.ledger.LeaseKeeper` renews the leases of what
-is held.
+Each stage is built with what it needs; nothing is assigned to a built stage. Claims (the
+claimer's and the refills) reserve their room in one place, the
+:class:`~chalicelib.worker.room.Room`. Each stage writes what it did to the
+:class:`~chalicelib.worker.ledger.Ledger` (slots, per-endpoint shares, leases, counts) and
+hands its typed output to the next stage; only the refill's hand-back goes back round the
+ring. Capacity (``TE_WORKER_MAX_CONCURRENT``) bounds what a worker holds: an execution
+takes a slot when it is claimed and gives it back when its attempt is recorded, so every
+execution it holds RUNNING is being delivered (or is in the batch being handed out, or
+its result is on its way to the database), what it cannot start stays QUEUED
+(cancellable, and free for an idle worker), and a crash redelivers at most its capacity.
+:class:`~chalicelib.worker.leases.LeaseKeeper` renews the leases of what is held.
 
 :class:`Worker` builds the ring and runs it: :meth:`Worker.run` in any thread, then
 :meth:`Worker.drain` and :meth:`Worker.close`.
@@ -38,15 +44,22 @@ from chalicelib.runtime.registry import LoopRegistry
 from chalicelib.settings import Settings
 from chalicelib.tracing import Tracing
 from chalicelib.worker.claimer import Claimer
-from chalicelib.worker.claims import ClaimStrategy
 from chalicelib.worker.deliveries import DeliveryLoop
 from chalicelib.worker.dispatchers import Dispatcher
 from chalicelib.worker.finalizer import Finalizer
+from chalicelib.worker.finished import FinishedQueue
 from chalicelib.worker.flow import Controls
+from chalicelib.worker.holdings import Holdings
 from chalicelib.worker.idle import IdleWait, SleepStats
-from chalicelib.worker.ledger import Claims, LeaseKeeper, Ledger, SendSlots
+from chalicelib.worker.leases import LeaseKeeper
+from chalicelib.worker.ledger import Ledger
 from chalicelib.worker.pipeline import Pipeline
 from chalicelib.worker.reporting import ClaimLoopHealth, new_worker_id
+from chalicelib.worker.room import Room
+from chalicelib.worker.send_slots import SendSlots
+from chalicelib.worker.starter import Starter
+from chalicelib.worker.statements import ClaimStatements
+from chalicelib.worker.strategies import ClaimStrategy
 
 
 class Worker:
@@ -57,7 +70,7 @@ class Worker:
         db: Database,
         settings: Settings,
         *,
-        claims: ClaimStrategy,
+        strategy: ClaimStrategy,
         pipeline: Pipeline,
         dispatchers: Mapping[str, Dispatcher],
         worker_id: str | None = None,
@@ -70,43 +83,40 @@ class Worker:
         self._dispatchers = dispatchers
         self.loops = LoopRegistry()  #: its loops' states (claim, finalize), for its heartbeat
         self._idle = IdleWait(db, settings.wakeup_notify)
-        self.ledger = Ledger(
-            Claims(
-                capacity=self.capacity,
-                default_cap=max(1, math.ceil(self.capacity * settings.worker_endpoint_share)),
-                lease_sec=settings.stuck_execution_timeout_sec,
-            ),
-            SendSlots(self.capacity),
-            wake=self._idle.wake,
-        )
-        self._idle.on_queued = self.ledger.nudge
+        self.ledger = _ledger(settings, wake=self._idle.wake)
         self.leases = LeaseKeeper(db, self.worker_id, self.ledger)
-        self._finalizer = Finalizer(
-            db,
-            self.worker_id,
-            self.ledger,
-            self.loops,
-            operator_endpoint=settings.operator_endpoint,
-        )
+        self.controls = Controls(db, poll_interval)
+        self.room = Room(self.ledger, self.controls)
+        statements = ClaimStatements(db, self.worker_id, strategy)
+        finished = FinishedQueue()
         self._deliveries = DeliveryLoop(
-            pipeline, dispatchers, ledger=self.ledger, recorder=self._finalizer
+            pipeline, dispatchers, ledger=self.ledger, recorder=finished
         )
-        self.claimer = Claimer(
-            db,
-            self.worker_id,
-            claims=claims,
-            pipeline=pipeline,
-            endpoint_types=frozenset(dispatchers),
-            ledger=self.ledger,
-            deliveries=self._deliveries,
-            recorder=self._finalizer,
-            controls=Controls(db, poll_interval),
-            idle=self._idle,
-            health=ClaimLoopHealth(self.loops, poll_interval),
-            poll_interval=poll_interval,
+        starter = Starter(
+            self.room,
+            self.ledger,
+            pipeline,
+            self._deliveries,
+            worker_id=self.worker_id,
             tracing=tracing,
         )
-        self._finalizer.refill = self.claimer  # the ring closes
+        self._finalizer = Finalizer(
+            statements,
+            self.ledger,
+            finished,
+            room=self.room,
+            handback=starter,
+            registry=self.loops,
+            operator_endpoint=settings.operator_endpoint,
+        )
+        self.claimer = Claimer(
+            statements,
+            self.room,
+            starter,
+            controls=self.controls,
+            idle=self._idle,
+            health=ClaimLoopHealth(self.loops, poll_interval),
+        )
         self._stop = threading.Event()
 
     # -- what it holds and has done --------------------------------------------------------
@@ -128,11 +138,7 @@ class Worker:
     @property
     def refills(self) -> int:
         """Claims made inside finalize transactions (diagnostics; tests read it)."""
-        return self.claimer.refills
-
-    @property
-    def controls(self) -> Controls:
-        return self.claimer.controls
+        return self._finalizer.refills
 
     @property
     def sleeps(self) -> SleepStats:
@@ -147,8 +153,10 @@ class Worker:
     # -- control -------------------------------------------------------------------------
 
     def nudge(self) -> None:
-        """Work was queued: claim now instead of at the end of the current poll sleep."""
-        self._idle.notified()
+        """Work was queued (a notification, an in-process nudge): claim now instead of at
+        the end of the current poll sleep, into the reserve too (:meth:`Ledger.nudge`)."""
+        self._idle.wake()
+        self.ledger.nudge()
 
     def stop(self) -> None:
         """Stop claiming (signal-handler safe); :meth:`run` returns soon after."""
@@ -171,7 +179,7 @@ class Worker:
             return self._stop.is_set() or external or (until is not None and until())
 
         self._start()
-        listener = self._idle.listen()
+        listener = self._idle.listen(self.nudge)
         try:
             self.claimer.run(stopping)
         finally:
@@ -198,3 +206,15 @@ class Worker:
     def _start(self) -> None:
         self._finalizer.start()
         self.leases.start()
+
+
+def _ledger(settings: Settings, wake: Callable[[], None]) -> Ledger:
+    """The worker's ledger, sized by ``TE_WORKER_MAX_CONCURRENT`` and shared out by
+    ``TE_WORKER_ENDPOINT_SHARE``; ``wake`` ends the claimer's idle sleep."""
+    capacity = settings.worker_max_concurrent
+    holdings = Holdings(
+        capacity=capacity,
+        default_cap=max(1, math.ceil(capacity * settings.worker_endpoint_share)),
+        lease_sec=settings.stuck_execution_timeout_sec,
+    )
+    return Ledger(holdings, SendSlots(capacity), wake=wake)
