@@ -36,25 +36,6 @@ WHERE h.last_beat_at < CAST(:cutoff AS TIMESTAMPTZ)
       SELECT 1 FROM newest AS w WHERE w.kind = h.kind AND w.fresh_until = h.fresh_until
   )
 
--- part: housekeeping_purge_executions
--- Shared by both purges (after their "doomed" CTE of execution ids, locked): the
--- executions with their logs and attempts, children first (foreign keys), each a DELETE
--- on its by-execution index; the including statement writes the commas around it. The page
--- is matched as an array (= ANY(ARRAY(...))), an index condition in every plan: as IN
--- (SELECT ...), a plan that misjudged the page's size hashed it against a sequential scan
--- of the table.
-logs AS (
-    DELETE FROM execution_logs
-    WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
-    RETURNING log_id
-), tries AS (
-    DELETE FROM attempts WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
-    RETURNING attempt_id
-), execs AS (
-    DELETE FROM executions WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
-    RETURNING execution_id
-)
-
 -- name: housekeeping_purge_one_shot
 -- One-shot jobs created before :cutoff whose execution finished before :cutoff, with the
 -- execution, its attempts and its logs; and one-shot jobs left without any execution. The
@@ -193,9 +174,8 @@ WITH old AS (
            sum(le_5000) AS le_5000, sum(le_30000) AS le_30000
     FROM old
     GROUP BY bucket_start, outcome
-), folded AS (
--- include: delivery_counts_add
 )
+, -- include: counted
 SELECT (SELECT count(*) FROM old) AS folded
 
 -- name: housekeeping_fold_delete

@@ -193,28 +193,29 @@ LIMIT :batch
            sum(le_5000) AS le_5000, sum(le_30000) AS le_30000
     FROM old
     GROUP BY bucket_start, outcome
-), folded AS (
--- Adds the rows of the including statement's "additions" CTE (delivery_counts' columns,
+)
+, -- Adds the rows of the including statement's "additions" CTE (delivery_counts' columns,
 -- in order, at most one row per key) to the summary rows: a new key is inserted, an
 -- existing one has each count increased (migration 017).
-INSERT INTO delivery_counts AS c (grain, bucket_start, endpoint, outcome, error_type, writer,
-                                  attempts, ended, duration_ms, le_10, le_50, le_100,
-                                  le_250, le_500, le_1000, le_5000, le_30000)
-SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
-       duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
-FROM additions
-ON CONFLICT (grain, bucket_start, endpoint, outcome, error_type, writer) DO UPDATE
-SET attempts = c.attempts + excluded.attempts,
-    ended = c.ended + excluded.ended,
-    duration_ms = c.duration_ms + excluded.duration_ms,
-    le_10 = c.le_10 + excluded.le_10,
-    le_50 = c.le_50 + excluded.le_50,
-    le_100 = c.le_100 + excluded.le_100,
-    le_250 = c.le_250 + excluded.le_250,
-    le_500 = c.le_500 + excluded.le_500,
-    le_1000 = c.le_1000 + excluded.le_1000,
-    le_5000 = c.le_5000 + excluded.le_5000,
-    le_30000 = c.le_30000 + excluded.le_30000
+counted AS (
+    INSERT INTO delivery_counts AS c (grain, bucket_start, endpoint, outcome, error_type, writer,
+                                      attempts, ended, duration_ms, le_10, le_50, le_100,
+                                      le_250, le_500, le_1000, le_5000, le_30000)
+    SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
+           duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
+    FROM additions
+    ON CONFLICT (grain, bucket_start, endpoint, outcome, error_type, writer) DO UPDATE
+    SET attempts = c.attempts + excluded.attempts,
+        ended = c.ended + excluded.ended,
+        duration_ms = c.duration_ms + excluded.duration_ms,
+        le_10 = c.le_10 + excluded.le_10,
+        le_50 = c.le_50 + excluded.le_50,
+        le_100 = c.le_100 + excluded.le_100,
+        le_250 = c.le_250 + excluded.le_250,
+        le_500 = c.le_500 + excluded.le_500,
+        le_1000 = c.le_1000 + excluded.le_1000,
+        le_5000 = c.le_5000 + excluded.le_5000,
+        le_30000 = c.le_30000 + excluded.le_30000
 )
 SELECT (SELECT count(*) FROM old) AS folded
 

@@ -5,19 +5,18 @@
 -- PostgreSQL claim, one statement: takes up to :batch due executions, :batch being the
 -- worker's free delivery slots (a worker never claims more than it can start at once, so
 -- what it holds RUNNING is in delivery and what it cannot start stays QUEUED, cancellable
--- and free for another worker). FOR UPDATE SKIP LOCKED makes concurrent workers pass over
--- rows another worker is claiming instead of queueing behind its lock, so N workers claim N
--- disjoint batches without blocking each other. The candidates are a MATERIALIZED CTE
--- rather than "WHERE id IN (SELECT ... LIMIT)": the planner may re-run an IN-subquery and
--- overrun LIMIT; a materialized CTE runs exactly once. Locked candidates that the fair
--- share does not keep are released at commit.
-WITH picked AS MATERIALIZED (
--- The due candidates of both claim strategies, oldest first, on idx_executions_due
+-- and free for another worker). No endpoint is at its cap on this worker (the claim while
+-- one is: worker_claim_skip_locked_capped).
+WITH
+-- The due candidates of the PostgreSQL claims, oldest first, on idx_executions_due
 -- (run_at order, partial: only QUEUED/RETRYING rows that are not parked and not waiting
 -- behind their ordering key's head, so the claim reads :batch rows and stops, whatever the
 -- terminal history, the due backlog, a paused endpoint's backlog or a hung key's: migrations
 -- 004, 018 and 031 say why). Endpoints whose share of this
 -- worker is full (:full) are passed over. At most :batch, the worker's free delivery slots.
+-- worker_claim_candidates walks the same rows without the lock (a CTE cannot be locked from
+-- outside it, so each strategy writes its walk: tests/unit/test_sql_contracts.py checks
+-- that the walks agree).
 --
 -- The claim statements are planned once per connection, not per call: the worker's
 -- PostgreSQL session runs with plan_cache_mode = force_generic_plan (chalicelib/wiring/
@@ -27,70 +26,33 @@ WITH picked AS MATERIALIZED (
 -- holding every due row, "endpoint <> ALL(<unknown>)" would be estimated to keep none, and
 -- a plan made for no rows sorts the table instead of walking the index.
 --
--- While an endpoint is at its cap on this worker (the lines tagged "if capped" are kept only
--- then: chalicelib/db/shapes.py cuts the statement to one shape or the other), its due rows
--- are not passed over one by one: a hung or lone busy endpoint's backlog sits at the head
--- of idx_executions_due, and the walk read all of it, with a heap fetch per row, on every
--- claim that looked past it (the reserve's, the other endpoints'). Instead each endpoint
--- that may take work gives its oldest due row (its head: one probe of
--- idx_executions_due_by_endpoint, keyed (parked, endpoint, run_at), migration 021: equal on
--- parked and endpoint, bounded and ordered by run_at, as metrics.sql's lag probes); only
--- the :batch endpoints with the oldest heads can hold the :batch oldest rows, and none of
--- those rows is later than the last of those heads once there are :batch of them (that
--- many rows are no later). So each of those endpoints gives
--- its rows from its head to that bound, at most :batch; the oldest :batch of them are the
--- candidates, and the walk's conditions are checked again on their rows (primary key
--- probes). Such a claim reads a row per endpoint and about a batch more, never a backlog,
--- nor a batch from every endpoint (10,000 rows at 200 endpoints and 50 slots: 13 ms).
-SELECT execution_id, endpoint, run_at
-FROM executions
-WHERE status IN ('QUEUED', 'RETRYING')
-  AND NOT parked
-  AND NOT ordering_wait
-  AND run_at <= now()
-  AND endpoint || '' <> ALL(CAST(:full AS TEXT[]))
-  AND execution_id = ANY(ARRAY(                                                           -- if capped
-      SELECT d.execution_id                                                               -- if capped
-      FROM (                                                                              -- if capped
-          SELECT h.name, h.run_at,                                                        -- if capped
-                 CASE WHEN count(*) OVER () >= CAST(:batch AS BIGINT) THEN max(h.run_at) OVER () -- if capped
-                      ELSE now() END AS bound                                             -- if capped
-          FROM (                                                                          -- if capped
-              SELECT en.name, head.run_at                                                 -- if capped
-              FROM endpoints AS en                                                        -- if capped
-              CROSS JOIN LATERAL (                                                        -- if capped
-                  SELECT c.run_at                                                         -- if capped
-                  FROM executions AS c                                                    -- if capped
-                  WHERE c.status IN ('QUEUED', 'RETRYING') AND NOT c.ordering_wait        -- if capped
-                    AND NOT c.parked AND c.endpoint = en.name AND c.run_at <= now()       -- if capped
-                  ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                     -- if capped
-                  LIMIT 1                                                                 -- if capped
-              ) AS head                                                                   -- if capped
-              WHERE en.name <> ALL(CAST(:full AS TEXT[]))                                 -- if capped
-                AND en.paused_at IS NULL AND en.deleted_at IS NULL                        -- if capped
-              ORDER BY head.run_at ASC                                                    -- if capped
-              LIMIT :batch                                                                -- if capped
-          ) AS h                                                                          -- if capped
-      ) AS top                                                                            -- if capped
-      CROSS JOIN LATERAL (                                                                -- if capped
-          SELECT c.execution_id, c.run_at                                                 -- if capped
-          FROM executions AS c                                                            -- if capped
-          WHERE c.status IN ('QUEUED', 'RETRYING') AND NOT c.ordering_wait                -- if capped
-            AND NOT c.parked AND c.endpoint = top.name                                    -- if capped
-            AND c.run_at >= top.run_at AND c.run_at <= top.bound                          -- if capped
-          ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                             -- if capped
-          LIMIT :batch                                                                    -- if capped
-      ) AS d                                                                              -- if capped
-      ORDER BY d.run_at ASC                                                               -- if capped
-      LIMIT :batch                                                                        -- if capped
-  ))                                                                                      -- if capped
-  AND /*region_filter*/ TRUE
-ORDER BY run_at ASC
-LIMIT :batch
+-- FOR UPDATE SKIP LOCKED makes concurrent workers pass over rows another worker is
+-- claiming instead of queueing behind its lock, so N workers claim N disjoint batches
+-- without blocking each other. The candidates are a MATERIALIZED CTE rather than "WHERE id
+-- IN (SELECT ... LIMIT)": the planner may re-run an IN-subquery and overrun LIMIT; a
+-- materialized CTE runs exactly once. Locked candidates that the fair share does not keep
+-- are released at commit.
+picked AS MATERIALIZED (
+    SELECT execution_id, endpoint, run_at
+    FROM executions
+    WHERE status IN ('QUEUED', 'RETRYING')
+      AND NOT parked
+      AND NOT ordering_wait
+      AND run_at <= now()
+      AND endpoint || '' <> ALL(CAST(:full AS TEXT[]))
+      AND /*region_filter*/ TRUE
+    ORDER BY run_at ASC
+    LIMIT :batch
     FOR UPDATE SKIP LOCKED
-),
--- Per-endpoint fairness, shared by both claim strategies (after their "picked" CTE of due
--- candidates, oldest first; the including statement writes the commas around it): "fair"
+)
+, -- The due candidates ("picked") numbered per endpoint, oldest first, for "fair".
+ranked AS (
+    SELECT execution_id, endpoint,
+           row_number() OVER (PARTITION BY endpoint ORDER BY run_at ASC) AS rank
+    FROM picked
+)
+, -- Per-endpoint fairness, shared by both claim strategies (after "ranked", which numbers
+-- their "picked" CTE of due candidates per endpoint, oldest first): "fair"
 -- keeps, per endpoint, only as many candidates as its cap (spec.max_concurrent of the live
 -- endpoint, else :default_cap) minus what this worker is delivering for it (:busy, a JSONB
 -- object endpoint -> count) and minus the room of this worker's other claims still in
@@ -101,11 +63,7 @@ LIMIT :batch
 -- ones it knows of in :full too (worker_controlled_endpoints, once per poll), so they do
 -- not fill the LIMIT; this check is what makes a pause or hold committed before the claim
 -- started binding on every worker at once, however old the worker's list.
-ranked AS (
-    SELECT execution_id, endpoint,
-           row_number() OVER (PARTITION BY endpoint ORDER BY run_at ASC) AS rank
-    FROM picked
-), fair AS (
+fair AS (
     SELECT r.execution_id
     FROM ranked AS r
     LEFT JOIN LATERAL (  -- LIMIT 1: one probe of the primary key per candidate, never a join
@@ -119,8 +77,7 @@ ranked AS (
       AND (en.held_until IS NULL OR en.held_until <= now())
       AND en.flow_control IS NULL
 )
-,
--- The claim itself, shared by both strategies (after their "fair" CTE of ids to take):
+, -- The claim itself, shared by both strategies (after their "fair" CTE of ids to take):
 -- a compare-and-set on status moves each row QUEUED/RETRYING -> RUNNING (the transition
 -- table's only way in) and only if still due, so a row another worker took since it was
 -- read is passed over, never claimed twice. The lease starts now and lasts :lease_ms; the
@@ -153,7 +110,7 @@ claimed AS (
                OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL) AS follows,
               e.run_at, e.first_started_at, e.endpoint_version
 )
--- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
+, -- What a claim returns (after the "claimed" CTE): each claimed execution
 -- with its job's endpoint snapshot (the endpoint as it is now when a retry asked for its
 -- current definition: endpoint_version), its endpoint's cap, the job's own headers and
 -- trace context (migration 023) and its own delivery settings (delivery_overrides:
@@ -162,112 +119,57 @@ claimed AS (
 -- late_ms, how long after its due time a first attempt of a job with expire_after starts
 -- (the worker does not send it once too late), and retry_elapsed_ms, how long ago a
 -- retried execution's first attempt started (max_retry_duration_ms).
-SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
-       c.max_attempts, c.config_snapshot, c.follows,
-       CAST(COALESCE(CASE WHEN c.endpoint_version = 'current' THEN NULL
-                          ELSE j.endpoint_snapshot END, jsonb_build_object(
-           'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
-           'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
-           'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
-       CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
-       j.headers AS job_headers, j.traceparent, j.tracestate, j.delivery_overrides,
-       CASE WHEN c.attempt_count = 1 AND j.delivery_overrides -> 'expire_after_ms' IS NOT NULL
-            THEN CAST(EXTRACT(EPOCH FROM (now() - c.run_at)) * 1000 AS BIGINT) END AS late_ms,
-       CAST(EXTRACT(EPOCH FROM (now() - c.first_started_at)) * 1000 AS BIGINT)
-           AS retry_elapsed_ms
-FROM claimed AS c
-LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
-    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate, x.delivery_overrides
-    FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
-) AS j ON TRUE
-LEFT JOIN LATERAL (
-    SELECT * FROM endpoints AS x WHERE x.name = c.endpoint LIMIT 1
-) AS en ON TRUE
+claim_rows AS (
+    SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
+           c.max_attempts, c.config_snapshot, c.follows,
+           CAST(COALESCE(CASE WHEN c.endpoint_version = 'current' THEN NULL
+                              ELSE j.endpoint_snapshot END, jsonb_build_object(
+               'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
+               'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
+               'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
+           CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
+           j.headers AS job_headers, j.traceparent, j.tracestate, j.delivery_overrides,
+           CASE WHEN c.attempt_count = 1 AND j.delivery_overrides -> 'expire_after_ms' IS NOT NULL
+                THEN CAST(EXTRACT(EPOCH FROM (now() - c.run_at)) * 1000 AS BIGINT) END AS late_ms,
+           CAST(EXTRACT(EPOCH FROM (now() - c.first_started_at)) * 1000 AS BIGINT)
+               AS retry_elapsed_ms
+    FROM claimed AS c
+    LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
+        SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate, x.delivery_overrides
+        FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
+    ) AS j ON TRUE
+    LEFT JOIN LATERAL (
+        SELECT * FROM endpoints AS x WHERE x.name = c.endpoint LIMIT 1
+    ) AS en ON TRUE
+)
+SELECT * FROM claim_rows
 
 -- name: worker_claim_candidates
 -- CockroachDB claim, step 1: read due ids without locking. CockroachDB's SKIP LOCKED has
 -- open issues under contention, so candidates are read plainly on idx_executions_due
--- and step 2 (worker_claim_conditional) decides ownership. The same per-endpoint fairness
--- as worker_claim_skip_locked: full endpoints passed over, the rest cut to their share.
+-- and step 2 (worker_claim_conditional) decides ownership. The same walk (the part
+-- "picked", without its lock) and per-endpoint fairness as worker_claim_skip_locked: full
+-- endpoints passed over, the rest cut to their share.
 WITH picked AS (
--- The due candidates of both claim strategies, oldest first, on idx_executions_due
--- (run_at order, partial: only QUEUED/RETRYING rows that are not parked and not waiting
--- behind their ordering key's head, so the claim reads :batch rows and stops, whatever the
--- terminal history, the due backlog, a paused endpoint's backlog or a hung key's: migrations
--- 004, 018 and 031 say why). Endpoints whose share of this
--- worker is full (:full) are passed over. At most :batch, the worker's free delivery slots.
---
--- The claim statements are planned once per connection, not per call: the worker's
--- PostgreSQL session runs with plan_cache_mode = force_generic_plan (chalicelib/wiring/
--- process.py), and each of them is written so that a plan made without the values reads
--- what the one made with them does (tests/integration/worker/test_claim_plans.py). Here,
--- "endpoint || ''" keeps the column's statistics out of the estimate: with one endpoint
--- holding every due row, "endpoint <> ALL(<unknown>)" would be estimated to keep none, and
--- a plan made for no rows sorts the table instead of walking the index.
---
--- While an endpoint is at its cap on this worker (the lines tagged "if capped" are kept only
--- then: chalicelib/db/shapes.py cuts the statement to one shape or the other), its due rows
--- are not passed over one by one: a hung or lone busy endpoint's backlog sits at the head
--- of idx_executions_due, and the walk read all of it, with a heap fetch per row, on every
--- claim that looked past it (the reserve's, the other endpoints'). Instead each endpoint
--- that may take work gives its oldest due row (its head: one probe of
--- idx_executions_due_by_endpoint, keyed (parked, endpoint, run_at), migration 021: equal on
--- parked and endpoint, bounded and ordered by run_at, as metrics.sql's lag probes); only
--- the :batch endpoints with the oldest heads can hold the :batch oldest rows, and none of
--- those rows is later than the last of those heads once there are :batch of them (that
--- many rows are no later). So each of those endpoints gives
--- its rows from its head to that bound, at most :batch; the oldest :batch of them are the
--- candidates, and the walk's conditions are checked again on their rows (primary key
--- probes). Such a claim reads a row per endpoint and about a batch more, never a backlog,
--- nor a batch from every endpoint (10,000 rows at 200 endpoints and 50 slots: 13 ms).
-SELECT execution_id, endpoint, run_at
-FROM executions
-WHERE status IN ('QUEUED', 'RETRYING')
-  AND NOT parked
-  AND NOT ordering_wait
-  AND run_at <= now()
-  AND endpoint || '' <> ALL(CAST(:full AS TEXT[]))
-  AND execution_id = ANY(ARRAY(                                                           -- if capped
-      SELECT d.execution_id                                                               -- if capped
-      FROM (                                                                              -- if capped
-          SELECT h.name, h.run_at,                                                        -- if capped
-                 CASE WHEN count(*) OVER () >= CAST(:batch AS BIGINT) THEN max(h.run_at) OVER () -- if capped
-                      ELSE now() END AS bound                                             -- if capped
-          FROM (                                                                          -- if capped
-              SELECT en.name, head.run_at                                                 -- if capped
-              FROM endpoints AS en                                                        -- if capped
-              CROSS JOIN LATERAL (                                                        -- if capped
-                  SELECT c.run_at                                                         -- if capped
-                  FROM executions AS c                                                    -- if capped
-                  WHERE c.status IN ('QUEUED', 'RETRYING') AND NOT c.ordering_wait        -- if capped
-                    AND NOT c.parked AND c.endpoint = en.name AND c.run_at <= now()       -- if capped
-                  ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                     -- if capped
-                  LIMIT 1                                                                 -- if capped
-              ) AS head                                                                   -- if capped
-              WHERE en.name <> ALL(CAST(:full AS TEXT[]))                                 -- if capped
-                AND en.paused_at IS NULL AND en.deleted_at IS NULL                        -- if capped
-              ORDER BY head.run_at ASC                                                    -- if capped
-              LIMIT :batch                                                                -- if capped
-          ) AS h                                                                          -- if capped
-      ) AS top                                                                            -- if capped
-      CROSS JOIN LATERAL (                                                                -- if capped
-          SELECT c.execution_id, c.run_at                                                 -- if capped
-          FROM executions AS c                                                            -- if capped
-          WHERE c.status IN ('QUEUED', 'RETRYING') AND NOT c.ordering_wait                -- if capped
-            AND NOT c.parked AND c.endpoint = top.name                                    -- if capped
-            AND c.run_at >= top.run_at AND c.run_at <= top.bound                          -- if capped
-          ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                             -- if capped
-          LIMIT :batch                                                                    -- if capped
-      ) AS d                                                                              -- if capped
-      ORDER BY d.run_at ASC                                                               -- if capped
-      LIMIT :batch                                                                        -- if capped
-  ))                                                                                      -- if capped
-  AND /*region_filter*/ TRUE
-ORDER BY run_at ASC
-LIMIT :batch
-),
--- Per-endpoint fairness, shared by both claim strategies (after their "picked" CTE of due
--- candidates, oldest first; the including statement writes the commas around it): "fair"
+    SELECT execution_id, endpoint, run_at
+    FROM executions
+    WHERE status IN ('QUEUED', 'RETRYING')
+      AND NOT parked
+      AND NOT ordering_wait
+      AND run_at <= now()
+      AND endpoint || '' <> ALL(CAST(:full AS TEXT[]))
+      AND /*region_filter*/ TRUE
+    ORDER BY run_at ASC
+    LIMIT :batch
+)
+, -- The due candidates ("picked") numbered per endpoint, oldest first, for "fair".
+ranked AS (
+    SELECT execution_id, endpoint,
+           row_number() OVER (PARTITION BY endpoint ORDER BY run_at ASC) AS rank
+    FROM picked
+)
+, -- Per-endpoint fairness, shared by both claim strategies (after "ranked", which numbers
+-- their "picked" CTE of due candidates per endpoint, oldest first): "fair"
 -- keeps, per endpoint, only as many candidates as its cap (spec.max_concurrent of the live
 -- endpoint, else :default_cap) minus what this worker is delivering for it (:busy, a JSONB
 -- object endpoint -> count) and minus the room of this worker's other claims still in
@@ -278,11 +180,7 @@ LIMIT :batch
 -- ones it knows of in :full too (worker_controlled_endpoints, once per poll), so they do
 -- not fill the LIMIT; this check is what makes a pause or hold committed before the claim
 -- started binding on every worker at once, however old the worker's list.
-ranked AS (
-    SELECT execution_id, endpoint,
-           row_number() OVER (PARTITION BY endpoint ORDER BY run_at ASC) AS rank
-    FROM picked
-), fair AS (
+fair AS (
     SELECT r.execution_id
     FROM ranked AS r
     LEFT JOIN LATERAL (  -- LIMIT 1: one probe of the primary key per candidate, never a join
@@ -305,8 +203,8 @@ SELECT execution_id FROM fair
 -- candidates), so no execution is ever claimed twice.
 WITH fair AS (
     SELECT unnest(CAST(:ids AS TEXT[])) AS execution_id
-),
--- The claim itself, shared by both strategies (after their "fair" CTE of ids to take):
+)
+, -- The claim itself, shared by both strategies (after their "fair" CTE of ids to take):
 -- a compare-and-set on status moves each row QUEUED/RETRYING -> RUNNING (the transition
 -- table's only way in) and only if still due, so a row another worker took since it was
 -- read is passed over, never claimed twice. The lease starts now and lasts :lease_ms; the
@@ -339,7 +237,7 @@ claimed AS (
                OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL) AS follows,
               e.run_at, e.first_started_at, e.endpoint_version
 )
--- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
+, -- What a claim returns (after the "claimed" CTE): each claimed execution
 -- with its job's endpoint snapshot (the endpoint as it is now when a retry asked for its
 -- current definition: endpoint_version), its endpoint's cap, the job's own headers and
 -- trace context (migration 023) and its own delivery settings (delivery_overrides:
@@ -348,27 +246,30 @@ claimed AS (
 -- late_ms, how long after its due time a first attempt of a job with expire_after starts
 -- (the worker does not send it once too late), and retry_elapsed_ms, how long ago a
 -- retried execution's first attempt started (max_retry_duration_ms).
-SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
-       c.max_attempts, c.config_snapshot, c.follows,
-       CAST(COALESCE(CASE WHEN c.endpoint_version = 'current' THEN NULL
-                          ELSE j.endpoint_snapshot END, jsonb_build_object(
-           'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
-           'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
-           'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
-       CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
-       j.headers AS job_headers, j.traceparent, j.tracestate, j.delivery_overrides,
-       CASE WHEN c.attempt_count = 1 AND j.delivery_overrides -> 'expire_after_ms' IS NOT NULL
-            THEN CAST(EXTRACT(EPOCH FROM (now() - c.run_at)) * 1000 AS BIGINT) END AS late_ms,
-       CAST(EXTRACT(EPOCH FROM (now() - c.first_started_at)) * 1000 AS BIGINT)
-           AS retry_elapsed_ms
-FROM claimed AS c
-LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
-    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate, x.delivery_overrides
-    FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
-) AS j ON TRUE
-LEFT JOIN LATERAL (
-    SELECT * FROM endpoints AS x WHERE x.name = c.endpoint LIMIT 1
-) AS en ON TRUE
+claim_rows AS (
+    SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
+           c.max_attempts, c.config_snapshot, c.follows,
+           CAST(COALESCE(CASE WHEN c.endpoint_version = 'current' THEN NULL
+                              ELSE j.endpoint_snapshot END, jsonb_build_object(
+               'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
+               'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
+               'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
+           CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
+           j.headers AS job_headers, j.traceparent, j.tracestate, j.delivery_overrides,
+           CASE WHEN c.attempt_count = 1 AND j.delivery_overrides -> 'expire_after_ms' IS NOT NULL
+                THEN CAST(EXTRACT(EPOCH FROM (now() - c.run_at)) * 1000 AS BIGINT) END AS late_ms,
+           CAST(EXTRACT(EPOCH FROM (now() - c.first_started_at)) * 1000 AS BIGINT)
+               AS retry_elapsed_ms
+    FROM claimed AS c
+    LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
+        SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate, x.delivery_overrides
+        FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
+    ) AS j ON TRUE
+    LEFT JOIN LATERAL (
+        SELECT * FROM endpoints AS x WHERE x.name = c.endpoint LIMIT 1
+    ) AS en ON TRUE
+)
+SELECT * FROM claim_rows
 
 -- name: worker_claim_metered
 -- The claim of flow-controlled endpoints (:names, sorted), both strategies, run after
@@ -432,8 +333,8 @@ WITH flow AS MATERIALIZED (
     WHERE f.allowance > 0
 ), fair AS (
     SELECT execution_id FROM due WHERE rank <= allowance ORDER BY run_at ASC LIMIT :batch
-),
--- The claim itself, shared by both strategies (after their "fair" CTE of ids to take):
+)
+, -- The claim itself, shared by both strategies (after their "fair" CTE of ids to take):
 -- a compare-and-set on status moves each row QUEUED/RETRYING -> RUNNING (the transition
 -- table's only way in) and only if still due, so a row another worker took since it was
 -- read is passed over, never claimed twice. The lease starts now and lasts :lease_ms; the
@@ -466,7 +367,7 @@ claimed AS (
                OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL) AS follows,
               e.run_at, e.first_started_at, e.endpoint_version
 )
--- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
+, -- What a claim returns (after the "claimed" CTE): each claimed execution
 -- with its job's endpoint snapshot (the endpoint as it is now when a retry asked for its
 -- current definition: endpoint_version), its endpoint's cap, the job's own headers and
 -- trace context (migration 023) and its own delivery settings (delivery_overrides:
@@ -475,27 +376,30 @@ claimed AS (
 -- late_ms, how long after its due time a first attempt of a job with expire_after starts
 -- (the worker does not send it once too late), and retry_elapsed_ms, how long ago a
 -- retried execution's first attempt started (max_retry_duration_ms).
-SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
-       c.max_attempts, c.config_snapshot, c.follows,
-       CAST(COALESCE(CASE WHEN c.endpoint_version = 'current' THEN NULL
-                          ELSE j.endpoint_snapshot END, jsonb_build_object(
-           'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
-           'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
-           'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
-       CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
-       j.headers AS job_headers, j.traceparent, j.tracestate, j.delivery_overrides,
-       CASE WHEN c.attempt_count = 1 AND j.delivery_overrides -> 'expire_after_ms' IS NOT NULL
-            THEN CAST(EXTRACT(EPOCH FROM (now() - c.run_at)) * 1000 AS BIGINT) END AS late_ms,
-       CAST(EXTRACT(EPOCH FROM (now() - c.first_started_at)) * 1000 AS BIGINT)
-           AS retry_elapsed_ms
-FROM claimed AS c
-LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
-    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate, x.delivery_overrides
-    FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
-) AS j ON TRUE
-LEFT JOIN LATERAL (
-    SELECT * FROM endpoints AS x WHERE x.name = c.endpoint LIMIT 1
-) AS en ON TRUE
+claim_rows AS (
+    SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
+           c.max_attempts, c.config_snapshot, c.follows,
+           CAST(COALESCE(CASE WHEN c.endpoint_version = 'current' THEN NULL
+                              ELSE j.endpoint_snapshot END, jsonb_build_object(
+               'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
+               'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
+               'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
+           CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
+           j.headers AS job_headers, j.traceparent, j.tracestate, j.delivery_overrides,
+           CASE WHEN c.attempt_count = 1 AND j.delivery_overrides -> 'expire_after_ms' IS NOT NULL
+                THEN CAST(EXTRACT(EPOCH FROM (now() - c.run_at)) * 1000 AS BIGINT) END AS late_ms,
+           CAST(EXTRACT(EPOCH FROM (now() - c.first_started_at)) * 1000 AS BIGINT)
+               AS retry_elapsed_ms
+    FROM claimed AS c
+    LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
+        SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate, x.delivery_overrides
+        FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
+    ) AS j ON TRUE
+    LEFT JOIN LATERAL (
+        SELECT * FROM endpoints AS x WHERE x.name = c.endpoint LIMIT 1
+    ) AS en ON TRUE
+)
+SELECT * FROM claim_rows
 
 -- name: worker_flow_refill
 -- First statement of a metered claim: locks the endpoint_flow rows of the flow-controlled
@@ -594,11 +498,11 @@ RETURNING execution_id
 -- without callbacks or batch costs nothing more. They are separate statements because
 -- CockroachDB refuses a statement that modifies one table (executions) twice.
 WITH
--- The record of a finalize batch (its CTEs, for worker_finalize_batch and
--- worker_record_and_claim; the including statement writes WITH before them): "done" reads
--- the results, "moved" moves each execution on, "attempted" writes its attempt, "counted"
--- adds them to this writer's summary rows. What that means is worker_finalize_batch's
--- comment.
+-- The record of a finalize batch, in five CTEs (for worker_finalize_batch and
+-- worker_record_and_claim): "done" reads the results, "moved" moves each execution on,
+-- "attempted" writes its attempt, "additions" and "counted" add them to this writer's
+-- summary rows. What that means is worker_finalize_batch's comment.
+-- "done": the batch's results (:results, a JSONB array), a row per execution.
 done AS (
     SELECT r ->> 'execution_id' AS execution_id,
            CAST(r ->> 'attempt_number' AS BIGINT) AS attempt_number,
@@ -614,7 +518,10 @@ done AS (
            r ->> 'log_level' AS log_level,
            r ->> 'log_message' AS log_message
     FROM jsonb_array_elements(CAST(:results AS JSONB)) AS r
-), moved AS (
+)
+, -- The record's "moved" (see "done"): each execution moved on, a compare-and-set on
+-- (RUNNING, :worker_id, attempt_count).
+moved AS (
     UPDATE executions AS e
     SET status = d.next_status,
         output = CASE WHEN d.next_status = 'SUCCESS' THEN d.output ELSE e.output END,
@@ -638,7 +545,9 @@ done AS (
       AND e.attempt_count = d.attempt_number
     RETURNING e.execution_id, e.status, e.endpoint, e.on_success, e.on_failure, e.batch_id,
               e.ordering_key
-), attempted AS (
+)
+, -- The record's "attempted" (see "done"): each moved execution's attempt row.
+attempted AS (
     INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
                           duration_ms, output, error, log_level, log_message)
     SELECT d.execution_id, d.attempt_number, d.attempt_status, d.started_at, d.completed_at,
@@ -647,7 +556,10 @@ done AS (
     FROM done AS d
     JOIN moved AS m ON m.execution_id = d.execution_id
     ON CONFLICT (execution_id, attempt_number) DO NOTHING
-), additions AS (
+)
+, -- The record's "additions" (see "done"): the batch's attempts per endpoint, outcome and
+-- error type, as rows of delivery_counts for "counted".
+additions AS (
     SELECT 'minute' AS grain, date_trunc('minute', now()) AS bucket_start, m.endpoint,
            d.attempt_status AS outcome, COALESCE(d.error ->> 'type', '') AS error_type,
            CAST(:writer AS TEXT) AS writer,
@@ -665,28 +577,29 @@ done AS (
     FROM done AS d
     JOIN moved AS m ON m.execution_id = d.execution_id
     GROUP BY m.endpoint, d.attempt_status, COALESCE(d.error ->> 'type', '')
-), counted AS (
--- Adds the rows of the including statement's "additions" CTE (delivery_counts' columns,
+)
+, -- Adds the rows of the including statement's "additions" CTE (delivery_counts' columns,
 -- in order, at most one row per key) to the summary rows: a new key is inserted, an
 -- existing one has each count increased (migration 017).
-INSERT INTO delivery_counts AS c (grain, bucket_start, endpoint, outcome, error_type, writer,
-                                  attempts, ended, duration_ms, le_10, le_50, le_100,
-                                  le_250, le_500, le_1000, le_5000, le_30000)
-SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
-       duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
-FROM additions
-ON CONFLICT (grain, bucket_start, endpoint, outcome, error_type, writer) DO UPDATE
-SET attempts = c.attempts + excluded.attempts,
-    ended = c.ended + excluded.ended,
-    duration_ms = c.duration_ms + excluded.duration_ms,
-    le_10 = c.le_10 + excluded.le_10,
-    le_50 = c.le_50 + excluded.le_50,
-    le_100 = c.le_100 + excluded.le_100,
-    le_250 = c.le_250 + excluded.le_250,
-    le_500 = c.le_500 + excluded.le_500,
-    le_1000 = c.le_1000 + excluded.le_1000,
-    le_5000 = c.le_5000 + excluded.le_5000,
-    le_30000 = c.le_30000 + excluded.le_30000
+counted AS (
+    INSERT INTO delivery_counts AS c (grain, bucket_start, endpoint, outcome, error_type, writer,
+                                      attempts, ended, duration_ms, le_10, le_50, le_100,
+                                      le_250, le_500, le_1000, le_5000, le_30000)
+    SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
+           duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
+    FROM additions
+    ON CONFLICT (grain, bucket_start, endpoint, outcome, error_type, writer) DO UPDATE
+    SET attempts = c.attempts + excluded.attempts,
+        ended = c.ended + excluded.ended,
+        duration_ms = c.duration_ms + excluded.duration_ms,
+        le_10 = c.le_10 + excluded.le_10,
+        le_50 = c.le_50 + excluded.le_50,
+        le_100 = c.le_100 + excluded.le_100,
+        le_250 = c.le_250 + excluded.le_250,
+        le_500 = c.le_500 + excluded.le_500,
+        le_1000 = c.le_1000 + excluded.le_1000,
+        le_5000 = c.le_5000 + excluded.le_5000,
+        le_30000 = c.le_30000 + excluded.le_30000
 )
 SELECT execution_id,
        CASE WHEN status = 'SUCCESS' THEN on_success
@@ -706,11 +619,11 @@ FROM moved
 -- two). Rows: "claimed" ones (the claim's columns) and a "recorded" one per execution the
 -- record moved on.
 WITH
--- The record of a finalize batch (its CTEs, for worker_finalize_batch and
--- worker_record_and_claim; the including statement writes WITH before them): "done" reads
--- the results, "moved" moves each execution on, "attempted" writes its attempt, "counted"
--- adds them to this writer's summary rows. What that means is worker_finalize_batch's
--- comment.
+-- The record of a finalize batch, in five CTEs (for worker_finalize_batch and
+-- worker_record_and_claim): "done" reads the results, "moved" moves each execution on,
+-- "attempted" writes its attempt, "additions" and "counted" add them to this writer's
+-- summary rows. What that means is worker_finalize_batch's comment.
+-- "done": the batch's results (:results, a JSONB array), a row per execution.
 done AS (
     SELECT r ->> 'execution_id' AS execution_id,
            CAST(r ->> 'attempt_number' AS BIGINT) AS attempt_number,
@@ -726,7 +639,10 @@ done AS (
            r ->> 'log_level' AS log_level,
            r ->> 'log_message' AS log_message
     FROM jsonb_array_elements(CAST(:results AS JSONB)) AS r
-), moved AS (
+)
+, -- The record's "moved" (see "done"): each execution moved on, a compare-and-set on
+-- (RUNNING, :worker_id, attempt_count).
+moved AS (
     UPDATE executions AS e
     SET status = d.next_status,
         output = CASE WHEN d.next_status = 'SUCCESS' THEN d.output ELSE e.output END,
@@ -750,7 +666,9 @@ done AS (
       AND e.attempt_count = d.attempt_number
     RETURNING e.execution_id, e.status, e.endpoint, e.on_success, e.on_failure, e.batch_id,
               e.ordering_key
-), attempted AS (
+)
+, -- The record's "attempted" (see "done"): each moved execution's attempt row.
+attempted AS (
     INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
                           duration_ms, output, error, log_level, log_message)
     SELECT d.execution_id, d.attempt_number, d.attempt_status, d.started_at, d.completed_at,
@@ -759,7 +677,10 @@ done AS (
     FROM done AS d
     JOIN moved AS m ON m.execution_id = d.execution_id
     ON CONFLICT (execution_id, attempt_number) DO NOTHING
-), additions AS (
+)
+, -- The record's "additions" (see "done"): the batch's attempts per endpoint, outcome and
+-- error type, as rows of delivery_counts for "counted".
+additions AS (
     SELECT 'minute' AS grain, date_trunc('minute', now()) AS bucket_start, m.endpoint,
            d.attempt_status AS outcome, COALESCE(d.error ->> 'type', '') AS error_type,
            CAST(:writer AS TEXT) AS writer,
@@ -777,36 +698,39 @@ done AS (
     FROM done AS d
     JOIN moved AS m ON m.execution_id = d.execution_id
     GROUP BY m.endpoint, d.attempt_status, COALESCE(d.error ->> 'type', '')
-), counted AS (
--- Adds the rows of the including statement's "additions" CTE (delivery_counts' columns,
+)
+, -- Adds the rows of the including statement's "additions" CTE (delivery_counts' columns,
 -- in order, at most one row per key) to the summary rows: a new key is inserted, an
 -- existing one has each count increased (migration 017).
-INSERT INTO delivery_counts AS c (grain, bucket_start, endpoint, outcome, error_type, writer,
-                                  attempts, ended, duration_ms, le_10, le_50, le_100,
-                                  le_250, le_500, le_1000, le_5000, le_30000)
-SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
-       duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
-FROM additions
-ON CONFLICT (grain, bucket_start, endpoint, outcome, error_type, writer) DO UPDATE
-SET attempts = c.attempts + excluded.attempts,
-    ended = c.ended + excluded.ended,
-    duration_ms = c.duration_ms + excluded.duration_ms,
-    le_10 = c.le_10 + excluded.le_10,
-    le_50 = c.le_50 + excluded.le_50,
-    le_100 = c.le_100 + excluded.le_100,
-    le_250 = c.le_250 + excluded.le_250,
-    le_500 = c.le_500 + excluded.le_500,
-    le_1000 = c.le_1000 + excluded.le_1000,
-    le_5000 = c.le_5000 + excluded.le_5000,
-    le_30000 = c.le_30000 + excluded.le_30000
+counted AS (
+    INSERT INTO delivery_counts AS c (grain, bucket_start, endpoint, outcome, error_type, writer,
+                                      attempts, ended, duration_ms, le_10, le_50, le_100,
+                                      le_250, le_500, le_1000, le_5000, le_30000)
+    SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
+           duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
+    FROM additions
+    ON CONFLICT (grain, bucket_start, endpoint, outcome, error_type, writer) DO UPDATE
+    SET attempts = c.attempts + excluded.attempts,
+        ended = c.ended + excluded.ended,
+        duration_ms = c.duration_ms + excluded.duration_ms,
+        le_10 = c.le_10 + excluded.le_10,
+        le_50 = c.le_50 + excluded.le_50,
+        le_100 = c.le_100 + excluded.le_100,
+        le_250 = c.le_250 + excluded.le_250,
+        le_500 = c.le_500 + excluded.le_500,
+        le_1000 = c.le_1000 + excluded.le_1000,
+        le_5000 = c.le_5000 + excluded.le_5000,
+        le_30000 = c.le_30000 + excluded.le_30000
 )
-, picked AS MATERIALIZED (
--- The due candidates of both claim strategies, oldest first, on idx_executions_due
+, -- The due candidates of the PostgreSQL claims, oldest first, on idx_executions_due
 -- (run_at order, partial: only QUEUED/RETRYING rows that are not parked and not waiting
 -- behind their ordering key's head, so the claim reads :batch rows and stops, whatever the
 -- terminal history, the due backlog, a paused endpoint's backlog or a hung key's: migrations
 -- 004, 018 and 031 say why). Endpoints whose share of this
 -- worker is full (:full) are passed over. At most :batch, the worker's free delivery slots.
+-- worker_claim_candidates walks the same rows without the lock (a CTE cannot be locked from
+-- outside it, so each strategy writes its walk: tests/unit/test_sql_contracts.py checks
+-- that the walks agree).
 --
 -- The claim statements are planned once per connection, not per call: the worker's
 -- PostgreSQL session runs with plan_cache_mode = force_generic_plan (chalicelib/wiring/
@@ -816,70 +740,33 @@ SET attempts = c.attempts + excluded.attempts,
 -- holding every due row, "endpoint <> ALL(<unknown>)" would be estimated to keep none, and
 -- a plan made for no rows sorts the table instead of walking the index.
 --
--- While an endpoint is at its cap on this worker (the lines tagged "if capped" are kept only
--- then: chalicelib/db/shapes.py cuts the statement to one shape or the other), its due rows
--- are not passed over one by one: a hung or lone busy endpoint's backlog sits at the head
--- of idx_executions_due, and the walk read all of it, with a heap fetch per row, on every
--- claim that looked past it (the reserve's, the other endpoints'). Instead each endpoint
--- that may take work gives its oldest due row (its head: one probe of
--- idx_executions_due_by_endpoint, keyed (parked, endpoint, run_at), migration 021: equal on
--- parked and endpoint, bounded and ordered by run_at, as metrics.sql's lag probes); only
--- the :batch endpoints with the oldest heads can hold the :batch oldest rows, and none of
--- those rows is later than the last of those heads once there are :batch of them (that
--- many rows are no later). So each of those endpoints gives
--- its rows from its head to that bound, at most :batch; the oldest :batch of them are the
--- candidates, and the walk's conditions are checked again on their rows (primary key
--- probes). Such a claim reads a row per endpoint and about a batch more, never a backlog,
--- nor a batch from every endpoint (10,000 rows at 200 endpoints and 50 slots: 13 ms).
-SELECT execution_id, endpoint, run_at
-FROM executions
-WHERE status IN ('QUEUED', 'RETRYING')
-  AND NOT parked
-  AND NOT ordering_wait
-  AND run_at <= now()
-  AND endpoint || '' <> ALL(CAST(:full AS TEXT[]))
-  AND execution_id = ANY(ARRAY(                                                           -- if capped
-      SELECT d.execution_id                                                               -- if capped
-      FROM (                                                                              -- if capped
-          SELECT h.name, h.run_at,                                                        -- if capped
-                 CASE WHEN count(*) OVER () >= CAST(:batch AS BIGINT) THEN max(h.run_at) OVER () -- if capped
-                      ELSE now() END AS bound                                             -- if capped
-          FROM (                                                                          -- if capped
-              SELECT en.name, head.run_at                                                 -- if capped
-              FROM endpoints AS en                                                        -- if capped
-              CROSS JOIN LATERAL (                                                        -- if capped
-                  SELECT c.run_at                                                         -- if capped
-                  FROM executions AS c                                                    -- if capped
-                  WHERE c.status IN ('QUEUED', 'RETRYING') AND NOT c.ordering_wait        -- if capped
-                    AND NOT c.parked AND c.endpoint = en.name AND c.run_at <= now()       -- if capped
-                  ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                     -- if capped
-                  LIMIT 1                                                                 -- if capped
-              ) AS head                                                                   -- if capped
-              WHERE en.name <> ALL(CAST(:full AS TEXT[]))                                 -- if capped
-                AND en.paused_at IS NULL AND en.deleted_at IS NULL                        -- if capped
-              ORDER BY head.run_at ASC                                                    -- if capped
-              LIMIT :batch                                                                -- if capped
-          ) AS h                                                                          -- if capped
-      ) AS top                                                                            -- if capped
-      CROSS JOIN LATERAL (                                                                -- if capped
-          SELECT c.execution_id, c.run_at                                                 -- if capped
-          FROM executions AS c                                                            -- if capped
-          WHERE c.status IN ('QUEUED', 'RETRYING') AND NOT c.ordering_wait                -- if capped
-            AND NOT c.parked AND c.endpoint = top.name                                    -- if capped
-            AND c.run_at >= top.run_at AND c.run_at <= top.bound                          -- if capped
-          ORDER BY c.parked ASC, c.endpoint ASC, c.run_at ASC                             -- if capped
-          LIMIT :batch                                                                    -- if capped
-      ) AS d                                                                              -- if capped
-      ORDER BY d.run_at ASC                                                               -- if capped
-      LIMIT :batch                                                                        -- if capped
-  ))                                                                                      -- if capped
-  AND /*region_filter*/ TRUE
-ORDER BY run_at ASC
-LIMIT :batch
+-- FOR UPDATE SKIP LOCKED makes concurrent workers pass over rows another worker is
+-- claiming instead of queueing behind its lock, so N workers claim N disjoint batches
+-- without blocking each other. The candidates are a MATERIALIZED CTE rather than "WHERE id
+-- IN (SELECT ... LIMIT)": the planner may re-run an IN-subquery and overrun LIMIT; a
+-- materialized CTE runs exactly once. Locked candidates that the fair share does not keep
+-- are released at commit.
+picked AS MATERIALIZED (
+    SELECT execution_id, endpoint, run_at
+    FROM executions
+    WHERE status IN ('QUEUED', 'RETRYING')
+      AND NOT parked
+      AND NOT ordering_wait
+      AND run_at <= now()
+      AND endpoint || '' <> ALL(CAST(:full AS TEXT[]))
+      AND /*region_filter*/ TRUE
+    ORDER BY run_at ASC
+    LIMIT :batch
     FOR UPDATE SKIP LOCKED
-),
--- Per-endpoint fairness, shared by both claim strategies (after their "picked" CTE of due
--- candidates, oldest first; the including statement writes the commas around it): "fair"
+)
+, -- The due candidates ("picked") numbered per endpoint, oldest first, for "fair".
+ranked AS (
+    SELECT execution_id, endpoint,
+           row_number() OVER (PARTITION BY endpoint ORDER BY run_at ASC) AS rank
+    FROM picked
+)
+, -- Per-endpoint fairness, shared by both claim strategies (after "ranked", which numbers
+-- their "picked" CTE of due candidates per endpoint, oldest first): "fair"
 -- keeps, per endpoint, only as many candidates as its cap (spec.max_concurrent of the live
 -- endpoint, else :default_cap) minus what this worker is delivering for it (:busy, a JSONB
 -- object endpoint -> count) and minus the room of this worker's other claims still in
@@ -890,11 +777,7 @@ LIMIT :batch
 -- ones it knows of in :full too (worker_controlled_endpoints, once per poll), so they do
 -- not fill the LIMIT; this check is what makes a pause or hold committed before the claim
 -- started binding on every worker at once, however old the worker's list.
-ranked AS (
-    SELECT execution_id, endpoint,
-           row_number() OVER (PARTITION BY endpoint ORDER BY run_at ASC) AS rank
-    FROM picked
-), fair AS (
+fair AS (
     SELECT r.execution_id
     FROM ranked AS r
     LEFT JOIN LATERAL (  -- LIMIT 1: one probe of the primary key per candidate, never a join
@@ -908,8 +791,7 @@ ranked AS (
       AND (en.held_until IS NULL OR en.held_until <= now())
       AND en.flow_control IS NULL
 )
-,
--- The claim itself, shared by both strategies (after their "fair" CTE of ids to take):
+, -- The claim itself, shared by both strategies (after their "fair" CTE of ids to take):
 -- a compare-and-set on status moves each row QUEUED/RETRYING -> RUNNING (the transition
 -- table's only way in) and only if still due, so a row another worker took since it was
 -- read is passed over, never claimed twice. The lease starts now and lasts :lease_ms; the
@@ -942,9 +824,7 @@ claimed AS (
                OR e.batch_id IS NOT NULL OR e.ordering_key IS NOT NULL) AS follows,
               e.run_at, e.first_started_at, e.endpoint_version
 )
-SELECT 'claimed' AS kind, r.*
-FROM (
--- What a claim returns (after the claimed CTE of worker_claim_take): each claimed execution
+, -- What a claim returns (after the "claimed" CTE): each claimed execution
 -- with its job's endpoint snapshot (the endpoint as it is now when a retry asked for its
 -- current definition: endpoint_version), its endpoint's cap, the job's own headers and
 -- trace context (migration 023) and its own delivery settings (delivery_overrides:
@@ -953,32 +833,40 @@ FROM (
 -- late_ms, how long after its due time a first attempt of a job with expire_after starts
 -- (the worker does not send it once too late), and retry_elapsed_ms, how long ago a
 -- retried execution's first attempt started (max_retry_duration_ms).
-SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
-       c.max_attempts, c.config_snapshot, c.follows,
-       CAST(COALESCE(CASE WHEN c.endpoint_version = 'current' THEN NULL
-                          ELSE j.endpoint_snapshot END, jsonb_build_object(
-           'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
-           'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
-           'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
-       CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
-       j.headers AS job_headers, j.traceparent, j.tracestate, j.delivery_overrides,
-       CASE WHEN c.attempt_count = 1 AND j.delivery_overrides -> 'expire_after_ms' IS NOT NULL
-            THEN CAST(EXTRACT(EPOCH FROM (now() - c.run_at)) * 1000 AS BIGINT) END AS late_ms,
-       CAST(EXTRACT(EPOCH FROM (now() - c.first_started_at)) * 1000 AS BIGINT)
-           AS retry_elapsed_ms
-FROM claimed AS c
-LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
-    SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate, x.delivery_overrides
-    FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
-) AS j ON TRUE
-LEFT JOIN LATERAL (
-    SELECT * FROM endpoints AS x WHERE x.name = c.endpoint LIMIT 1
-) AS en ON TRUE
-) AS r
-UNION ALL
-SELECT 'recorded', m.execution_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL
-FROM moved AS m
+claim_rows AS (
+    SELECT c.execution_id, c.job_id, c.endpoint, c.endpoint_type, c.input, c.attempt_count,
+           c.max_attempts, c.config_snapshot, c.follows,
+           CAST(COALESCE(CASE WHEN c.endpoint_version = 'current' THEN NULL
+                              ELSE j.endpoint_snapshot END, jsonb_build_object(
+               'name', en.name, 'type', en.endpoint_type, 'spec', en.spec,
+               'retry_policy', en.retry_policy, 'config_ref', en.config_ref,
+               'payload_spec_ref', en.payload_spec_ref)) AS TEXT) AS endpoint_snapshot,
+           CAST(en.spec ->> 'max_concurrent' AS BIGINT) AS endpoint_cap,
+           j.headers AS job_headers, j.traceparent, j.tracestate, j.delivery_overrides,
+           CASE WHEN c.attempt_count = 1 AND j.delivery_overrides -> 'expire_after_ms' IS NOT NULL
+                THEN CAST(EXTRACT(EPOCH FROM (now() - c.run_at)) * 1000 AS BIGINT) END AS late_ms,
+           CAST(EXTRACT(EPOCH FROM (now() - c.first_started_at)) * 1000 AS BIGINT)
+               AS retry_elapsed_ms
+    FROM claimed AS c
+    LEFT JOIN LATERAL (  -- LIMIT 1 as in "fair": a key probe per claimed row
+        SELECT x.endpoint_snapshot, x.headers, x.traceparent, x.tracestate, x.delivery_overrides
+        FROM jobs AS x WHERE x.job_id = c.job_id LIMIT 1
+    ) AS j ON TRUE
+    LEFT JOIN LATERAL (
+        SELECT * FROM endpoints AS x WHERE x.name = c.endpoint LIMIT 1
+    ) AS en ON TRUE
+)
+, -- What worker_record_and_claim (and its capped twin) returns: "claimed" rows (the claim's
+-- columns) and a "recorded" one per execution the record moved on.
+record_and_claim_rows AS (
+    SELECT 'claimed' AS kind, r.*
+    FROM claim_rows AS r
+    UNION ALL
+    SELECT 'recorded', m.execution_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    FROM moved AS m
+)
+SELECT * FROM record_and_claim_rows
 
 -- name: worker_config_values
 -- Config cache miss: the current values (the first attempt snapshots them).

@@ -71,7 +71,6 @@ def _fairness() -> dict[str, object]:
         "full": [],
         "busy": json.dumps({}),
         "pending": 0,
-        "capped": None,
     }
 
 
@@ -86,16 +85,16 @@ def _capped(endpoint: str) -> dict[str, object]:
         "full": [endpoint],
         "busy": json.dumps({endpoint: BATCH}),
         "pending": 0,
-        "capped": True,
         "results": "[]",
         "writer": "w1/t",
     }
 
 
 def _shape(name: str, params: dict[str, object]) -> tuple[Query, dict[str, object]]:
-    """The statement in the shape the worker sends for ``params`` (worker_claim_due: with
-    an endpoint at its cap, or without), and the parameters it takes."""
-    return shaped(queries[name], params)
+    """The statement the worker sends for ``params`` (``name``, or its ``_capped`` twin while
+    an endpoint is at its cap: ``full`` names one), and the parameters it takes."""
+    capped = "_capped" if params.get("full") else ""
+    return shaped(queries[f"{name}{capped}"], params)
 
 
 def _claims_a_batch_per_plan(
