@@ -6,11 +6,13 @@
 
 -- name: dead_letters_list
 -- GET /executions: a page (dead_letters_list_page); operations_count counts one.
+-- shape: endpoint never
 -- include: dead_letters_list_page
 
 -- name: dead_letters_list_of_endpoint
 -- GET /executions?endpoint=NAME: a page (dead_letters_list_of_endpoint_page);
 -- operations_count_of_endpoint counts one.
+-- shape: endpoint always
 -- include: dead_letters_list_of_endpoint_page
 
 -- name: dead_letters_retry

@@ -129,6 +129,7 @@ SELECT (SELECT count(*) FROM execs) AS deleted, (SELECT count(*) FROM gone) AS j
 -- the listing's own statement, counted), so the count costs what that page costs,
 -- whatever the history, and a count past the limit says "more". The same rows a bulk
 -- page reads, by construction. With an endpoint: operations_count_of_endpoint.
+-- shape: endpoint never
 SELECT count(*) AS matched
 FROM (
 -- include: dead_letters_list_page
@@ -136,6 +137,7 @@ FROM (
 
 -- name: operations_count_of_endpoint
 -- operations_count with an endpoint: a page of dead_letters_list_of_endpoint, counted.
+-- shape: endpoint always
 SELECT count(*) AS matched
 FROM (
 -- include: dead_letters_list_of_endpoint_page
