@@ -48,7 +48,6 @@ SHARED_PARTS = "parts.sql"
 #: a CTE (take it off the list then), so the list only shrinks.
 UNSHAPED_PARTS = frozenset(
     {
-        "catalogue_endpoint_columns",
         "dead_letters_list_filters",
         "dead_letters_list_of_endpoint_page",
         "dead_letters_list_page",
@@ -62,7 +61,6 @@ UNSHAPED_PARTS = frozenset(
         "executions_cancel_logged",
         "executions_cancel_set",
         "housekeeping_fold_batch",
-        "housekeeping_purge_executions",
         "jobs_create_ctes",
         "metrics_attempts_since",
         "metrics_auto_paused",

@@ -72,8 +72,10 @@ WITH doomed AS (
     ORDER BY j.created_at ASC
     LIMIT :batch
     FOR UPDATE OF j SKIP LOCKED
-),
--- include: housekeeping_purge_executions
+)
+, -- include: logs
+, -- include: tries
+, -- include: execs
 , gone AS (
     -- The page is cut by execution, so a job whose executions straddle its end keeps the
     -- ones past it, and itself, until a later pass takes them (deleted with one of them
@@ -121,8 +123,10 @@ WITH doomed AS (
     ) AS e
     WHERE j.trigger_type = 'CRON'
     LIMIT :batch
-),
--- include: housekeeping_purge_executions
+)
+, -- include: logs
+, -- include: tries
+, -- include: execs
 SELECT (SELECT count(*) FROM doomed) AS batch, (SELECT count(*) FROM execs) AS executions,
        (SELECT count(*) FROM tries) AS attempts, (SELECT count(*) FROM logs) AS logs,
        0 AS jobs

@@ -92,7 +92,7 @@ WITH moved AS (
 
 -- name: operations_delete_page
 -- Delete of a page: its ended executions (SUCCESS, FAILED, CANCELLED) with their logs and
--- attempts, as the housekeeper purges history (housekeeping_purge_executions), and the
+-- attempts, as the housekeeper purges history (the parts logs, tries, execs), and the
 -- one-shot jobs this leaves without an execution (a cron job stays: its executions are
 -- its history, not the job). The page runs SERIALIZABLE, so an execution a retry moves
 -- meanwhile is not deleted behind it.
@@ -101,8 +101,10 @@ WITH doomed AS (
     FROM executions AS x
     WHERE x.execution_id = ANY(CAST(:ids AS TEXT[]))
       AND x.status IN ('SUCCESS', 'FAILED', 'CANCELLED')
-),
--- include: housekeeping_purge_executions
+)
+, -- include: logs
+, -- include: tries
+, -- include: execs
 , gone AS (
     -- Every statement of this one reads the executions as they were before it: a job's
     -- executions outside the page keep it. The probe is ordered as idx_executions_by_job

@@ -447,10 +447,10 @@ SELECT execution_id, batch_id, ordering_key FROM moved
     UPDATE executions
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
 
--- part: housekeeping_purge_executions
--- Shared by both purges (after their "doomed" CTE of execution ids, locked): the
--- executions with their logs and attempts, children first (foreign keys), each a DELETE
--- on its by-execution index; the including statement writes the commas around it. The page
+-- part: logs
+-- Shared by both purges and the bulk delete (after their "doomed" CTE of execution ids,
+-- locked), in three CTEs, children first (foreign keys): "logs", "tries", "execs", the
+-- executions with their logs and attempts, each a DELETE on its by-execution index. The page
 -- is matched as an array (= ANY(ARRAY(...))), an index condition in every plan: as IN
 -- (SELECT ...), a plan that misjudged the page's size hashed it against a sequential scan
 -- of the table.
@@ -458,10 +458,18 @@ logs AS (
     DELETE FROM execution_logs
     WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
     RETURNING log_id
-), tries AS (
+)
+
+-- part: tries
+-- The purge's attempts (see "logs").
+tries AS (
     DELETE FROM attempts WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
     RETURNING attempt_id
-), execs AS (
+)
+
+-- part: execs
+-- The purge's executions, after their logs and attempts (see "logs").
+execs AS (
     DELETE FROM executions WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
     RETURNING execution_id
 )

@@ -5,12 +5,20 @@
 -- name: catalogue_endpoint_get
 
 -- shape: catalogue_endpoint_get[]
-SELECT
--- The columns every endpoint read and write answers with (EndpointView.from_row): the
+WITH endpoint_row AS (
+    SELECT * FROM endpoints WHERE name = :name AND deleted_at IS NULL
+)
+, -- The columns every endpoint read and write answers with (EndpointView.from_row), of the
+-- including statement's "endpoint_row" CTE (the rows it reads or writes, all columns): the
 -- definition, then the operator state: a Retry-After hold that has passed reads as none, and
 -- a paused row's NULL reason (paused before reasons were kept, all by hand) as OPERATOR.
-    name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-    on_failure, created_at, updated_at, flow_control, ordering, paused_at,
-    CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
-    CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END AS paused_reason
-FROM endpoints WHERE name = :name AND deleted_at IS NULL
+endpoint_view AS (
+    SELECT
+        name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
+        on_failure, created_at, updated_at, flow_control, ordering, paused_at,
+        CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
+        CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END
+            AS paused_reason
+    FROM endpoint_row
+)
+SELECT * FROM endpoint_view

@@ -8,26 +8,35 @@
 -- old jobs keep their own snapshots), running (not paused, not held).
 
 -- shape: catalogue_endpoint_insert[]
-INSERT INTO endpoints (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
-                       on_success, on_failure, flow_control, auto_pause_after_ms, ordering)
-VALUES (:name, :endpoint_type, :payload_spec_ref, :config_ref, CAST(:spec AS JSONB),
-        CAST(:retry_policy AS JSONB), CAST(:on_success AS TEXT), CAST(:on_failure AS TEXT),
-        CAST(:flow_control AS JSONB), CAST(:auto_pause_after_ms AS BIGINT),
-        CAST(:ordering AS JSONB))
-ON CONFLICT (name) DO UPDATE
-SET endpoint_type = excluded.endpoint_type, payload_spec_ref = excluded.payload_spec_ref,
-    config_ref = excluded.config_ref, spec = excluded.spec,
-    retry_policy = excluded.retry_policy, on_success = excluded.on_success,
-    on_failure = excluded.on_failure, flow_control = excluded.flow_control,
-    auto_pause_after_ms = excluded.auto_pause_after_ms, ordering = excluded.ordering,
-    paused_at = NULL, paused_reason = NULL, held_until = NULL, created_at = now(),
-    updated_at = now(), deleted_at = NULL
-WHERE endpoints.deleted_at IS NOT NULL
-RETURNING
--- The columns every endpoint read and write answers with (EndpointView.from_row): the
+WITH endpoint_row AS (
+    INSERT INTO endpoints (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
+                           on_success, on_failure, flow_control, auto_pause_after_ms, ordering)
+    VALUES (:name, :endpoint_type, :payload_spec_ref, :config_ref, CAST(:spec AS JSONB),
+            CAST(:retry_policy AS JSONB), CAST(:on_success AS TEXT), CAST(:on_failure AS TEXT),
+            CAST(:flow_control AS JSONB), CAST(:auto_pause_after_ms AS BIGINT),
+            CAST(:ordering AS JSONB))
+    ON CONFLICT (name) DO UPDATE
+    SET endpoint_type = excluded.endpoint_type, payload_spec_ref = excluded.payload_spec_ref,
+        config_ref = excluded.config_ref, spec = excluded.spec,
+        retry_policy = excluded.retry_policy, on_success = excluded.on_success,
+        on_failure = excluded.on_failure, flow_control = excluded.flow_control,
+        auto_pause_after_ms = excluded.auto_pause_after_ms, ordering = excluded.ordering,
+        paused_at = NULL, paused_reason = NULL, held_until = NULL, created_at = now(),
+        updated_at = now(), deleted_at = NULL
+    WHERE endpoints.deleted_at IS NOT NULL
+    RETURNING *
+)
+, -- The columns every endpoint read and write answers with (EndpointView.from_row), of the
+-- including statement's "endpoint_row" CTE (the rows it reads or writes, all columns): the
 -- definition, then the operator state: a Retry-After hold that has passed reads as none, and
 -- a paused row's NULL reason (paused before reasons were kept, all by hand) as OPERATOR.
-    name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-    on_failure, created_at, updated_at, flow_control, ordering, paused_at,
-    CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
-    CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END AS paused_reason
+endpoint_view AS (
+    SELECT
+        name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
+        on_failure, created_at, updated_at, flow_control, ordering, paused_at,
+        CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
+        CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END
+            AS paused_reason
+    FROM endpoint_row
+)
+SELECT * FROM endpoint_view

@@ -10,20 +10,30 @@
 -- of endpoints registered, never the executions'.
 
 -- shape: catalogue_endpoint_list[]
-SELECT
--- The columns every endpoint read and write answers with (EndpointView.from_row): the
+WITH endpoint_row AS (
+    SELECT *
+    FROM endpoints
+    WHERE deleted_at IS NULL
+      AND (CAST(:paused AS BOOL) IS NULL OR (paused_at IS NOT NULL) = CAST(:paused AS BOOL))
+      AND (CAST(:among AS BOOL) IS NULL
+           OR (name = ANY(CAST(:names AS TEXT[]))) = CAST(:among AS BOOL))
+      AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
+           OR (created_at, name) < (CAST(:after_ts AS TIMESTAMPTZ), CAST(:after_id AS TEXT)))
+    ORDER BY created_at DESC, name DESC
+    LIMIT :limit_plus_one
+)
+, -- The columns every endpoint read and write answers with (EndpointView.from_row), of the
+-- including statement's "endpoint_row" CTE (the rows it reads or writes, all columns): the
 -- definition, then the operator state: a Retry-After hold that has passed reads as none, and
 -- a paused row's NULL reason (paused before reasons were kept, all by hand) as OPERATOR.
-    name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-    on_failure, created_at, updated_at, flow_control, ordering, paused_at,
-    CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
-    CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END AS paused_reason
-FROM endpoints
-WHERE deleted_at IS NULL
-  AND (CAST(:paused AS BOOL) IS NULL OR (paused_at IS NOT NULL) = CAST(:paused AS BOOL))
-  AND (CAST(:among AS BOOL) IS NULL
-       OR (name = ANY(CAST(:names AS TEXT[]))) = CAST(:among AS BOOL))
-  AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
-       OR (created_at, name) < (CAST(:after_ts AS TIMESTAMPTZ), CAST(:after_id AS TEXT)))
+endpoint_view AS (
+    SELECT
+        name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
+        on_failure, created_at, updated_at, flow_control, ordering, paused_at,
+        CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
+        CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END
+            AS paused_reason
+    FROM endpoint_row
+)
+SELECT * FROM endpoint_view
 ORDER BY created_at DESC, name DESC
-LIMIT :limit_plus_one

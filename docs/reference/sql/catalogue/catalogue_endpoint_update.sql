@@ -10,19 +10,28 @@
 -- definition and stays as it is.
 
 -- shape: catalogue_endpoint_update[]
-UPDATE endpoints
-SET endpoint_type = :endpoint_type, payload_spec_ref = :payload_spec_ref,
-    config_ref = :config_ref, spec = CAST(:spec AS JSONB),
-    retry_policy = CAST(:retry_policy AS JSONB), on_success = CAST(:on_success AS TEXT),
-    on_failure = CAST(:on_failure AS TEXT), flow_control = CAST(:flow_control AS JSONB),
-    auto_pause_after_ms = CAST(:auto_pause_after_ms AS BIGINT),
-    ordering = CAST(:ordering AS JSONB), updated_at = now()
-WHERE name = :name AND deleted_at IS NULL
-RETURNING
--- The columns every endpoint read and write answers with (EndpointView.from_row): the
+WITH endpoint_row AS (
+    UPDATE endpoints
+    SET endpoint_type = :endpoint_type, payload_spec_ref = :payload_spec_ref,
+        config_ref = :config_ref, spec = CAST(:spec AS JSONB),
+        retry_policy = CAST(:retry_policy AS JSONB), on_success = CAST(:on_success AS TEXT),
+        on_failure = CAST(:on_failure AS TEXT), flow_control = CAST(:flow_control AS JSONB),
+        auto_pause_after_ms = CAST(:auto_pause_after_ms AS BIGINT),
+        ordering = CAST(:ordering AS JSONB), updated_at = now()
+    WHERE name = :name AND deleted_at IS NULL
+    RETURNING *
+)
+, -- The columns every endpoint read and write answers with (EndpointView.from_row), of the
+-- including statement's "endpoint_row" CTE (the rows it reads or writes, all columns): the
 -- definition, then the operator state: a Retry-After hold that has passed reads as none, and
 -- a paused row's NULL reason (paused before reasons were kept, all by hand) as OPERATOR.
-    name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-    on_failure, created_at, updated_at, flow_control, ordering, paused_at,
-    CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
-    CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END AS paused_reason
+endpoint_view AS (
+    SELECT
+        name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
+        on_failure, created_at, updated_at, flow_control, ordering, paused_at,
+        CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
+        CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END
+            AS paused_reason
+    FROM endpoint_row
+)
+SELECT * FROM endpoint_view

@@ -40,10 +40,10 @@ WITH doomed AS (
     ORDER BY j.created_at ASC
     LIMIT :batch
     FOR UPDATE OF j SKIP LOCKED
-),
--- Shared by both purges (after their "doomed" CTE of execution ids, locked): the
--- executions with their logs and attempts, children first (foreign keys), each a DELETE
--- on its by-execution index; the including statement writes the commas around it. The page
+)
+, -- Shared by both purges and the bulk delete (after their "doomed" CTE of execution ids,
+-- locked), in three CTEs, children first (foreign keys): "logs", "tries", "execs", the
+-- executions with their logs and attempts, each a DELETE on its by-execution index. The page
 -- is matched as an array (= ANY(ARRAY(...))), an index condition in every plan: as IN
 -- (SELECT ...), a plan that misjudged the page's size hashed it against a sequential scan
 -- of the table.
@@ -51,10 +51,14 @@ logs AS (
     DELETE FROM execution_logs
     WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
     RETURNING log_id
-), tries AS (
+)
+, -- The purge's attempts (see "logs").
+tries AS (
     DELETE FROM attempts WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
     RETURNING attempt_id
-), execs AS (
+)
+, -- The purge's executions, after their logs and attempts (see "logs").
+execs AS (
     DELETE FROM executions WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
     RETURNING execution_id
 )
