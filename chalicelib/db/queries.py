@@ -60,7 +60,6 @@ UNSHAPED_PARTS = frozenset(
         "endpoint_fingerprint",
         "executions_cancel_logged",
         "executions_cancel_set",
-        "housekeeping_fold_batch",
         "jobs_create_ctes",
         "metrics_attempts_since",
         "metrics_auto_paused",

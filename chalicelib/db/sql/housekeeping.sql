@@ -139,16 +139,18 @@ DELETE FROM metric_events
 WHERE event IN ('cron_ticks_materialized', 'reclaimed')
   AND recorded_at < CAST(:cutoff AS TIMESTAMPTZ)
 
--- part: housekeeping_fold_batch
--- The oldest :batch minute rows older than :cutoff (their minute over long enough ago that
--- no finalize still adds to them), in primary key order (deterministic, so the roll-up's
--- two statements see the same rows in their transaction).
-SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
-       duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
-FROM delivery_counts
-WHERE grain = 'minute' AND bucket_start < CAST(:cutoff AS TIMESTAMPTZ)
-ORDER BY grain, bucket_start, endpoint, outcome, error_type, writer
-LIMIT :batch
+-- part: old
+-- "old": the oldest :batch minute rows older than :cutoff (their minute over long enough
+-- ago that no finalize still adds to them), in primary key order (deterministic, so the
+-- roll-up's two statements see the same rows in their transaction).
+old AS (
+    SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
+           duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
+    FROM delivery_counts
+    WHERE grain = 'minute' AND bucket_start < CAST(:cutoff AS TIMESTAMPTZ)
+    ORDER BY grain, bucket_start, endpoint, outcome, error_type, writer
+    LIMIT :batch
+)
 
 -- name: housekeeping_fold_counts
 -- First statement of a roll-up (delivery_counts, migration 019): adds the oldest :batch
@@ -158,9 +160,9 @@ LIMIT :batch
 -- same transaction (two statements: CockroachDB refuses one that modifies a table twice).
 -- At SERIALIZABLE, two schedulers rolling up at once cannot both count a row: one of them
 -- fails (40001) and its retry finds the rows gone. Returns how many were rolled up.
-WITH old AS (
--- include: housekeeping_fold_batch
-), additions AS (
+WITH
+-- include: old
+, additions AS (
     SELECT 'total' AS grain, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ) AS bucket_start,
            endpoint, outcome, error_type, 'fold' AS writer,
            sum(attempts) AS attempts, sum(ended) AS ended, sum(duration_ms) AS duration_ms,
@@ -184,11 +186,11 @@ SELECT (SELECT count(*) FROM old) AS folded
 
 -- name: housekeeping_fold_delete
 -- Second statement of a roll-up: the rows housekeeping_fold_counts added up.
+WITH
+-- include: old
 DELETE FROM delivery_counts
 WHERE (grain, bucket_start, endpoint, outcome, error_type, writer) IN (
-    SELECT grain, bucket_start, endpoint, outcome, error_type, writer FROM (
--- include: housekeeping_fold_batch
-    ) AS old
+    SELECT grain, bucket_start, endpoint, outcome, error_type, writer FROM old
 )
 
 -- name: housekeeping_mark_totals

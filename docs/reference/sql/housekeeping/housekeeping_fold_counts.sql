@@ -12,17 +12,19 @@
 -- fails (40001) and its retry finds the rows gone. Returns how many were rolled up.
 
 -- shape: housekeeping_fold_counts[]
-WITH old AS (
--- The oldest :batch minute rows older than :cutoff (their minute over long enough ago that
--- no finalize still adds to them), in primary key order (deterministic, so the roll-up's
--- two statements see the same rows in their transaction).
-SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
-       duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
-FROM delivery_counts
-WHERE grain = 'minute' AND bucket_start < CAST(:cutoff AS TIMESTAMPTZ)
-ORDER BY grain, bucket_start, endpoint, outcome, error_type, writer
-LIMIT :batch
-), additions AS (
+WITH
+-- "old": the oldest :batch minute rows older than :cutoff (their minute over long enough
+-- ago that no finalize still adds to them), in primary key order (deterministic, so the
+-- roll-up's two statements see the same rows in their transaction).
+old AS (
+    SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
+           duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
+    FROM delivery_counts
+    WHERE grain = 'minute' AND bucket_start < CAST(:cutoff AS TIMESTAMPTZ)
+    ORDER BY grain, bucket_start, endpoint, outcome, error_type, writer
+    LIMIT :batch
+)
+, additions AS (
     SELECT 'total' AS grain, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ) AS bucket_start,
            endpoint, outcome, error_type, 'fold' AS writer,
            sum(attempts) AS attempts, sum(ended) AS ended, sum(duration_ms) AS duration_ms,

@@ -6,17 +6,19 @@
 -- Second statement of a roll-up: the rows housekeeping_fold_counts added up.
 
 -- shape: housekeeping_fold_delete[]
+WITH
+-- "old": the oldest :batch minute rows older than :cutoff (their minute over long enough
+-- ago that no finalize still adds to them), in primary key order (deterministic, so the
+-- roll-up's two statements see the same rows in their transaction).
+old AS (
+    SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
+           duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
+    FROM delivery_counts
+    WHERE grain = 'minute' AND bucket_start < CAST(:cutoff AS TIMESTAMPTZ)
+    ORDER BY grain, bucket_start, endpoint, outcome, error_type, writer
+    LIMIT :batch
+)
 DELETE FROM delivery_counts
 WHERE (grain, bucket_start, endpoint, outcome, error_type, writer) IN (
-    SELECT grain, bucket_start, endpoint, outcome, error_type, writer FROM (
--- The oldest :batch minute rows older than :cutoff (their minute over long enough ago that
--- no finalize still adds to them), in primary key order (deterministic, so the roll-up's
--- two statements see the same rows in their transaction).
-SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
-       duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
-FROM delivery_counts
-WHERE grain = 'minute' AND bucket_start < CAST(:cutoff AS TIMESTAMPTZ)
-ORDER BY grain, bucket_start, endpoint, outcome, error_type, writer
-LIMIT :batch
-    ) AS old
+    SELECT grain, bucket_start, endpoint, outcome, error_type, writer FROM old
 )
