@@ -74,15 +74,15 @@ def import_app() -> None:
     print(json.dumps({"import_s": elapsed, "heavy_modules_loaded": heavy}))
 
 
-def _claim_query() -> tuple[str, Any]:
-    """The worker's PostgreSQL claim statement (a Query, every shape in it), rendered as the
-    worker renders it; :func:`chalicelib.db.shapes.shaped` cuts it to one shape."""
+def _claim_query(capped: bool = False) -> tuple[str, Any]:
+    """The worker's PostgreSQL claim statement (a Query), rendered as the worker renders it:
+    with ``capped``, the one it sends while an endpoint is at its cap on it."""
     try:
         from chalicelib.domain.regions import ALL_REGIONS
         from chalicelib.worker.strategies import render
     except ImportError as exc:
         raise SystemExit(json.dumps({"status": "missing", "reason": str(exc)})) from exc
-    name = "worker_claim_skip_locked"
+    name = "worker_claim_skip_locked_capped" if capped else "worker_claim_skip_locked"
     return name, render(name, ALL_REGIONS)
 
 
@@ -99,7 +99,7 @@ def scale_probe(job_id: str, repeat: int) -> None:
     claim_times: list[float] = []
     from chalicelib.db.shapes import shaped
 
-    claim, params = shaped(claim, params)  # the shape the worker runs with these limits
+    claim, params = shaped(claim, params)  # only the parameters the statement names
     plan_rows = db.transaction(
         lambda tx: tx.run("EXPLAIN " + claim.sql, **params), name="bench_explain"
     )

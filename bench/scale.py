@@ -708,15 +708,15 @@ class _Rollback(Exception):
 
 def _claim_call(db: Any, capped: str | None = None) -> Any:
     """The worker's claim as the worker runs it, 50 slots, in a transaction rolled back:
-    cut to the shape its limits call for (``capped``: that endpoint delivers its share
-    here, so the claim takes the other endpoints' oldest rows instead of walking the due
-    index past its backlog)."""
+    the statement its limits call for (``capped``: that endpoint delivers its share here, so
+    the claim takes the other endpoints' oldest rows instead of walking the due index past
+    its backlog: worker_claim_skip_locked_capped)."""
     sys.path.insert(0, str(BENCH))
     from ours_inproc import _claim_query
 
     from chalicelib.worker.strategies import ClaimLimits, run_shaped
 
-    _, claim = _claim_query()
+    _, claim = _claim_query(capped is not None)
     share = 25
     limits = ClaimLimits(
         default_cap=share,

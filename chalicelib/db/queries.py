@@ -12,10 +12,15 @@ Names are unique across all files; a duplicate is an error at load time.
 Two markers keep one source of truth per contract:
 
 * ``-- part: <part_name>`` starts a piece of SQL that is not a statement but is shared by
-  several (the claim's take-and-return tail); a part may include other parts. A statement
-  pulls it in with a line
-  ``-- include: <part_name>``, expanded at load time, so ``queries[name].sql`` is always the
-  whole statement. An unknown or unused part is an error at load time.
+  several (the claim's take, its returned rows). A part is one CTE named as the part,
+  ``<part_name> AS (...)`` (or ``AS MATERIALIZED (...)``), and nothing else: the statement
+  that includes it writes ``WITH`` and the commas around it, so a part reads alone and a
+  statement's source shows where each of its CTEs begins. A part may include other parts.
+  A statement pulls it in with a line ``-- include: <part_name>`` (after a comma if one
+  separates it from the CTE before: ``, -- include: <part_name>``), expanded at load time,
+  so ``queries[name].sql`` is always the whole statement. A file includes its own parts and
+  those of :data:`SHARED_PARTS` only, which holds parts and no statement. An unknown,
+  unused or misshapen part, or an include from another file, is an error at load time.
 * ``/*region_filter*/ TRUE`` (:data:`REGION_MARKER`) is where a statement filters by
   region. It is valid SQL as written (a comment, then ``TRUE``), so the statement runs
   unchanged while the filter is inactive; :func:`regional` puts the condition in.
@@ -33,7 +38,51 @@ from chalicelib.domain.regions import RegionFilter
 
 SQL_DIR = Path(__file__).parent / "sql"
 _HEADER = re.compile(r"^--\s*(name|part):\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
-_INCLUDE = re.compile(r"^--\s*include:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"^(,? ?)--\s*include:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+#: The one file whose parts every file may include; it holds no statement.
+SHARED_PARTS = "parts.sql"
+
+#: Parts written before a part had to be one CTE, not yet rewritten as one: fragments of a
+#: WHERE clause, column lists, correlated or scalar subqueries, several CTEs at once. No
+#: other part may be shaped so, and tests/unit/test_sql_parts.py fails once one of these is
+#: a CTE (take it off the list then), so the list only shrinks.
+UNSHAPED_PARTS = frozenset(
+    {
+        "dead_letters_list_filters",
+        "dead_letters_list_of_endpoint_page",
+        "dead_letters_list_page",
+        "dead_letters_list_rows",
+        "dead_letters_list_running",
+        "dead_letters_redrive_match",
+        "dead_letters_requeue",
+        "dead_letters_requeue_log",
+        "dead_letters_retry_guard",
+        "endpoint_fingerprint",
+        "executions_cancel_logged",
+        "executions_cancel_set",
+        "jobs_create_ctes",
+        "metrics_attempts_since",
+        "metrics_auto_paused",
+        "metrics_delivery_totals",
+        "metrics_ended_since",
+        "metrics_endpoint_lag",
+        "metrics_events_since",
+        "metrics_heartbeats",
+        "metrics_live_processes",
+        "metrics_loop_states_rows",
+        "metrics_oldest_due_run_at",
+        "metrics_oldest_parked",
+        "metrics_ordering_blocked",
+        "metrics_queue_depth",
+        "operations_columns",
+        "overview_cancelled_since",
+        "overview_endpoint_health",
+        "overview_last_hour_rows",
+        "overview_workers",
+        "scheduler_reclaim_expired",
+        "scheduler_reclaim_take",
+    }
+)
 
 #: Where a statement's region condition goes; see :func:`regional`.
 REGION_MARKER = "/*region_filter*/ TRUE"
@@ -68,34 +117,95 @@ def parse_sql_file(text: str, source: str) -> SqlFile:
         if not body:
             raise ValueError(f"{source}: {kind} {name!r} is empty")
         if kind == "part":
-            parts[name] = body
+            if name in parts:
+                raise ValueError(f"{source}: part {name!r} is defined twice")
+            parts[name] = check_part(name, body, source)
         else:
             queries.append(Query(name=name, sql=body, source=source))
     return SqlFile(queries=queries, parts=parts)
+
+
+def _code(body: str) -> str:
+    """``body`` without its leading comment lines (a part's comment says why)."""
+    lines = body.splitlines()
+    while lines and (not lines[0].strip() or lines[0].lstrip().startswith("--")):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def _closing_paren(code: str, start: int) -> int:
+    """Index of the parenthesis that closes the one at ``start`` (literals, quoted names and
+    comments skipped), or -1 when it is never closed."""
+    depth, i = 0, start
+    while i < len(code):
+        char = code[i]
+        if char in "'\"":
+            i = code.find(char, i + 1)
+            if i < 0:
+                return -1
+        elif code.startswith("--", i):
+            i = code.find("\n", i)
+            if i < 0:
+                return -1
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def is_one_cte(name: str, body: str) -> bool:
+    """Whether ``body`` (after its comment lines) is one CTE named ``name``: ``name AS (...)``
+    (or ``AS [NOT] MATERIALIZED (...)``) and nothing after the parenthesis closing it."""
+    code = _code(body)
+    opening = re.match(rf"{name}\s+AS\s+(?:NOT\s+)?(?:MATERIALIZED\s+)?\(", code)
+    if opening is None:
+        return False
+    closing = _closing_paren(code, opening.end() - 1)
+    return closing >= 0 and not re.sub(r"--[^\n]*", "", code[closing + 1 :]).strip()
+
+
+def check_part(name: str, body: str, source: str) -> str:
+    """``body``, if it is one CTE named ``name`` (or a part of :data:`UNSHAPED_PARTS`);
+    otherwise a ValueError saying what a part must be."""
+    if name not in UNSHAPED_PARTS and not is_one_cte(name, body):
+        raise ValueError(
+            f"{source}: part {name!r} must be one CTE, '{name} AS (...)' and nothing after "
+            "it (the statement that includes it writes WITH and the commas around it)"
+        )
+    return body
 
 
 #: A part may include parts; deeper than this is a cycle.
 MAX_INCLUDE_DEPTH = 4
 
 
-def expand_includes(items: list[Query], parts: dict[str, str]) -> list[Query]:
-    """Replace every ``-- include: <part>`` line by the part's SQL."""
-    used: set[str] = set()
+def expand_includes(
+    items: list[Query], parts: dict[str, str], used: set[str] | None = None
+) -> list[Query]:
+    """Replace every ``-- include: <part>`` line by the part's SQL. With ``used``, the
+    parts included are added to it; without, a part none of ``items`` includes is an
+    error."""
+    check_unused = used is None
+    used = set() if used is None else used
 
     def include(match: re.Match[str], depth: int = 0) -> str:
-        name = match.group(1)
+        lead, name = match.group(1), match.group(2)
         if name not in parts:
             raise ValueError(f"no SQL part named {name!r} to include")
         if depth > MAX_INCLUDE_DEPTH:
             raise ValueError(f"SQL part {name!r} includes itself (or nests too deep)")
         used.add(name)
-        return _INCLUDE.sub(lambda inner: include(inner, depth + 1), parts[name])
+        return lead + _INCLUDE.sub(lambda inner: include(inner, depth + 1), parts[name])
 
     expanded = [
         Query(name=q.name, sql=_INCLUDE.sub(include, q.sql), source=q.source) for q in items
     ]
     unused = sorted(set(parts) - used)
-    if unused:
+    if unused and check_unused:
         raise ValueError(f"SQL parts included by no statement: {', '.join(unused)}")
     return expanded
 
@@ -124,18 +234,51 @@ class QueryRegistry:
         return sorted(self._by_name)
 
 
+def visible_parts(files: dict[str, SqlFile]) -> dict[str, dict[str, str]]:
+    """Per file, the parts its statements and parts may include: its own and the shared
+    ones (a name defined in both is an error: an include must mean one part)."""
+    shared = files.get(SHARED_PARTS, SqlFile(queries=[], parts={}))
+    if shared.queries:
+        raise ValueError(f"{SHARED_PARTS} holds parts only, not {shared.queries[0].name!r}")
+    visible: dict[str, dict[str, str]] = {}
+    for source, parsed in files.items():
+        if source == SHARED_PARTS:
+            continue
+        twice = sorted(set(parsed.parts) & set(shared.parts))
+        if twice:
+            raise ValueError(f"{source}: part {twice[0]!r} is defined in {SHARED_PARTS} too")
+        visible[source] = {**shared.parts, **parsed.parts}
+    return visible
+
+
+def expand_files(files: dict[str, SqlFile]) -> list[Query]:
+    """Every file's statements with their includes expanded from the parts they may see;
+    an include of another file's part is an error naming that file."""
+    owner = {name: source for source, parsed in files.items() for name in parsed.parts}
+    expanded: list[Query] = []
+    used: set[str] = set()
+    for source, parts in visible_parts(files).items():
+        texts = [*parts.values(), *(q.sql for q in files[source].queries)]
+        for name in (m.group(2) for text in texts for m in _INCLUDE.finditer(text)):
+            if name not in parts and name in owner:
+                raise ValueError(
+                    f"{source} includes part {name!r} of {owner[name]}: a file includes its "
+                    f"own parts and those of {SHARED_PARTS} only"
+                )
+        expanded.extend(expand_includes(files[source].queries, parts, used))
+    unused = sorted(set(owner) - used)
+    if unused:
+        raise ValueError(f"SQL parts included by no statement: {', '.join(unused)}")
+    return expanded
+
+
 @functools.lru_cache(maxsize=1)
 def load_queries() -> QueryRegistry:
-    items: list[Query] = []
-    parts: dict[str, str] = {}
-    for path in sorted(SQL_DIR.glob("*.sql")):
-        parsed = parse_sql_file(path.read_text(encoding="utf-8"), path.name)
-        items.extend(parsed.queries)
-        for name, body in parsed.parts.items():
-            if name in parts:
-                raise ValueError(f"SQL part {name!r} defined twice ({path.name})")
-            parts[name] = body
-    return QueryRegistry(expand_includes(items, parts))
+    files = {
+        path.name: parse_sql_file(path.read_text(encoding="utf-8"), path.name)
+        for path in sorted(SQL_DIR.glob("*.sql"))
+    }
+    return QueryRegistry(expand_files(files))
 
 
 class _LazyRegistry:

@@ -38,7 +38,7 @@ class ClaimedExecution:
     #: finalized FAILED (``UNPROCESSABLE``) without a delivery. None for a sound row.
     fault: str | None = None
     #: Its end has something to follow it (a callback, a batch): finalized in a transaction
-    #: of its own rather than by one statement sent alone (worker_claim_take).
+    #: of its own rather than by one statement sent alone (the "claimed" part, parts.sql).
     follows: bool = True
     #: The snapshot's retry policy as read at the claim (None: read on use).
     policy: RetryPolicy | None = None
@@ -159,7 +159,7 @@ class ClaimedExecution:
         return dataclasses.replace(policy, max_attempts=self.max_attempts)
 
 
-#: The claim's per-job columns (worker_claim_rows), NULL for most jobs, and the
+#: The claim's per-job columns (the "claim_rows" part, parts.sql), NULL for most jobs, and the
 #: ClaimedExecution field each one sets when it is not.
 _OPTIONAL_COLUMNS = (
     ("job_headers", "headers"),

@@ -6,8 +6,9 @@
   (worker_claim_candidates), then a compare-and-set UPDATE on their status
   (worker_claim_conditional); losers of a race simply get fewer rows.
 
-Both end in the same take-and-return SQL (the ``worker_claim_take`` and ``worker_claim_rows``
-parts of worker.sql) and return the same rows.
+Both end in the same take-and-return SQL (the ``claimed`` and ``claim_rows`` parts of
+parts.sql) and return the same rows. While an endpoint is at its cap on this worker each
+sends the statement's ``_capped`` twin (worker_capped.sql) instead.
 
 ``skip_locked`` also records a finalize batch nothing follows and claims into the slots it
 frees in one statement (:meth:`SkipLockedClaim.record_and_claim`: worker_record_and_claim);
@@ -57,10 +58,13 @@ class ClaimLimits:
             "full": [*self.full, *self.excluded],
             "busy": json.dumps(self.busy, separators=(",", ":")),
             "pending": self.pending,
-            # An endpoint at its cap here: the candidates come per endpoint, not from the
-            # walk past its backlog (worker_claim_due's "if capped" shape).
-            "capped": True if self.full else None,
         }
+
+    @property
+    def capped(self) -> bool:
+        """An endpoint is at its cap here: the candidates come per endpoint, not from the walk
+        past its backlog (the ``_capped`` statements, worker_capped.sql)."""
+        return bool(self.full)
 
 
 NO_LIMITS = ClaimLimits()
@@ -72,9 +76,15 @@ def render(name: str, region: RegionFilter) -> Query:
     return dataclasses.replace(query, sql=regional(query, region)[0])
 
 
+def by_cap(name: str, capped: str, region: RegionFilter) -> tuple[Query, Query]:
+    """Claim statement ``name`` and its twin ``capped`` (sent while an endpoint is at its
+    cap) rendered as :func:`render` does: index the pair with :attr:`ClaimLimits.capped`."""
+    return render(name, region), render(capped, region)
+
+
 def run_shaped(tx: Transaction, query: Query, **params: Any) -> list[Row]:
-    """``query`` in the shape its parameters call for (worker_claim_due: with an endpoint at
-    its cap or without, :func:`chalicelib.db.shapes.shaped`), run in ``tx``."""
+    """``query`` run in ``tx`` with the parameters it names (the others dropped:
+    :func:`chalicelib.db.shapes.shaped`)."""
     shape, values = shaped(query, params)
     return tx.run(shape, **values)
 
@@ -104,9 +114,9 @@ class ClaimStrategy(Protocol):
         limits: ClaimLimits,
         record: Mapping[str, str],
     ) -> tuple[set[str], list[ClaimedExecution]]:
-        """Record a finalize batch (``record``: worker_finalize_record's parameters) and claim
-        up to ``batch`` in one statement: (the executions recorded, those claimed). Only
-        when :attr:`records_with_claim`."""
+        """Record a finalize batch (``record``: the parameters of worker_finalize_batch's
+        record) and claim up to ``batch`` in one statement: (the executions recorded, those
+        claimed). Only when :attr:`records_with_claim`."""
         ...
 
 
@@ -117,8 +127,10 @@ class SkipLockedClaim:
 
     def __init__(self, region: RegionFilter = ALL_REGIONS) -> None:
         self._region = region
-        self._sql = render("worker_claim_skip_locked", region)
-        self._with_record = render("worker_record_and_claim", region)
+        self._sql = by_cap("worker_claim_skip_locked", "worker_claim_skip_locked_capped", region)
+        self._with_record = by_cap(
+            "worker_record_and_claim", "worker_record_and_claim_capped", region
+        )
 
     def claim(
         self, db: Database, worker_id: str, batch: int, limits: ClaimLimits = NO_LIMITS
@@ -135,7 +147,8 @@ class SkipLockedClaim:
         self, tx: Transaction, worker_id: str, batch: int, limits: ClaimLimits
     ) -> list[ClaimedExecution]:
         params = {**limits.params(), **self._region.params()}
-        rows = run_shaped(tx, self._sql, worker_id=worker_id, batch=batch, **params)
+        query = self._sql[limits.capped]
+        rows = run_shaped(tx, query, worker_id=worker_id, batch=batch, **params)
         return [ClaimedExecution.from_row(row) for row in rows]
 
     def record_and_claim(
@@ -147,7 +160,8 @@ class SkipLockedClaim:
         record: Mapping[str, str],
     ) -> tuple[set[str], list[ClaimedExecution]]:
         params = {**limits.params(), **self._region.params(), **record}
-        rows = run_shaped(tx, self._with_record, worker_id=worker_id, batch=batch, **params)
+        query = self._with_record[limits.capped]
+        rows = run_shaped(tx, query, worker_id=worker_id, batch=batch, **params)
         recorded = {row["execution_id"] for row in rows if row["kind"] == "recorded"}
         claimed = [ClaimedExecution.from_row(row) for row in rows if row["kind"] == "claimed"]
         return recorded, claimed
@@ -160,7 +174,9 @@ class ConditionalUpdateClaim:
 
     def __init__(self, region: RegionFilter = ALL_REGIONS) -> None:
         self._region = region
-        self._candidates = render("worker_claim_candidates", region)
+        self._candidates = by_cap(
+            "worker_claim_candidates", "worker_claim_candidates_capped", region
+        )
         self._update = queries["worker_claim_conditional"].sql
 
     def claim(
@@ -170,7 +186,9 @@ class ConditionalUpdateClaim:
         # take, whose status guard decides ownership (a row taken meanwhile is passed over).
         params = limits.params()
         found = db.transaction(
-            lambda tx: self._find(tx, batch, params), name="worker_claim_candidates", single=True
+            lambda tx: self._find(tx, batch, params, limits.capped),
+            name="worker_claim_candidates",
+            single=True,
         )
         if not found:
             return []
@@ -184,7 +202,7 @@ class ConditionalUpdateClaim:
         self, tx: Transaction, worker_id: str, batch: int, limits: ClaimLimits
     ) -> list[ClaimedExecution]:
         params = limits.params()
-        found = self._find(tx, batch, params)
+        found = self._find(tx, batch, params, limits.capped)
         return self._take(tx, found, worker_id, params) if found else []
 
     def record_and_claim(
@@ -197,9 +215,10 @@ class ConditionalUpdateClaim:
     ) -> tuple[set[str], list[ClaimedExecution]]:
         raise NotImplementedError("CockroachDB records and claims in separate statements")
 
-    def _find(self, tx: Transaction, batch: int, params: dict[str, Any]) -> list[str]:
-        fairness = {k: params[k] for k in ("default_cap", "full", "busy", "pending", "capped")}
-        found = run_shaped(tx, self._candidates, batch=batch, **fairness, **self._region.params())
+    def _find(self, tx: Transaction, batch: int, params: dict[str, Any], capped: bool) -> list[str]:
+        fairness = {k: params[k] for k in ("default_cap", "full", "busy", "pending")}
+        query = self._candidates[capped]
+        found = run_shaped(tx, query, batch=batch, **fairness, **self._region.params())
         return [row["execution_id"] for row in found]
 
     def _take(

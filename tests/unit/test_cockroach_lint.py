@@ -40,6 +40,16 @@ ALLOWED: dict[tuple[str, str], str] = {
         "executions rows; CockroachDB's configuration records and claims in separate "
         "statements (worker/strategies.py, ConditionalUpdateClaim.records_with_claim)"
     ),
+    ("worker_claim_skip_locked_capped", "skip_locked"): (
+        "worker_claim_skip_locked while an endpoint is at its cap: the same strategy, the "
+        "same exception"
+    ),
+    ("worker_record_and_claim_capped", "skip_locked"): (
+        "worker_record_and_claim while an endpoint is at its cap: never sent on CockroachDB"
+    ),
+    ("worker_record_and_claim_capped", "table_modified_twice"): (
+        "worker_record_and_claim while an endpoint is at its cap: PostgreSQL only"
+    ),
     ("wakeup_publish", "listen_notify"): (
         "the optional wake-up accelerator; notify.enabled() keeps it off on CockroachDB "
         "and workers poll regardless"

@@ -191,7 +191,7 @@ def test_a_recorded_batch_is_released_in_one_step() -> None:
 
 
 def _claim_as_the_sql_does(ledger: Ledger, due: list[tuple[str, str, int | None]]) -> list[str]:
-    """One claim the way worker_claim_fair_share takes it: the oldest due rows, per endpoint
+    """One claim the way the "fair" part (parts.sql) takes it: the oldest due rows, per endpoint
     at most its cap (spec.max_concurrent, else the limits' default) less what it has in
     delivery, none of an endpoint in ``full``, at most the room; held in the ledger."""
     room, limits = ledger.room(())

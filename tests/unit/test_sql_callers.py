@@ -101,7 +101,7 @@ def test_the_check_finds_a_statement_nothing_calls() -> None:
         "-- name: things_gone\n-- Nobody runs this.\nSELECT 2\n\n"
         "-- name: catalogue_thing_list\n-- Through an f-string.\nSELECT 3\n\n"
         "-- name: things_all\n-- include: things_part\n\n"
-        "-- part: things_part\nSELECT 4\n"
+        "-- part: things_part\nthings_part AS (SELECT 4)\n"
     )
     code = (
         '"""things_gone in a docstring is no caller."""\n'

@@ -31,10 +31,29 @@ def _raw_statements() -> list[Query]:
 
 
 def _raw_parts() -> dict[str, str]:
+    """Every part as written, as "<file> <part>" (a part's name is its file's own)."""
     parts: dict[str, str] = {}
     for path in sorted(SQL_DIR.glob("*.sql")):
-        parts.update(parse_sql_file(path.read_text(encoding="utf-8"), path.name).parts)
+        for name, sql in parse_sql_file(path.read_text(encoding="utf-8"), path.name).parts.items():
+            parts[f"{path.name} {name}"] = sql
     return parts
+
+
+#: An include line: a reference to a part, not a copy of it.
+_INCLUDE_LINE = re.compile(r"^,? ?--\s*include:.*$", re.MULTILINE)
+#: The claim's walk, "picked": written once per strategy and shape (a CTE cannot be locked
+#: from outside it, and each shape is a statement), so test_the_claim_walks_agree checks the
+#: copies instead.
+_WALK = re.compile(
+    r"^(?:WITH |, )?picked AS (?:MATERIALIZED )?\(\n    SELECT execution_id, endpoint, run_at\n"
+    r".*?^\)$",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def _walks() -> dict[str, str]:
+    texts = {q.name: q.sql for q in _raw_statements()} | _raw_parts()
+    return {name: m.group(0) for name, sql in texts.items() if (m := _WALK.search(sql))}
 
 
 def test_region_filter_has_one_marker_and_it_is_valid_sql() -> None:
@@ -59,6 +78,7 @@ def test_no_two_statements_share_a_block_of_sql() -> None:
     texts = {q.name: q.sql for q in _raw_statements()}
     texts.update({f"part {name}": sql for name, sql in _raw_parts().items()})
     for name, sql in texts.items():
+        sql = _WALK.sub("", _INCLUDE_LINE.sub("", sql))
         lines = [" ".join(line.split()) for line in strip(sql).splitlines() if line.strip()]
         for i in range(len(lines) - WINDOW + 1):
             seen[tuple(lines[i : i + WINDOW])].add(name)
@@ -66,23 +86,62 @@ def test_no_two_statements_share_a_block_of_sql() -> None:
     assert not shared, "\n\n".join(f"{sorted(n)}:\n" + "\n".join(b) for b, n in shared.items())
 
 
+def test_the_claim_walks_agree() -> None:
+    """Each claim's "picked" says what worker.sql's part says: the lock and MATERIALIZED
+    only where SKIP LOCKED is the strategy, the heads condition only in the capped claims."""
+    walks = _walks()
+    assert set(walks) == {
+        "worker.sql picked",
+        "worker_capped.sql picked",
+        "worker_claim_candidates",
+        "worker_claim_candidates_capped",
+    }
+
+    def core(walk: str) -> list[str]:
+        lines = [
+            line.strip().removeprefix(", ").removeprefix("WITH ") for line in walk.splitlines()
+        ]
+        dropped = {
+            "FOR UPDATE SKIP LOCKED",
+            "AND execution_id = ANY(ARRAY(SELECT execution_id FROM heads))",
+        }
+        return [line.replace(" MATERIALIZED", "") for line in lines if line not in dropped]
+
+    reference = core(walks["worker.sql picked"])
+    for name, walk in walks.items():
+        assert core(walk) == reference, name
+        assert (
+            ("FOR UPDATE SKIP LOCKED" in walk)
+            == ("MATERIALIZED" in walk)
+            == ("candidates" not in name)
+        ), name
+        assert ("FROM heads" in walk) == ("capped" in name), name
+
+
 def test_the_claim_strategies_share_one_take_and_return() -> None:
     registry = load_queries()
-    parts = _raw_parts()
-    take, rows = parts["worker_claim_take"], parts["worker_claim_rows"]
-    for name in ("worker_claim_skip_locked", "worker_claim_conditional", "worker_claim_metered"):
-        assert registry[name].sql.endswith(take + "\n" + rows), name
-    # The record-and-claim claims as worker_claim_skip_locked does, after the record.
-    combined = registry["worker_record_and_claim"].sql
-    skip_locked = registry["worker_claim_skip_locked"].sql
-    claim = skip_locked[skip_locked.index("WITH picked AS MATERIALIZED (") + len("WITH ") :]
-    assert claim.rstrip().endswith(rows.rstrip())
-    claim_without_rows = claim.rstrip()[: -len(rows.rstrip())].rstrip()
-    assert claim_without_rows in combined
-    record = parts["worker_finalize_record"].replace(
-        "-- include: delivery_counts_add", parts["delivery_counts_add"]
-    )
-    assert record in combined and record in registry["worker_finalize_batch"].sql
+    take = "-- include: claimed\n, -- include: claim_rows\nSELECT * FROM claim_rows"
+    statements = {q.name: q.sql for q in _raw_statements()}
+    for name in (
+        "worker_claim_skip_locked",
+        "worker_claim_skip_locked_capped",
+        "worker_claim_conditional",
+        "worker_claim_metered",
+    ):
+        assert statements[name].endswith(take), name
+    # The record-and-claim is the finalize's record, then worker_claim_skip_locked's claim.
+    record = statements["worker_finalize_batch"]
+    record = record[record.index("WITH\n") : record.index("\nSELECT execution_id,")]
+    for suffix in ("", "_capped"):
+        claim = statements[f"worker_claim_skip_locked{suffix}"]
+        claim = claim[claim.index("WITH\n") + len("WITH\n") : claim.index(take)]
+        combined = statements[f"worker_record_and_claim{suffix}"]
+        combined = combined[combined.index("WITH\n") :]
+        assert combined.startswith(record + "\n, " + claim), suffix
+        assert (
+            "SELECT * FROM record_and_claim_rows"
+            in registry[f"worker_record_and_claim{suffix}"].sql
+        )
 
 
 def test_includes_must_name_a_part_and_every_part_must_be_used() -> None:

@@ -197,41 +197,52 @@ UNION ALL
 -- transaction, which is what makes a concurrent secret delete conflict with it.
 SELECT name FROM secrets WHERE name = ANY(CAST(:names AS TEXT[]))
 
--- part: catalogue_endpoint_columns
--- The columns every endpoint read and write answers with (EndpointView.from_row): the
+-- part: endpoint_view
+-- The columns every endpoint read and write answers with (EndpointView.from_row), of the
+-- including statement's "endpoint_row" CTE (the rows it reads or writes, all columns): the
 -- definition, then the operator state: a Retry-After hold that has passed reads as none, and
 -- a paused row's NULL reason (paused before reasons were kept, all by hand) as OPERATOR.
-    name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
-    on_failure, created_at, updated_at, flow_control, ordering, paused_at,
-    CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
-    CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END AS paused_reason
+endpoint_view AS (
+    SELECT
+        name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, on_success,
+        on_failure, created_at, updated_at, flow_control, ordering, paused_at,
+        CASE WHEN held_until > now() THEN held_until END AS held_until, auto_pause_after_ms,
+        CASE WHEN paused_at IS NOT NULL THEN COALESCE(paused_reason, 'OPERATOR') END
+            AS paused_reason
+    FROM endpoint_row
+)
 
 -- name: catalogue_endpoint_insert
 -- ON CONFLICT on the name: a live endpoint is left alone and no row comes back (409); a
 -- soft-deleted one is registered again with the new definition, as if created now (its
 -- old jobs keep their own snapshots), running (not paused, not held).
-INSERT INTO endpoints (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
-                       on_success, on_failure, flow_control, auto_pause_after_ms, ordering)
-VALUES (:name, :endpoint_type, :payload_spec_ref, :config_ref, CAST(:spec AS JSONB),
-        CAST(:retry_policy AS JSONB), CAST(:on_success AS TEXT), CAST(:on_failure AS TEXT),
-        CAST(:flow_control AS JSONB), CAST(:auto_pause_after_ms AS BIGINT),
-        CAST(:ordering AS JSONB))
-ON CONFLICT (name) DO UPDATE
-SET endpoint_type = excluded.endpoint_type, payload_spec_ref = excluded.payload_spec_ref,
-    config_ref = excluded.config_ref, spec = excluded.spec,
-    retry_policy = excluded.retry_policy, on_success = excluded.on_success,
-    on_failure = excluded.on_failure, flow_control = excluded.flow_control,
-    auto_pause_after_ms = excluded.auto_pause_after_ms, ordering = excluded.ordering,
-    paused_at = NULL, paused_reason = NULL, held_until = NULL, created_at = now(),
-    updated_at = now(), deleted_at = NULL
-WHERE endpoints.deleted_at IS NOT NULL
-RETURNING
--- include: catalogue_endpoint_columns
+WITH endpoint_row AS (
+    INSERT INTO endpoints (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
+                           on_success, on_failure, flow_control, auto_pause_after_ms, ordering)
+    VALUES (:name, :endpoint_type, :payload_spec_ref, :config_ref, CAST(:spec AS JSONB),
+            CAST(:retry_policy AS JSONB), CAST(:on_success AS TEXT), CAST(:on_failure AS TEXT),
+            CAST(:flow_control AS JSONB), CAST(:auto_pause_after_ms AS BIGINT),
+            CAST(:ordering AS JSONB))
+    ON CONFLICT (name) DO UPDATE
+    SET endpoint_type = excluded.endpoint_type, payload_spec_ref = excluded.payload_spec_ref,
+        config_ref = excluded.config_ref, spec = excluded.spec,
+        retry_policy = excluded.retry_policy, on_success = excluded.on_success,
+        on_failure = excluded.on_failure, flow_control = excluded.flow_control,
+        auto_pause_after_ms = excluded.auto_pause_after_ms, ordering = excluded.ordering,
+        paused_at = NULL, paused_reason = NULL, held_until = NULL, created_at = now(),
+        updated_at = now(), deleted_at = NULL
+    WHERE endpoints.deleted_at IS NOT NULL
+    RETURNING *
+)
+, -- include: endpoint_view
+SELECT * FROM endpoint_view
 
 -- name: catalogue_endpoint_get
-SELECT
--- include: catalogue_endpoint_columns
-FROM endpoints WHERE name = :name AND deleted_at IS NULL
+WITH endpoint_row AS (
+    SELECT * FROM endpoints WHERE name = :name AND deleted_at IS NULL
+)
+, -- include: endpoint_view
+SELECT * FROM endpoint_view
 
 -- name: catalogue_endpoint_list
 -- GET /endpoints, optionally only the paused (:paused true) or the running (false) ones,
@@ -239,17 +250,21 @@ FROM endpoints WHERE name = :name AND deleted_at IS NULL
 -- names judged from the overview's per-endpoint counts (chalicelib/domain/endpoint_listing.py).
 -- NULL leaves a filter off. A read of the endpoints table alone, whose size is the number
 -- of endpoints registered, never the executions'.
-SELECT
--- include: catalogue_endpoint_columns
-FROM endpoints
-WHERE deleted_at IS NULL
-  AND (CAST(:paused AS BOOL) IS NULL OR (paused_at IS NOT NULL) = CAST(:paused AS BOOL))
-  AND (CAST(:among AS BOOL) IS NULL
-       OR (name = ANY(CAST(:names AS TEXT[]))) = CAST(:among AS BOOL))
-  AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
-       OR (created_at, name) < (CAST(:after_ts AS TIMESTAMPTZ), CAST(:after_id AS TEXT)))
+WITH endpoint_row AS (
+    SELECT *
+    FROM endpoints
+    WHERE deleted_at IS NULL
+      AND (CAST(:paused AS BOOL) IS NULL OR (paused_at IS NOT NULL) = CAST(:paused AS BOOL))
+      AND (CAST(:among AS BOOL) IS NULL
+           OR (name = ANY(CAST(:names AS TEXT[]))) = CAST(:among AS BOOL))
+      AND (CAST(:after_ts AS TIMESTAMPTZ) IS NULL
+           OR (created_at, name) < (CAST(:after_ts AS TIMESTAMPTZ), CAST(:after_id AS TEXT)))
+    ORDER BY created_at DESC, name DESC
+    LIMIT :limit_plus_one
+)
+, -- include: endpoint_view
+SELECT * FROM endpoint_view
 ORDER BY created_at DESC, name DESC
-LIMIT :limit_plus_one
 
 -- name: catalogue_endpoint_update
 -- PUT replaces the whole definition. Jobs keep the endpoint_snapshot taken at their
@@ -257,16 +272,19 @@ LIMIT :limit_plus_one
 -- it applies at once to every job of the endpoint, as does auto_pause_after_ms (the
 -- housekeeper reads it live). A pause (and its reason) or hold is not part of the
 -- definition and stays as it is.
-UPDATE endpoints
-SET endpoint_type = :endpoint_type, payload_spec_ref = :payload_spec_ref,
-    config_ref = :config_ref, spec = CAST(:spec AS JSONB),
-    retry_policy = CAST(:retry_policy AS JSONB), on_success = CAST(:on_success AS TEXT),
-    on_failure = CAST(:on_failure AS TEXT), flow_control = CAST(:flow_control AS JSONB),
-    auto_pause_after_ms = CAST(:auto_pause_after_ms AS BIGINT),
-    ordering = CAST(:ordering AS JSONB), updated_at = now()
-WHERE name = :name AND deleted_at IS NULL
-RETURNING
--- include: catalogue_endpoint_columns
+WITH endpoint_row AS (
+    UPDATE endpoints
+    SET endpoint_type = :endpoint_type, payload_spec_ref = :payload_spec_ref,
+        config_ref = :config_ref, spec = CAST(:spec AS JSONB),
+        retry_policy = CAST(:retry_policy AS JSONB), on_success = CAST(:on_success AS TEXT),
+        on_failure = CAST(:on_failure AS TEXT), flow_control = CAST(:flow_control AS JSONB),
+        auto_pause_after_ms = CAST(:auto_pause_after_ms AS BIGINT),
+        ordering = CAST(:ordering AS JSONB), updated_at = now()
+    WHERE name = :name AND deleted_at IS NULL
+    RETURNING *
+)
+, -- include: endpoint_view
+SELECT * FROM endpoint_view
 
 -- name: catalogue_endpoint_live_jobs
 -- Live jobs of the endpoint: they keep it from being deleted (the specification: delete
@@ -382,18 +400,24 @@ WHERE CAST(:fill AS BOOLEAN)
 -- endpoints row it joins); they wait QUEUED/RETRYING and stay cancellable. A pause by
 -- hand is an OPERATOR pause; pausing an endpoint that is already paused keeps the reason
 -- its pause began with, as it keeps paused_at (SET reads the row as it was).
-UPDATE endpoints
-SET paused_at = COALESCE(paused_at, now()),
-    paused_reason = CASE WHEN paused_at IS NULL THEN 'OPERATOR' ELSE paused_reason END
-WHERE name = :name AND deleted_at IS NULL
-RETURNING
--- include: catalogue_endpoint_columns
+WITH endpoint_row AS (
+    UPDATE endpoints
+    SET paused_at = COALESCE(paused_at, now()),
+        paused_reason = CASE WHEN paused_at IS NULL THEN 'OPERATOR' ELSE paused_reason END
+    WHERE name = :name AND deleted_at IS NULL
+    RETURNING *
+)
+, -- include: endpoint_view
+SELECT * FROM endpoint_view
 
 -- name: catalogue_endpoint_resume
 -- POST /endpoints/{name}/resume (idempotent). A hold from a Retry-After is not lifted: it
 -- is the target's own word on when it can take more. Resuming clears the reason of any
 -- pause (GONE, FAILING or OPERATOR).
-UPDATE endpoints SET paused_at = NULL, paused_reason = NULL
-WHERE name = :name AND deleted_at IS NULL
-RETURNING
--- include: catalogue_endpoint_columns
+WITH endpoint_row AS (
+    UPDATE endpoints SET paused_at = NULL, paused_reason = NULL
+    WHERE name = :name AND deleted_at IS NULL
+    RETURNING *
+)
+, -- include: endpoint_view
+SELECT * FROM endpoint_view

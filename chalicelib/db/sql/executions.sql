@@ -35,24 +35,6 @@ FROM (
     LIMIT :max_ahead
 ) AS ahead
 
--- part: executions_cancel_set
--- The CANCELLED transition, shared by a single cancel and a bulk cancel's page; the
--- including statement's WHERE picks the rows and guards on the sources (:sources).
-    UPDATE executions
-    SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
-
--- part: executions_cancel_logged
--- The rest of a cancel: the log line of each row that moved, and the rows with their
--- batch (a batch child's cancel may be its batch's last end) and their keys (a keyed
--- cancel, ordering or gated concurrency key, settles its key: chalicelib/services/keys.py).
-    RETURNING execution_id, attempt_count, batch_id, ordering_key, concurrency_key
-), logged AS (
-    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
-    SELECT execution_id, attempt_count, 'INFO', :message FROM moved
-    RETURNING log_id
-)
-SELECT execution_id, batch_id, ordering_key, concurrency_key FROM moved
-
 -- name: executions_cancel
 -- The CANCELLED transition and its log line in one statement. The WHERE guard lists the
 -- statuses the transition table allows as sources (:sources = sources_of(CANCELLED)), so a

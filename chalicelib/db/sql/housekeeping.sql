@@ -36,25 +36,6 @@ WHERE h.last_beat_at < CAST(:cutoff AS TIMESTAMPTZ)
       SELECT 1 FROM newest AS w WHERE w.kind = h.kind AND w.fresh_until = h.fresh_until
   )
 
--- part: housekeeping_purge_executions
--- Shared by both purges (after their "doomed" CTE of execution ids, locked): the
--- executions with their logs and attempts, children first (foreign keys), each a DELETE
--- on its by-execution index; the including statement writes the commas around it. The page
--- is matched as an array (= ANY(ARRAY(...))), an index condition in every plan: as IN
--- (SELECT ...), a plan that misjudged the page's size hashed it against a sequential scan
--- of the table.
-logs AS (
-    DELETE FROM execution_logs
-    WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
-    RETURNING log_id
-), tries AS (
-    DELETE FROM attempts WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
-    RETURNING attempt_id
-), execs AS (
-    DELETE FROM executions WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM doomed))
-    RETURNING execution_id
-)
-
 -- name: housekeeping_purge_one_shot
 -- One-shot jobs created before :cutoff whose execution finished before :cutoff, with the
 -- execution, its attempts and its logs; and one-shot jobs left without any execution. The
@@ -91,8 +72,10 @@ WITH doomed AS (
     ORDER BY j.created_at ASC
     LIMIT :batch
     FOR UPDATE OF j SKIP LOCKED
-),
--- include: housekeeping_purge_executions
+)
+, -- include: logs
+, -- include: tries
+, -- include: execs
 , gone AS (
     -- The page is cut by execution, so a job whose executions straddle its end keeps the
     -- ones past it, and itself, until a later pass takes them (deleted with one of them
@@ -140,8 +123,10 @@ WITH doomed AS (
     ) AS e
     WHERE j.trigger_type = 'CRON'
     LIMIT :batch
-),
--- include: housekeeping_purge_executions
+)
+, -- include: logs
+, -- include: tries
+, -- include: execs
 SELECT (SELECT count(*) FROM doomed) AS batch, (SELECT count(*) FROM execs) AS executions,
        (SELECT count(*) FROM tries) AS attempts, (SELECT count(*) FROM logs) AS logs,
        0 AS jobs
@@ -154,16 +139,18 @@ DELETE FROM metric_events
 WHERE event IN ('cron_ticks_materialized', 'reclaimed')
   AND recorded_at < CAST(:cutoff AS TIMESTAMPTZ)
 
--- part: housekeeping_fold_batch
--- The oldest :batch minute rows older than :cutoff (their minute over long enough ago that
--- no finalize still adds to them), in primary key order (deterministic, so the roll-up's
--- two statements see the same rows in their transaction).
-SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
-       duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
-FROM delivery_counts
-WHERE grain = 'minute' AND bucket_start < CAST(:cutoff AS TIMESTAMPTZ)
-ORDER BY grain, bucket_start, endpoint, outcome, error_type, writer
-LIMIT :batch
+-- part: old
+-- "old": the oldest :batch minute rows older than :cutoff (their minute over long enough
+-- ago that no finalize still adds to them), in primary key order (deterministic, so the
+-- roll-up's two statements see the same rows in their transaction).
+old AS (
+    SELECT grain, bucket_start, endpoint, outcome, error_type, writer, attempts, ended,
+           duration_ms, le_10, le_50, le_100, le_250, le_500, le_1000, le_5000, le_30000
+    FROM delivery_counts
+    WHERE grain = 'minute' AND bucket_start < CAST(:cutoff AS TIMESTAMPTZ)
+    ORDER BY grain, bucket_start, endpoint, outcome, error_type, writer
+    LIMIT :batch
+)
 
 -- name: housekeeping_fold_counts
 -- First statement of a roll-up (delivery_counts, migration 019): adds the oldest :batch
@@ -173,9 +160,9 @@ LIMIT :batch
 -- same transaction (two statements: CockroachDB refuses one that modifies a table twice).
 -- At SERIALIZABLE, two schedulers rolling up at once cannot both count a row: one of them
 -- fails (40001) and its retry finds the rows gone. Returns how many were rolled up.
-WITH old AS (
--- include: housekeeping_fold_batch
-), additions AS (
+WITH
+-- include: old
+, additions AS (
     SELECT 'total' AS grain, CAST('1970-01-01T00:00:00Z' AS TIMESTAMPTZ) AS bucket_start,
            endpoint, outcome, error_type, 'fold' AS writer,
            sum(attempts) AS attempts, sum(ended) AS ended, sum(duration_ms) AS duration_ms,
@@ -193,18 +180,17 @@ WITH old AS (
            sum(le_5000) AS le_5000, sum(le_30000) AS le_30000
     FROM old
     GROUP BY bucket_start, outcome
-), folded AS (
--- include: delivery_counts_add
 )
+, -- include: counted
 SELECT (SELECT count(*) FROM old) AS folded
 
 -- name: housekeeping_fold_delete
 -- Second statement of a roll-up: the rows housekeeping_fold_counts added up.
+WITH
+-- include: old
 DELETE FROM delivery_counts
 WHERE (grain, bucket_start, endpoint, outcome, error_type, writer) IN (
-    SELECT grain, bucket_start, endpoint, outcome, error_type, writer FROM (
--- include: housekeeping_fold_batch
-    ) AS old
+    SELECT grain, bucket_start, endpoint, outcome, error_type, writer FROM old
 )
 
 -- name: housekeeping_mark_totals

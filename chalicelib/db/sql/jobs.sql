@@ -49,6 +49,7 @@ WHERE job_id = ANY(CAST(:job_ids AS TEXT[]))
 -- walk idx_jobs_created filtering every other endpoint's out (a plan test with an
 -- endpoint of one job caught it); created_at <= :after_ts bounds that range at the cursor
 -- (the index does not hold job_id). ACTIVE has its own statements (jobs_list_active*).
+-- shape: cron or trigger_type
 SELECT s.*
 FROM job_states AS s
 WHERE TRUE

@@ -93,7 +93,7 @@ WITH moved AS (
 
 -- name: operations_delete_page
 -- Delete of a page: its ended executions (SUCCESS, FAILED, CANCELLED) with their logs and
--- attempts, as the housekeeper purges history (housekeeping_purge_executions), and the
+-- attempts, as the housekeeper purges history (the parts logs, tries, execs), and the
 -- one-shot jobs this leaves without an execution (a cron job stays: its executions are
 -- its history, not the job). The page runs SERIALIZABLE, so an execution a retry moves
 -- meanwhile is not deleted behind it.
@@ -102,8 +102,10 @@ WITH doomed AS (
     FROM executions AS x
     WHERE x.execution_id = ANY(CAST(:ids AS TEXT[]))
       AND x.status IN ('SUCCESS', 'FAILED', 'CANCELLED')
-),
--- include: housekeeping_purge_executions
+)
+, -- include: logs
+, -- include: tries
+, -- include: execs
 , gone AS (
     -- Every statement of this one reads the executions as they were before it: a job's
     -- executions outside the page keep it. The probe is ordered as idx_executions_by_job
@@ -130,6 +132,7 @@ SELECT (SELECT count(*) FROM execs) AS deleted, (SELECT count(*) FROM gone) AS j
 -- the listing's own statement, counted), so the count costs what that page costs,
 -- whatever the history, and a count past the limit says "more". The same rows a bulk
 -- page reads, by construction. With an endpoint: operations_count_of_endpoint.
+-- shape: endpoint never
 SELECT count(*) AS matched
 FROM (
 -- include: dead_letters_list_page
@@ -137,6 +140,7 @@ FROM (
 
 -- name: operations_count_of_endpoint
 -- operations_count with an endpoint: a page of dead_letters_list_of_endpoint, counted.
+-- shape: endpoint always
 SELECT count(*) AS matched
 FROM (
 -- include: dead_letters_list_of_endpoint_page

@@ -117,7 +117,6 @@ def _params(capped: str | None) -> dict[str, object]:
         "full": [] if capped is None else [capped],
         "busy": json.dumps({} if capped is None else {capped: BATCH}),
         "pending": 0,
-        "capped": None if capped is None else True,
         "results": "[]",
         "writer": "w1/t",
     }
@@ -130,7 +129,10 @@ def _part(file: str, name: str) -> Query:
 
 
 def _shape(name: str, params: dict[str, object]) -> tuple[Query, dict[str, object]]:
-    return shaped(queries[name], params)
+    """The statement the worker sends for ``params``: ``name``, or its ``_capped`` twin while
+    an endpoint is at its cap (``full`` names one)."""
+    capped = "_capped" if params.get("full") else ""
+    return shaped(queries[f"{name}{capped}"], params)
 
 
 def _taken(database: Database) -> dict[str, int]:
