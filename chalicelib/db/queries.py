@@ -57,10 +57,8 @@ UNSHAPED_PARTS = frozenset(
         "dead_letters_requeue",
         "dead_letters_requeue_log",
         "dead_letters_retry_guard",
-        "endpoint_fingerprint",
         "executions_cancel_logged",
         "executions_cancel_set",
-        "jobs_create_ctes",
         "metrics_attempts_since",
         "metrics_auto_paused",
         "metrics_delivery_totals",
@@ -79,8 +77,6 @@ UNSHAPED_PARTS = frozenset(
         "overview_endpoint_health",
         "overview_last_hour_rows",
         "overview_workers",
-        "scheduler_reclaim_expired",
-        "scheduler_reclaim_take",
     }
 )
 
