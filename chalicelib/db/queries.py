@@ -48,17 +48,6 @@ SHARED_PARTS = "parts.sql"
 #: a CTE (take it off the list then), so the list only shrinks.
 UNSHAPED_PARTS = frozenset(
     {
-        "dead_letters_list_filters",
-        "dead_letters_list_of_endpoint_page",
-        "dead_letters_list_page",
-        "dead_letters_list_rows",
-        "dead_letters_list_running",
-        "dead_letters_redrive_match",
-        "dead_letters_requeue",
-        "dead_letters_requeue_log",
-        "dead_letters_retry_guard",
-        "executions_cancel_logged",
-        "executions_cancel_set",
         "metrics_attempts_since",
         "metrics_auto_paused",
         "metrics_delivery_totals",
@@ -72,7 +61,6 @@ UNSHAPED_PARTS = frozenset(
         "metrics_oldest_parked",
         "metrics_ordering_blocked",
         "metrics_queue_depth",
-        "operations_columns",
         "overview_cancelled_since",
         "overview_endpoint_health",
         "overview_last_hour_rows",
