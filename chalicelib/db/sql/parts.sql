@@ -261,94 +261,6 @@ execs AS (
     RETURNING execution_id
 )
 
--- part: metrics_oldest_due_run_at
--- The run_at of the oldest due execution that is not a paused endpoint's (the lag of
--- GET /overview, of /metrics' te_oldest_due_lag_seconds and of the queue_health line):
--- the head of idx_executions_due, which holds no parked row, walked in run_at order past
--- the rows of paused (or deleted) endpoints that the promoter has not parked yet (it
--- parks them within a pass: the bound the worker's claim has on the same walk); the oldest
--- parked row of each endpoint that has some and is not paused (a held or flow-controlled
--- endpoint's parked backlog is due and waiting: lag, as metrics_endpoint_lag counts it);
--- the oldest due PENDING row not yet promoted (idx_executions_pending's first entry); and the
--- oldest cron tick not yet materialized (idx_jobs_cron_due's first entry past paused jobs,
--- as the materializer's scan): with no scheduler running, a tick that is never
--- materialized has no execution to be late, and the lag must still grow.
--- The minimum of metrics_endpoint_lag's values and that PENDING head, read in a few probes
--- instead of two per endpoint (only /metrics needs each endpoint's lag).
-SELECT min(t.run_at) AS oldest_run_at
-FROM (
-    SELECT head.run_at
-    FROM (
-        SELECT x.run_at
-        FROM executions AS x
-        JOIN endpoints AS en ON en.name = x.endpoint
-        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait AND NOT x.parked
-          AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
-          AND en.paused_at IS NULL AND en.deleted_at IS NULL
-        ORDER BY x.run_at ASC, x.execution_id ASC
-        LIMIT 1
-    ) AS head
-    UNION ALL
-    SELECT parked.run_at
-    FROM endpoints AS en
-    JOIN LATERAL (
--- include: metrics_oldest_parked
-    ) AS parked ON TRUE
-    WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL
-    UNION ALL
-    SELECT min(p.run_at) AS run_at
-    FROM executions AS p
-    WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
-    UNION ALL
-    SELECT tick.cron_next_run_at AS run_at
-    FROM (
-        SELECT j.cron_next_run_at
-        FROM jobs AS j
-        WHERE j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
-          AND j.cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
-          AND j.paused_at IS NULL
-        ORDER BY j.cron_next_run_at ASC
-        LIMIT 1
-    ) AS tick
-) AS t
-
--- The summary-row reads below (and overview.sql's) take a closed window [since, until]:
--- with both ends given, a prepared statement's generic plan estimates a narrow range and
--- reads it on the primary key, where a lone lower bound is estimated at a third of the
--- table and read sequentially (two days of hour rows with the window's minutes).
-
--- part: metrics_oldest_parked
--- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
--- probe of idx_executions_due_by_endpoint (see metrics_endpoint_lag). A LATERAL's body,
--- here and in metrics_oldest_due.
-    SELECT x.run_at
-    FROM executions AS x
-    WHERE en.parked_rows
-      AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
-      AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
-    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
-    LIMIT 1
-
--- part: metrics_queue_depth
--- Non-terminal executions by status and endpoint: the waiting ones (PENDING, QUEUED,
--- RETRYING) as the delayed promoter last counted them into live_counts (every 15 s,
--- migration 018: a row per endpoint and status, so this read follows the number of
--- endpoints, not the backlog), the RUNNING ones counted now on idx_executions_running
--- (bounded by the workers' slots). One JSON array of [status, endpoint, n].
-SELECT COALESCE(
-           json_agg(json_build_array(d.status, d.endpoint, d.n) ORDER BY d.status, d.endpoint),
-           CAST('[]' AS JSON)
-       ) AS depth
-FROM (
-    SELECT status, endpoint, n
-    FROM live_counts
-    UNION ALL
-    SELECT status, endpoint, count(*) AS n
-    FROM executions
-    WHERE status = 'RUNNING'
-    GROUP BY status, endpoint
-) AS d
-
 -- part: dead_letters_list_of_endpoint_page
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
@@ -601,4 +513,88 @@ dead_letters_list_page AS (
     ) AS p
     ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
+)
+
+-- part: metrics_oldest_due_run_at
+-- The run_at of the oldest due execution that is not a paused endpoint's (the lag of
+-- GET /overview, of /metrics' te_oldest_due_lag_seconds and of the queue_health line):
+-- the head of idx_executions_due, which holds no parked row, walked in run_at order past
+-- the rows of paused (or deleted) endpoints that the promoter has not parked yet (it
+-- parks them within a pass: the bound the worker's claim has on the same walk); the oldest
+-- parked row of each endpoint that has some and is not paused (a held or flow-controlled
+-- endpoint's parked backlog is due and waiting: lag, as metrics_endpoint_lag counts it);
+-- the oldest due PENDING row not yet promoted (idx_executions_pending's first entry); and the
+-- oldest cron tick not yet materialized (idx_jobs_cron_due's first entry past paused jobs,
+-- as the materializer's scan): with no scheduler running, a tick that is never
+-- materialized has no execution to be late, and the lag must still grow.
+-- The minimum of metrics_endpoint_lag's values and that PENDING head, read in a few probes
+-- instead of two per endpoint (only /metrics needs each endpoint's lag).
+-- parked: the run_at of endpoint en's oldest due parked row (none unless
+-- en.parked_rows), one probe of idx_executions_due_by_endpoint, as
+-- metrics_endpoint_lag's "parked" probes it (the two change together).
+metrics_oldest_due_run_at AS (
+    SELECT min(t.run_at) AS oldest_run_at
+    FROM (
+        SELECT head.run_at
+        FROM (
+            SELECT x.run_at
+            FROM executions AS x
+            JOIN endpoints AS en ON en.name = x.endpoint
+            WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait AND NOT x.parked
+              AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+              AND en.paused_at IS NULL AND en.deleted_at IS NULL
+            ORDER BY x.run_at ASC, x.execution_id ASC
+            LIMIT 1
+        ) AS head
+        UNION ALL
+        SELECT parked.run_at
+        FROM endpoints AS en
+        JOIN LATERAL (
+        SELECT x.run_at
+        FROM executions AS x
+        WHERE en.parked_rows
+          AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
+          AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+        ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
+        LIMIT 1
+        ) AS parked ON TRUE
+        WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL
+        UNION ALL
+        SELECT min(p.run_at) AS run_at
+        FROM executions AS p
+        WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
+        UNION ALL
+        SELECT tick.cron_next_run_at AS run_at
+        FROM (
+            SELECT j.cron_next_run_at
+            FROM jobs AS j
+            WHERE j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
+              AND j.cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
+              AND j.paused_at IS NULL
+            ORDER BY j.cron_next_run_at ASC
+            LIMIT 1
+        ) AS tick
+    ) AS t
+)
+
+-- part: metrics_queue_depth
+-- Non-terminal executions by status and endpoint: the waiting ones (PENDING, QUEUED,
+-- RETRYING) as the delayed promoter last counted them into live_counts (every 15 s,
+-- migration 018: a row per endpoint and status, so this read follows the number of
+-- endpoints, not the backlog), the RUNNING ones counted now on idx_executions_running
+-- (bounded by the workers' slots). One JSON array of [status, endpoint, n].
+metrics_queue_depth AS (
+    SELECT COALESCE(
+               json_agg(json_build_array(d.status, d.endpoint, d.n) ORDER BY d.status, d.endpoint),
+               CAST('[]' AS JSON)
+           ) AS depth
+    FROM (
+        SELECT status, endpoint, n
+        FROM live_counts
+        UNION ALL
+        SELECT status, endpoint, count(*) AS n
+        FROM executions
+        WHERE status = 'RUNNING'
+        GROUP BY status, endpoint
+    ) AS d
 )
