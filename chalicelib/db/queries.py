@@ -42,48 +42,6 @@ _INCLUDE = re.compile(r"^(,? ?)--\s*include:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTI
 #: The one file whose parts every file may include; it holds no statement.
 SHARED_PARTS = "parts.sql"
 
-#: Parts written before a part had to be one CTE, not yet rewritten as one: fragments of a
-#: WHERE clause, column lists, correlated or scalar subqueries, several CTEs at once. No
-#: other part may be shaped so, and tests/unit/test_sql_parts.py fails once one of these is
-#: a CTE (take it off the list then), so the list only shrinks.
-UNSHAPED_PARTS = frozenset(
-    {
-        "dead_letters_list_filters",
-        "dead_letters_list_of_endpoint_page",
-        "dead_letters_list_page",
-        "dead_letters_list_rows",
-        "dead_letters_list_running",
-        "dead_letters_redrive_match",
-        "dead_letters_requeue",
-        "dead_letters_requeue_log",
-        "dead_letters_retry_guard",
-        "endpoint_fingerprint",
-        "executions_cancel_logged",
-        "executions_cancel_set",
-        "jobs_create_ctes",
-        "metrics_attempts_since",
-        "metrics_auto_paused",
-        "metrics_delivery_totals",
-        "metrics_ended_since",
-        "metrics_endpoint_lag",
-        "metrics_events_since",
-        "metrics_heartbeats",
-        "metrics_live_processes",
-        "metrics_loop_states_rows",
-        "metrics_oldest_due_run_at",
-        "metrics_oldest_parked",
-        "metrics_ordering_blocked",
-        "metrics_queue_depth",
-        "operations_columns",
-        "overview_cancelled_since",
-        "overview_endpoint_health",
-        "overview_last_hour_rows",
-        "overview_workers",
-        "scheduler_reclaim_expired",
-        "scheduler_reclaim_take",
-    }
-)
-
 #: Where a statement's region condition goes; see :func:`regional`.
 REGION_MARKER = "/*region_filter*/ TRUE"
 
@@ -169,9 +127,9 @@ def is_one_cte(name: str, body: str) -> bool:
 
 
 def check_part(name: str, body: str, source: str) -> str:
-    """``body``, if it is one CTE named ``name`` (or a part of :data:`UNSHAPED_PARTS`);
-    otherwise a ValueError saying what a part must be."""
-    if name not in UNSHAPED_PARTS and not is_one_cte(name, body):
+    """``body``, if it is one CTE named ``name``; otherwise a ValueError saying what a part
+    must be."""
+    if not is_one_cte(name, body):
         raise ValueError(
             f"{source}: part {name!r} must be one CTE, '{name} AS (...)' and nothing after "
             "it (the statement that includes it writes WITH and the commas around it)"

@@ -51,6 +51,109 @@ _WALK = re.compile(
 )
 
 
+#: Fragments no part can hold without changing a plan (a WHERE clause or a column list, a
+#: correlated LATERAL body, a scan one statement locks and another does not), written out
+#: in each statement or part that sends them instead: the kind, its first and last line,
+#: and every holder. test_the_written_out_copies_agree holds each kind's copies to one
+#: text, so the window check counts a copy as a line of its holder's own.
+WRITTEN_OUT: dict[str, tuple[str, str, frozenset[str]]] = {
+    "the requeue": (
+        "UPDATE executions AS e",
+        "config_snapshot = NULL",
+        frozenset({"dead_letters_retry", "dead_letters_redrive_batch", "operations_retry_page"}),
+    ),
+    "the requeue's log line": (
+        "RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key,",
+        "RETURNING log_id",
+        frozenset({"dead_letters_retry", "dead_letters_redrive_batch", "operations_retry_page"}),
+    ),
+    "the redrive's match": (
+        "FROM executions AS x",
+        "AND (CAST(:error_type AS TEXT) IS NULL OR x.last_error_type = :error_type)",
+        frozenset({"dead_letters_redrive_batch", "dead_letters_redrive_more"}),
+    ),
+    "the cancel's log line": (
+        "RETURNING execution_id, attempt_count, batch_id, ordering_key, concurrency_key",
+        "SELECT execution_id, batch_id, ordering_key, concurrency_key FROM moved",
+        frozenset({"executions_cancel", "operations_cancel_page"}),
+    ),
+    "a listing branch's rows": (
+        "SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,",
+        ") AS last ON true",
+        frozenset(
+            {
+                "part parts.sql dead_letters_list_page",
+                "part parts.sql dead_letters_list_of_endpoint_page",
+            }
+        ),
+    ),
+    "a listing branch's filters": (
+        "AND e.endpoint = :endpoint",
+        "LIMIT :limit_plus_one",
+        frozenset(
+            {
+                "part parts.sql dead_letters_list_page",
+                "part parts.sql dead_letters_list_of_endpoint_page",
+            }
+        ),
+    ),
+    "the expired leases' scan": (
+        "WHERE status = '?'",
+        "LIMIT :batch",
+        frozenset({"scheduler_reclaim_stuck", "scheduler_reclaim_candidates"}),
+    ),
+    "the reclaim's rows": (
+        "SELECT d.execution_id, d.status,",
+        "FROM described AS d",
+        frozenset({"scheduler_reclaim_stuck", "scheduler_reclaim_listed"}),
+    ),
+    "the oldest parked probe": (
+        "WHERE en.parked_rows",
+        "LIMIT 1",
+        frozenset(
+            {"part metrics.sql metrics_endpoint_lag", "part parts.sql metrics_oldest_due_run_at"}
+        ),
+    ),
+    "the heartbeats' columns": (
+        "json_agg(json_build_array(h.component, h.metadata)), CAST('?' AS JSON)",
+        "(SELECT kinds FROM metrics_live_processes) AS kinds",
+        frozenset({"health_state", "metrics_snapshot"}),
+    ),
+}
+
+
+def _code_lines(sql: str) -> list[str]:
+    """``sql``'s code lines, comments and includes dropped, literals blanked, spaces
+    collapsed."""
+    sql = _WALK.sub("", _INCLUDE_LINE.sub("", sql))
+    return [" ".join(line.split()) for line in strip(sql).splitlines() if line.strip()]
+
+
+def _copies(kind: str, lines: list[str]) -> tuple[list[tuple[str, ...]], list[str]]:
+    """The copies of ``kind`` in ``lines``, and ``lines`` with each copy one line naming it."""
+    first, last, _ = WRITTEN_OUT[kind]
+    first, last = " ".join(first.split()), " ".join(last.split())
+    copies: list[tuple[str, ...]] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(lines):
+        end = lines.index(last, i) if lines[i] == first and last in lines[i:] else -1
+        if end < 0:
+            rest.append(lines[i])
+            i += 1
+            continue
+        copies.append(tuple(lines[i : end + 1]))
+        rest.append(f"<{kind}>")
+        i = end + 1
+    return copies, rest
+
+
+def _texts() -> dict[str, str]:
+    texts = {q.name: q.sql for q in _raw_statements()}
+    texts.update({f"part {name}": sql for name, sql in _raw_parts().items()})
+    return texts
+
+
 def _walks() -> dict[str, str]:
     texts = {q.name: q.sql for q in _raw_statements()} | _raw_parts()
     return {name: m.group(0) for name, sql in texts.items() if (m := _WALK.search(sql))}
@@ -75,15 +178,35 @@ def test_region_filter_has_one_marker_and_it_is_valid_sql() -> None:
 
 def test_no_two_statements_share_a_block_of_sql() -> None:
     seen: dict[tuple[str, ...], set[str]] = defaultdict(set)
-    texts = {q.name: q.sql for q in _raw_statements()}
-    texts.update({f"part {name}": sql for name, sql in _raw_parts().items()})
-    for name, sql in texts.items():
-        sql = _WALK.sub("", _INCLUDE_LINE.sub("", sql))
-        lines = [" ".join(line.split()) for line in strip(sql).splitlines() if line.strip()]
+    for name, sql in _texts().items():
+        lines = _code_lines(sql)
+        for kind, (_, _, holders) in WRITTEN_OUT.items():
+            if name in holders:
+                _, lines = _copies(kind, lines)
+                lines = [f"{line} in {name}" if line == f"<{kind}>" else line for line in lines]
         for i in range(len(lines) - WINDOW + 1):
             seen[tuple(lines[i : i + WINDOW])].add(name)
     shared = {block: names for block, names in seen.items() if len(names) > 1}
     assert not shared, "\n\n".join(f"{sorted(n)}:\n" + "\n".join(b) for b, n in shared.items())
+
+
+def test_the_written_out_copies_agree() -> None:
+    """Each fragment written out instead of shared is one text wherever it is written, and
+    each holder named holds it."""
+    texts = _texts()
+    for kind, (_, _, holders) in WRITTEN_OUT.items():
+        copies = {name: _copies(kind, _code_lines(texts[name]))[0] for name in sorted(holders)}
+        assert all(copies.values()), f"{kind}: no copy in {[n for n, c in copies.items() if not c]}"
+        distinct = {copy for found in copies.values() for copy in found}
+        assert len(distinct) == 1, f"{kind}: the copies differ: {sorted(distinct)}"
+
+
+def test_a_written_out_copy_that_drifts_is_found() -> None:
+    lines = ["WITH moved AS (", "UPDATE executions AS e", "SET x = 1,", "config_snapshot = NULL"]
+    copies, rest = _copies("the requeue", lines)
+    assert copies == [tuple(lines[1:])]
+    assert rest == ["WITH moved AS (", "<the requeue>"]
+    assert _copies("the requeue", [*lines[:2], "SET x = 2,", lines[3]])[0] != copies
 
 
 def test_the_claim_walks_agree() -> None:

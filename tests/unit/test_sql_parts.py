@@ -10,7 +10,6 @@ import pytest
 from chalicelib.db.queries import (
     SHARED_PARTS,
     SQL_DIR,
-    UNSHAPED_PARTS,
     check_part,
     expand_files,
     is_one_cte,
@@ -108,15 +107,29 @@ def test_parts_of_two_files_may_share_a_name() -> None:
     assert "thing AS (SELECT 2)" in got["others_get"]
 
 
-def test_the_parts_not_yet_ctes_are_still_not_ctes() -> None:
-    """UNSHAPED_PARTS only shrinks: a part on it that is one CTE now comes off it."""
+def test_every_part_of_the_sql_files_is_one_cte_named_as_it() -> None:
+    """No part is let through unshaped: each one the service loads reads as one CTE."""
     parts = {
-        name: (path.name, body)
+        name: body
         for path in sorted(SQL_DIR.glob("*.sql"))
         for name, body in parse_sql_file(path.read_text(encoding="utf-8"), path.name).parts.items()
     }
-    assert set(parts) >= UNSHAPED_PARTS
-    assert [name for name in sorted(UNSHAPED_PARTS) if is_one_cte(name, parts[name][1])] == []
+    assert parts
+    assert [name for name, body in sorted(parts.items()) if not is_one_cte(name, body)] == []
+
+
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        ("operations_columns", "    operation_id, action, state"),  # a column list
+        ("executions_cancel_set", "    UPDATE executions SET status = 'CANCELLED'"),
+        ("metrics_oldest_parked", "    SELECT x.run_at FROM executions AS x LIMIT 1"),
+    ],
+)
+def test_no_part_name_is_exempt_from_being_one_cte(name: str, body: str) -> None:
+    """Names once let through unshaped are refused as any other (no exemption list)."""
+    with pytest.raises(ValueError, match=re.escape(f"part {name!r} must be one CTE")):
+        parse_sql_file(f"-- part: {name}\n{body}\n", "things.sql")
 
 
 def test_a_part_defined_twice_in_one_file_is_refused() -> None:

@@ -40,11 +40,21 @@ FROM (
 -- statuses the transition table allows as sources (:sources = sources_of(CANCELLED)), so a
 -- worker that claimed the row first wins and this changes 0 rows: never RUNNING ->
 -- CANCELLED, never a terminal status overwritten. batch_id: a batch child's cancel may be
--- its batch's last end (on_complete, chalicelib/services/callbacks.py).
+-- its batch's last end (on_complete, chalicelib/services/callbacks.py); ordering_key,
+-- concurrency_key: a keyed cancel (ordering or gated concurrency key) settles its key
+-- (chalicelib/services/keys.py). operations_cancel_page writes the same transition and
+-- log line for a page (the two change together).
 WITH moved AS (
--- include: executions_cancel_set
+    UPDATE executions
+    SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     WHERE execution_id = :execution_id AND status = ANY(CAST(:sources AS TEXT[]))
--- include: executions_cancel_logged
+    RETURNING execution_id, attempt_count, batch_id, ordering_key, concurrency_key
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, attempt_count, 'INFO', :message FROM moved
+    RETURNING log_id
+)
+SELECT execution_id, batch_id, ordering_key, concurrency_key FROM moved
 
 -- name: executions_one_shot_of_job
 -- A one-shot job has exactly one execution (created with the job).

@@ -344,14 +344,20 @@ FROM newest
 -- is updated concurrently (SERIALIZABLE). A soft-deleted endpoint is not there (404); a
 -- delete racing this read writes the row it read, so one of the two transactions retries
 -- (40001). on_success / on_failure are the endpoint's default callbacks for its jobs;
--- fingerprint is what jobs_create checks a remembered endpoint against;
 -- max_concurrency_per_key (NULL: none) says whether a job's concurrency key gates its
--- execution.
+-- execution. fingerprint is what jobs_create checks a remembered endpoint against: what a
+-- job created from this endpoint row depends on (everything read here), hashed by the
+-- server, so POST /jobs's fast path checks that the endpoint a process remembers still
+-- hashes the same, in the creating statement itself (the part "job" computes the same
+-- expression: the two change together). A JSONB array keeps each field in its place
+-- (NULLs included), so two different rows never hash alike by shifting a value from one
+-- field to the next.
 SELECT e.name, e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec, e.retry_policy,
        e.on_success, e.on_failure, p.schema_json AS payload_schema,
        CAST(e.flow_control ->> 'max_concurrency_per_key' AS BIGINT) AS max_concurrency_per_key,
--- include: endpoint_fingerprint
-       AS fingerprint
+       md5(CAST(jsonb_build_array(e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec,
+                                  e.retry_policy, e.on_success, e.on_failure, p.schema_json)
+                AS TEXT)) AS fingerprint
 FROM endpoints e
 LEFT JOIN payload_specs p ON p.name = e.payload_spec_ref
 WHERE e.name = ANY(CAST(:names AS TEXT[])) AND e.deleted_at IS NULL
@@ -374,49 +380,14 @@ CROSS JOIN LATERAL (
     LIMIT 1
 ) AS j
 
--- part: endpoint_fingerprint
--- What a job created from this endpoint row depends on (everything jobs_get_endpoints
--- reads), hashed by the server: jobs_create's fast path checks that the endpoint a process
--- remembers still hashes the same, in the creating statement itself. A JSONB array keeps
--- each field in its place (NULLs included), so two different rows never hash alike by
--- shifting a value from one field to the next.
-md5(CAST(jsonb_build_array(e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec,
-                           e.retry_policy, e.on_success, e.on_failure, p.schema_json)
-         AS TEXT))
-
--- part: jobs_create_ctes
--- Every job of one creation request, its one-shot executions and their "created" log lines
--- in ONE statement (one row for POST /jobs, up to 1,000 for POST /jobs/batch, the callbacks
--- of a finalize batch): multi-row INSERTs from JSONB arrays cost one round trip and one
--- plan however many jobs they write.
---
--- job_id and execution_id are chosen by the caller (the columns' 'job_' / 'exec_' form),
--- so the ids written map back to their items without relying on RETURNING order, and only
--- the ids come back, as one JSON array with the statement's now(): the caller knows every
--- other column (created_at is that now()), and decoding 1,000 rows of timestamps back
--- cost a third of a batch's time. The endpoints' snapshots come once each (:snapshots, by
--- endpoint name), not once per job: encoding a snapshot into each of 1,000 rows was a
--- quarter of a batch's time.
---
--- A job row carrying a "fingerprint" is written only if its endpoint is live and still
--- hashes to it (endpoint_fingerprint): POST /jobs's fast path built the row from an
--- endpoint it remembered, and a changed or deleted endpoint makes it write nothing and fall
--- back to the full transaction. Rows without one come from a transaction that read the
--- endpoints itself.
---
--- ON CONFLICT DO NOTHING on idx_jobs_idempotency: a twin that committed first is missing
--- from the result and read back; at SERIALIZABLE a concurrent twin makes this transaction
--- retry (40001). The same key also makes the fast path's statement, sent again after a
--- lost connection, write nothing twice (it only sends jobs that carry a key). An execution
--- row is written only for a job written here. IMMEDIATE rows carry no run_at: the database
--- clock decides "now", the clock the claim compares against. batch_id and the resolved
--- callbacks are copied from the job so the finalize learns them from the row it updates.
--- So is the ordering key, and the concurrency key of a gated execution (one whose endpoint
--- limits executions per key: the caller decides, from the endpoint it read in the
--- transaction; a job keeps the key it was given either way): a keyed execution is written
--- waiting for its key's turn, at its place (its due time, then the statement's now(), then
--- ordering_seq), and the caller settles the key in the same transaction (chalicelib/services/keys.py).
-WITH job AS (
+-- part: job
+-- The jobs of one creation (jobs_create says how they are written). A job row carrying a
+-- "fingerprint" is written only if its endpoint is live and still hashes to it (the
+-- fingerprint of jobs_get_endpoints, the same expression): POST /jobs's fast path built
+-- the row from an endpoint it remembered, and a changed or deleted endpoint makes it write
+-- nothing and fall back to the full transaction. Rows without one come from a transaction
+-- that read the endpoints itself.
+job AS (
     INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input,
                       run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
                       cron_next_run_at, endpoint_snapshot, version, previous_version_id,
@@ -442,11 +413,18 @@ WITH job AS (
         LEFT JOIN payload_specs p ON p.name = e.payload_spec_ref
         WHERE e.name = r ->> 'endpoint' AND e.deleted_at IS NULL
           AND r ->> 'fingerprint' =
--- include: endpoint_fingerprint
+              md5(CAST(jsonb_build_array(e.endpoint_type, e.payload_spec_ref, e.config_ref,
+                                         e.spec, e.retry_policy, e.on_success, e.on_failure,
+                                         p.schema_json)
+                       AS TEXT))
     )
     ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING job_id
-), execution AS (
+)
+
+-- part: execution
+-- The one-shot executions of the jobs the part "job" wrote.
+execution AS (
     INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key,
                             status, run_at, input, max_attempts, batch_id, on_success,
                             on_failure, ordering_key, concurrency_key, ordering_wait,
@@ -463,7 +441,11 @@ WITH job AS (
     FROM jsonb_array_elements(CAST(:executions AS JSONB)) AS r
     JOIN job ON job.job_id = r ->> 'job_id'
     RETURNING execution_id, status, attempt_count
-), logged AS (
+)
+
+-- part: logged
+-- The "created" log line of each execution the part "execution" wrote.
+logged AS (
     -- No execution exists without the log of how it began. A one-shot job's execution is
     -- QUEUED if IMMEDIATE, PENDING if DELAYED, which the line names.
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
@@ -475,9 +457,38 @@ WITH job AS (
 )
 
 -- name: jobs_create
--- jobs_create_ctes; one row: the ids of the jobs written, and the statement's now() (the
--- created_at, and an IMMEDIATE execution's run_at, every row it wrote got by default).
--- include: jobs_create_ctes
+-- Every job of one creation request, its one-shot executions and their "created" log lines
+-- in ONE statement (one row for POST /jobs, up to 1,000 for POST /jobs/batch, the callbacks
+-- of a finalize batch): multi-row INSERTs from JSONB arrays cost one round trip and one
+-- plan however many jobs they write.
+--
+-- job_id and execution_id are chosen by the caller (the columns' 'job_' / 'exec_' form),
+-- so the ids written map back to their items without relying on RETURNING order, and only
+-- the ids come back, as one JSON array with the statement's now(): the caller knows every
+-- other column (created_at is that now()), and decoding 1,000 rows of timestamps back
+-- cost a third of a batch's time. The endpoints' snapshots come once each (:snapshots, by
+-- endpoint name), not once per job: encoding a snapshot into each of 1,000 rows was a
+-- quarter of a batch's time.
+--
+-- ON CONFLICT DO NOTHING on idx_jobs_idempotency: a twin that committed first is missing
+-- from the result and read back; at SERIALIZABLE a concurrent twin makes this transaction
+-- retry (40001). The same key also makes the fast path's statement, sent again after a
+-- lost connection, write nothing twice (it only sends jobs that carry a key). An execution
+-- row is written only for a job written here. IMMEDIATE rows carry no run_at: the database
+-- clock decides "now", the clock the claim compares against. batch_id and the resolved
+-- callbacks are copied from the job so the finalize learns them from the row it updates.
+-- So is the ordering key, and the concurrency key of a gated execution (one whose endpoint
+-- limits executions per key: the caller decides, from the endpoint it read in the
+-- transaction; a job keeps the key it was given either way): a keyed execution is written
+-- waiting for its key's turn, at its place (its due time, then the statement's now(), then
+-- ordering_seq), and the caller settles the key in the same transaction (chalicelib/services/keys.py).
+--
+-- One row: the ids of the jobs written, and the statement's now() (the created_at, and an
+-- IMMEDIATE execution's run_at, every row it wrote got by default).
+WITH
+-- include: job
+, -- include: execution
+, -- include: logged
 SELECT COALESCE(jsonb_agg(job_id), '[]') AS job_ids, now() AS now FROM job
 
 -- name: jobs_create_and_wake
@@ -485,7 +496,10 @@ SELECT COALESCE(jsonb_agg(job_id), '[]') AS job_ids, now() AS now FROM job
 -- delivers it at COMMIT, so POST /jobs's fast path (one statement, no transaction block)
 -- wakes LISTENing workers without a round trip of its own. Never used where
 -- notify.enabled() is false (CockroachDB).
--- include: jobs_create_ctes
+WITH
+-- include: job
+, -- include: execution
+, -- include: logged
 , woke AS (
     SELECT pg_notify('te_executions_queued', '') AS sent
     FROM execution WHERE status = 'QUEUED' LIMIT 1

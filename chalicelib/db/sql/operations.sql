@@ -5,20 +5,18 @@
 -- indexes), then acted on here by id, each action with the guard and the writes of its
 -- single-execution route, so a bulk action is N single actions.
 
--- part: operations_columns
-    operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
-    created_at, ended_at
-
 -- name: operations_insert
 -- A new operation, RUNNING from its first statement: its created_at fixes its set.
 INSERT INTO bulk_operations (action, filter)
 VALUES (:action, CAST(:filter AS JSONB))
 RETURNING
--- include: operations_columns
+    operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
+    created_at, ended_at
 
 -- name: operations_get
 SELECT
--- include: operations_columns
+    operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
+    created_at, ended_at
 FROM bulk_operations WHERE operation_id = :operation_id
 
 -- name: operations_next_running
@@ -38,7 +36,8 @@ LIMIT 1
 -- transaction helper runs the page again), so no page is acted on twice; an abort waits
 -- for the page in flight, and no page starts after it.
 SELECT
--- include: operations_columns
+    operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
+    created_at, ended_at
 FROM bulk_operations
 WHERE operation_id = :operation_id AND state = 'RUNNING'
 FOR UPDATE
@@ -57,7 +56,8 @@ SET matched = matched + CAST(:matched AS BIGINT),
     ended_at = CASE WHEN CAST(:last AS BOOLEAN) THEN now() ELSE ended_at END
 WHERE operation_id = :operation_id AND state = 'RUNNING'
 RETURNING
--- include: operations_columns
+    operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
+    created_at, ended_at
 
 -- name: operations_end
 -- Ends a RUNNING operation: ABORTED by POST /operations/{id}/abort, FAILED (with the
@@ -67,16 +67,51 @@ UPDATE bulk_operations
 SET state = :state, error = :error, ended_at = now(), advanced_at = now()
 WHERE operation_id = :operation_id AND state = 'RUNNING'
 RETURNING
--- include: operations_columns
+    operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
+    created_at, ended_at
 
 -- name: operations_retry_page
 -- Retry of a page: dead_letters_retry for each of :ids at once (the same requeue, guard
 -- and log line), so only FAILED executions of a live endpoint move; the others are the
--- page's refusals.
+-- page's refusals. The two statements change together; dead_letters_retry says why each
+-- step is so (the live endpoint probed per row, for one).
 WITH moved AS (
--- include: dead_letters_requeue
+    UPDATE executions AS e
+    SET status = 'QUEUED',
+        run_at = now(),
+        ordering_wait = (e.ordering_key IS NOT NULL OR e.concurrency_key IS NOT NULL),
+        max_attempts = e.attempt_count + COALESCE((
+            SELECT COALESCE(
+                CAST(j.delivery_overrides -> 'retry_policy' ->> 'max_attempts' AS BIGINT),
+                CASE WHEN CAST(:endpoint_version AS TEXT) = 'current'
+                     THEN CAST(en.retry_policy ->> 'max_attempts' AS BIGINT)
+                     ELSE CAST(j.endpoint_snapshot -> 'retry_policy' ->> 'max_attempts'
+                               AS BIGINT)
+                END)
+            FROM jobs AS j
+            LEFT JOIN endpoints AS en ON en.name = j.endpoint
+            WHERE j.job_id = e.job_id), 1),
+        endpoint_version = CAST(:endpoint_version AS TEXT),
+        first_started_at = NULL,
+        started_at = NULL,
+        completed_at = NULL,
+        duration_ms = NULL,
+        worker_id = NULL,
+        lease_expires_at = NULL,
+        config_snapshot = NULL
     WHERE e.execution_id = ANY(CAST(:ids AS TEXT[]))
--- include: dead_letters_retry_guard
+      AND e.status = ANY(CAST(:sources AS TEXT[]))
+      AND EXISTS (SELECT 1 FROM endpoints AS en
+                  WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
+    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key,
+              e.concurrency_key
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, attempt_count, 'INFO',
+           :message || ' Attempts ' || CAST(attempt_count + 1 AS TEXT) || ' to '
+               || CAST(max_attempts AS TEXT) || ' allowed.'
+    FROM moved
+    RETURNING log_id
 )
 SELECT (SELECT count(*) FROM moved) AS moved,
        ARRAY(SELECT execution_id FROM moved
@@ -87,9 +122,16 @@ SELECT (SELECT count(*) FROM moved) AS moved,
 -- guarded by the transition table's sources, and its log line); a worker that claimed a
 -- row first wins it. batch_id: what the service checks for completed batches after.
 WITH moved AS (
--- include: executions_cancel_set
+    UPDATE executions
+    SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     WHERE execution_id = ANY(CAST(:ids AS TEXT[])) AND status = ANY(CAST(:sources AS TEXT[]))
--- include: executions_cancel_logged
+    RETURNING execution_id, attempt_count, batch_id, ordering_key, concurrency_key
+), logged AS (
+    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
+    SELECT execution_id, attempt_count, 'INFO', :message FROM moved
+    RETURNING log_id
+)
+SELECT execution_id, batch_id, ordering_key, concurrency_key FROM moved
 
 -- name: operations_delete_page
 -- Delete of a page: its ended executions (SUCCESS, FAILED, CANCELLED) with their logs and
@@ -133,15 +175,15 @@ SELECT (SELECT count(*) FROM execs) AS deleted, (SELECT count(*) FROM gone) AS j
 -- whatever the history, and a count past the limit says "more". The same rows a bulk
 -- page reads, by construction. With an endpoint: operations_count_of_endpoint.
 -- shape: endpoint never
-SELECT count(*) AS matched
-FROM (
+WITH
 -- include: dead_letters_list_page
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- name: operations_count_of_endpoint
 -- operations_count with an endpoint: a page of dead_letters_list_of_endpoint, counted.
 -- shape: endpoint always
-SELECT count(*) AS matched
-FROM (
+WITH
 -- include: dead_letters_list_of_endpoint_page
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted

@@ -234,222 +234,6 @@ record_and_claim_rows AS (
     FROM moved AS m
 )
 
--- part: dead_letters_list_filters
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint                                    -- if endpoint
-      AND e.created_at >= :since                                    -- if since
-      AND e.created_at < :until                                     -- if until
-      AND e.last_error_type = :error_type                           -- if error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-
--- part: dead_letters_list_of_endpoint_page
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
--- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
--- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
--- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
--- no entry there (migration 020 says why): they are read on idx_executions_ended, the
--- endpoint's filtered out of everyone's, so an endpoint with a small share of the
--- successes reads far into them (a known limit). The statuses come
--- from unnest, and the literal list beside them is the index's predicate and no other's:
--- the status partial indexes (idx_executions_waiting, idx_executions_ended,
--- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
--- endpoint from its whole history would walk one of them filtering everyone else's rows
--- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- include: dead_letters_list_rows
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- include: dead_letters_list_filters
-    ) AS x
-    UNION ALL
--- include: dead_letters_list_running
-    UNION ALL
-    (
--- include: dead_letters_list_rows
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- include: dead_letters_list_filters
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-
--- part: dead_letters_list_page
--- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
--- branch per status, each cut at the page size, then merged and cut again. A branch names
--- its status as a literal so that it reads its status's partial index in order: the ended
--- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
--- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
--- the first page and stop, whatever the history or the backlog. RUNNING rows are
--- few (what the workers hold), read whole on idx_executions_running. A status not asked
--- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
--- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- include: dead_letters_list_rows
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
--- include: dead_letters_list_filters
-)
-UNION ALL
-(
--- include: dead_letters_list_rows
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- include: dead_letters_list_filters
-)
-UNION ALL
--- include: dead_letters_list_running
-UNION ALL
-(
--- include: dead_letters_list_rows
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- include: dead_letters_list_filters
-)
-UNION ALL
-(
--- include: dead_letters_list_rows
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- include: dead_letters_list_filters
-)
-UNION ALL
-(
--- include: dead_letters_list_rows
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- include: dead_letters_list_filters
-)
-UNION ALL
-(
--- include: dead_letters_list_rows
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- include: dead_letters_list_filters
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-
--- part: dead_letters_list_rows
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-
--- part: dead_letters_list_running
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- include: dead_letters_list_rows
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- include: dead_letters_list_filters
-)
-
--- part: dead_letters_requeue
--- The requeue shared by retry and redrive: QUEUED and due now (a worker claims it on its
--- next poll, or at once when woken), with a new attempt budget on top of the attempts
--- made: attempt_count is kept, so attempt numbers continue and the history stays, and
--- max_attempts grows by the job's retry policy (its endpoint snapshot, as when the
--- execution was created). What belonged to the failed end (completed_at, duration, the
--- last worker and lease) is cleared; output stays (a FAILED execution has none). The config
--- snapshot is cleared too: it keeps one budget's retries consistent, and a new budget is a
--- new run, which resolves the config as it is now (an operator who fixed a config and
--- redrives gets the fix). The endpoint is the job's snapshot, as for every run of it,
--- unless the request asks for its current definition (:endpoint_version 'current': the
--- claim then reads the endpoint row, and the new budget is that definition's); the job's
--- own retry policy (delivery_overrides, migration 025) wins over either. A new budget
--- also measures max_retry_duration_ms afresh (first_started_at cleared). A keyed execution
--- (an ordering key, or a gated concurrency key) comes back waiting for its turn at its old
--- place, and the caller settles its key (a retry of a blocked key's failed head unblocks
--- it: chalicelib/services/keys.py).
-UPDATE executions AS e
-SET status = 'QUEUED',
-    run_at = now(),
-    ordering_wait = (e.ordering_key IS NOT NULL OR e.concurrency_key IS NOT NULL),
-    max_attempts = e.attempt_count + COALESCE((
-        SELECT COALESCE(
-            CAST(j.delivery_overrides -> 'retry_policy' ->> 'max_attempts' AS BIGINT),
-            CASE WHEN CAST(:endpoint_version AS TEXT) = 'current'
-                 THEN CAST(en.retry_policy ->> 'max_attempts' AS BIGINT)
-                 ELSE CAST(j.endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT)
-            END)
-        FROM jobs AS j
-        LEFT JOIN endpoints AS en ON en.name = j.endpoint
-        WHERE j.job_id = e.job_id), 1),
-    endpoint_version = CAST(:endpoint_version AS TEXT),
-    first_started_at = NULL,
-    started_at = NULL,
-    completed_at = NULL,
-    duration_ms = NULL,
-    worker_id = NULL,
-    lease_expires_at = NULL,
-    config_snapshot = NULL
-
--- part: dead_letters_requeue_log
--- One INFO line per requeued execution (in the same statement, for exactly the rows that
--- moved), numbered with the last attempt made, saying which attempts the new budget allows.
-    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
-    SELECT execution_id, attempt_count, 'INFO',
-           :message || ' Attempts ' || CAST(attempt_count + 1 AS TEXT) || ' to '
-               || CAST(max_attempts AS TEXT) || ' allowed.'
-    FROM moved
-    RETURNING log_id
-
--- part: dead_letters_retry_guard
--- The guard and the log of a retry, shared by a single retry and a bulk retry's page (the
--- including statement picks the rows by id first): FAILED (:sources) and a live endpoint.
--- The endpoint is probed per row (OFFSET 0 keeps the subquery a probe): as a join, the
--- generic plan walked every endpoint and probed the page once per endpoint.
-      AND e.status = ANY(CAST(:sources AS TEXT[]))
-      AND EXISTS (SELECT 1 FROM endpoints AS en
-                  WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
-    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key,
-              e.concurrency_key
-), logged AS (
--- include: dead_letters_requeue_log
-
--- part: executions_cancel_logged
--- The rest of a cancel: the log line of each row that moved, and the rows with their
--- batch (a batch child's cancel may be its batch's last end) and their keys (a keyed
--- cancel, ordering or gated concurrency key, settles its key: chalicelib/services/keys.py).
-    RETURNING execution_id, attempt_count, batch_id, ordering_key, concurrency_key
-), logged AS (
-    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
-    SELECT execution_id, attempt_count, 'INFO', :message FROM moved
-    RETURNING log_id
-)
-SELECT execution_id, batch_id, ordering_key, concurrency_key FROM moved
-
--- part: executions_cancel_set
--- The CANCELLED transition, shared by a single cancel and a bulk cancel's page; the
--- including statement's WHERE picks the rows and guards on the sources (:sources).
-    UPDATE executions
-    SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
-
 -- part: logs
 -- Shared by both purges and the bulk delete (after their "doomed" CTE of execution ids,
 -- locked), in three CTEs, children first (foreign keys): "logs", "tries", "execs", the
@@ -477,6 +261,260 @@ execs AS (
     RETURNING execution_id
 )
 
+-- part: dead_letters_list_of_endpoint_page
+-- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list, each status asked for (:statuses) one range of
+-- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
+-- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
+-- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
+-- no entry there (migration 020 says why): they are read on idx_executions_ended, the
+-- endpoint's filtered out of everyone's, so an endpoint with a small share of the
+-- successes reads far into them (a known limit). The statuses come
+-- from unnest, and the literal list beside them is the index's predicate and no other's:
+-- the status partial indexes (idx_executions_waiting, idx_executions_ended,
+-- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
+-- endpoint from its whole history would walk one of them filtering everyone else's rows
+-- out (a plan test with an endpoint of one execution caught it).
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint                                    -- if endpoint
+              AND e.created_at >= :since                                    -- if since
+              AND e.created_at < :until                                     -- if until
+              AND e.last_error_type = :error_type                           -- if error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint                                    -- if endpoint
+              AND e.created_at >= :since                                    -- if since
+              AND e.created_at < :until                                     -- if until
+              AND e.last_error_type = :error_type                           -- if error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint                                    -- if endpoint
+              AND e.created_at >= :since                                    -- if since
+              AND e.created_at < :until                                     -- if until
+              AND e.last_error_type = :error_type                           -- if error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
+    LIMIT :limit_plus_one
+)
+
+-- part: dead_letters_list_page
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
+-- The listing's optional filters and its keyset order (created_at, execution_id)
+-- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
+-- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
+-- of its own whose generic plan is as good as its custom one: since, until and the cursor
+-- bound the range of the index being read (created_at is its key after the status), and
+-- the error type is the row's last_error_type (migration 014), a key of
+-- idx_executions_by_error for the statuses that keep one, never a probe of each row's
+-- attempts.
+-- The RUNNING branch: few rows (what the workers hold), read whole on
+-- idx_executions_running, filtered and cut to a page.
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint                                    -- if endpoint
+              AND e.created_at >= :since                                    -- if since
+              AND e.created_at < :until                                     -- if until
+              AND e.last_error_type = :error_type                           -- if error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint                                    -- if endpoint
+              AND e.created_at >= :since                                    -- if since
+              AND e.created_at < :until                                     -- if until
+              AND e.last_error_type = :error_type                           -- if error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint                                    -- if endpoint
+              AND e.created_at >= :since                                    -- if since
+              AND e.created_at < :until                                     -- if until
+              AND e.last_error_type = :error_type                           -- if error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint                                    -- if endpoint
+              AND e.created_at >= :since                                    -- if since
+              AND e.created_at < :until                                     -- if until
+              AND e.last_error_type = :error_type                           -- if error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint                                    -- if endpoint
+              AND e.created_at >= :since                                    -- if since
+              AND e.created_at < :until                                     -- if until
+              AND e.last_error_type = :error_type                           -- if error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint                                    -- if endpoint
+              AND e.created_at >= :since                                    -- if since
+              AND e.created_at < :until                                     -- if until
+              AND e.last_error_type = :error_type                           -- if error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint                                    -- if endpoint
+              AND e.created_at >= :since                                    -- if since
+              AND e.created_at < :until                                     -- if until
+              AND e.last_error_type = :error_type                           -- if error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
+    LIMIT :limit_plus_one
+)
+
 -- part: metrics_oldest_due_run_at
 -- The run_at of the oldest due execution that is not a paused endpoint's (the lag of
 -- GET /overview, of /metrics' te_oldest_due_lag_seconds and of the queue_health line):
@@ -491,59 +529,53 @@ execs AS (
 -- materialized has no execution to be late, and the lag must still grow.
 -- The minimum of metrics_endpoint_lag's values and that PENDING head, read in a few probes
 -- instead of two per endpoint (only /metrics needs each endpoint's lag).
-SELECT min(t.run_at) AS oldest_run_at
-FROM (
-    SELECT head.run_at
+-- parked: the run_at of endpoint en's oldest due parked row (none unless
+-- en.parked_rows), one probe of idx_executions_due_by_endpoint, as
+-- metrics_endpoint_lag's "parked" probes it (the two change together).
+metrics_oldest_due_run_at AS (
+    SELECT min(t.run_at) AS oldest_run_at
     FROM (
+        SELECT head.run_at
+        FROM (
+            SELECT x.run_at
+            FROM executions AS x
+            JOIN endpoints AS en ON en.name = x.endpoint
+            WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait AND NOT x.parked
+              AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+              AND en.paused_at IS NULL AND en.deleted_at IS NULL
+            ORDER BY x.run_at ASC, x.execution_id ASC
+            LIMIT 1
+        ) AS head
+        UNION ALL
+        SELECT parked.run_at
+        FROM endpoints AS en
+        JOIN LATERAL (
         SELECT x.run_at
         FROM executions AS x
-        JOIN endpoints AS en ON en.name = x.endpoint
-        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait AND NOT x.parked
-          AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
-          AND en.paused_at IS NULL AND en.deleted_at IS NULL
-        ORDER BY x.run_at ASC, x.execution_id ASC
+        WHERE en.parked_rows
+          AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
+          AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+        ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
         LIMIT 1
-    ) AS head
-    UNION ALL
-    SELECT parked.run_at
-    FROM endpoints AS en
-    JOIN LATERAL (
--- include: metrics_oldest_parked
-    ) AS parked ON TRUE
-    WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL
-    UNION ALL
-    SELECT min(p.run_at) AS run_at
-    FROM executions AS p
-    WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
-    UNION ALL
-    SELECT tick.cron_next_run_at AS run_at
-    FROM (
-        SELECT j.cron_next_run_at
-        FROM jobs AS j
-        WHERE j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
-          AND j.cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
-          AND j.paused_at IS NULL
-        ORDER BY j.cron_next_run_at ASC
-        LIMIT 1
-    ) AS tick
-) AS t
-
--- The summary-row reads below (and overview.sql's) take a closed window [since, until]:
--- with both ends given, a prepared statement's generic plan estimates a narrow range and
--- reads it on the primary key, where a lone lower bound is estimated at a third of the
--- table and read sequentially (two days of hour rows with the window's minutes).
-
--- part: metrics_oldest_parked
--- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
--- probe of idx_executions_due_by_endpoint (see metrics_endpoint_lag). A LATERAL's body,
--- here and in metrics_oldest_due.
-    SELECT x.run_at
-    FROM executions AS x
-    WHERE en.parked_rows
-      AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
-      AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
-    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
-    LIMIT 1
+        ) AS parked ON TRUE
+        WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL
+        UNION ALL
+        SELECT min(p.run_at) AS run_at
+        FROM executions AS p
+        WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
+        UNION ALL
+        SELECT tick.cron_next_run_at AS run_at
+        FROM (
+            SELECT j.cron_next_run_at
+            FROM jobs AS j
+            WHERE j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
+              AND j.cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
+              AND j.paused_at IS NULL
+            ORDER BY j.cron_next_run_at ASC
+            LIMIT 1
+        ) AS tick
+    ) AS t
+)
 
 -- part: metrics_queue_depth
 -- Non-terminal executions by status and endpoint: the waiting ones (PENDING, QUEUED,
@@ -551,16 +583,18 @@ FROM (
 -- migration 018: a row per endpoint and status, so this read follows the number of
 -- endpoints, not the backlog), the RUNNING ones counted now on idx_executions_running
 -- (bounded by the workers' slots). One JSON array of [status, endpoint, n].
-SELECT COALESCE(
-           json_agg(json_build_array(d.status, d.endpoint, d.n) ORDER BY d.status, d.endpoint),
-           CAST('[]' AS JSON)
-       ) AS depth
-FROM (
-    SELECT status, endpoint, n
-    FROM live_counts
-    UNION ALL
-    SELECT status, endpoint, count(*) AS n
-    FROM executions
-    WHERE status = 'RUNNING'
-    GROUP BY status, endpoint
-) AS d
+metrics_queue_depth AS (
+    SELECT COALESCE(
+               json_agg(json_build_array(d.status, d.endpoint, d.n) ORDER BY d.status, d.endpoint),
+               CAST('[]' AS JSON)
+           ) AS depth
+    FROM (
+        SELECT status, endpoint, n
+        FROM live_counts
+        UNION ALL
+        SELECT status, endpoint, count(*) AS n
+        FROM executions
+        WHERE status = 'RUNNING'
+        GROUP BY status, endpoint
+    ) AS d
+)

@@ -267,24 +267,10 @@ FROM (
 ) AS live
 GROUP BY endpoint, status
 
--- part: scheduler_reclaim_expired
--- RUNNING executions whose lease expired, oldest first, at most :batch: the scan of
--- scheduler_reclaim_stuck and the candidates its row-by-row fallback walks.
--- idx_executions_running (partial on RUNNING; RUNNING rows are few, at most the workers'
--- capacity, so the lease test is a filter). A row without a lease (claimed before
--- migration 003) expires at started_at plus the timeout (:cutoff = now minus it).
-SELECT execution_id, worker_id
-FROM executions
-WHERE status = 'RUNNING'
-  AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
-       OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
-  AND /*region_filter*/ TRUE
-ORDER BY started_at ASC
-LIMIT :batch
-
--- part: scheduler_reclaim_take
--- What both reclaim statements do with the executions of their "stuck" CTE (execution_id,
--- worker_id, locked); the including statement writes the comma before it.
+-- part: reclaimed
+-- The executions of a reclaim's "stuck" CTE (execution_id, worker_id, locked) back to
+-- RETRYING or FAILED (scheduler_reclaim_stuck says why each step is so); both reclaim
+-- statements write it, then described, lost and logged.
 reclaimed AS (
     UPDATE executions
     SET status = CASE WHEN attempt_count >= max_attempts THEN 'FAILED' ELSE 'RETRYING' END,
@@ -305,7 +291,11 @@ reclaimed AS (
            OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
     RETURNING execution_id, status, attempt_count, max_attempts, started_at, on_failure,
               batch_id, ordering_key, concurrency_key
-), described AS (
+)
+
+-- part: described
+-- Each reclaimed execution with its worker (from "stuck") and the reason logged.
+described AS (
     SELECT r.execution_id, r.status, r.attempt_count, r.started_at, r.on_failure, r.batch_id,
            r.ordering_key, r.concurrency_key,
            'Worker ' || COALESCE(s.worker_id, 'unknown') || ' lost attempt '
@@ -313,7 +303,11 @@ reclaimed AS (
                || CAST(:timeout_sec AS TEXT) || ' s not renewed' AS reason
     FROM reclaimed AS r
     JOIN stuck AS s ON s.execution_id = r.execution_id
-), lost AS (
+)
+
+-- part: lost
+-- The attempt record of each reclaimed execution's lost attempt.
+lost AS (
     INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
                           duration_ms, error)
     SELECT execution_id, attempt_count, 'FAILED', started_at, CAST(:now AS TIMESTAMPTZ),
@@ -323,7 +317,11 @@ reclaimed AS (
     WHERE attempt_count > 0
     ON CONFLICT (execution_id, attempt_number) DO NOTHING
     RETURNING execution_id
-), logged AS (
+)
+
+-- part: logged
+-- One WARN line per reclaimed execution.
+logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'WARN',
            reason || CASE WHEN status = 'FAILED' THEN '; no attempts left, execution FAILED'
@@ -331,14 +329,6 @@ reclaimed AS (
     FROM described
     RETURNING execution_id
 )
-SELECT d.execution_id, d.status,
-       EXISTS (SELECT 1 FROM lost WHERE lost.execution_id = d.execution_id) AS attempt_recorded,
-       CASE WHEN d.status = 'FAILED' THEN d.on_failure END AS callback,
-       CASE WHEN d.status = 'FAILED' THEN d.batch_id END AS batch_id,
-       CASE WHEN d.status = 'FAILED' THEN d.ordering_key END AS ordering_key,
-       CASE WHEN d.status = 'FAILED' THEN d.concurrency_key END AS concurrency_key
-FROM described AS d
-
 
 -- name: scheduler_reclaim_stuck
 -- RUNNING executions whose lease expired lost their worker: it crashed, was killed, or its
@@ -346,8 +336,10 @@ FROM described AS d
 -- (worker_renew_leases), so an expired lease means no renewal for a whole
 -- TE_STUCK_EXECUTION_TIMEOUT_SEC. They go back to RETRYING at once (attempts left) or to
 -- FAILED.
--- stuck: scheduler_reclaim_expired, SKIP LOCKED so concurrent reclaimers split the work;
--- it also keeps the worker_id that the UPDATE clears, for the messages.
+-- stuck: RUNNING executions whose lease expired, oldest first, at most :batch (the scan
+-- of scheduler_reclaim_candidates, which says how it reads), SKIP LOCKED so concurrent
+-- reclaimers split the work; it also keeps the worker_id that the UPDATE clears, for the
+-- messages.
 -- reclaimed: re-checks the transition table's sources (RUNNING) and the lease, so a worker
 -- that finished in the meantime wins and a second reclaimer finds nothing.
 -- lost: the attempt record of the lost attempt. ON CONFLICT DO NOTHING: the worker may
@@ -361,18 +353,46 @@ FROM described AS d
 -- concurrency_key: a keyed execution this FAILED releases the next one of its key
 -- (chalicelib/services/keys.py). One RETRYING keeps its key (a gated one its room).
 WITH stuck AS (
--- include: scheduler_reclaim_expired
+    SELECT execution_id, worker_id
+    FROM executions
+    WHERE status = 'RUNNING'
+      AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
+           OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
+      AND /*region_filter*/ TRUE
+    ORDER BY started_at ASC
+    LIMIT :batch
     FOR UPDATE SKIP LOCKED
-),
--- include: scheduler_reclaim_take
+)
+, -- include: reclaimed
+, -- include: described
+, -- include: lost
+, -- include: logged
+SELECT d.execution_id, d.status,
+       EXISTS (SELECT 1 FROM lost WHERE lost.execution_id = d.execution_id) AS attempt_recorded,
+       CASE WHEN d.status = 'FAILED' THEN d.on_failure END AS callback,
+       CASE WHEN d.status = 'FAILED' THEN d.batch_id END AS batch_id,
+       CASE WHEN d.status = 'FAILED' THEN d.ordering_key END AS ordering_key,
+       CASE WHEN d.status = 'FAILED' THEN d.concurrency_key END AS concurrency_key
+FROM described AS d
 
 -- name: scheduler_reclaim_candidates
 -- The executions scheduler_reclaim_stuck would take, without locking them: when that
 -- statement fails on something other than an outage (a row it cannot write, e.g. a
 -- RUNNING row without started_at), the reclaimer walks these one by one
 -- (scheduler_reclaim_listed) to find the row and set it aside (chalicelib/scheduler/
--- reclaimer.py), so one row cannot stop every reclaim after it.
--- include: scheduler_reclaim_expired
+-- reclaimer.py), so one row cannot stop every reclaim after it. RUNNING executions whose
+-- lease expired, oldest first, at most :batch, as scheduler_reclaim_stuck's "stuck" reads
+-- them (the two change together): idx_executions_running (partial on RUNNING; RUNNING rows are few, at most the workers'
+-- capacity, so the lease test is a filter). A row without a lease (claimed before
+-- migration 003) expires at started_at plus the timeout (:cutoff = now minus it).
+SELECT execution_id, worker_id
+FROM executions
+WHERE status = 'RUNNING'
+  AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
+       OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
+  AND /*region_filter*/ TRUE
+ORDER BY started_at ASC
+LIMIT :batch
 
 -- name: scheduler_reclaim_listed
 -- scheduler_reclaim_stuck for the listed executions only (the row-by-row fallback): the
@@ -384,8 +404,18 @@ WITH stuck AS (
     WHERE execution_id = ANY(CAST(:ids AS TEXT[]))
       AND status = 'RUNNING'
     FOR UPDATE SKIP LOCKED
-),
--- include: scheduler_reclaim_take
+)
+, -- include: reclaimed
+, -- include: described
+, -- include: lost
+, -- include: logged
+SELECT d.execution_id, d.status,
+       EXISTS (SELECT 1 FROM lost WHERE lost.execution_id = d.execution_id) AS attempt_recorded,
+       CASE WHEN d.status = 'FAILED' THEN d.on_failure END AS callback,
+       CASE WHEN d.status = 'FAILED' THEN d.batch_id END AS batch_id,
+       CASE WHEN d.status = 'FAILED' THEN d.ordering_key END AS ordering_key,
+       CASE WHEN d.status = 'FAILED' THEN d.concurrency_key END AS concurrency_key
+FROM described AS d
 
 -- name: scheduler_reclaim_set_aside
 -- An expired execution the reclaimer cannot reclaim even alone (scheduler_reclaim_listed

@@ -7,7 +7,7 @@ already read and a key nobody used, so they can be one statement instead:
 
 * The job service remembers the endpoint rows its transactions read
   (:class:`KnownEndpoints`, owned by the service), each with the fingerprint the database
-  computed over everything a job depends on (``endpoint_fingerprint`` in jobs.sql).
+  computed over everything a job depends on (the fingerprint of ``jobs_get_endpoints``).
 * The input has been checked against the remembered payload spec
   (:func:`~chalicelib.services.jobs.create.check_inputs`, as for every creation), and the
   job and execution rows are built as the full path builds them.

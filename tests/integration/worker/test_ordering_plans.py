@@ -123,9 +123,10 @@ def _params(capped: str | None) -> dict[str, object]:
 
 
 def _part(file: str, name: str) -> Query:
-    """A part of a statement (what GET /metrics includes), as a statement of its own."""
+    """A part of a statement (a CTE GET /metrics reads), as a statement of its own: the CTE
+    and a SELECT of it, which PostgreSQL folds into one query planned as the CTE's body."""
     parsed = parse_sql_file((SQL_DIR / file).read_text(encoding="utf-8"), file)
-    return Query(name=name, sql=parsed.parts[name], source=file)
+    return Query(name=name, sql=f"WITH\n{parsed.parts[name]}\nSELECT * FROM {name}", source=file)
 
 
 def _shape(name: str, params: dict[str, object]) -> tuple[Query, dict[str, object]]:

@@ -5,6 +5,11 @@
 -- name: dead_letters_list
 -- GET /executions: a page (dead_letters_list_page); operations_count counts one.
 -- shape: endpoint never
+-- The page's order is written again: a CTE's ORDER BY orders the rows it passes on only
+-- where the outer query keeps them so (PostgreSQL does: the plan is the page's own).
+
+-- shape: dead_letters_list[]
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -14,25 +19,10 @@
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-
--- shape: dead_letters_list[]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -41,183 +31,134 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[after_ts]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -226,190 +167,141 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[error_type]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -418,190 +310,141 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[since]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -610,190 +453,141 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[until]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -802,190 +596,141 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[after_ts,error_type]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -994,197 +739,148 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[after_ts,since]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -1193,197 +889,148 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[after_ts,until]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -1392,197 +1039,148 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[error_type,since]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -1591,197 +1189,148 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[error_type,until]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -1790,197 +1339,148 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[since,until]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -1989,197 +1489,148 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[after_ts,error_type,since]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -2188,204 +1639,155 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[after_ts,error_type,until]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -2394,204 +1796,155 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[after_ts,since,until]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -2600,204 +1953,155 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[error_type,since,until]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -2806,204 +2110,155 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list[after_ts,error_type,since,until]
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+WITH
+-- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
+-- branch per status, each cut at the page size, then merged and cut again. A branch names
+-- its status as a literal so that it reads its status's partial index in order: the ended
+-- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
+-- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
+-- the first page and stop, whatever the history or the backlog. RUNNING rows are
+-- few (what the workers hold), read whole on idx_executions_running. A status not asked
+-- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
+-- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -3012,189 +2267,143 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
+SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+       max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
+FROM dead_letters_list_page
+ORDER BY created_at DESC, execution_id DESC

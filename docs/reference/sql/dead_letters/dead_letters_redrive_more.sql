@@ -5,16 +5,12 @@
 -- name: dead_letters_redrive_more
 -- After the request's last batch: does a matching dead letter remain (a redrive stops after
 -- a bounded number of rows per request; the client calls again)? One probe of the same
--- index range, stopping at the first row.
+-- index range as dead_letters_redrive_batch's picked (the two change together), stopping
+-- at the first row.
 
 -- shape: dead_letters_redrive_more[]
 SELECT EXISTS (
     SELECT 1
--- The dead letters a redrive moves: the endpoint's FAILED executions created in
--- [since, until) whose last attempt failed with :error_type (any type when NULL; the
--- type is the row's last_error_type, the one GET /executions filters on). The
--- endpoint and the literal status are the first keys of idx_executions_by_endpoint, so
--- the endpoint's dead letters are one range of it.
     FROM executions AS x
     WHERE x.endpoint = :endpoint
       AND x.status = 'FAILED'

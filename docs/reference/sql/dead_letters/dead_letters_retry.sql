@@ -7,11 +7,9 @@
 -- terminal sources of QUEUED (:sources, FAILED) and a live endpoint (a deleted endpoint
 -- takes no new work); when it changes nothing, the service reads the status to explain why
 -- (404, 409). A batch child's batch needs nothing: its progress is counted from statuses.
-
--- shape: dead_letters_retry[]
-WITH moved AS (
--- The requeue shared by retry and redrive: QUEUED and due now (a worker claims it on its
--- next poll, or at once when woken), with a new attempt budget on top of the attempts
+-- moved: the requeue (dead_letters_redrive_batch and operations_retry_page write the same
+-- SET and log line: the three change together): QUEUED and due now (a worker claims it on
+-- its next poll, or at once when woken), with a new attempt budget on top of the attempts
 -- made: attempt_count is kept, so attempt numbers continue and the history stays, and
 -- max_attempts grows by the job's retry policy (its endpoint snapshot, as when the
 -- execution was created). What belonged to the failed end (completed_at, duration, the
@@ -26,41 +24,44 @@ WITH moved AS (
 -- (an ordering key, or a gated concurrency key) comes back waiting for its turn at its old
 -- place, and the caller settles its key (a retry of a blocked key's failed head unblocks
 -- it: chalicelib/services/keys.py).
-UPDATE executions AS e
-SET status = 'QUEUED',
-    run_at = now(),
-    ordering_wait = (e.ordering_key IS NOT NULL OR e.concurrency_key IS NOT NULL),
-    max_attempts = e.attempt_count + COALESCE((
-        SELECT COALESCE(
-            CAST(j.delivery_overrides -> 'retry_policy' ->> 'max_attempts' AS BIGINT),
-            CASE WHEN CAST(:endpoint_version AS TEXT) = 'current'
-                 THEN CAST(en.retry_policy ->> 'max_attempts' AS BIGINT)
-                 ELSE CAST(j.endpoint_snapshot -> 'retry_policy' ->> 'max_attempts' AS BIGINT)
-            END)
-        FROM jobs AS j
-        LEFT JOIN endpoints AS en ON en.name = j.endpoint
-        WHERE j.job_id = e.job_id), 1),
-    endpoint_version = CAST(:endpoint_version AS TEXT),
-    first_started_at = NULL,
-    started_at = NULL,
-    completed_at = NULL,
-    duration_ms = NULL,
-    worker_id = NULL,
-    lease_expires_at = NULL,
-    config_snapshot = NULL
+-- The live endpoint is probed per row (OFFSET 0 keeps the subquery a probe): as a join,
+-- the generic plan walked every endpoint and probed the page once per endpoint.
+-- logged: one INFO line per requeued execution (in the same statement, for exactly the
+-- rows that moved), numbered with the last attempt made, saying which attempts the new
+-- budget allows.
+
+-- shape: dead_letters_retry[]
+WITH moved AS (
+    UPDATE executions AS e
+    SET status = 'QUEUED',
+        run_at = now(),
+        ordering_wait = (e.ordering_key IS NOT NULL OR e.concurrency_key IS NOT NULL),
+        max_attempts = e.attempt_count + COALESCE((
+            SELECT COALESCE(
+                CAST(j.delivery_overrides -> 'retry_policy' ->> 'max_attempts' AS BIGINT),
+                CASE WHEN CAST(:endpoint_version AS TEXT) = 'current'
+                     THEN CAST(en.retry_policy ->> 'max_attempts' AS BIGINT)
+                     ELSE CAST(j.endpoint_snapshot -> 'retry_policy' ->> 'max_attempts'
+                               AS BIGINT)
+                END)
+            FROM jobs AS j
+            LEFT JOIN endpoints AS en ON en.name = j.endpoint
+            WHERE j.job_id = e.job_id), 1),
+        endpoint_version = CAST(:endpoint_version AS TEXT),
+        first_started_at = NULL,
+        started_at = NULL,
+        completed_at = NULL,
+        duration_ms = NULL,
+        worker_id = NULL,
+        lease_expires_at = NULL,
+        config_snapshot = NULL
     WHERE e.execution_id = :execution_id
--- The guard and the log of a retry, shared by a single retry and a bulk retry's page (the
--- including statement picks the rows by id first): FAILED (:sources) and a live endpoint.
--- The endpoint is probed per row (OFFSET 0 keeps the subquery a probe): as a join, the
--- generic plan walked every endpoint and probed the page once per endpoint.
       AND e.status = ANY(CAST(:sources AS TEXT[]))
       AND EXISTS (SELECT 1 FROM endpoints AS en
                   WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
     RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key,
               e.concurrency_key
 ), logged AS (
--- One INFO line per requeued execution (in the same statement, for exactly the rows that
--- moved), numbered with the last attempt made, saying which attempts the new budget allows.
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO',
            :message || ' Attempts ' || CAST(attempt_count + 1 AS TEXT) || ' to '

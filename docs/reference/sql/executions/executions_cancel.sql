@@ -7,18 +7,16 @@
 -- statuses the transition table allows as sources (:sources = sources_of(CANCELLED)), so a
 -- worker that claimed the row first wins and this changes 0 rows: never RUNNING ->
 -- CANCELLED, never a terminal status overwritten. batch_id: a batch child's cancel may be
--- its batch's last end (on_complete, chalicelib/services/callbacks.py).
+-- its batch's last end (on_complete, chalicelib/services/callbacks.py); ordering_key,
+-- concurrency_key: a keyed cancel (ordering or gated concurrency key) settles its key
+-- (chalicelib/services/keys.py). operations_cancel_page writes the same transition and
+-- log line for a page (the two change together).
 
 -- shape: executions_cancel[]
 WITH moved AS (
--- The CANCELLED transition, shared by a single cancel and a bulk cancel's page; the
--- including statement's WHERE picks the rows and guards on the sources (:sources).
     UPDATE executions
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     WHERE execution_id = :execution_id AND status = ANY(CAST(:sources AS TEXT[]))
--- The rest of a cancel: the log line of each row that moved, and the rows with their
--- batch (a batch child's cancel may be its batch's last end) and their keys (a keyed
--- cancel, ordering or gated concurrency key, settles its key: chalicelib/services/keys.py).
     RETURNING execution_id, attempt_count, batch_id, ordering_key, concurrency_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)

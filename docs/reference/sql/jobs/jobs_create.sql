@@ -3,8 +3,6 @@
 -- Edit the source, not this.
 
 -- name: jobs_create
--- jobs_create_ctes; one row: the ids of the jobs written, and the statement's now() (the
--- created_at, and an IMMEDIATE execution's run_at, every row it wrote got by default).
 -- Every job of one creation request, its one-shot executions and their "created" log lines
 -- in ONE statement (one row for POST /jobs, up to 1,000 for POST /jobs/batch, the callbacks
 -- of a finalize batch): multi-row INSERTs from JSONB arrays cost one round trip and one
@@ -18,12 +16,6 @@
 -- endpoint name), not once per job: encoding a snapshot into each of 1,000 rows was a
 -- quarter of a batch's time.
 --
--- A job row carrying a "fingerprint" is written only if its endpoint is live and still
--- hashes to it (endpoint_fingerprint): POST /jobs's fast path built the row from an
--- endpoint it remembered, and a changed or deleted endpoint makes it write nothing and fall
--- back to the full transaction. Rows without one come from a transaction that read the
--- endpoints itself.
---
 -- ON CONFLICT DO NOTHING on idx_jobs_idempotency: a twin that committed first is missing
 -- from the result and read back; at SERIALIZABLE a concurrent twin makes this transaction
 -- retry (40001). The same key also makes the fast path's statement, sent again after a
@@ -36,9 +28,19 @@
 -- transaction; a job keeps the key it was given either way): a keyed execution is written
 -- waiting for its key's turn, at its place (its due time, then the statement's now(), then
 -- ordering_seq), and the caller settles the key in the same transaction (chalicelib/services/keys.py).
+--
+-- One row: the ids of the jobs written, and the statement's now() (the created_at, and an
+-- IMMEDIATE execution's run_at, every row it wrote got by default).
 
 -- shape: jobs_create[]
-WITH job AS (
+WITH
+-- The jobs of one creation (jobs_create says how they are written). A job row carrying a
+-- "fingerprint" is written only if its endpoint is live and still hashes to it (the
+-- fingerprint of jobs_get_endpoints, the same expression): POST /jobs's fast path built
+-- the row from an endpoint it remembered, and a changed or deleted endpoint makes it write
+-- nothing and fall back to the full transaction. Rows without one come from a transaction
+-- that read the endpoints itself.
+job AS (
     INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input,
                       run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
                       cron_next_run_at, endpoint_snapshot, version, previous_version_id,
@@ -64,18 +66,16 @@ WITH job AS (
         LEFT JOIN payload_specs p ON p.name = e.payload_spec_ref
         WHERE e.name = r ->> 'endpoint' AND e.deleted_at IS NULL
           AND r ->> 'fingerprint' =
--- What a job created from this endpoint row depends on (everything jobs_get_endpoints
--- reads), hashed by the server: jobs_create's fast path checks that the endpoint a process
--- remembers still hashes the same, in the creating statement itself. A JSONB array keeps
--- each field in its place (NULLs included), so two different rows never hash alike by
--- shifting a value from one field to the next.
-md5(CAST(jsonb_build_array(e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec,
-                           e.retry_policy, e.on_success, e.on_failure, p.schema_json)
-         AS TEXT))
+              md5(CAST(jsonb_build_array(e.endpoint_type, e.payload_spec_ref, e.config_ref,
+                                         e.spec, e.retry_policy, e.on_success, e.on_failure,
+                                         p.schema_json)
+                       AS TEXT))
     )
     ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING job_id
-), execution AS (
+)
+, -- The one-shot executions of the jobs the part "job" wrote.
+execution AS (
     INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key,
                             status, run_at, input, max_attempts, batch_id, on_success,
                             on_failure, ordering_key, concurrency_key, ordering_wait,
@@ -92,7 +92,9 @@ md5(CAST(jsonb_build_array(e.endpoint_type, e.payload_spec_ref, e.config_ref, e.
     FROM jsonb_array_elements(CAST(:executions AS JSONB)) AS r
     JOIN job ON job.job_id = r ->> 'job_id'
     RETURNING execution_id, status, attempt_count
-), logged AS (
+)
+, -- The "created" log line of each execution the part "execution" wrote.
+logged AS (
     -- No execution exists without the log of how it began. A one-shot job's execution is
     -- QUEUED if IMMEDIATE, PENDING if DELAYED, which the line names.
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)

@@ -10,23 +10,22 @@
 -- is updated concurrently (SERIALIZABLE). A soft-deleted endpoint is not there (404); a
 -- delete racing this read writes the row it read, so one of the two transactions retries
 -- (40001). on_success / on_failure are the endpoint's default callbacks for its jobs;
--- fingerprint is what jobs_create checks a remembered endpoint against;
 -- max_concurrency_per_key (NULL: none) says whether a job's concurrency key gates its
--- execution.
+-- execution. fingerprint is what jobs_create checks a remembered endpoint against: what a
+-- job created from this endpoint row depends on (everything read here), hashed by the
+-- server, so POST /jobs's fast path checks that the endpoint a process remembers still
+-- hashes the same, in the creating statement itself (the part "job" computes the same
+-- expression: the two change together). A JSONB array keeps each field in its place
+-- (NULLs included), so two different rows never hash alike by shifting a value from one
+-- field to the next.
 
 -- shape: jobs_get_endpoints[]
 SELECT e.name, e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec, e.retry_policy,
        e.on_success, e.on_failure, p.schema_json AS payload_schema,
        CAST(e.flow_control ->> 'max_concurrency_per_key' AS BIGINT) AS max_concurrency_per_key,
--- What a job created from this endpoint row depends on (everything jobs_get_endpoints
--- reads), hashed by the server: jobs_create's fast path checks that the endpoint a process
--- remembers still hashes the same, in the creating statement itself. A JSONB array keeps
--- each field in its place (NULLs included), so two different rows never hash alike by
--- shifting a value from one field to the next.
-md5(CAST(jsonb_build_array(e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec,
-                           e.retry_policy, e.on_success, e.on_failure, p.schema_json)
-         AS TEXT))
-       AS fingerprint
+       md5(CAST(jsonb_build_array(e.endpoint_type, e.payload_spec_ref, e.config_ref, e.spec,
+                                  e.retry_policy, e.on_success, e.on_failure, p.schema_json)
+                AS TEXT)) AS fingerprint
 FROM endpoints e
 LEFT JOIN payload_specs p ON p.name = e.payload_spec_ref
 WHERE e.name = ANY(CAST(:names AS TEXT[])) AND e.deleted_at IS NULL

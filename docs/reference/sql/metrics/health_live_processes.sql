@@ -6,32 +6,32 @@
 -- The processes by kind alone (the housekeeper's queue_health line).
 
 -- shape: health_live_processes[]
-SELECT
+WITH
 -- Per kind of process (api, worker, scheduler), [kind, live, has run]: how many of its
 -- heartbeat rows are still fresh (fresh_until, written with every beat: the beat interval,
 -- or for a scheduled invocation the minute until the next one, plus a grace; DEAD rows are
 -- graceful stops), and whether any row of it exists at all (kept by the housekeeper: the
 -- newest row of each kind is never pruned). A range and a first entry of
 -- idx_region_heartbeats_kind per kind, the count capped so a fleet cannot make it long.
-    (
-        SELECT json_agg(
-                   json_build_array(
-                       k.kind,
-                       (
-                           SELECT count(*)
-                           FROM (
-                               SELECT 1
-                               FROM region_heartbeats AS h
-                               WHERE h.kind = k.kind
-                                 AND h.fresh_until >= CAST(:now AS TIMESTAMPTZ)
-                                 AND h.status <> 'DEAD'
-                               LIMIT 10000
-                           ) AS live
-                       ),
-                       EXISTS (SELECT 1 FROM region_heartbeats AS r WHERE r.kind = k.kind)
-                   )
-                   ORDER BY k.kind
+metrics_live_processes AS (
+    SELECT json_agg(
+               json_build_array(
+                   k.kind,
+                   (
+                       SELECT count(*)
+                       FROM (
+                           SELECT 1
+                           FROM region_heartbeats AS h
+                           WHERE h.kind = k.kind
+                             AND h.fresh_until >= CAST(:now AS TIMESTAMPTZ)
+                             AND h.status <> 'DEAD'
+                           LIMIT 10000
+                       ) AS live
+                   ),
+                   EXISTS (SELECT 1 FROM region_heartbeats AS r WHERE r.kind = k.kind)
                )
-        FROM (VALUES ('api'), ('scheduler'), ('worker')) AS k (kind)
-    )
-AS kinds
+               ORDER BY k.kind
+           ) AS kinds
+    FROM (VALUES ('api'), ('scheduler'), ('worker')) AS k (kind)
+)
+SELECT (SELECT kinds FROM metrics_live_processes) AS kinds

@@ -5,16 +5,11 @@
 -- name: health_state
 -- GET /health's one read: the loops of the processes alive lately (below) and the
 -- processes by kind (metrics_live_processes); GET /metrics reads both in metrics_snapshot.
+-- The heartbeats' two columns, the same in both statements (they change together): beats,
+-- [component, metadata] of each process alive lately; kinds, each kind's live processes.
 
 -- shape: health_state[]
-SELECT
--- The heartbeats' two columns of GET /health and GET /metrics: beats, [component, metadata]
--- of each process alive lately; kinds, each kind's live processes.
-    (
-        SELECT COALESCE(
-                   json_agg(json_build_array(h.component, h.metadata)), CAST('[]' AS JSON)
-               )
-        FROM (
+WITH
 -- The heartbeats of the processes alive lately (rows beaten since :fresh_since, a few beats ago;
 -- DEAD rows are graceful stops): each carries its loops' states in metadata.loop_states
 -- (chalicelib/health/heartbeat.py). GET /health answers 503 LOOP_DOWN when one reports a
@@ -22,39 +17,46 @@ SELECT
 -- idx_region_heartbeats_beat (migration 011), newest first: one row per live process,
 -- whatever a day of dead processes leaves before the housekeeper prunes them. The LIMIT
 -- keeps a load balancer's probe bounded whatever the fleet.
-SELECT component, metadata
-FROM region_heartbeats
-WHERE last_beat_at >= CAST(:fresh_since AS TIMESTAMPTZ)
-  AND status <> 'DEAD'
-ORDER BY last_beat_at DESC
-LIMIT 500
-        ) AS h
-    ) AS beats,
--- Per kind of process (api, worker, scheduler), [kind, live, has run]: how many of its
+metrics_loop_states_rows AS (
+    SELECT component, metadata
+    FROM region_heartbeats
+    WHERE last_beat_at >= CAST(:fresh_since AS TIMESTAMPTZ)
+      AND status <> 'DEAD'
+    ORDER BY last_beat_at DESC
+    LIMIT 500
+)
+, -- Per kind of process (api, worker, scheduler), [kind, live, has run]: how many of its
 -- heartbeat rows are still fresh (fresh_until, written with every beat: the beat interval,
 -- or for a scheduled invocation the minute until the next one, plus a grace; DEAD rows are
 -- graceful stops), and whether any row of it exists at all (kept by the housekeeper: the
 -- newest row of each kind is never pruned). A range and a first entry of
 -- idx_region_heartbeats_kind per kind, the count capped so a fleet cannot make it long.
-    (
-        SELECT json_agg(
-                   json_build_array(
-                       k.kind,
-                       (
-                           SELECT count(*)
-                           FROM (
-                               SELECT 1
-                               FROM region_heartbeats AS h
-                               WHERE h.kind = k.kind
-                                 AND h.fresh_until >= CAST(:now AS TIMESTAMPTZ)
-                                 AND h.status <> 'DEAD'
-                               LIMIT 10000
-                           ) AS live
-                       ),
-                       EXISTS (SELECT 1 FROM region_heartbeats AS r WHERE r.kind = k.kind)
-                   )
-                   ORDER BY k.kind
+metrics_live_processes AS (
+    SELECT json_agg(
+               json_build_array(
+                   k.kind,
+                   (
+                       SELECT count(*)
+                       FROM (
+                           SELECT 1
+                           FROM region_heartbeats AS h
+                           WHERE h.kind = k.kind
+                             AND h.fresh_until >= CAST(:now AS TIMESTAMPTZ)
+                             AND h.status <> 'DEAD'
+                           LIMIT 10000
+                       ) AS live
+                   ),
+                   EXISTS (SELECT 1 FROM region_heartbeats AS r WHERE r.kind = k.kind)
                )
-        FROM (VALUES ('api'), ('scheduler'), ('worker')) AS k (kind)
-    )
-    AS kinds
+               ORDER BY k.kind
+           ) AS kinds
+    FROM (VALUES ('api'), ('scheduler'), ('worker')) AS k (kind)
+)
+SELECT
+    (
+        SELECT COALESCE(
+                   json_agg(json_build_array(h.component, h.metadata)), CAST('[]' AS JSON)
+               )
+        FROM metrics_loop_states_rows AS h
+    ) AS beats,
+    (SELECT kinds FROM metrics_live_processes) AS kinds

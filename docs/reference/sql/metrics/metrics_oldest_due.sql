@@ -5,6 +5,9 @@
 -- name: metrics_oldest_due
 -- GET /overview's lag and the queue_health line's; GET /metrics reads it in
 -- metrics_snapshot.
+
+-- shape: metrics_oldest_due[]
+WITH
 -- The run_at of the oldest due execution that is not a paused endpoint's (the lag of
 -- GET /overview, of /metrics' te_oldest_due_lag_seconds and of the queue_health line):
 -- the head of idx_executions_due, which holds no parked row, walked in run_at order past
@@ -18,55 +21,51 @@
 -- materialized has no execution to be late, and the lag must still grow.
 -- The minimum of metrics_endpoint_lag's values and that PENDING head, read in a few probes
 -- instead of two per endpoint (only /metrics needs each endpoint's lag).
-
--- shape: metrics_oldest_due[]
-SELECT min(t.run_at) AS oldest_run_at
-FROM (
-    SELECT head.run_at
+-- parked: the run_at of endpoint en's oldest due parked row (none unless
+-- en.parked_rows), one probe of idx_executions_due_by_endpoint, as
+-- metrics_endpoint_lag's "parked" probes it (the two change together).
+metrics_oldest_due_run_at AS (
+    SELECT min(t.run_at) AS oldest_run_at
     FROM (
+        SELECT head.run_at
+        FROM (
+            SELECT x.run_at
+            FROM executions AS x
+            JOIN endpoints AS en ON en.name = x.endpoint
+            WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait AND NOT x.parked
+              AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+              AND en.paused_at IS NULL AND en.deleted_at IS NULL
+            ORDER BY x.run_at ASC, x.execution_id ASC
+            LIMIT 1
+        ) AS head
+        UNION ALL
+        SELECT parked.run_at
+        FROM endpoints AS en
+        JOIN LATERAL (
         SELECT x.run_at
         FROM executions AS x
-        JOIN endpoints AS en ON en.name = x.endpoint
-        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait AND NOT x.parked
-          AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
-          AND en.paused_at IS NULL AND en.deleted_at IS NULL
-        ORDER BY x.run_at ASC, x.execution_id ASC
+        WHERE en.parked_rows
+          AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
+          AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+        ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
         LIMIT 1
-    ) AS head
-    UNION ALL
-    SELECT parked.run_at
-    FROM endpoints AS en
-    JOIN LATERAL (
--- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
--- probe of idx_executions_due_by_endpoint (see metrics_endpoint_lag). A LATERAL's body,
--- here and in metrics_oldest_due.
-    SELECT x.run_at
-    FROM executions AS x
-    WHERE en.parked_rows
-      AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
-      AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
-    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
-    LIMIT 1
-    ) AS parked ON TRUE
-    WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL
-    UNION ALL
-    SELECT min(p.run_at) AS run_at
-    FROM executions AS p
-    WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
-    UNION ALL
-    SELECT tick.cron_next_run_at AS run_at
-    FROM (
-        SELECT j.cron_next_run_at
-        FROM jobs AS j
-        WHERE j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
-          AND j.cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
-          AND j.paused_at IS NULL
-        ORDER BY j.cron_next_run_at ASC
-        LIMIT 1
-    ) AS tick
-) AS t
-
--- The summary-row reads below (and overview.sql's) take a closed window [since, until]:
--- with both ends given, a prepared statement's generic plan estimates a narrow range and
--- reads it on the primary key, where a lone lower bound is estimated at a third of the
--- table and read sequentially (two days of hour rows with the window's minutes).
+        ) AS parked ON TRUE
+        WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL
+        UNION ALL
+        SELECT min(p.run_at) AS run_at
+        FROM executions AS p
+        WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
+        UNION ALL
+        SELECT tick.cron_next_run_at AS run_at
+        FROM (
+            SELECT j.cron_next_run_at
+            FROM jobs AS j
+            WHERE j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
+              AND j.cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
+              AND j.paused_at IS NULL
+            ORDER BY j.cron_next_run_at ASC
+            LIMIT 1
+        ) AS tick
+    ) AS t
+)
+SELECT oldest_run_at FROM metrics_oldest_due_run_at

@@ -4,7 +4,7 @@
 
 -- name: metrics_snapshot
 -- Every figure of GET /metrics in one statement (chalicelib/services/metrics.py), each a
--- scalar subquery over a part above: the waiting and running counts, the oldest due run_at
+-- scalar subquery over a part (a CTE) above: the waiting and running counts, the oldest due run_at
 -- and each endpoint's lag (seconds past :now, 0 when nothing is due: computed here so no
 -- timestamp crosses the wire per endpoint), what ended and the attempts' durations in the
 -- buckets of [:buckets_since, :until], the counters (the automatic pauses' too), the
@@ -12,33 +12,28 @@
 -- the heartbeats since :fresh_since. Row sets are JSON arrays in a stated order.
 
 -- shape: metrics_snapshot[]
-SELECT
-    (
+WITH
 -- Non-terminal executions by status and endpoint: the waiting ones (PENDING, QUEUED,
 -- RETRYING) as the delayed promoter last counted them into live_counts (every 15 s,
 -- migration 018: a row per endpoint and status, so this read follows the number of
 -- endpoints, not the backlog), the RUNNING ones counted now on idx_executions_running
 -- (bounded by the workers' slots). One JSON array of [status, endpoint, n].
-SELECT COALESCE(
-           json_agg(json_build_array(d.status, d.endpoint, d.n) ORDER BY d.status, d.endpoint),
-           CAST('[]' AS JSON)
-       ) AS depth
-FROM (
-    SELECT status, endpoint, n
-    FROM live_counts
-    UNION ALL
-    SELECT status, endpoint, count(*) AS n
-    FROM executions
-    WHERE status = 'RUNNING'
-    GROUP BY status, endpoint
-) AS d
-    ) AS depth,
-    (
-        SELECT COALESCE(
-                   EXTRACT(EPOCH FROM CAST(:now AS TIMESTAMPTZ) - o.oldest_run_at), 0
-               )
-        FROM (
--- The run_at of the oldest due execution that is not a paused endpoint's (the lag of
+metrics_queue_depth AS (
+    SELECT COALESCE(
+               json_agg(json_build_array(d.status, d.endpoint, d.n) ORDER BY d.status, d.endpoint),
+               CAST('[]' AS JSON)
+           ) AS depth
+    FROM (
+        SELECT status, endpoint, n
+        FROM live_counts
+        UNION ALL
+        SELECT status, endpoint, count(*) AS n
+        FROM executions
+        WHERE status = 'RUNNING'
+        GROUP BY status, endpoint
+    ) AS d
+)
+, -- The run_at of the oldest due execution that is not a paused endpoint's (the lag of
 -- GET /overview, of /metrics' te_oldest_due_lag_seconds and of the queue_health line):
 -- the head of idx_executions_due, which holds no parked row, walked in run_at order past
 -- the rows of paused (or deleted) endpoints that the promoter has not parked yet (it
@@ -51,74 +46,54 @@ FROM (
 -- materialized has no execution to be late, and the lag must still grow.
 -- The minimum of metrics_endpoint_lag's values and that PENDING head, read in a few probes
 -- instead of two per endpoint (only /metrics needs each endpoint's lag).
-SELECT min(t.run_at) AS oldest_run_at
-FROM (
-    SELECT head.run_at
+-- parked: the run_at of endpoint en's oldest due parked row (none unless
+-- en.parked_rows), one probe of idx_executions_due_by_endpoint, as
+-- metrics_endpoint_lag's "parked" probes it (the two change together).
+metrics_oldest_due_run_at AS (
+    SELECT min(t.run_at) AS oldest_run_at
     FROM (
+        SELECT head.run_at
+        FROM (
+            SELECT x.run_at
+            FROM executions AS x
+            JOIN endpoints AS en ON en.name = x.endpoint
+            WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait AND NOT x.parked
+              AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+              AND en.paused_at IS NULL AND en.deleted_at IS NULL
+            ORDER BY x.run_at ASC, x.execution_id ASC
+            LIMIT 1
+        ) AS head
+        UNION ALL
+        SELECT parked.run_at
+        FROM endpoints AS en
+        JOIN LATERAL (
         SELECT x.run_at
         FROM executions AS x
-        JOIN endpoints AS en ON en.name = x.endpoint
-        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait AND NOT x.parked
-          AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
-          AND en.paused_at IS NULL AND en.deleted_at IS NULL
-        ORDER BY x.run_at ASC, x.execution_id ASC
+        WHERE en.parked_rows
+          AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
+          AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+        ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
         LIMIT 1
-    ) AS head
-    UNION ALL
-    SELECT parked.run_at
-    FROM endpoints AS en
-    JOIN LATERAL (
--- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
--- probe of idx_executions_due_by_endpoint (see metrics_endpoint_lag). A LATERAL's body,
--- here and in metrics_oldest_due.
-    SELECT x.run_at
-    FROM executions AS x
-    WHERE en.parked_rows
-      AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
-      AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
-    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
-    LIMIT 1
-    ) AS parked ON TRUE
-    WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL
-    UNION ALL
-    SELECT min(p.run_at) AS run_at
-    FROM executions AS p
-    WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
-    UNION ALL
-    SELECT tick.cron_next_run_at AS run_at
-    FROM (
-        SELECT j.cron_next_run_at
-        FROM jobs AS j
-        WHERE j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
-          AND j.cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
-          AND j.paused_at IS NULL
-        ORDER BY j.cron_next_run_at ASC
-        LIMIT 1
-    ) AS tick
-) AS t
-
--- The summary-row reads below (and overview.sql's) take a closed window [since, until]:
--- with both ends given, a prepared statement's generic plan estimates a narrow range and
--- reads it on the primary key, where a lone lower bound is estimated at a third of the
--- table and read sequentially (two days of hour rows with the window's minutes).
-        ) AS o
-    ) AS oldest_lag,
-    (
-        SELECT COALESCE(
-                   json_agg(
-                       json_build_array(
-                           l.endpoint,
-                           COALESCE(
-                               EXTRACT(EPOCH FROM CAST(:now AS TIMESTAMPTZ) - l.oldest_run_at),
-                               0
-                           )
-                       )
-                       ORDER BY l.endpoint
-                   ),
-                   CAST('[]' AS JSON)
-               )
+        ) AS parked ON TRUE
+        WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL
+        UNION ALL
+        SELECT min(p.run_at) AS run_at
+        FROM executions AS p
+        WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
+        UNION ALL
+        SELECT tick.cron_next_run_at AS run_at
         FROM (
--- Per endpoint that is not paused, the run_at of its oldest due claimable execution (NULL:
+            SELECT j.cron_next_run_at
+            FROM jobs AS j
+            WHERE j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
+              AND j.cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
+              AND j.paused_at IS NULL
+            ORDER BY j.cron_next_run_at ASC
+            LIMIT 1
+        ) AS tick
+    ) AS t
+)
+, -- Per endpoint that is not paused, the run_at of its oldest due claimable execution (NULL:
 -- nothing due): two probes of idx_executions_due_by_endpoint per endpoint, its rows not
 -- parked and its parked ones (a held or flow-controlled endpoint's backlog is parked by
 -- the promoter, migration 018, and is lag: its work is due and waiting; the second probe
@@ -134,74 +109,65 @@ FROM (
 -- idx_executions_by_endpoint can take a bound from, and an equality is evaluated faster
 -- than a row comparison: 1.3 against 1.8 ms for 200 probes.) A paused endpoint's backlog is
 -- the operator's choice, not lag.
-SELECT en.name AS endpoint,
-       CASE WHEN waiting.run_at IS NULL THEN parked.run_at
-            WHEN parked.run_at IS NULL THEN waiting.run_at
-            ELSE LEAST(waiting.run_at, parked.run_at) END AS oldest_run_at
-FROM endpoints AS en
-LEFT JOIN LATERAL (
-    SELECT x.run_at
-    FROM executions AS x
-    WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
-      AND NOT x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
-    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
-    LIMIT 1
-) AS waiting ON TRUE
-LEFT JOIN LATERAL (
--- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
--- probe of idx_executions_due_by_endpoint (see metrics_endpoint_lag). A LATERAL's body,
--- here and in metrics_oldest_due.
-    SELECT x.run_at
-    FROM executions AS x
-    WHERE en.parked_rows
-      AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
-      AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
-    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
-    LIMIT 1
-) AS parked ON TRUE
-WHERE en.paused_at IS NULL
-  AND en.deleted_at IS NULL
-ORDER BY en.name ASC
-        ) AS l
-    ) AS lag,
-    (
-        SELECT COALESCE(json_agg(json_build_array(e.status, e.n)), CAST('[]' AS JSON))
-        FROM (
--- Executions that ended in [:buckets_since, :until] (the last minute or two), by status: SUCCESS
+-- parked: endpoint en's oldest due parked row (none unless en.parked_rows), probed
+-- as metrics_oldest_due_run_at probes it (the two change together).
+metrics_endpoint_lag AS (
+    SELECT en.name AS endpoint,
+           CASE WHEN waiting.run_at IS NULL THEN parked.run_at
+                WHEN parked.run_at IS NULL THEN waiting.run_at
+                ELSE LEAST(waiting.run_at, parked.run_at) END AS oldest_run_at
+    FROM endpoints AS en
+    LEFT JOIN LATERAL (
+        SELECT x.run_at
+        FROM executions AS x
+        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
+          AND NOT x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+        ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
+        LIMIT 1
+    ) AS waiting ON TRUE
+    LEFT JOIN LATERAL (
+        SELECT x.run_at
+        FROM executions AS x
+        WHERE en.parked_rows
+          AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
+          AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+        ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
+        LIMIT 1
+    ) AS parked ON TRUE
+    WHERE en.paused_at IS NULL
+      AND en.deleted_at IS NULL
+    ORDER BY en.name ASC
+)
+, -- Executions that ended in [:buckets_since, :until] (the last minute or two), by status: SUCCESS
 -- and FAILED from the writers' minute rows (delivery_counts; the housekeeper rolls a
 -- minute up only minutes after it ends, migration 019), CANCELLED from one range of
 -- idx_executions_cancelled (cancellations end through the API, not the finalize).
-SELECT outcome AS status, COALESCE(sum(ended), 0) AS n
-FROM delivery_counts
-WHERE grain = 'minute' AND bucket_start >= CAST(:buckets_since AS TIMESTAMPTZ)
-  AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
-GROUP BY outcome
-UNION ALL
-SELECT 'CANCELLED' AS status, count(*) AS n
-FROM executions
-WHERE status = 'CANCELLED' AND completed_at >= CAST(:buckets_since AS TIMESTAMPTZ)
-  AND completed_at <= CAST(:until AS TIMESTAMPTZ)
-        ) AS e
-    ) AS ended,
-    (
-        SELECT json_build_array(a.n, a.total_ms, a.le_10, a.le_50, a.le_100, a.le_250,
-                                a.le_500, a.le_1000, a.le_5000, a.le_30000)
-        FROM (
--- Delivery attempts finished in the minutes of [:buckets_since, :until] (the writers' minute rows,
+metrics_ended_since AS (
+    SELECT outcome AS status, COALESCE(sum(ended), 0) AS n
+    FROM delivery_counts
+    WHERE grain = 'minute' AND bucket_start >= CAST(:buckets_since AS TIMESTAMPTZ)
+      AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
+    GROUP BY outcome
+    UNION ALL
+    SELECT 'CANCELLED' AS status, count(*) AS n
+    FROM executions
+    WHERE status = 'CANCELLED' AND completed_at >= CAST(:buckets_since AS TIMESTAMPTZ)
+      AND completed_at <= CAST(:until AS TIMESTAMPTZ)
+)
+, -- Delivery attempts finished in the minutes of [:buckets_since, :until] (the writers' minute rows,
 -- not yet rolled up): how many, their total duration and the histogram buckets the
 -- quantiles are estimated from.
-SELECT COALESCE(sum(attempts), 0) AS n, COALESCE(sum(duration_ms), 0) AS total_ms,
-       COALESCE(sum(le_10), 0) AS le_10, COALESCE(sum(le_50), 0) AS le_50,
-       COALESCE(sum(le_100), 0) AS le_100, COALESCE(sum(le_250), 0) AS le_250,
-       COALESCE(sum(le_500), 0) AS le_500, COALESCE(sum(le_1000), 0) AS le_1000,
-       COALESCE(sum(le_5000), 0) AS le_5000, COALESCE(sum(le_30000), 0) AS le_30000
-FROM delivery_counts
-WHERE grain = 'minute' AND bucket_start >= CAST(:buckets_since AS TIMESTAMPTZ)
-  AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
-        ) AS a
-    ) AS durations,
-    (
--- Every delivery attempt ever recorded (since migration 017) and the executions those
+metrics_attempts_since AS (
+    SELECT COALESCE(sum(attempts), 0) AS n, COALESCE(sum(duration_ms), 0) AS total_ms,
+           COALESCE(sum(le_10), 0) AS le_10, COALESCE(sum(le_50), 0) AS le_50,
+           COALESCE(sum(le_100), 0) AS le_100, COALESCE(sum(le_250), 0) AS le_250,
+           COALESCE(sum(le_500), 0) AS le_500, COALESCE(sum(le_1000), 0) AS le_1000,
+           COALESCE(sum(le_5000), 0) AS le_5000, COALESCE(sum(le_30000), 0) AS le_30000
+    FROM delivery_counts
+    WHERE grain = 'minute' AND bucket_start >= CAST(:buckets_since AS TIMESTAMPTZ)
+      AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
+)
+, -- Every delivery attempt ever recorded (since migration 017) and the executions those
 -- attempts ended: the monotonic counters. The housekeeper's 'total' rows plus the writers'
 -- minute rows not rolled up yet (a roll-up moves a row from one to the other in one
 -- transaction, so nothing is counted twice or lost): a row per key and a few minutes of
@@ -209,142 +175,179 @@ WHERE grain = 'minute' AND bucket_start >= CAST(:buckets_since AS TIMESTAMPTZ)
 -- as the counters' own rows, in their order: [[endpoint, outcome, attempts, ended], ...]
 -- by outcome, and [[endpoint, error_type, attempts], ...] of the failed ones, so the
 -- exposition renders them as they come.
-WITH keyed AS (
-    SELECT endpoint, outcome, error_type, sum(attempts) AS attempts, sum(ended) AS ended
-    FROM delivery_counts
-    WHERE grain IN ('total', 'minute')
-    GROUP BY endpoint, outcome, error_type
+metrics_delivery_totals AS (
+    WITH keyed AS (
+        SELECT endpoint, outcome, error_type, sum(attempts) AS attempts, sum(ended) AS ended
+        FROM delivery_counts
+        WHERE grain IN ('total', 'minute')
+        GROUP BY endpoint, outcome, error_type
+    )
+    SELECT json_build_array(
+               (
+                   SELECT COALESCE(
+                              json_agg(
+                                  json_build_array(o.endpoint, o.outcome, o.attempts, o.ended)
+                                  ORDER BY o.endpoint, o.outcome
+                              ),
+                              CAST('[]' AS JSON)
+                          )
+                   FROM (
+                       SELECT k.endpoint, k.outcome, sum(k.attempts) AS attempts,
+                              sum(k.ended) AS ended
+                       FROM keyed AS k
+                       GROUP BY k.endpoint, k.outcome
+                   ) AS o
+               ),
+               (
+                   SELECT COALESCE(
+                              json_agg(
+                                  json_build_array(f.endpoint, f.error_type, f.attempts)
+                                  ORDER BY f.endpoint, f.error_type
+                              ),
+                              CAST('[]' AS JSON)
+                          )
+                   FROM keyed AS f
+                   WHERE f.outcome = 'FAILED'
+               )
+           ) AS totals
 )
-SELECT json_build_array(
-           (
-               SELECT COALESCE(
-                          json_agg(
-                              json_build_array(o.endpoint, o.outcome, o.attempts, o.ended)
-                              ORDER BY o.endpoint, o.outcome
-                          ),
-                          CAST('[]' AS JSON)
-                      )
-               FROM (
-                   SELECT k.endpoint, k.outcome, sum(k.attempts) AS attempts,
-                          sum(k.ended) AS ended
-                   FROM keyed AS k
-                   GROUP BY k.endpoint, k.outcome
-               ) AS o
-           ),
-           (
-               SELECT COALESCE(
-                          json_agg(
-                              json_build_array(f.endpoint, f.error_type, f.attempts)
-                              ORDER BY f.endpoint, f.error_type
-                          ),
-                          CAST('[]' AS JSON)
-                      )
-               FROM keyed AS f
-               WHERE f.outcome = 'FAILED'
-           )
-       ) AS totals
-    ) AS totals,
-    (
--- te_endpoint_auto_paused_total: per live endpoint and automatic reason (FAILING, GONE), the
+, -- te_endpoint_auto_paused_total: per live endpoint and automatic reason (FAILING, GONE), the
 -- pauses counted in endpoint_auto_pauses by the transactions that paused (migration 028),
 -- 0 where there was none, so the series exists before its first pause and increase() sees
 -- the first one. A read of the endpoints table and a probe of the counters' primary key
 -- per endpoint and reason: it follows the number of endpoints, as metrics_endpoint_lag.
 -- [[endpoint, reason, total], ...] in that order.
-SELECT COALESCE(
-           json_agg(
-               json_build_array(en.name, r.reason, COALESCE(p.total, 0))
-               ORDER BY en.name, r.reason
-           ),
-           CAST('[]' AS JSON)
-       ) AS auto_paused
-FROM endpoints AS en
-CROSS JOIN (VALUES ('FAILING'), ('GONE')) AS r (reason)
-LEFT JOIN endpoint_auto_pauses AS p ON p.endpoint = en.name AND p.reason = r.reason
-WHERE en.deleted_at IS NULL
-    ) AS auto_paused,
-    (
-        SELECT COALESCE(json_agg(json_build_array(v.event, v.n)), CAST('[]' AS JSON))
-        FROM (
--- Cron ticks materialized and executions reclaimed since :window_since, summed over every
+metrics_auto_paused AS (
+    SELECT COALESCE(
+               json_agg(
+                   json_build_array(en.name, r.reason, COALESCE(p.total, 0))
+                   ORDER BY en.name, r.reason
+               ),
+               CAST('[]' AS JSON)
+           ) AS auto_paused
+    FROM endpoints AS en
+    CROSS JOIN (VALUES ('FAILING'), ('GONE')) AS r (reason)
+    LEFT JOIN endpoint_auto_pauses AS p ON p.endpoint = en.name AND p.reason = r.reason
+    WHERE en.deleted_at IS NULL
+)
+, -- Cron ticks materialized and executions reclaimed since :window_since, summed over every
 -- scheduler's rows: one range of the primary key per event.
-SELECT event, coalesce(sum(amount), 0) AS n
-FROM metric_events
-WHERE event IN ('cron_ticks_materialized', 'reclaimed')
-  AND recorded_at >= CAST(:window_since AS TIMESTAMPTZ)
-GROUP BY event
-ORDER BY event
-        ) AS v
-    ) AS events,
-    (
--- te_ordering_keys_blocked{endpoint}: the blocked ordering keys of each endpoint that has
+metrics_events_since AS (
+    SELECT event, coalesce(sum(amount), 0) AS n
+    FROM metric_events
+    WHERE event IN ('cron_ticks_materialized', 'reclaimed')
+      AND recorded_at >= CAST(:window_since AS TIMESTAMPTZ)
+    GROUP BY event
+    ORDER BY event
+)
+, -- te_ordering_keys_blocked{endpoint}: the blocked ordering keys of each endpoint that has
 -- some or blocks on a failed head (0 then), by endpoint. The blocked keys are read on
 -- idx_ordering_keys_blocked (only they are in it, never every key), the endpoints that
 -- block from the endpoints table (its size is the number registered).
-SELECT COALESCE(json_agg(json_build_array(b.endpoint, b.n) ORDER BY b.endpoint),
-                CAST('[]' AS JSON))
-FROM (
-    SELECT u.endpoint, sum(u.n) AS n
+metrics_ordering_blocked AS (
+    SELECT COALESCE(json_agg(json_build_array(b.endpoint, b.n) ORDER BY b.endpoint),
+                    CAST('[]' AS JSON)) AS ordering_blocked
     FROM (
-        SELECT o.endpoint, count(*) AS n
-        FROM ordering_keys AS o
-        WHERE o.blocked_execution_id IS NOT NULL
-        GROUP BY o.endpoint
-        UNION ALL
-        SELECT en.name, 0
-        FROM endpoints AS en
-        WHERE en.ordering ->> 'on_failure' = 'block' AND en.deleted_at IS NULL
-    ) AS u
-    GROUP BY u.endpoint
-) AS b
-    ) AS ordering_blocked,
--- The heartbeats' two columns of GET /health and GET /metrics: beats, [component, metadata]
--- of each process alive lately; kinds, each kind's live processes.
-    (
-        SELECT COALESCE(
-                   json_agg(json_build_array(h.component, h.metadata)), CAST('[]' AS JSON)
-               )
+        SELECT u.endpoint, sum(u.n) AS n
         FROM (
--- The heartbeats of the processes alive lately (rows beaten since :fresh_since, a few beats ago;
+            SELECT o.endpoint, count(*) AS n
+            FROM ordering_keys AS o
+            WHERE o.blocked_execution_id IS NOT NULL
+            GROUP BY o.endpoint
+            UNION ALL
+            SELECT en.name, 0
+            FROM endpoints AS en
+            WHERE en.ordering ->> 'on_failure' = 'block' AND en.deleted_at IS NULL
+        ) AS u
+        GROUP BY u.endpoint
+    ) AS b
+)
+, -- The heartbeats of the processes alive lately (rows beaten since :fresh_since, a few beats ago;
 -- DEAD rows are graceful stops): each carries its loops' states in metadata.loop_states
 -- (chalicelib/health/heartbeat.py). GET /health answers 503 LOOP_DOWN when one reports a
 -- loop down, and GET /metrics shows te_loop_up per process and loop. A range of
 -- idx_region_heartbeats_beat (migration 011), newest first: one row per live process,
 -- whatever a day of dead processes leaves before the housekeeper prunes them. The LIMIT
 -- keeps a load balancer's probe bounded whatever the fleet.
-SELECT component, metadata
-FROM region_heartbeats
-WHERE last_beat_at >= CAST(:fresh_since AS TIMESTAMPTZ)
-  AND status <> 'DEAD'
-ORDER BY last_beat_at DESC
-LIMIT 500
-        ) AS h
-    ) AS beats,
--- Per kind of process (api, worker, scheduler), [kind, live, has run]: how many of its
+metrics_loop_states_rows AS (
+    SELECT component, metadata
+    FROM region_heartbeats
+    WHERE last_beat_at >= CAST(:fresh_since AS TIMESTAMPTZ)
+      AND status <> 'DEAD'
+    ORDER BY last_beat_at DESC
+    LIMIT 500
+)
+, -- Per kind of process (api, worker, scheduler), [kind, live, has run]: how many of its
 -- heartbeat rows are still fresh (fresh_until, written with every beat: the beat interval,
 -- or for a scheduled invocation the minute until the next one, plus a grace; DEAD rows are
 -- graceful stops), and whether any row of it exists at all (kept by the housekeeper: the
 -- newest row of each kind is never pruned). A range and a first entry of
 -- idx_region_heartbeats_kind per kind, the count capped so a fleet cannot make it long.
-    (
-        SELECT json_agg(
-                   json_build_array(
-                       k.kind,
-                       (
-                           SELECT count(*)
-                           FROM (
-                               SELECT 1
-                               FROM region_heartbeats AS h
-                               WHERE h.kind = k.kind
-                                 AND h.fresh_until >= CAST(:now AS TIMESTAMPTZ)
-                                 AND h.status <> 'DEAD'
-                               LIMIT 10000
-                           ) AS live
-                       ),
-                       EXISTS (SELECT 1 FROM region_heartbeats AS r WHERE r.kind = k.kind)
-                   )
-                   ORDER BY k.kind
+metrics_live_processes AS (
+    SELECT json_agg(
+               json_build_array(
+                   k.kind,
+                   (
+                       SELECT count(*)
+                       FROM (
+                           SELECT 1
+                           FROM region_heartbeats AS h
+                           WHERE h.kind = k.kind
+                             AND h.fresh_until >= CAST(:now AS TIMESTAMPTZ)
+                             AND h.status <> 'DEAD'
+                           LIMIT 10000
+                       ) AS live
+                   ),
+                   EXISTS (SELECT 1 FROM region_heartbeats AS r WHERE r.kind = k.kind)
                )
-        FROM (VALUES ('api'), ('scheduler'), ('worker')) AS k (kind)
-    )
-    AS kinds
+               ORDER BY k.kind
+           ) AS kinds
+    FROM (VALUES ('api'), ('scheduler'), ('worker')) AS k (kind)
+)
+SELECT
+    (SELECT depth FROM metrics_queue_depth) AS depth,
+    (
+        SELECT COALESCE(
+                   EXTRACT(EPOCH FROM CAST(:now AS TIMESTAMPTZ) - o.oldest_run_at), 0
+               )
+        FROM metrics_oldest_due_run_at AS o
+    ) AS oldest_lag,
+    (
+        SELECT COALESCE(
+                   json_agg(
+                       json_build_array(
+                           l.endpoint,
+                           COALESCE(
+                               EXTRACT(EPOCH FROM CAST(:now AS TIMESTAMPTZ) - l.oldest_run_at),
+                               0
+                           )
+                       )
+                       ORDER BY l.endpoint
+                   ),
+                   CAST('[]' AS JSON)
+               )
+        FROM metrics_endpoint_lag AS l
+    ) AS lag,
+    (
+        SELECT COALESCE(json_agg(json_build_array(e.status, e.n)), CAST('[]' AS JSON))
+        FROM metrics_ended_since AS e
+    ) AS ended,
+    (
+        SELECT json_build_array(a.n, a.total_ms, a.le_10, a.le_50, a.le_100, a.le_250,
+                                a.le_500, a.le_1000, a.le_5000, a.le_30000)
+        FROM metrics_attempts_since AS a
+    ) AS durations,
+    (SELECT totals FROM metrics_delivery_totals) AS totals,
+    (SELECT auto_paused FROM metrics_auto_paused) AS auto_paused,
+    (
+        SELECT COALESCE(json_agg(json_build_array(v.event, v.n)), CAST('[]' AS JSON))
+        FROM metrics_events_since AS v
+    ) AS events,
+    (SELECT ordering_blocked FROM metrics_ordering_blocked) AS ordering_blocked,
+    (
+        SELECT COALESCE(
+                   json_agg(json_build_array(h.component, h.metadata)), CAST('[]' AS JSON)
+               )
+        FROM metrics_loop_states_rows AS h
+    ) AS beats,
+    (SELECT kinds FROM metrics_live_processes) AS kinds

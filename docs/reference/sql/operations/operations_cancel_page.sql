@@ -9,14 +9,9 @@
 
 -- shape: operations_cancel_page[]
 WITH moved AS (
--- The CANCELLED transition, shared by a single cancel and a bulk cancel's page; the
--- including statement's WHERE picks the rows and guards on the sources (:sources).
     UPDATE executions
     SET status = 'CANCELLED', completed_at = now(), worker_id = NULL
     WHERE execution_id = ANY(CAST(:ids AS TEXT[])) AND status = ANY(CAST(:sources AS TEXT[]))
--- The rest of a cancel: the log line of each row that moved, and the rows with their
--- batch (a batch child's cancel may be its batch's last end) and their keys (a keyed
--- cancel, ordering or gated concurrency key, settles its key: chalicelib/services/keys.py).
     RETURNING execution_id, attempt_count, batch_id, ordering_key, concurrency_key
 ), logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)

@@ -11,8 +11,7 @@
 -- shape: endpoint never
 
 -- shape: operations_count[]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -22,23 +21,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -47,169 +33,119 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[after_ts]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -219,23 +155,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -244,176 +167,126 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[error_type]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -423,23 +296,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -448,176 +308,126 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[since]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -627,23 +437,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -652,176 +449,126 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -831,23 +578,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -856,176 +590,126 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[after_ts,error_type]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -1035,23 +719,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -1060,183 +731,133 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[after_ts,since]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -1246,23 +867,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -1271,183 +879,133 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[after_ts,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -1457,23 +1015,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -1482,183 +1027,133 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[error_type,since]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -1668,23 +1163,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -1693,183 +1175,133 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[error_type,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -1879,23 +1311,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -1904,183 +1323,133 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[since,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -2090,23 +1459,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -2115,183 +1471,133 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[after_ts,error_type,since]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -2301,23 +1607,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -2326,190 +1619,140 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[after_ts,error_type,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -2519,23 +1762,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -2544,190 +1774,140 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[after_ts,since,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -2737,23 +1917,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -2762,190 +1929,140 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[error_type,since,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -2955,23 +2072,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -2980,190 +2084,140 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted
 
 -- shape: operations_count[after_ts,error_type,since,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
 -- branch per status, each cut at the page size, then merged and cut again. A branch names
 -- its status as a literal so that it reads its status's partial index in order: the ended
@@ -3173,23 +2227,10 @@ FROM (
 -- few (what the workers hold), read whole on idx_executions_running. A status not asked
 -- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
 -- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
-SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
-       p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
-       p.duration_ms, p.created_at, p.error
-FROM (
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+-- Each branch's rows: an execution and its last attempt's error (recorded redacted by
+-- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
+-- picks the branch's index range, and the listing's filters and order, the same in
+-- every branch (and in dead_letters_list_of_endpoint_page: they change together).
 -- The listing's optional filters and its keyset order (created_at, execution_id)
 -- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
 -- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
@@ -3198,190 +2239,141 @@ FROM (
 -- the error type is the row's last_error_type (migration 014), a key of
 -- idx_executions_by_error for the statuses that keep one, never a probe of each row's
 -- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
+-- The RUNNING branch: few rows (what the workers hold), read whole on
 -- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+dead_letters_list_page AS (
+    SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
+           p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
+           p.duration_ms, p.created_at, p.error
+    FROM (
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS p
+    ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one
 )
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-UNION ALL
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-)
-) AS p
-ORDER BY p.created_at DESC, p.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_page AS counted

@@ -7,8 +7,7 @@
 -- shape: endpoint always
 
 -- shape: operations_count_of_endpoint[endpoint]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -22,103 +21,72 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -132,106 +100,75 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[endpoint,error_type]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -245,106 +182,75 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[endpoint,since]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -358,106 +264,75 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[endpoint,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -471,106 +346,75 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint,error_type]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -584,109 +428,78 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint,since]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -700,109 +513,78 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -816,109 +598,78 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[endpoint,error_type,since]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -932,109 +683,78 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[endpoint,error_type,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -1048,109 +768,78 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[endpoint,since,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -1164,109 +853,78 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.created_at < :until
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.created_at < :until
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint,error_type,since]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -1280,112 +938,81 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint,error_type,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -1399,112 +1026,81 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint,since,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -1518,112 +1114,81 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[endpoint,error_type,since,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -1637,112 +1202,81 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint,error_type,since,until]
-SELECT count(*) AS matched
-FROM (
+WITH
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
 -- as dead_letters_list, each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
@@ -1756,108 +1290,78 @@ FROM (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
-SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
-       newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
-       newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
-       newest.created_at, newest.error
-FROM (
-    SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
-           x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
-           x.completed_at, x.duration_ms, x.created_at, x.error
-    FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
-    CROSS JOIN LATERAL (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = st.status
-      AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    ) AS x
-    UNION ALL
--- The RUNNING branch of both listings: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
-(
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
+-- Each branch's rows, filters and order are dead_letters_list_page's (they change
+-- together).
+dead_letters_list_of_endpoint_page AS (
+    SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
+           newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
+           newest.run_at, newest.started_at, newest.completed_at, newest.duration_ms,
+           newest.created_at, newest.error
+    FROM (
+        SELECT x.execution_id, x.job_id, x.endpoint, x.endpoint_type, x.status, x.input,
+               x.output, x.attempt_count, x.max_attempts, x.run_at, x.started_at,
+               x.completed_at, x.duration_ms, x.created_at, x.error
+        FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
+        CROSS JOIN LATERAL (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = st.status
+              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        ) AS x
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+        UNION ALL
+        (
+            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+                   e.completed_at, e.duration_ms, e.created_at, last.error
+            FROM executions AS e
+            LEFT JOIN LATERAL (
+                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+                ORDER BY a.attempt_number DESC LIMIT 1
+            ) AS last ON true
+            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+              AND e.endpoint = :endpoint
+              AND e.created_at >= :since
+              AND e.created_at < :until
+              AND e.last_error_type = :error_type
+              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+            ORDER BY e.created_at DESC, e.execution_id DESC
+            LIMIT :limit_plus_one
+        )
+    ) AS newest
+    ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
 )
-    UNION ALL
-    (
--- The rows of the listing: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number. The including statement writes
--- the WHERE clause that picks the index range, then dead_letters_list_filters.
-    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-           e.completed_at, e.duration_ms, e.created_at, last.error
-    FROM executions AS e
-    LEFT JOIN LATERAL (
-        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-        ORDER BY a.attempt_number DESC LIMIT 1
-    ) AS last ON true
-    WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
-      AND e.endpoint = :endpoint
-      AND e.created_at >= :since
-      AND e.created_at < :until
-      AND e.last_error_type = :error_type
-      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-    ORDER BY e.created_at DESC, e.execution_id DESC
-    LIMIT :limit_plus_one
-    )
-) AS newest
-ORDER BY newest.created_at DESC, newest.execution_id DESC
-LIMIT :limit_plus_one
-) AS counted
+SELECT count(*) AS matched
+FROM dead_letters_list_of_endpoint_page AS counted

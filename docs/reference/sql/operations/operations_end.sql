@@ -12,5 +12,5 @@ UPDATE bulk_operations
 SET state = :state, error = :error, ended_at = now(), advanced_at = now()
 WHERE operation_id = :operation_id AND state = 'RUNNING'
 RETURNING
-operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
+    operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
     created_at, ended_at

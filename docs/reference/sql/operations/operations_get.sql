@@ -6,6 +6,6 @@
 
 -- shape: operations_get[]
 SELECT
-operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
+    operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
     created_at, ended_at
 FROM bulk_operations WHERE operation_id = :operation_id

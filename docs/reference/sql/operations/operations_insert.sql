@@ -9,5 +9,5 @@
 INSERT INTO bulk_operations (action, filter)
 VALUES (:action, CAST(:filter AS JSONB))
 RETURNING
-operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
+    operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
     created_at, ended_at

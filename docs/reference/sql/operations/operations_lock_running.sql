@@ -11,7 +11,7 @@
 
 -- shape: operations_lock_running[]
 SELECT
-operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
+    operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
     created_at, ended_at
 FROM bulk_operations
 WHERE operation_id = :operation_id AND state = 'RUNNING'

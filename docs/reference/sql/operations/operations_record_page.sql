@@ -18,5 +18,5 @@ SET matched = matched + CAST(:matched AS BIGINT),
     ended_at = CASE WHEN CAST(:last AS BOOLEAN) THEN now() ELSE ended_at END
 WHERE operation_id = :operation_id AND state = 'RUNNING'
 RETURNING
-operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
+    operation_id, action, filter, state, matched, done, refused, after_ts, after_id, error,
     created_at, ended_at

@@ -5,17 +5,21 @@
 -- name: overview_last_hour
 -- The queue_health line's last minute (chalicelib/scheduler/queue_health.py); GET /overview
 -- reads the hour in overview_snapshot.
+
+-- shape: overview_last_hour[]
+WITH
 -- Attempts finished per minute in [:series_since, :until], by outcome (a delivery is one
 -- attempt): the 'series' rows of the minutes rolled up (one per minute and outcome, all
 -- endpoints together) and the writers' minute rows of those not rolled up yet (the last
 -- few), two ranges of the primary key; the API gets 60 rows. sum(CASE ...) instead of
 -- FILTER: the subset PostgreSQL and CockroachDB both accept.
-
--- shape: overview_last_hour[]
-SELECT bucket_start AS minute,
-       sum(CASE WHEN outcome = 'SUCCESS' THEN attempts ELSE 0 END) AS succeeded,
-       sum(CASE WHEN outcome = 'FAILED' THEN attempts ELSE 0 END) AS failed
-FROM delivery_counts
-WHERE grain IN ('series', 'minute') AND bucket_start >= CAST(:series_since AS TIMESTAMPTZ)
-  AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
-GROUP BY bucket_start
+overview_last_hour_rows AS (
+    SELECT bucket_start AS minute,
+           sum(CASE WHEN outcome = 'SUCCESS' THEN attempts ELSE 0 END) AS succeeded,
+           sum(CASE WHEN outcome = 'FAILED' THEN attempts ELSE 0 END) AS failed
+    FROM delivery_counts
+    WHERE grain IN ('series', 'minute') AND bucket_start >= CAST(:series_since AS TIMESTAMPTZ)
+      AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
+    GROUP BY bucket_start
+)
+SELECT minute, succeeded, failed FROM overview_last_hour_rows

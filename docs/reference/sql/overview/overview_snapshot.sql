@@ -4,35 +4,34 @@
 
 -- name: overview_snapshot
 -- Everything GET /overview shows in one statement (chalicelib/services/overview.py), each
--- figure a scalar subquery over a part: the waiting and running counts, each endpoint's
+-- figure a scalar subquery over a part (a CTE): the waiting and running counts, each endpoint's
 -- day of outcomes, the cancellations since :cancelled_since, the lag of the oldest due
 -- execution (seconds past :now), the minutes since :series_since and the workers seen since
 -- :workers_since. Row sets are JSON arrays in a stated order (timestamps as ISO text).
 
 -- shape: overview_snapshot[]
-SELECT
-    (
+WITH
 -- Non-terminal executions by status and endpoint: the waiting ones (PENDING, QUEUED,
 -- RETRYING) as the delayed promoter last counted them into live_counts (every 15 s,
 -- migration 018: a row per endpoint and status, so this read follows the number of
 -- endpoints, not the backlog), the RUNNING ones counted now on idx_executions_running
 -- (bounded by the workers' slots). One JSON array of [status, endpoint, n].
-SELECT COALESCE(
-           json_agg(json_build_array(d.status, d.endpoint, d.n) ORDER BY d.status, d.endpoint),
-           CAST('[]' AS JSON)
-       ) AS depth
-FROM (
-    SELECT status, endpoint, n
-    FROM live_counts
-    UNION ALL
-    SELECT status, endpoint, count(*) AS n
-    FROM executions
-    WHERE status = 'RUNNING'
-    GROUP BY status, endpoint
-) AS d
-    ) AS depth,
-    (
--- Per endpoint, the executions that ended in the last day by outcome: its totals now,
+metrics_queue_depth AS (
+    SELECT COALESCE(
+               json_agg(json_build_array(d.status, d.endpoint, d.n) ORDER BY d.status, d.endpoint),
+               CAST('[]' AS JSON)
+           ) AS depth
+    FROM (
+        SELECT status, endpoint, n
+        FROM live_counts
+        UNION ALL
+        SELECT status, endpoint, count(*) AS n
+        FROM executions
+        WHERE status = 'RUNNING'
+        GROUP BY status, endpoint
+    ) AS d
+)
+, -- Per endpoint, the executions that ended in the last day by outcome: its totals now,
 -- less the last hourly mark of its totals at or before :health_since (delivery_marks; the window
 -- is then 24 to 25 hours; none in the two hours before :health_since, as in a deployment younger
 -- than a day: all of them), plus its writers' minute rows not rolled up yet. A row per endpoint, outcome and error type and a few minutes of writers' rows,
@@ -40,41 +39,39 @@ FROM (
 -- an endpoint's health (chalicelib/domain/health.py); summed, the overview's day of
 -- SUCCESS and FAILED. One JSON array of [endpoint, succeeded, failed], as metrics.sql's
 -- per-endpoint reads.
-WITH mark AS (
-    SELECT max(hour) AS at
-    FROM delivery_marks
-    WHERE hour >= CAST(:health_since AS TIMESTAMPTZ) - INTERVAL '2 hours'
-      AND hour <= CAST(:health_since AS TIMESTAMPTZ)
-), counted AS (
-    SELECT endpoint, outcome, ended FROM delivery_counts WHERE grain IN ('total', 'minute')
-    UNION ALL
-    SELECT endpoint, outcome, -ended FROM delivery_marks WHERE hour = (SELECT at FROM mark)
-), health AS (
-    SELECT endpoint,
-           sum(CASE WHEN outcome = 'SUCCESS' THEN ended ELSE 0 END) AS succeeded,
-           sum(CASE WHEN outcome = 'FAILED' THEN ended ELSE 0 END) AS failed
-    FROM counted
-    GROUP BY endpoint
-    HAVING sum(ended) <> 0
+overview_endpoint_health AS (
+    WITH mark AS (
+        SELECT max(hour) AS at
+        FROM delivery_marks
+        WHERE hour >= CAST(:health_since AS TIMESTAMPTZ) - INTERVAL '2 hours'
+          AND hour <= CAST(:health_since AS TIMESTAMPTZ)
+    ), counted AS (
+        SELECT endpoint, outcome, ended FROM delivery_counts WHERE grain IN ('total', 'minute')
+        UNION ALL
+        SELECT endpoint, outcome, -ended FROM delivery_marks WHERE hour = (SELECT at FROM mark)
+    ), health AS (
+        SELECT endpoint,
+               sum(CASE WHEN outcome = 'SUCCESS' THEN ended ELSE 0 END) AS succeeded,
+               sum(CASE WHEN outcome = 'FAILED' THEN ended ELSE 0 END) AS failed
+        FROM counted
+        GROUP BY endpoint
+        HAVING sum(ended) <> 0
+    )
+    SELECT COALESCE(
+               json_agg(json_build_array(h.endpoint, h.succeeded, h.failed) ORDER BY h.endpoint),
+               CAST('[]' AS JSON)
+           ) AS health
+    FROM health AS h
 )
-SELECT COALESCE(
-           json_agg(json_build_array(h.endpoint, h.succeeded, h.failed) ORDER BY h.endpoint),
-           CAST('[]' AS JSON)
-       ) AS health
-FROM health AS h
-    ) AS health,
-    (
--- Executions cancelled in [:cancelled_since, :until]: one range of idx_executions_cancelled
+, -- Executions cancelled in [:cancelled_since, :until]: one range of idx_executions_cancelled
 -- (cancellations end through the API, not the finalize, so no summary row counts them).
-SELECT count(*) AS n
-FROM executions
-WHERE status = 'CANCELLED' AND completed_at >= CAST(:cancelled_since AS TIMESTAMPTZ)
-  AND completed_at <= CAST(:until AS TIMESTAMPTZ)
-    ) AS cancelled,
-    (
-        SELECT EXTRACT(EPOCH FROM CAST(:now AS TIMESTAMPTZ) - o.oldest_run_at)
-        FROM (
--- The run_at of the oldest due execution that is not a paused endpoint's (the lag of
+overview_cancelled_since AS (
+    SELECT count(*) AS n
+    FROM executions
+    WHERE status = 'CANCELLED' AND completed_at >= CAST(:cancelled_since AS TIMESTAMPTZ)
+      AND completed_at <= CAST(:until AS TIMESTAMPTZ)
+)
+, -- The run_at of the oldest due execution that is not a paused endpoint's (the lag of
 -- GET /overview, of /metrics' te_oldest_due_lag_seconds and of the queue_health line):
 -- the head of idx_executions_due, which holds no parked row, walked in run_at order past
 -- the rows of paused (or deleted) endpoints that the promoter has not parked yet (it
@@ -87,77 +84,91 @@ WHERE status = 'CANCELLED' AND completed_at >= CAST(:cancelled_since AS TIMESTAM
 -- materialized has no execution to be late, and the lag must still grow.
 -- The minimum of metrics_endpoint_lag's values and that PENDING head, read in a few probes
 -- instead of two per endpoint (only /metrics needs each endpoint's lag).
-SELECT min(t.run_at) AS oldest_run_at
-FROM (
-    SELECT head.run_at
+-- parked: the run_at of endpoint en's oldest due parked row (none unless
+-- en.parked_rows), one probe of idx_executions_due_by_endpoint, as
+-- metrics_endpoint_lag's "parked" probes it (the two change together).
+metrics_oldest_due_run_at AS (
+    SELECT min(t.run_at) AS oldest_run_at
     FROM (
+        SELECT head.run_at
+        FROM (
+            SELECT x.run_at
+            FROM executions AS x
+            JOIN endpoints AS en ON en.name = x.endpoint
+            WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait AND NOT x.parked
+              AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+              AND en.paused_at IS NULL AND en.deleted_at IS NULL
+            ORDER BY x.run_at ASC, x.execution_id ASC
+            LIMIT 1
+        ) AS head
+        UNION ALL
+        SELECT parked.run_at
+        FROM endpoints AS en
+        JOIN LATERAL (
         SELECT x.run_at
         FROM executions AS x
-        JOIN endpoints AS en ON en.name = x.endpoint
-        WHERE x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait AND NOT x.parked
-          AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
-          AND en.paused_at IS NULL AND en.deleted_at IS NULL
-        ORDER BY x.run_at ASC, x.execution_id ASC
+        WHERE en.parked_rows
+          AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
+          AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
+        ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
         LIMIT 1
-    ) AS head
-    UNION ALL
-    SELECT parked.run_at
-    FROM endpoints AS en
-    JOIN LATERAL (
--- The run_at of endpoint en's oldest due parked row (none unless en.parked_rows): one
--- probe of idx_executions_due_by_endpoint (see metrics_endpoint_lag). A LATERAL's body,
--- here and in metrics_oldest_due.
-    SELECT x.run_at
-    FROM executions AS x
-    WHERE en.parked_rows
-      AND x.status IN ('QUEUED', 'RETRYING') AND NOT x.ordering_wait
-      AND x.parked AND x.endpoint = en.name AND x.run_at <= CAST(:now AS TIMESTAMPTZ)
-    ORDER BY x.parked ASC, x.endpoint ASC, x.run_at ASC
-    LIMIT 1
-    ) AS parked ON TRUE
-    WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL
-    UNION ALL
-    SELECT min(p.run_at) AS run_at
-    FROM executions AS p
-    WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
-    UNION ALL
-    SELECT tick.cron_next_run_at AS run_at
-    FROM (
-        SELECT j.cron_next_run_at
-        FROM jobs AS j
-        WHERE j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
-          AND j.cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
-          AND j.paused_at IS NULL
-        ORDER BY j.cron_next_run_at ASC
-        LIMIT 1
-    ) AS tick
-) AS t
-
--- The summary-row reads below (and overview.sql's) take a closed window [since, until]:
--- with both ends given, a prepared statement's generic plan estimates a narrow range and
--- reads it on the primary key, where a lone lower bound is estimated at a third of the
--- table and read sequentially (two days of hour rows with the window's minutes).
-        ) AS o
+        ) AS parked ON TRUE
+        WHERE en.parked_rows AND en.paused_at IS NULL AND en.deleted_at IS NULL
+        UNION ALL
+        SELECT min(p.run_at) AS run_at
+        FROM executions AS p
+        WHERE p.status = 'PENDING' AND p.run_at <= CAST(:now AS TIMESTAMPTZ)
+        UNION ALL
+        SELECT tick.cron_next_run_at AS run_at
+        FROM (
+            SELECT j.cron_next_run_at
+            FROM jobs AS j
+            WHERE j.trigger_type = 'CRON' AND j.status = 'ACTIVE'
+              AND j.cron_next_run_at <= CAST(:now AS TIMESTAMPTZ)
+              AND j.paused_at IS NULL
+            ORDER BY j.cron_next_run_at ASC
+            LIMIT 1
+        ) AS tick
+    ) AS t
+)
+, -- Attempts finished per minute in [:series_since, :until], by outcome (a delivery is one
+-- attempt): the 'series' rows of the minutes rolled up (one per minute and outcome, all
+-- endpoints together) and the writers' minute rows of those not rolled up yet (the last
+-- few), two ranges of the primary key; the API gets 60 rows. sum(CASE ...) instead of
+-- FILTER: the subset PostgreSQL and CockroachDB both accept.
+overview_last_hour_rows AS (
+    SELECT bucket_start AS minute,
+           sum(CASE WHEN outcome = 'SUCCESS' THEN attempts ELSE 0 END) AS succeeded,
+           sum(CASE WHEN outcome = 'FAILED' THEN attempts ELSE 0 END) AS failed
+    FROM delivery_counts
+    WHERE grain IN ('series', 'minute') AND bucket_start >= CAST(:series_since AS TIMESTAMPTZ)
+      AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
+    GROUP BY bucket_start
+)
+, -- Worker processes seen lately: each writes its row of region_heartbeats every 5 s
+-- (component "worker@host:pid"); rows of processes gone for longer than the window are
+-- history and left out, so a redeployed fleet does not list every old container.
+overview_workers AS (
+    SELECT component, status, last_beat_at
+    FROM region_heartbeats
+    WHERE component LIKE 'worker%' AND last_beat_at >= CAST(:workers_since AS TIMESTAMPTZ)
+    ORDER BY component ASC
+    LIMIT 100
+)
+SELECT
+    (SELECT depth FROM metrics_queue_depth) AS depth,
+    (SELECT health FROM overview_endpoint_health) AS health,
+    (SELECT n FROM overview_cancelled_since) AS cancelled,
+    (
+        SELECT EXTRACT(EPOCH FROM CAST(:now AS TIMESTAMPTZ) - o.oldest_run_at)
+        FROM metrics_oldest_due_run_at AS o
     ) AS oldest_lag,
     (
         SELECT COALESCE(
                    json_agg(json_build_array(m.minute, m.succeeded, m.failed) ORDER BY m.minute),
                    CAST('[]' AS JSON)
                )
-        FROM (
--- Attempts finished per minute in [:series_since, :until], by outcome (a delivery is one
--- attempt): the 'series' rows of the minutes rolled up (one per minute and outcome, all
--- endpoints together) and the writers' minute rows of those not rolled up yet (the last
--- few), two ranges of the primary key; the API gets 60 rows. sum(CASE ...) instead of
--- FILTER: the subset PostgreSQL and CockroachDB both accept.
-SELECT bucket_start AS minute,
-       sum(CASE WHEN outcome = 'SUCCESS' THEN attempts ELSE 0 END) AS succeeded,
-       sum(CASE WHEN outcome = 'FAILED' THEN attempts ELSE 0 END) AS failed
-FROM delivery_counts
-WHERE grain IN ('series', 'minute') AND bucket_start >= CAST(:series_since AS TIMESTAMPTZ)
-  AND bucket_start <= CAST(:until AS TIMESTAMPTZ)
-GROUP BY bucket_start
-        ) AS m
+        FROM overview_last_hour_rows AS m
     ) AS last_hour,
     (
         SELECT COALESCE(
@@ -167,14 +178,5 @@ GROUP BY bucket_start
                    ),
                    CAST('[]' AS JSON)
                )
-        FROM (
--- Worker processes seen lately: each writes its row of region_heartbeats every 5 s
--- (component "worker@host:pid"); rows of processes gone for longer than the window are
--- history and left out, so a redeployed fleet does not list every old container.
-SELECT component, status, last_beat_at
-FROM region_heartbeats
-WHERE component LIKE 'worker%' AND last_beat_at >= CAST(:workers_since AS TIMESTAMPTZ)
-ORDER BY component ASC
-LIMIT 100
-        ) AS w
+        FROM overview_workers AS w
     ) AS workers

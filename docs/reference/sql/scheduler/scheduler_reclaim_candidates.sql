@@ -7,10 +7,9 @@
 -- statement fails on something other than an outage (a row it cannot write, e.g. a
 -- RUNNING row without started_at), the reclaimer walks these one by one
 -- (scheduler_reclaim_listed) to find the row and set it aside (chalicelib/scheduler/
--- reclaimer.py), so one row cannot stop every reclaim after it.
--- RUNNING executions whose lease expired, oldest first, at most :batch: the scan of
--- scheduler_reclaim_stuck and the candidates its row-by-row fallback walks.
--- idx_executions_running (partial on RUNNING; RUNNING rows are few, at most the workers'
+-- reclaimer.py), so one row cannot stop every reclaim after it. RUNNING executions whose
+-- lease expired, oldest first, at most :batch, as scheduler_reclaim_stuck's "stuck" reads
+-- them (the two change together): idx_executions_running (partial on RUNNING; RUNNING rows are few, at most the workers'
 -- capacity, so the lease test is a filter). A row without a lease (claimed before
 -- migration 003) expires at started_at plus the timeout (:cutoff = now minus it).
 

@@ -14,9 +14,10 @@ WITH stuck AS (
     WHERE execution_id = ANY(CAST(:ids AS TEXT[]))
       AND status = 'RUNNING'
     FOR UPDATE SKIP LOCKED
-),
--- What both reclaim statements do with the executions of their "stuck" CTE (execution_id,
--- worker_id, locked); the including statement writes the comma before it.
+)
+, -- The executions of a reclaim's "stuck" CTE (execution_id, worker_id, locked) back to
+-- RETRYING or FAILED (scheduler_reclaim_stuck says why each step is so); both reclaim
+-- statements write it, then described, lost and logged.
 reclaimed AS (
     UPDATE executions
     SET status = CASE WHEN attempt_count >= max_attempts THEN 'FAILED' ELSE 'RETRYING' END,
@@ -37,7 +38,9 @@ reclaimed AS (
            OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
     RETURNING execution_id, status, attempt_count, max_attempts, started_at, on_failure,
               batch_id, ordering_key, concurrency_key
-), described AS (
+)
+, -- Each reclaimed execution with its worker (from "stuck") and the reason logged.
+described AS (
     SELECT r.execution_id, r.status, r.attempt_count, r.started_at, r.on_failure, r.batch_id,
            r.ordering_key, r.concurrency_key,
            'Worker ' || COALESCE(s.worker_id, 'unknown') || ' lost attempt '
@@ -45,7 +48,9 @@ reclaimed AS (
                || CAST(:timeout_sec AS TEXT) || ' s not renewed' AS reason
     FROM reclaimed AS r
     JOIN stuck AS s ON s.execution_id = r.execution_id
-), lost AS (
+)
+, -- The attempt record of each reclaimed execution's lost attempt.
+lost AS (
     INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
                           duration_ms, error)
     SELECT execution_id, attempt_count, 'FAILED', started_at, CAST(:now AS TIMESTAMPTZ),
@@ -55,7 +60,9 @@ reclaimed AS (
     WHERE attempt_count > 0
     ON CONFLICT (execution_id, attempt_number) DO NOTHING
     RETURNING execution_id
-), logged AS (
+)
+, -- One WARN line per reclaimed execution.
+logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'WARN',
            reason || CASE WHEN status = 'FAILED' THEN '; no attempts left, execution FAILED'

@@ -8,8 +8,10 @@
 -- (worker_renew_leases), so an expired lease means no renewal for a whole
 -- TE_STUCK_EXECUTION_TIMEOUT_SEC. They go back to RETRYING at once (attempts left) or to
 -- FAILED.
--- stuck: scheduler_reclaim_expired, SKIP LOCKED so concurrent reclaimers split the work;
--- it also keeps the worker_id that the UPDATE clears, for the messages.
+-- stuck: RUNNING executions whose lease expired, oldest first, at most :batch (the scan
+-- of scheduler_reclaim_candidates, which says how it reads), SKIP LOCKED so concurrent
+-- reclaimers split the work; it also keeps the worker_id that the UPDATE clears, for the
+-- messages.
 -- reclaimed: re-checks the transition table's sources (RUNNING) and the lease, so a worker
 -- that finished in the meantime wins and a second reclaimer finds nothing.
 -- lost: the attempt record of the lost attempt. ON CONFLICT DO NOTHING: the worker may
@@ -25,23 +27,19 @@
 
 -- shape: scheduler_reclaim_stuck[]
 WITH stuck AS (
--- RUNNING executions whose lease expired, oldest first, at most :batch: the scan of
--- scheduler_reclaim_stuck and the candidates its row-by-row fallback walks.
--- idx_executions_running (partial on RUNNING; RUNNING rows are few, at most the workers'
--- capacity, so the lease test is a filter). A row without a lease (claimed before
--- migration 003) expires at started_at plus the timeout (:cutoff = now minus it).
-SELECT execution_id, worker_id
-FROM executions
-WHERE status = 'RUNNING'
-  AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
-       OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
-  AND /*region_filter*/ TRUE
-ORDER BY started_at ASC
-LIMIT :batch
+    SELECT execution_id, worker_id
+    FROM executions
+    WHERE status = 'RUNNING'
+      AND (lease_expires_at < CAST(:now AS TIMESTAMPTZ)
+           OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
+      AND /*region_filter*/ TRUE
+    ORDER BY started_at ASC
+    LIMIT :batch
     FOR UPDATE SKIP LOCKED
-),
--- What both reclaim statements do with the executions of their "stuck" CTE (execution_id,
--- worker_id, locked); the including statement writes the comma before it.
+)
+, -- The executions of a reclaim's "stuck" CTE (execution_id, worker_id, locked) back to
+-- RETRYING or FAILED (scheduler_reclaim_stuck says why each step is so); both reclaim
+-- statements write it, then described, lost and logged.
 reclaimed AS (
     UPDATE executions
     SET status = CASE WHEN attempt_count >= max_attempts THEN 'FAILED' ELSE 'RETRYING' END,
@@ -62,7 +60,9 @@ reclaimed AS (
            OR (lease_expires_at IS NULL AND started_at < CAST(:cutoff AS TIMESTAMPTZ)))
     RETURNING execution_id, status, attempt_count, max_attempts, started_at, on_failure,
               batch_id, ordering_key, concurrency_key
-), described AS (
+)
+, -- Each reclaimed execution with its worker (from "stuck") and the reason logged.
+described AS (
     SELECT r.execution_id, r.status, r.attempt_count, r.started_at, r.on_failure, r.batch_id,
            r.ordering_key, r.concurrency_key,
            'Worker ' || COALESCE(s.worker_id, 'unknown') || ' lost attempt '
@@ -70,7 +70,9 @@ reclaimed AS (
                || CAST(:timeout_sec AS TEXT) || ' s not renewed' AS reason
     FROM reclaimed AS r
     JOIN stuck AS s ON s.execution_id = r.execution_id
-), lost AS (
+)
+, -- The attempt record of each reclaimed execution's lost attempt.
+lost AS (
     INSERT INTO attempts (execution_id, attempt_number, status, started_at, completed_at,
                           duration_ms, error)
     SELECT execution_id, attempt_count, 'FAILED', started_at, CAST(:now AS TIMESTAMPTZ),
@@ -80,7 +82,9 @@ reclaimed AS (
     WHERE attempt_count > 0
     ON CONFLICT (execution_id, attempt_number) DO NOTHING
     RETURNING execution_id
-), logged AS (
+)
+, -- One WARN line per reclaimed execution.
+logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'WARN',
            reason || CASE WHEN status = 'FAILED' THEN '; no attempts left, execution FAILED'
