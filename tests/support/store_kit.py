@@ -103,18 +103,27 @@ class MemoryKit:
     def store(self, worker_id: str) -> InMemoryStore:
         return InMemoryStore(worker_id, self.data)
 
-    def endpoint(self, *, max_concurrent: int | None = None, url: str = "http://t/") -> str:
+    def endpoint(
+        self,
+        *,
+        max_concurrent: int | None = None,
+        url: str = "http://t/",
+        policy: dict[str, Any] | None = None,
+    ) -> str:
         self._names += 1
-        spec = http_spec(
-            url, **({} if max_concurrent is None else {"max_concurrent": max_concurrent})
-        )
         name = f"ep-{self._names}"
-        self.data.add_endpoint(MemoryEndpoint(name, spec=spec, retry_policy=retry_policy()))
+        endpoint = MemoryEndpoint(
+            name, spec=_spec(url, max_concurrent), retry_policy=policy or retry_policy()
+        )
+        self.data.add_endpoint(endpoint)
         return name
 
     def execution(self, endpoint: str, *, due_in: float = -1.0) -> str:
+        """Due ``due_in`` seconds from now, with an input the seeded endpoints' body
+        template resolves."""
         run_at = self.clock() + timedelta(seconds=due_in)
-        return self.data.add_execution(endpoint, run_at=run_at).execution_id
+        execution = self.data.add_execution(endpoint, run_at=run_at, input={"user_id": "u1"})
+        return execution.execution_id
 
     def pause(self, endpoint: str) -> None:
         self.data.endpoints[endpoint].paused = True
@@ -154,9 +163,7 @@ class PostgresKit:
         return PostgresStore(self.db, worker_id, strategy)
 
     def endpoint(self, *, max_concurrent: int | None = None, url: str = "http://t/") -> str:
-        spec = http_spec(
-            url, **({} if max_concurrent is None else {"max_concurrent": max_concurrent})
-        )
+        spec = _spec(url, max_concurrent)
         seeded = seed(self.db, spec=spec, count=0)
         self._jobs[seeded.endpoint] = seeded.job_id
         return seeded.endpoint

@@ -56,6 +56,7 @@ def test_a_claim_takes_the_oldest_due_first_up_to_its_room(kit: StoreKit) -> Non
     newest = kit.execution(endpoint, due_in=-1)
     oldest = kit.execution(endpoint, due_in=-30)
     middle = kit.execution(endpoint, due_in=-10)
+    recent = kit.execution(endpoint, due_in=-5)  # added last, due before the newest
     store = kit.store("w-a")
 
     first = store.claim(plan(2))
@@ -63,6 +64,7 @@ def test_a_claim_takes_the_oldest_due_first_up_to_its_room(kit: StoreKit) -> Non
     assert [c.attempt for c in first] == [1, 1]
     assert kit.read(oldest).status == "RUNNING" and kit.read(oldest).worker_id == "w-a"
     assert kit.read(newest).status == "QUEUED"
+    assert ids(store.claim(plan(1))) == [recent]
     assert ids(store.claim(plan(2))) == [newest]
     assert store.claim(plan(2)) == []  # never twice
 
