@@ -3,8 +3,8 @@
 It waits in the ledger for room (free slots, and those whose attempts are being recorded:
 :meth:`~chalicelib.worker.holdings.Holdings.claimable`), reserves that room
 (:class:`~chalicelib.worker.room.Room`), claims up to it through the worker's store
-(:meth:`~chalicelib.worker.store.WorkerStore.claim`: one statement) and hands what it took to the
-:class:`~chalicelib.worker.starter.Starter`, which holds it and starts the deliveries.
+(:meth:`~chalicelib.worker.store.WorkerStore.claim`, one commit) and hands what it took to
+the :class:`~chalicelib.worker.starter.Starter`, which holds it and starts the deliveries.
 
 The finalizer claims too, where it records (a refill, in the same room): one commit
 records a batch and refills the slots it frees. With a strategy that records and claims in
