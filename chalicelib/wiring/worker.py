@@ -1,8 +1,8 @@
 """The worker built from its settings, pool and keyring (:func:`build_worker`; tests build
-one the same way and pass what they replace), and its process kinds: the long-lived
-process (Fargate), a Lambda invocation, and the worker part of the local stack, each a
-:class:`~chalicelib.worker.runner.WorkerPart` over a worker built from one
-:class:`~chalicelib.wiring.process.ProcessRoot`.
+one the same way and pass what they replace, an in-memory store included), and its process
+kinds: the long-lived process (Fargate), a Lambda invocation, and the worker part of the
+local stack, each a :class:`~chalicelib.worker.runner.WorkerPart` over a worker built from
+one :class:`~chalicelib.wiring.process.ProcessRoot`.
 
 ``python -m chalicelib.worker`` runs :func:`main`: SIGTERM or SIGINT stops claiming;
 in-flight deliveries get up to ``TE_WORKER_SHUTDOWN_TIMEOUT_SEC`` to finish and be
@@ -31,6 +31,7 @@ from chalicelib.db.connection import Database
 from chalicelib.domain.backoff import Rand
 from chalicelib.domain.clock import utcnow
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
+from chalicelib.errors import ConfigurationError
 from chalicelib.logs import log_event
 from chalicelib.runtime.loop import LoopSpec
 from chalicelib.runtime.process import ProcessRunner
@@ -42,7 +43,10 @@ from chalicelib.worker.caches import ConfigCache, SecretCache
 from chalicelib.worker.dispatchers import Dispatcher, default_dispatchers
 from chalicelib.worker.lambdas import LambdaContext, invocation_limits
 from chalicelib.worker.pipeline import Pipeline
+from chalicelib.worker.postgres import PostgresStore
+from chalicelib.worker.reporting import new_worker_id
 from chalicelib.worker.runner import WorkerPart
+from chalicelib.worker.store import WorkerStore
 from chalicelib.worker.strategies import claim_strategy
 from chalicelib.worker.worker import Worker
 
@@ -51,7 +55,7 @@ log = logging.getLogger("chalicelib.worker")
 
 def build_worker(
     *,
-    db: Database,
+    db: Database | None = None,
     settings: Settings,
     secret_box: Callable[[], SecretBox],
     dispatchers: Mapping[str, Dispatcher] | None = None,
@@ -61,9 +65,15 @@ def build_worker(
     region: RegionFilter = ALL_REGIONS,
     worker_id: str | None = None,
     tracing: Tracing | None = None,
+    store: WorkerStore | None = None,
 ) -> Worker:
-    """A worker over ``db`` as ``settings`` say; the other collaborators can be replaced.
-    ``tracing``: spans of traced jobs' claims and attempts (None: off)."""
+    """A worker over ``db`` as ``settings`` say; the other collaborators can be replaced
+    (``monotonic``: the caches' and the ledger's clock).
+    ``tracing``: spans of traced jobs' claims and attempts (None: off); ``store``: the
+    ring's port (None: a :class:`PostgresStore` over ``db`` with the settings' claim
+    strategy; given, it brings its own worker id, and ``db`` may be None)."""
+    if store is None:
+        store = postgres_store(db, settings, region=region, worker_id=worker_id)
     if dispatchers is None:
         dispatchers = default_dispatchers(
             allow_private=settings.allow_private_targets,
@@ -71,21 +81,39 @@ def build_worker(
             clock=clock,
         )
     pipeline = Pipeline(
-        configs=ConfigCache(db, settings.config_cache_ttl_sec, monotonic),
-        secrets=SecretCache(db, secret_box, settings.secret_cache_ttl_sec, monotonic),
+        configs=ConfigCache(store, settings.config_cache_ttl_sec, monotonic),
+        secrets=SecretCache(store, secret_box, settings.secret_cache_ttl_sec, monotonic),
         clock=clock,
         rand=rand,
         rotation_window=timedelta(seconds=settings.signing_rotation_window_sec),
         tracing=tracing,
     )
     return Worker(
-        db,
         settings,
-        strategy=claim_strategy(settings.claim_strategy, region),
+        store=store,
         pipeline=pipeline,
         dispatchers=dispatchers,
-        worker_id=worker_id,
+        db=db,
         tracing=tracing,
+        clock=monotonic,
+    )
+
+
+def postgres_store(
+    db: Database | None,
+    settings: Settings,
+    *,
+    region: RegionFilter = ALL_REGIONS,
+    worker_id: str | None = None,
+) -> PostgresStore:
+    """The deployed worker's store: ``db`` with ``TE_CLAIM_STRATEGY``'s claim."""
+    if db is None:
+        raise ConfigurationError("a worker needs a database or a store")
+    return PostgresStore(
+        db,
+        worker_id or new_worker_id(),
+        claim_strategy(settings.claim_strategy, region),
+        operator_endpoint=settings.operator_endpoint,
     )
 
 
@@ -148,7 +176,7 @@ class LambdaWorker:
         beside = lambda_heartbeat(
             worker,
             settings,
-            worker.db,
+            worker.database(),
             # Not dead: the next invocation comes within the schedule's period.
             next_invocation_in=self._next_invocation_in,
             hosted=self._hosted,

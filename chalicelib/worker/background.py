@@ -45,7 +45,7 @@ METRICS_INTERVAL_SEC = 15.0
 
 def worker_counters(worker: Worker) -> dict[str, int]:
     """What the ``worker_metrics`` log line and the metrics port show."""
-    pool = worker.db.stats
+    pool = worker.database().stats
     held, awaiting_record = worker.occupancy
     return {
         "in_flight": held,
@@ -144,7 +144,7 @@ def running_background(worker: Worker, settings: Settings) -> Iterator[None]:
     """Run the background loops while the block runs; a final DEAD heartbeat at the end."""
     server = metrics_server(worker, settings)
     try:
-        with running(background_loops(worker, settings, worker.db), "te-worker-background"):
+        with running(background_loops(worker, settings, worker.database()), "te-worker-background"):
             yield
     finally:
         if server is not None:

@@ -19,9 +19,8 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from chalicelib.crypto import SecretBox
-from chalicelib.db.connection import Database
-from chalicelib.db.queries import queries
 from chalicelib.errors import SecretKeyError
+from chalicelib.worker.store import StoredSecret, WorkerStore
 
 V = TypeVar("V")
 
@@ -58,19 +57,16 @@ class ConfigCache:
     """Config values by name; a missing config reads as None and is not cached."""
 
     def __init__(
-        self, db: Database, ttl: float, clock: Callable[[], float] = time.monotonic
+        self, store: WorkerStore, ttl: float, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self._db = db
+        self._store = store
         self._cache: TtlCache[dict[str, Any]] = TtlCache(ttl, clock)
 
     def get(self, name: str) -> dict[str, Any] | None:
         cached = self._cache.get(name)
         if cached is not None:
             return cached
-        row = self._db.transaction(
-            lambda tx: tx.one(queries["worker_config_values"], name=name), name="config_values"
-        )
-        values = None if row is None else dict(row["values_json"])
+        values = self._store.config_values(name)
         if values is not None:
             self._cache.put(name, values)
         return values
@@ -91,12 +87,12 @@ class SecretCache:
 
     def __init__(
         self,
-        db: Database,
+        store: WorkerStore,
         box: Callable[[], SecretBox],
         ttl: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._db = db
+        self._store = store
         self._box = box
         self._cache: TtlCache[CachedSecret] = TtlCache(ttl, clock)
 
@@ -115,25 +111,21 @@ class SecretCache:
             else:
                 found[name] = entry
         if missing:
-            rows = self._db.transaction(
-                lambda tx: tx.run(queries["worker_secret_values"], names=missing),
-                name="secret_values",
-            )
             box = self._box()
-            for row in rows:
-                entry = _decrypted(box, row)
-                self._cache.put(row["name"], entry)
-                found[row["name"]] = entry
+            for stored in self._store.secrets(missing):
+                entry = _decrypted(box, stored)
+                self._cache.put(stored.name, entry)
+                found[stored.name] = entry
         return found
 
 
-def _decrypted(box: SecretBox, row: Mapping[str, Any]) -> CachedSecret:
-    """The row decrypted. A previous value that no longer decrypts (its encryption key was
-    retired) is dropped: it only ever adds a second signature."""
-    name, previous = row["name"], row["previous_encrypted_value"]
-    value = box.decrypt(name, row["encrypted_value"])
+def _decrypted(box: SecretBox, stored: StoredSecret) -> CachedSecret:
+    """The secret decrypted. A previous value that no longer decrypts (its encryption key
+    was retired) is dropped: it only ever adds a second signature."""
+    name, previous = stored.name, stored.previous_encrypted_value
+    value = box.decrypt(name, stored.encrypted_value)
     try:
         old = None if previous is None else box.decrypt(name, previous)
     except SecretKeyError:
         old = None
-    return CachedSecret(value=value, previous=old, rotated_at=row["rotated_at"])
+    return CachedSecret(value=value, previous=old, rotated_at=stored.rotated_at)

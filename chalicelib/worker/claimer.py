@@ -2,9 +2,9 @@
 
 It waits in the ledger for room (free slots, and those whose attempts are being recorded:
 :meth:`~chalicelib.worker.holdings.Holdings.claimable`), reserves that room
-(:class:`~chalicelib.worker.room.Room`), claims up to it in one statement
-(:class:`~chalicelib.worker.statements.ClaimStatements`) and hands what it took to the
-:class:`~chalicelib.worker.starter.Starter`, which holds it and starts the deliveries.
+(:class:`~chalicelib.worker.room.Room`), claims up to it through the worker's store
+(:meth:`~chalicelib.worker.store.WorkerStore.claim`, one commit) and hands what it took to
+the :class:`~chalicelib.worker.starter.Starter`, which holds it and starts the deliveries.
 
 The finalizer claims too, where it records (a refill, in the same room): one commit
 records a batch and refills the slots it frees. With a strategy that records and claims in
@@ -24,9 +24,9 @@ from chalicelib.worker.flow import Controls
 from chalicelib.worker.idle import IdleWait
 from chalicelib.worker.models import ClaimedExecution
 from chalicelib.worker.reporting import ClaimLoopHealth
-from chalicelib.worker.room import ClaimPlan, Room
+from chalicelib.worker.room import Room
 from chalicelib.worker.starter import Starter
-from chalicelib.worker.statements import ClaimStatements
+from chalicelib.worker.store import ClaimPlan, WorkerStore
 
 
 class Claimer:
@@ -34,7 +34,7 @@ class Claimer:
 
     def __init__(
         self,
-        statements: ClaimStatements,
+        store: WorkerStore,
         room: Room,
         starter: Starter,
         *,
@@ -44,7 +44,7 @@ class Claimer:
     ) -> None:
         """``controls``: the endpoints left out of the claim, re-read once per poll interval
         (its :attr:`~chalicelib.worker.flow.Controls.interval`, this loop's too)."""
-        self.statements = statements
+        self.store = store
         self._room = room
         self._starter = starter
         self._controls = controls
@@ -70,13 +70,13 @@ class Claimer:
     def run_once(self) -> int:
         """Claim up to the room once and start the deliveries; returns how many."""
         self._controls.refresh()
-        taken = self._claim_own(self.statements.claim)
+        taken = self._claim_own(self.store.claim)
         if taken is None:
             return 0  # no room: a metered claim that is due stays due
         # Started already: a failure of the metered claim must not strand these.
         names = self._controls.metered_due()  # flow-controlled endpoints, when one is due
         if names:
-            taken += self._claim_own(lambda plan: self.statements.claim_metered(plan, names)) or 0
+            taken += self._claim_own(lambda plan: self.store.claim_metered(plan, names)) or 0
         return taken
 
     def _wait_for_room(self, stopping: Callable[[], bool]) -> bool:
@@ -100,4 +100,4 @@ class Claimer:
         the finalizer's record refills them (PostgreSQL), unless flow-controlled endpoints
         exist, whose metered claim only this loop makes (left only free slots, it could
         wait behind refills that keep every slot busy)."""
-        return not self.statements.records_with_claim or bool(self._controls.metered)
+        return not self.store.records_with_claim or bool(self._controls.metered)

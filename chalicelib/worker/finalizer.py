@@ -6,27 +6,30 @@ puts finished executions (sent, or finished without a send) on a
 written, each is released in the ledger, and the slots a batch frees are refilled inside
 the batch's statement or transaction.
 
-A writer thread writes everything that is ready with one ``worker_finalize_batch``
-statement, so a burst of N finished deliveries costs one commit instead of N (the commit
-rate of the database is the ceiling otherwise). :data:`WRITERS` writers drain the queue,
-so a finished execution waits for a free writer rather than for the whole batch ahead of
-it: a worker's slot is held until its attempt is recorded, so the time to record is part
-of every slot's cycle. Nothing waits on a timer.
+A writer thread writes everything that is ready with one record through the worker's store
+(:meth:`~chalicelib.worker.store.WorkerStore.record`: on PostgreSQL one
+``worker_finalize_batch`` statement), so a burst of N finished deliveries costs one commit
+instead of N (the commit rate of the database is the ceiling otherwise). :data:`WRITERS`
+writers drain the queue, so a finished execution waits for a free writer rather than for
+the whole batch ahead of it: a worker's slot is held until its attempt is recorded, so the
+time to record is part of every slot's cycle. Nothing waits on a timer.
 
 A writer also claims, in the statement or transaction that records a batch, as many
 executions as there are slots free once it commits: it reserves that room in the worker's
-:class:`~chalicelib.worker.room.Room`, claims through the worker's
-:class:`~chalicelib.worker.statements.ClaimStatements`, and hands back what it took (or,
-if the commit failed, the bare reservation) through one call, :meth:`Handback.start`. One
-durable commit records a batch and refills its slots, so a worker's slot cycle costs one
-commit, not a finalize and a claim. On PostgreSQL a batch nothing follows is recorded and
-refilled by one statement (worker_record_and_claim); a batch something follows, or any
-batch in CockroachDB's configuration, takes a transaction or records alone.
+:class:`~chalicelib.worker.room.Room`, passes that plan to the store's record, and hands
+back what it took (or, if the commit failed, the bare reservation) through one call,
+:meth:`Handback.start`. One durable commit records a batch and refills its slots, so a
+worker's slot cycle costs one commit, not a finalize and a claim. On PostgreSQL a batch
+nothing follows is recorded and refilled by one statement (worker_record_and_claim); a
+batch something follows, or any batch in CockroachDB's configuration, takes a transaction
+or records alone.
 
 An execution that ended with a callback, or as the child of a batch, gets what follows
 it (:mod:`chalicelib.services.callbacks`) in the same transaction as its final status. An
 HTTP attempt answered 410 Gone pauses its endpoint in the transaction that records it
-(:mod:`chalicelib.services.auto_pause`); a batch without one sends nothing more.
+(:mod:`chalicelib.services.auto_pause`); a batch without one sends nothing more. What is
+sent for each is :class:`~chalicelib.worker.postgres.PostgresStore`'s; this module keeps
+the retries, the isolation of a result that fails and the shutdown.
 
 If the database is down (or contended, or fails the same way for any result) the batch is
 retried with backoff until it is written or the worker abandons it at shutdown; abandoned
@@ -46,28 +49,20 @@ it. The writer threads never die on a result. Their state goes to the worker's
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import threading
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Protocol
 
-from chalicelib.db.connection import Row, Transaction
 from chalicelib.db.faults import is_row_fault
-from chalicelib.db.queries import queries
-from chalicelib.domain.auto_pause import PausedReason
 from chalicelib.domain.loops import fault_reason
 from chalicelib.logs import FailureLog
 from chalicelib.runtime.registry import LoopRegistry
-from chalicelib.services import auto_pause, callbacks, keys
 from chalicelib.worker.finished import FinishedQueue
 from chalicelib.worker.ledger import Ledger
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 from chalicelib.worker.reporting import FINALIZE_LOOP
-from chalicelib.worker.room import ClaimPlan, Room
-from chalicelib.worker.statements import ClaimStatements
+from chalicelib.worker.room import Room
+from chalicelib.worker.store import ClaimPlan, Recording, WorkerStore
 
 log = logging.getLogger(__name__)
 
@@ -91,27 +86,21 @@ class Finalizer:
 
     def __init__(
         self,
-        statements: ClaimStatements,
+        store: WorkerStore,
         ledger: Ledger,
         finished: FinishedQueue,
         *,
         room: Room,
         handback: Handback,
         registry: LoopRegistry | None = None,
-        operator_endpoint: str | None = None,
     ) -> None:
-        """``statements``: the worker's database, id and claims (a refill's);
-        ``operator_endpoint``: where the event of a pause a 410 Gone causes is sent
-        (``TE_OPERATOR_ENDPOINT``; None: nowhere)."""
-        self._db = statements.db
-        self._worker_id = statements.worker_id
-        self._statements = statements
+        """``store``: where batches are recorded and refills claimed (the worker's)."""
+        self._store = store
         self._ledger = ledger
         self._finished = finished
         self._room = room
         self._handback = handback
         self._registry = registry or LoopRegistry()
-        self._operator_endpoint = operator_endpoint
         self._abandon = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -186,12 +175,14 @@ class Finalizer:
         """Write ``batch`` (and, with ``refill``, claim into the slots it frees), retrying
         other failures with back-off until written or abandoned at shutdown; a failure a
         result can cause is raised to :meth:`_write`."""
-        write = _Write.of(batch, combined=self._statements.records_with_claim)
+        recording = Recording.of(batch)
+        # A batch sent alone refills only where the store records and claims at once.
+        refills = refill and (not recording.alone or self._store.records_with_claim)
         delay = 0.05
         while True:
-            plan = self._room.reserve_refill() if refill and write.refills else None
+            plan = self._room.reserve_refill() if refills else None
             try:
-                applied, claimed = self._send(write, plan)
+                applied, claimed = self._store.record(recording, plan)
             except BaseException as exc:
                 if plan is not None:
                     self._handback.start(plan, [])  # nothing claimed: the room goes back
@@ -205,25 +196,6 @@ class Finalizer:
             self._failures.succeeded()
             self._registry.running(FINALIZE_LOOP)
             return applied, plan, claimed
-
-    def _send(
-        self, write: _Write, plan: ClaimPlan | None
-    ) -> tuple[set[str], list[ClaimedExecution]]:
-        """One try: the batch alone in one statement (with the refill where the claim
-        strategy records with it), or in a transaction with what follows it."""
-        if write.alone and plan is not None:
-            return self._record_and_claim(write.payload, plan)
-        if write.alone:
-            return _ids(self._finalize_alone(write.payload)), []
-        work = functools.partial(
-            self._finalize_and_claim,
-            payload=write.payload,
-            plan=plan,
-            holds=write.holds,
-            gone=write.gone,
-        )
-        rows, claimed = self._db.transaction(work, name="worker_finalize_batch")
-        return _ids(rows), claimed
 
     def _gives_up(self, exc: BaseException, count: int) -> bool:
         """After an outage, contention, or a failure no row causes (a permission): every
@@ -239,121 +211,5 @@ class Finalizer:
         self._registry.failed(FINALIZE_LOOP, exc)
         return False
 
-    def _finalize_alone(self, payload: str) -> list[Row]:
-        """``worker_finalize_batch`` sent alone, without BEGIN/SET/COMMIT: one round trip
-        instead of four, at the worker pool's READ COMMITTED (wiring.process.ISOLATION). Sent
-        twice after a lost connection, the second finds nothing RUNNING and changes nothing."""
-        return self._db.transaction(
-            lambda tx: tx.run(
-                queries["worker_finalize_batch"],
-                results=payload,
-                worker_id=self._worker_id,
-                writer=_writer(self._worker_id),
-            ),
-            name="worker_finalize_batch",
-            single=True,
-        )
-
-    def _record_and_claim(
-        self, payload: str, plan: ClaimPlan
-    ) -> tuple[set[str], list[ClaimedExecution]]:
-        """The batch recorded and its slots refilled by one statement, sent alone like
-        :meth:`_finalize_alone` (worker_record_and_claim). Sent twice after a lost
-        connection, the record changes nothing the second time; what the first one claimed
-        stays RUNNING under this worker until its lease runs out, as after any claim whose
-        answer is lost."""
-        record = {"results": payload, "writer": _writer(self._worker_id)}
-        return self._db.transaction(
-            lambda tx: self._statements.record_and_claim(tx, plan, record),
-            name="worker_record_and_claim",
-            single=True,
-        )
-
-    def _finalize_and_claim(
-        self,
-        tx: Transaction,
-        payload: str,
-        plan: ClaimPlan | None,
-        holds: dict[str, int],
-        gone: list[str],
-    ) -> tuple[list[Row], list[ClaimedExecution]]:
-        rows = _finalize(tx, payload, self._worker_id)
-        # Before the refill claim, which then passes over the held and paused endpoints.
-        if holds:
-            tx.execute(queries["worker_hold_endpoints"], holds=json.dumps(holds))
-        if gone:
-            now = datetime.now(UTC)
-            auto_pause.pause(
-                tx, gone, PausedReason.GONE, now=now, operator_endpoint=self._operator_endpoint
-            )
-        if plan is None:
-            return rows, []
-        return rows, self._statements.claim_in(tx, plan)
-
     def is_alive(self) -> bool:
         return any(thread.is_alive() for thread in self._threads)
-
-
-def _ids(rows: list[Row]) -> set[str]:
-    return {row["execution_id"] for row in rows}
-
-
-@dataclass(frozen=True, slots=True)
-class _Write:
-    """How a batch of results is written: its payload, the Retry-After holds and 410s it
-    carries, and whether it goes alone (nothing follows these ends and no endpoint is held
-    or gone: one statement, which also refills the slots it frees where the claim strategy
-    can) and so whether a refill is planned for it."""
-
-    payload: str
-    holds: dict[str, int]
-    gone: list[str]
-    alone: bool
-    refills: bool
-
-    @classmethod
-    def of(cls, batch: list[FinishedExecution], *, combined: bool) -> _Write:
-        holds = _holds(batch)
-        gone = sorted({f.endpoint for f in batch if f.gone})
-        alone = not holds and not gone and not any(f.follows for f in batch)
-        return cls(
-            payload=json.dumps([f.to_json() for f in batch], separators=(",", ":")),
-            holds=holds,
-            gone=gone,
-            alone=alone,
-            refills=not alone or combined,
-        )
-
-
-def _holds(batch: list[FinishedExecution]) -> dict[str, int]:
-    """endpoint -> the longest Retry-After hold its results in ``batch`` ask for."""
-    holds: dict[str, int] = {}
-    for finished in batch:
-        if finished.hold_ms is not None:
-            holds[finished.endpoint] = max(holds.get(finished.endpoint, 0), finished.hold_ms)
-    return holds
-
-
-def _finalize(tx: Transaction, payload: str, worker_id: str) -> list[Row]:
-    tx.execute(queries["worker_read_committed"])
-    rows = tx.run(
-        queries["worker_finalize_batch"],
-        results=payload,
-        worker_id=worker_id,
-        writer=_writer(worker_id),
-    )
-    # What follows an ended execution (a callback job, a batch's on_complete) is written
-    # in this transaction, with the final status; only rows that have one cost anything.
-    ended = [row["execution_id"] for row in rows if row["callback"]]
-    batches = [row["batch_id"] for row in rows if row["batch_id"]]
-    if ended or batches:
-        callbacks.follow_up(tx, execution_ids=ended, batch_ids=batches)
-    # A keyed execution that ended releases the next one of its key, in this transaction.
-    keys.changed(tx, keys.keyed_ids(rows))
-    return rows
-
-
-def _writer(worker_id: str) -> str:
-    """Whose summary rows a finalize adds to (delivery_counts.writer): this worker's writer
-    thread, the only one that writes them, so no two transactions update one row."""
-    return f"{worker_id}/{threading.current_thread().name}"

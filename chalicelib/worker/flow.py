@@ -9,7 +9,9 @@ oldest executions would otherwise fill every claim and starve the rest), each wo
 them once per poll interval (:class:`Controls`, one small indexed query) and passes them
 with the endpoints at their share.
 
-Flow-controlled endpoints are claimed by :class:`MeteredClaim`, in a transaction of three
+Flow-controlled endpoints are claimed by the store's metered claim
+(:meth:`~chalicelib.worker.store.WorkerStore.claim_metered`; on PostgreSQL
+:class:`~chalicelib.worker.strategies.MeteredClaim`), in a transaction of three
 statements that only exists when such endpoints do: lock and refill their cluster-wide
 state (``endpoint_flow``), claim within the rate limit's tokens and ``max_concurrency``,
 debit the tokens taken. The lock serializes the metered claims of an endpoint across all
@@ -19,16 +21,11 @@ per claim (a batch), never per delivery.
 
 from __future__ import annotations
 
-import json
-import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
-from chalicelib.db.connection import Database, Transaction
-from chalicelib.db.queries import queries
-from chalicelib.worker.models import ClaimedExecution
-from chalicelib.worker.strategies import ClaimLimits
+from chalicelib.worker.store import Controlled
 
 #: Metered claims of one worker are at least this far apart (seconds), and an idle worker
 #: polls at least this often while flow-controlled endpoints exist: tokens are granted in
@@ -37,13 +34,23 @@ from chalicelib.worker.strategies import ClaimLimits
 METERED_INTERVAL = 0.05
 
 
+class ControlledEndpoints(Protocol):
+    """Where the controlled endpoints are read (the worker's
+    :class:`~chalicelib.worker.store.WorkerStore`)."""
+
+    def controlled(self) -> Controlled: ...
+
+
 class Controls:
     """The endpoints this worker keeps out of its fast claim, read once per poll interval."""
 
     def __init__(
-        self, db: Database, interval: float, clock: Callable[[], float] = time.monotonic
+        self,
+        store: ControlledEndpoints,
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._db = db
+        self._store = store
         self.interval = interval  #: the poll interval: how often they are read
         self._clock = clock
         self._next_read = 0.0
@@ -56,10 +63,10 @@ class Controls:
         now = self._clock()
         if not force and now < self._next_read:
             return
-        rows = self._db.statement(queries["worker_controlled_endpoints"])  # a read: one trip
+        controlled = self._store.controlled()
         self._next_read = now + self.interval
-        self.excluded = tuple(str(row["name"]) for row in rows)
-        self.metered = tuple(str(row["name"]) for row in rows if row["metered"])
+        self.excluded = controlled.excluded
+        self.metered = controlled.metered
 
     def metered_due(self) -> tuple[str, ...]:
         """The flow-controlled endpoints, if a metered claim is due now (else empty)."""
@@ -72,62 +79,3 @@ class Controls:
     def idle_sleep(self, poll_interval: float) -> float:
         """How long an idle worker sleeps: shorter while metered claims are to be made."""
         return min(poll_interval, METERED_INTERVAL) if self.metered else poll_interval
-
-
-class MeteredClaim:
-    """Claims flow-controlled endpoints within their cluster-wide limits (both strategies:
-    the endpoint_flow lock, not SKIP LOCKED, keeps two workers apart)."""
-
-    def claim(
-        self,
-        db: Database,
-        worker_id: str,
-        batch: int,
-        limits: ClaimLimits,
-        names: tuple[str, ...],
-    ) -> list[ClaimedExecution]:
-        def work(tx: Transaction) -> list[ClaimedExecution]:
-            # Row locks and a fresh snapshot per statement: see worker_claim_metered.
-            tx.execute(queries["worker_read_committed"])
-            return self.claim_in(tx, worker_id, batch, limits, names)
-
-        return db.transaction(work, name="worker_claim_metered")
-
-    def claim_in(
-        self,
-        tx: Transaction,
-        worker_id: str,
-        batch: int,
-        limits: ClaimLimits,
-        names: tuple[str, ...],
-    ) -> list[ClaimedExecution]:
-        refilled = tx.run(queries["worker_flow_refill"], names=sorted(names))
-        allow = {
-            str(row["endpoint"]): math.floor(float(row["tokens"]))
-            for row in refilled
-            if row["rate_limited"]
-        }
-        params = limits.params()
-        rows = tx.run(
-            queries["worker_claim_metered"],
-            names=sorted(names),
-            allow=_json(allow),
-            batch=batch,
-            worker_id=worker_id,
-            lease_ms=params["lease_ms"],
-            default_cap=params["default_cap"],
-            busy=params["busy"],
-            pending=params["pending"],
-        )
-        claimed = [ClaimedExecution.from_row(row) for row in rows]
-        taken: dict[str, int] = {}
-        for execution in claimed:
-            if execution.endpoint in allow:
-                taken[execution.endpoint] = taken.get(execution.endpoint, 0) + 1
-        if taken:
-            tx.execute(queries["worker_flow_debit"], taken=_json(taken))
-        return claimed
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from chalicelib.worker.models import ClaimedExecution
-from chalicelib.worker.strategies import ClaimLimits
+from chalicelib.worker.store import ClaimLimits
 
 #: A delivery is sent only if its lease has at least this share of a lease left (slack for
 #: the time between the check and the request reaching the target, and for clock rates).

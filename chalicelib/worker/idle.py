@@ -33,7 +33,8 @@ class SleepStats:
 class IdleWait:
     """The idle sleep, what ends it early, and how the sleeps ended."""
 
-    def __init__(self, db: Database, wakeup_notify: str) -> None:
+    def __init__(self, db: Database | None, wakeup_notify: str) -> None:
+        """``db``: the pool a LISTEN connection is opened from (None: polling only)."""
         self._db = db
         self._wakeup_notify = wakeup_notify
         self._wake = threading.Event()
@@ -60,6 +61,8 @@ class IdleWait:
 
         An accelerator: if the database cannot tell its flavor now, the worker polls only.
         """
+        if self._db is None:
+            return None
         try:
             if not notify.enabled(self._db, self._wakeup_notify):
                 return None

@@ -2,7 +2,8 @@
 
 Every held execution has a lease in the database (``executions.lease_expires_at``). Each
 round asks the :class:`~chalicelib.worker.ledger.Ledger` which leases are due (a third of a
-lease old: :data:`~chalicelib.worker.holdings.RENEW_SHARE`), renews them in one statement,
+lease old: :data:`~chalicelib.worker.holdings.RENEW_SHARE`), renews them through the
+worker's store (:meth:`~chalicelib.worker.store.WorkerStore.renew`: one statement),
 and tells the ledger which were kept and which were lost to the reclaimer (those are not
 sent).
 """
@@ -12,21 +13,19 @@ from __future__ import annotations
 import logging
 import threading
 
-from chalicelib.db.connection import Database, Row, Transaction
-from chalicelib.db.queries import queries
 from chalicelib.errors import DatabaseError
 from chalicelib.worker.holdings import RENEW_SHARE
 from chalicelib.worker.ledger import Ledger
+from chalicelib.worker.store import WorkerStore
 
 log = logging.getLogger("chalicelib.worker")
 
 
 class LeaseKeeper:
-    """A thread that renews the leases of what the ledger holds, one statement per round."""
+    """A thread that renews the leases of what the ledger holds, one store call per round."""
 
-    def __init__(self, db: Database, worker_id: str, ledger: Ledger) -> None:
-        self._db = db
-        self._worker_id = worker_id
+    def __init__(self, store: WorkerStore, ledger: Ledger) -> None:
+        self._store = store
         self._ledger = ledger
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -59,16 +58,8 @@ class LeaseKeeper:
         return lost
 
     def _renew(self, ids: list[str]) -> set[str]:
-        """The round's one statement, sent alone like the claim (guarded: safe to apply
-        twice); returns the executions whose leases were kept."""
-        lease_ms = int(self._ledger.lease_sec * 1000)
-
-        def renew(tx: Transaction) -> list[Row]:
-            sql = queries["worker_renew_leases"]
-            return tx.run(sql, ids=ids, worker_id=self._worker_id, lease_ms=lease_ms)
-
-        rows = self._db.transaction(renew, name="worker_renew_leases", single=True)
-        return {row["execution_id"] for row in rows}
+        """The round's one renewal; returns the executions whose leases were kept."""
+        return self._store.renew(ids, int(self._ledger.lease_sec * 1000))
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):

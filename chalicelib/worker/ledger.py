@@ -21,7 +21,7 @@ from chalicelib.worker.holdings import Holdings
 from chalicelib.worker.models import ClaimedExecution, FinishedExecution
 from chalicelib.worker.reporting import log_finalized
 from chalicelib.worker.send_slots import SendSlots
-from chalicelib.worker.strategies import ClaimLimits
+from chalicelib.worker.store import ClaimLimits
 
 #: Claim once at least 1/MIN_BATCH_SHARE of the capacity is free (or after
 #: CLAIM_LINGER_SEC): fewer, larger claims mean fewer commits per delivered execution.

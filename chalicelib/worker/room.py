@@ -15,21 +15,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Protocol
 
 from chalicelib.worker.ledger import Ledger
 from chalicelib.worker.models import ClaimedExecution
-from chalicelib.worker.strategies import ClaimLimits
+from chalicelib.worker.store import ClaimPlan
 
-
-@dataclass(frozen=True)
-class ClaimPlan:
-    """A claim's reserved room, sized before the transaction that runs it."""
-
-    room: int
-    limits: ClaimLimits
-    started: float  #: the ledger's clock before the transaction (the lease's local start)
+__all__ = ["ClaimPlan", "Exclusions", "Room"]
 
 
 class Exclusions(Protocol):

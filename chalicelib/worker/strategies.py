@@ -16,16 +16,18 @@ frees in one statement (:meth:`SkipLockedClaim.record_and_claim`: worker_record_
 twice), so its finalizer records alone and the claimer claims.
 
 Both commit before returning, so no transaction is ever held across a delivery. Both take
-:class:`ClaimLimits`: the lease a claim starts and the per-endpoint fairness caps. The
-worker's stages send them through :class:`~chalicelib.worker.statements.ClaimStatements`.
+:class:`~chalicelib.worker.store.ClaimLimits`: the lease a claim starts and the
+per-endpoint fairness caps. Flow-controlled endpoints are claimed by :class:`MeteredClaim`
+(:mod:`chalicelib.worker.flow` says why). The worker's stages send them all through their
+store, :class:`~chalicelib.worker.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from chalicelib.db.connection import Database, Row, Transaction
@@ -34,40 +36,17 @@ from chalicelib.db.shapes import shaped
 from chalicelib.domain.regions import ALL_REGIONS, RegionFilter
 from chalicelib.errors import ConfigurationError
 from chalicelib.worker.models import ClaimedExecution
+from chalicelib.worker.store import NO_LIMITS, ClaimLimits
 
-
-@dataclass(frozen=True, kw_only=True)
-class ClaimLimits:
-    """What a claim may take besides its batch size, and the lease it starts."""
-
-    lease_ms: int = 300_000  #: TE_STUCK_EXECUTION_TIMEOUT_SEC
-    default_cap: int = 10_000  #: per-endpoint cap when the endpoint sets no max_concurrent
-    full: tuple[str, ...] = ()  #: endpoints at their cap in this worker: not claimed
-    busy: Mapping[str, int] = field(default_factory=dict)  #: endpoint -> deliveries held
-    #: Endpoints paused, held or flow-controlled as this worker last read them
-    #: (:mod:`chalicelib.worker.flow`): kept out of the fast claim's LIMIT like ``full``.
-    excluded: tuple[str, ...] = ()
-    #: Room of this worker's other claims in flight (taken from any endpoint, as far as this
-    #: one knows): every endpoint's share is that much smaller (:mod:`chalicelib.worker.room`).
-    pending: int = 0
-
-    def params(self) -> dict[str, Any]:
-        return {
-            "lease_ms": self.lease_ms,
-            "default_cap": self.default_cap,
-            "full": [*self.full, *self.excluded],
-            "busy": json.dumps(self.busy, separators=(",", ":")),
-            "pending": self.pending,
-        }
-
-    @property
-    def capped(self) -> bool:
-        """An endpoint is at its cap here: the candidates come per endpoint, not from the walk
-        past its backlog (the ``_capped`` statements, worker_capped.sql)."""
-        return bool(self.full)
-
-
-NO_LIMITS = ClaimLimits()
+__all__ = [
+    "NO_LIMITS",
+    "ClaimLimits",
+    "ClaimStrategy",
+    "ConditionalUpdateClaim",
+    "MeteredClaim",
+    "SkipLockedClaim",
+    "claim_strategy",
+]
 
 
 def render(name: str, region: RegionFilter) -> Query:
@@ -240,3 +219,62 @@ def claim_strategy(name: str, region: RegionFilter = ALL_REGIONS) -> ClaimStrate
     if name == "conditional_update":
         return ConditionalUpdateClaim(region)
     raise ConfigurationError(f"unknown claim strategy {name!r}")
+
+
+class MeteredClaim:
+    """Claims flow-controlled endpoints within their cluster-wide limits (both strategies:
+    the endpoint_flow lock, not SKIP LOCKED, keeps two workers apart)."""
+
+    def claim(
+        self,
+        db: Database,
+        worker_id: str,
+        batch: int,
+        limits: ClaimLimits,
+        names: tuple[str, ...],
+    ) -> list[ClaimedExecution]:
+        def work(tx: Transaction) -> list[ClaimedExecution]:
+            # Row locks and a fresh snapshot per statement: see worker_claim_metered.
+            tx.execute(queries["worker_read_committed"])
+            return self.claim_in(tx, worker_id, batch, limits, names)
+
+        return db.transaction(work, name="worker_claim_metered")
+
+    def claim_in(
+        self,
+        tx: Transaction,
+        worker_id: str,
+        batch: int,
+        limits: ClaimLimits,
+        names: tuple[str, ...],
+    ) -> list[ClaimedExecution]:
+        refilled = tx.run(queries["worker_flow_refill"], names=sorted(names))
+        allow = {
+            str(row["endpoint"]): math.floor(float(row["tokens"]))
+            for row in refilled
+            if row["rate_limited"]
+        }
+        params = limits.params()
+        rows = tx.run(
+            queries["worker_claim_metered"],
+            names=sorted(names),
+            allow=_json(allow),
+            batch=batch,
+            worker_id=worker_id,
+            lease_ms=params["lease_ms"],
+            default_cap=params["default_cap"],
+            busy=params["busy"],
+            pending=params["pending"],
+        )
+        claimed = [ClaimedExecution.from_row(row) for row in rows]
+        taken: dict[str, int] = {}
+        for execution in claimed:
+            if execution.endpoint in allow:
+                taken[execution.endpoint] = taken.get(execution.endpoint, 0) + 1
+        if taken:
+            tx.execute(queries["worker_flow_debit"], taken=_json(taken))
+        return claimed
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))

@@ -5,7 +5,7 @@
                    └────────── Handback.start (a refill: what it claimed) ──────┘
 
 * :class:`~chalicelib.worker.claimer.Claimer` waits for room, reserves it and claims into
-  it (:class:`~chalicelib.worker.statements.ClaimStatements`);
+  it (through the worker's store);
 * :class:`~chalicelib.worker.starter.Starter` holds what a claim took, resolves each
   request and hands them to the delivery loop;
 * :class:`~chalicelib.worker.deliveries.DeliveryLoop` sends each once a send slot is
@@ -28,6 +28,14 @@ its result is on its way to the database), what it cannot start stays QUEUED
 (cancellable, and free for an idle worker), and a crash redelivers at most its capacity.
 :class:`~chalicelib.worker.leases.LeaseKeeper` renews the leases of what is held.
 
+Every stage reaches the database through one port, the worker's
+:class:`~chalicelib.worker.store.WorkerStore` (claims, records, renewals, the controlled
+endpoints, configs and secrets): :class:`~chalicelib.worker.postgres.PostgresStore` in a
+deployed worker, :class:`~chalicelib.worker.memory.InMemoryStore` in tests of the stages.
+The :class:`~chalicelib.db.connection.Database` a worker may also hold is its pool for what
+is not the ring's: the LISTEN accelerator (:mod:`chalicelib.worker.idle`) and the
+background loops (heartbeat, metrics).
+
 :class:`Worker` builds the ring and runs it: :meth:`Worker.run` in any thread, then
 :meth:`Worker.drain` and :meth:`Worker.close`.
 """
@@ -36,10 +44,12 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable, Mapping
 
 from chalicelib.db import notify
 from chalicelib.db.connection import Database
+from chalicelib.errors import ConfigurationError
 from chalicelib.runtime.registry import LoopRegistry
 from chalicelib.settings import Settings
 from chalicelib.tracing import Tracing
@@ -54,12 +64,11 @@ from chalicelib.worker.idle import IdleWait, SleepStats
 from chalicelib.worker.leases import LeaseKeeper
 from chalicelib.worker.ledger import Ledger
 from chalicelib.worker.pipeline import Pipeline
-from chalicelib.worker.reporting import ClaimLoopHealth, new_worker_id
+from chalicelib.worker.reporting import ClaimLoopHealth
 from chalicelib.worker.room import Room
 from chalicelib.worker.send_slots import SendSlots
 from chalicelib.worker.starter import Starter
-from chalicelib.worker.statements import ClaimStatements
-from chalicelib.worker.strategies import ClaimStrategy
+from chalicelib.worker.store import WorkerStore
 
 
 class Worker:
@@ -67,27 +76,30 @@ class Worker:
 
     def __init__(
         self,
-        db: Database,
         settings: Settings,
         *,
-        strategy: ClaimStrategy,
+        store: WorkerStore,
         pipeline: Pipeline,
         dispatchers: Mapping[str, Dispatcher],
-        worker_id: str | None = None,
+        db: Database | None = None,
         tracing: Tracing | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``store``: the ring's port to the database (its worker id is this worker's);
+        ``db``: the pool of the LISTEN accelerator and the background loops (None: neither,
+        as over an in-memory store); ``clock``: the ledger's (slots, shares, leases)."""
         self.db = db
-        self.worker_id = worker_id or new_worker_id()
+        self.store = store
+        self.worker_id = store.worker_id
         self.capacity = settings.worker_max_concurrent
         poll_interval = settings.worker_poll_interval_ms / 1000
         self._dispatchers = dispatchers
         self.loops = LoopRegistry()  #: its loops' states (claim, finalize), for its heartbeat
         self._idle = IdleWait(db, settings.wakeup_notify)
-        self.ledger = _ledger(settings, wake=self._idle.wake)
-        self.leases = LeaseKeeper(db, self.worker_id, self.ledger)
-        self.controls = Controls(db, poll_interval)
+        self.ledger = _ledger(settings, wake=self._idle.wake, clock=clock)
+        self.leases = LeaseKeeper(store, self.ledger)
+        self.controls = Controls(store, poll_interval)
         self.room = Room(self.ledger, self.controls)
-        statements = ClaimStatements(db, self.worker_id, strategy)
         finished = FinishedQueue()
         self._deliveries = DeliveryLoop(
             pipeline, dispatchers, ledger=self.ledger, recorder=finished
@@ -101,16 +113,15 @@ class Worker:
             tracing=tracing,
         )
         self._finalizer = Finalizer(
-            statements,
+            store,
             self.ledger,
             finished,
             room=self.room,
             handback=starter,
             registry=self.loops,
-            operator_endpoint=settings.operator_endpoint,
         )
         self.claimer = Claimer(
-            statements,
+            store,
             self.room,
             starter,
             controls=self.controls,
@@ -120,6 +131,12 @@ class Worker:
         self._stop = threading.Event()
 
     # -- what it holds and has done --------------------------------------------------------
+
+    def database(self) -> Database:
+        """The pool of its background loops (heartbeat, region, metrics)."""
+        if self.db is None:
+            raise ConfigurationError("this worker has no database pool (an in-memory store)")
+        return self.db
 
     @property
     def in_flight(self) -> int:
@@ -208,13 +225,14 @@ class Worker:
         self.leases.start()
 
 
-def _ledger(settings: Settings, wake: Callable[[], None]) -> Ledger:
+def _ledger(settings: Settings, wake: Callable[[], None], clock: Callable[[], float]) -> Ledger:
     """The worker's ledger, sized by ``TE_WORKER_MAX_CONCURRENT`` and shared out by
-    ``TE_WORKER_ENDPOINT_SHARE``; ``wake`` ends the claimer's idle sleep."""
+    ``TE_WORKER_ENDPOINT_SHARE`` on ``clock``; ``wake`` ends the claimer's idle sleep."""
     capacity = settings.worker_max_concurrent
     holdings = Holdings(
         capacity=capacity,
         default_cap=max(1, math.ceil(capacity * settings.worker_endpoint_share)),
         lease_sec=settings.stuck_execution_timeout_sec,
+        clock=clock,
     )
-    return Ledger(holdings, SendSlots(capacity), wake=wake)
+    return Ledger(holdings, SendSlots(capacity), wake=wake, clock=clock)

@@ -11,6 +11,7 @@ from chalicelib.domain.backoff import MAX_ENDPOINT_HOLD_MS, endpoint_hold_ms
 from chalicelib.domain.endpoints import parse_endpoint, validate_flow_control
 from chalicelib.errors import ValidationFailed
 from chalicelib.worker.flow import METERED_INTERVAL, Controls
+from chalicelib.worker.store import Controlled
 
 HOOK: dict[str, Any] = {
     "name": "hook",
@@ -77,20 +78,25 @@ def test_a_retry_after_holds_the_endpoint_at_most_an_hour(
     assert MAX_ENDPOINT_HOLD_MS == 3_600_000
 
 
-class _Db:
+class _Store:
+    """The controlled endpoints as a store lists them, and how often they were read."""
+
     def __init__(self, rows: list[dict[str, Any]]) -> None:
         self.rows = rows
         self.reads = 0
 
-    def statement(self, query: Any, **params: Any) -> list[dict[str, Any]]:
+    def controlled(self) -> Controlled:
         self.reads += 1
-        return self.rows
+        return Controlled(
+            excluded=tuple(row["name"] for row in self.rows),
+            metered=tuple(row["name"] for row in self.rows if row["metered"]),
+        )
 
 
 def test_controls_are_read_once_per_poll_interval_and_meter_at_their_pace() -> None:
     now = [100.0]
-    db = _Db([{"name": "a", "metered": True}, {"name": "p", "metered": False}])
-    controls = Controls(db, 0.2, clock=lambda: now[0])  # type: ignore[arg-type]
+    db = _Store([{"name": "a", "metered": True}, {"name": "p", "metered": False}])
+    controls = Controls(db, 0.2, clock=lambda: now[0])
 
     controls.refresh()
     controls.refresh()

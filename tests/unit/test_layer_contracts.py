@@ -45,6 +45,18 @@ VIOLATIONS = {
         "from chalicelib.scheduler.names import HOUSEKEEPER",
         "chalicelib.health.heartbeat -> chalicelib.scheduler.names",
     ),
+    # A stage sending SQL itself instead of through the worker's store.
+    "worker-port": (
+        "chalicelib/worker/leases.py",
+        "from chalicelib.db.queries import queries",
+        "chalicelib.worker.leases -> chalicelib.db.queries",
+    ),
+    # The composition root building the test store into the deployed worker.
+    "memory-store-for-tests": (
+        "chalicelib/wiring/worker.py",
+        "from chalicelib.worker.memory import InMemoryStore",
+        "chalicelib.wiring.worker -> chalicelib.worker.memory",
+    ),
     # A service reaching for the composition root instead of taking its collaborators.
     "root-at-entry-points": (
         "chalicelib/services/configs.py",

@@ -15,7 +15,7 @@ from chalicelib.db.queries import queries
 from chalicelib.scheduler.materializer import CronMaterializer
 from chalicelib.scheduler.reclaimer import StuckReclaimer
 from chalicelib.services import callbacks
-from chalicelib.worker.finalizer import _finalize
+from chalicelib.worker.postgres import _finalize
 from tests.support.api_client import ApiClient
 from tests.support.factories import register_endpoint
 from tests.support.served import HttpTarget, Reply

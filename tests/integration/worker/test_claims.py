@@ -11,6 +11,7 @@ from chalicelib.db.connection import Database
 from chalicelib.db.queries import Query
 from chalicelib.db.shapes import shaped
 from chalicelib.domain.regions import ALL_REGIONS
+from chalicelib.worker.postgres import PostgresStore
 from chalicelib.worker.strategies import (
     ClaimLimits,
     ConditionalUpdateClaim,
@@ -222,4 +223,6 @@ def test_the_runs_claim_strategy_reaches_the_worker(make_worker) -> None:
     # conditional_update: every worker the fixtures build follows the run's setting.
     expected = PROFILE.get("TE_CLAIM_STRATEGY", "skip_locked")
     worker = make_worker()
-    assert isinstance(worker.claimer.statements.strategy, type(claim_strategy(expected)))
+    store = worker.store
+    assert isinstance(store, PostgresStore)
+    assert isinstance(store.strategy, type(claim_strategy(expected)))

@@ -12,6 +12,7 @@ import pytest
 
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.domain.delivery import DeliveryOutcome, DeliveryRequest, succeeded
+from chalicelib.worker.postgres import PostgresStore
 from tests.support.seed.worker import attempts, claimed_execution, http_spec, seed, statuses
 from tests.support.waiting import wait_for
 from tests.support.worker_runs import run_until_delivered, settle
@@ -114,7 +115,7 @@ def test_a_slot_is_held_until_the_attempt_is_recorded(database: Database, make_w
         wait_for(lambda: len(dispatcher.seen), "2 sent", until=lambda n: n == 2)
         # The claimer's loop claims into the two slots being recorded, unless the record
         # itself refills them (PostgreSQL: worker_record_and_claim, stuck here with it).
-        ahead = 0 if worker.claimer.statements.records_with_claim else 2
+        ahead = 0 if worker.store.records_with_claim else 2
         assert worker.run_once() == ahead
         for _ in range(5):
             assert worker.run_once() == 0  # no free slot, and any batch ahead waits for slots
@@ -233,7 +234,7 @@ def test_a_batch_nothing_follows_is_recorded_and_refilled_by_one_statement(
         ids=seeded.execution_ids,
     )[0]
     assert (attempts["n"], attempts["e"]) == (300, 300)
-    if worker.claimer.statements.records_with_claim:
+    if worker.store.records_with_claim:
         assert combined and set(combined) <= {"te-finalizer-0", "te-finalizer-1"}
         assert worker.refills > 0
     else:
@@ -262,8 +263,9 @@ def test_a_refill_sized_while_another_claim_is_in_flight_gets_the_room_left(
         second = room.reserve_refill()
         assert second is not None and (second.room, second.limits.pending) == (3, 5)
 
-        statements = worker.claimer.statements
-        taken = database.transaction(lambda tx: statements.claim_in(tx, second))
+        store = worker.store
+        assert isinstance(store, PostgresStore)
+        taken = database.transaction(lambda tx: store.claim_in(tx, second))
         assert len(taken) == 3  # the endpoint's share (8) less the first refill's room (5)
         assert statuses(database, seeded.execution_ids) == {"RUNNING": 3, "QUEUED": 7}
         # Both end without holding anything (nothing is sent here): the reservations are

@@ -15,8 +15,7 @@ from chalicelib.db.queries import queries
 from chalicelib.scheduler.promoter import PARK_PAGE, DelayedPromoter
 from chalicelib.services.endpoints import EndpointService
 from chalicelib.services.metrics import MetricsService
-from chalicelib.worker.flow import MeteredClaim
-from chalicelib.worker.strategies import ClaimLimits, claim_strategy
+from chalicelib.worker.strategies import ClaimLimits, MeteredClaim, claim_strategy
 from tests.support.plans import bounded
 from tests.support.seed.worker import http_spec, seed
 

@@ -15,8 +15,7 @@ import pytest
 from chalicelib.db.connection import Database, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.services.endpoints import EndpointService
-from chalicelib.worker.flow import MeteredClaim
-from chalicelib.worker.strategies import ClaimLimits, claim_strategy
+from chalicelib.worker.strategies import ClaimLimits, MeteredClaim, claim_strategy
 from tests.support.seed.worker import (
     attempts,
     claimed_execution,
