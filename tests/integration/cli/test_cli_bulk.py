@@ -29,17 +29,35 @@ def small_pages(app_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Non
 @pytest.fixture
 def bulk_loop(database: Database) -> Iterator[None]:
     """The scheduler's bulk loop, a pass every 50 ms, until the test ends."""
+    gate = threading.Event()
+    gate.set()
+    for _ in _bulk_loop(database, gate):
+        yield
+
+
+@pytest.fixture
+def gated_bulk_loop(database: Database) -> Iterator[threading.Event]:
+    """The bulk loop as :func:`bulk_loop`, starting only once the test sets the event it
+    gets: what happens before the operation's first page is then up to the test, not to
+    how fast the machine is."""
+    yield from _bulk_loop(database, threading.Event())
+
+
+def _bulk_loop(database: Database, gate: threading.Event) -> Iterator[threading.Event]:
     operator = BulkOperator(OperationService(database, page_size=PAGE))
     stop = threading.Event()
 
     def run() -> None:
+        while not (gate.wait(0.05) or stop.is_set()):
+            pass
         while not stop.is_set():
             if not operator.run_once().more:
                 stop.wait(0.05)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    yield
+    yield gate
+    gate.set()
     stop.set()
     thread.join(timeout=10)
 
@@ -94,19 +112,20 @@ def test_purge_an_endpoints_pending_work_then_get_and_abort_the_operation(
 
 
 def test_sdk_bulk_delete_waits_with_progress_and_an_ended_operation_is_not_aborted(
-    small_pages: None, te: Te, database: Database, bulk_loop: None
+    small_pages: None, te: Te, database: Database, gated_bulk_loop: threading.Event
 ) -> None:
     seeded = pending(database, 5)
     fail(database, seeded.execution_ids)
     client = Client(te.url, te.key)
     seen: list[tuple[str, int]] = []
 
+    def progress(op: dict[str, Any]) -> None:
+        seen.append((op["state"], op["done"]))
+        gated_bulk_loop.set()  # the loop starts once the wait has seen the operation
+
     started = client.executions.bulk("delete", endpoint=seeded.endpoint, status=["FAILED"])
     ended = client.operations.wait(
-        started["operation_id"],
-        timeout=30,
-        interval=0.05,
-        progress=lambda op: seen.append((op["state"], op["done"])),
+        started["operation_id"], timeout=30, interval=0.05, progress=progress
     )
 
     assert (ended["state"], ended["matched"], ended["done"], ended["refused"]) == (
