@@ -77,26 +77,6 @@ WRITTEN_OUT: dict[str, tuple[str, str, frozenset[str]]] = {
         "SELECT execution_id, batch_id, ordering_key, concurrency_key FROM moved",
         frozenset({"executions_cancel", "operations_cancel_page"}),
     ),
-    "a listing branch's rows": (
-        "SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,",
-        ") AS last ON true",
-        frozenset(
-            {
-                "part parts.sql dead_letters_list_page",
-                "part parts.sql dead_letters_list_of_endpoint_page",
-            }
-        ),
-    ),
-    "a listing branch's filters": (
-        "AND e.endpoint = :endpoint",
-        "LIMIT :limit_plus_one",
-        frozenset(
-            {
-                "part parts.sql dead_letters_list_page",
-                "part parts.sql dead_letters_list_of_endpoint_page",
-            }
-        ),
-    ),
     "the expired leases' scan": (
         "WHERE status = '?'",
         "LIMIT :batch",

@@ -10,7 +10,9 @@
 -- The page's order is written again: a CTE's ORDER BY orders the rows it passes on only
 -- where the outer query keeps them so (PostgreSQL does: the plan is the page's own).
 WITH
--- include: dead_letters_list_page
+-- include: dead_letters_rows
+, -- include: dead_letters_running_or_succeeded
+, -- include: dead_letters_list_page
 SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
        max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
 FROM dead_letters_list_page
@@ -23,7 +25,9 @@ ORDER BY created_at DESC, execution_id DESC
 -- The page's order is written again: a CTE's ORDER BY orders the rows it passes on only
 -- where the outer query keeps them so (PostgreSQL does: the plan is the page's own).
 WITH
--- include: dead_letters_list_of_endpoint_page
+-- include: dead_letters_rows
+, -- include: dead_letters_running_or_succeeded
+, -- include: dead_letters_list_of_endpoint_page
 SELECT execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
        max_attempts, run_at, started_at, completed_at, duration_ms, created_at, error
 FROM dead_letters_list_of_endpoint_page

@@ -176,7 +176,9 @@ SELECT (SELECT count(*) FROM execs) AS deleted, (SELECT count(*) FROM gone) AS j
 -- page reads, by construction. With an endpoint: operations_count_of_endpoint.
 -- shape: endpoint never
 WITH
--- include: dead_letters_list_page
+-- include: dead_letters_rows
+, -- include: dead_letters_running_or_succeeded
+, -- include: dead_letters_list_page
 SELECT count(*) AS matched
 FROM dead_letters_list_page AS counted
 
@@ -184,6 +186,8 @@ FROM dead_letters_list_page AS counted
 -- operations_count with an endpoint: a page of dead_letters_list_of_endpoint, counted.
 -- shape: endpoint always
 WITH
--- include: dead_letters_list_of_endpoint_page
+-- include: dead_letters_rows
+, -- include: dead_letters_running_or_succeeded
+, -- include: dead_letters_list_of_endpoint_page
 SELECT count(*) AS matched
 FROM dead_letters_list_of_endpoint_page AS counted

@@ -261,9 +261,54 @@ execs AS (
     RETURNING execution_id
 )
 
+-- part: dead_letters_rows
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint                                    -- if endpoint
+      AND e.created_at >= :since                                    -- if since
+      AND e.created_at < :until                                     -- if until
+      AND e.last_error_type = :error_type                           -- if error_type
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
+)
+
+-- part: dead_letters_running_or_succeeded
+-- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+
 -- part: dead_letters_list_of_endpoint_page
 -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -275,8 +320,6 @@ execs AS (
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -288,62 +331,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint                                    -- if endpoint
-              AND e.created_at >= :since                                    -- if since
-              AND e.created_at < :until                                     -- if until
-              AND e.last_error_type = :error_type                           -- if error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint                                    -- if endpoint
-              AND e.created_at >= :since                                    -- if since
-              AND e.created_at < :until                                     -- if until
-              AND e.last_error_type = :error_type                           -- if error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint                                    -- if endpoint
-              AND e.created_at >= :since                                    -- if since
-              AND e.created_at < :until                                     -- if until
-              AND e.last_error_type = :error_type                           -- if error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -351,165 +346,36 @@ dead_letters_list_of_endpoint_page AS (
 
 -- part: dead_letters_list_page
 -- GET /executions: newest first by (created_at, execution_id), keyset-paginated. One
--- branch per status, each cut at the page size, then merged and cut again. A branch names
--- its status as a literal so that it reads its status's partial index in order: the ended
--- ones idx_executions_ended, the waiting ones idx_executions_waiting, both keyed (status,
--- created_at DESC, execution_id DESC), and with an error type idx_executions_by_error:
--- the first page and stop, whatever the history or the backlog. RUNNING rows are
--- few (what the workers hold), read whole on idx_executions_running. A status not asked
--- for (:statuses) has a branch that is false at once (a one-time filter on a parameter,
--- in a generic plan as in a custom one). With an endpoint: dead_letters_list_of_endpoint.
--- Each branch's rows: an execution and its last attempt's error (recorded redacted by
--- the worker), read per row on uq_attempts_exec_number; then the WHERE clause that
--- picks the branch's index range, and the listing's filters and order, the same in
--- every branch (and in dead_letters_list_of_endpoint_page: they change together).
--- The listing's optional filters and its keyset order (created_at, execution_id)
--- descending, cut at the page size. Each tagged line ("-- if <param>") is kept only when
--- its parameter is given (chalicelib/db/shapes.py), so every filter shape is a statement
--- of its own whose generic plan is as good as its custom one: since, until and the cursor
--- bound the range of the index being read (created_at is its key after the status), and
--- the error type is the row's last_error_type (migration 014), a key of
--- idx_executions_by_error for the statuses that keep one, never a probe of each row's
--- attempts.
--- The RUNNING branch: few rows (what the workers hold), read whole on
--- idx_executions_running, filtered and cut to a page.
+-- branch per status (its rows: dead_letters_rows), each cut at the page size, then merged
+-- and cut again. A branch names its status as a literal so that it reads its status's
+-- partial index in order: the ended ones idx_executions_ended, the waiting ones
+-- idx_executions_waiting, both keyed (status, created_at DESC, execution_id DESC), and
+-- with an error type idx_executions_by_error: the first page and stop, whatever the
+-- history or the backlog. RUNNING rows are few (what the workers hold), read whole on
+-- idx_executions_running. A status not asked for (:statuses) has a branch that is false
+-- at once (a one-time filter on a parameter, in a generic plan as in a custom one). With
+-- an endpoint: dead_letters_list_of_endpoint.
 dead_letters_list_page AS (
     SELECT p.execution_id, p.job_id, p.endpoint, p.endpoint_type, p.status, p.input, p.output,
            p.attempt_count, p.max_attempts, p.run_at, p.started_at, p.completed_at,
            p.duration_ms, p.created_at, p.error
     FROM (
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint                                    -- if endpoint
-              AND e.created_at >= :since                                    -- if since
-              AND e.created_at < :until                                     -- if until
-              AND e.last_error_type = :error_type                           -- if error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'PENDING' AND 'PENDING' = ANY(CAST(:statuses AS TEXT[]))
+         ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint                                    -- if endpoint
-              AND e.created_at >= :since                                    -- if since
-              AND e.created_at < :until                                     -- if until
-              AND e.last_error_type = :error_type                           -- if error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'QUEUED' AND 'QUEUED' = ANY(CAST(:statuses AS TEXT[]))
+         ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint                                    -- if endpoint
-              AND e.created_at >= :since                                    -- if since
-              AND e.created_at < :until                                     -- if until
-              AND e.last_error_type = :error_type                           -- if error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
+         ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RETRYING' AND 'RETRYING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint                                    -- if endpoint
-              AND e.created_at >= :since                                    -- if since
-              AND e.created_at < :until                                     -- if until
-              AND e.last_error_type = :error_type                           -- if error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
+         ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint                                    -- if endpoint
-              AND e.created_at >= :since                                    -- if since
-              AND e.created_at < :until                                     -- if until
-              AND e.last_error_type = :error_type                           -- if error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
+         ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'FAILED' AND 'FAILED' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint                                    -- if endpoint
-              AND e.created_at >= :since                                    -- if since
-              AND e.created_at < :until                                     -- if until
-              AND e.last_error_type = :error_type                           -- if error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'CANCELLED' AND 'CANCELLED' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint                                    -- if endpoint
-              AND e.created_at >= :since                                    -- if since
-              AND e.created_at < :until                                     -- if until
-              AND e.last_error_type = :error_type                           -- if error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)   -- if after_ts
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS p
     ORDER BY p.created_at DESC, p.execution_id DESC
     LIMIT :limit_plus_one

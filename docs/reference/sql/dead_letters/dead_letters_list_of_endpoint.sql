@@ -11,8 +11,45 @@
 
 -- shape: dead_letters_list_of_endpoint[endpoint]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -24,8 +61,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -37,50 +72,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -92,8 +91,46 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[after_ts,endpoint]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -105,8 +142,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -118,53 +153,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -176,8 +172,46 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[endpoint,error_type]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.last_error_type = :error_type
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -189,8 +223,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -202,53 +234,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -260,8 +253,46 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[endpoint,since]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -273,8 +304,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -286,53 +315,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -344,8 +334,46 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[endpoint,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at < :until
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -357,8 +385,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -370,53 +396,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -428,8 +415,47 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[after_ts,endpoint,error_type]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.last_error_type = :error_type
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -441,8 +467,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -454,56 +478,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -515,8 +497,47 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[after_ts,endpoint,since]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -528,8 +549,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -541,56 +560,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -602,8 +579,47 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[after_ts,endpoint,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at < :until
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -615,8 +631,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -628,56 +642,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -689,8 +661,47 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[endpoint,error_type,since]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+      AND e.last_error_type = :error_type
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -702,8 +713,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -715,56 +724,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -776,8 +743,47 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[endpoint,error_type,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at < :until
+      AND e.last_error_type = :error_type
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -789,8 +795,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -802,56 +806,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -863,8 +825,47 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[endpoint,since,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+      AND e.created_at < :until
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -876,8 +877,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -889,56 +888,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -950,8 +907,48 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[after_ts,endpoint,error_type,since]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+      AND e.last_error_type = :error_type
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -963,8 +960,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -976,59 +971,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -1040,8 +990,48 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[after_ts,endpoint,error_type,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at < :until
+      AND e.last_error_type = :error_type
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -1053,8 +1043,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -1066,59 +1054,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -1130,8 +1073,48 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[after_ts,endpoint,since,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+      AND e.created_at < :until
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -1143,8 +1126,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -1156,59 +1137,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -1220,8 +1156,48 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[endpoint,error_type,since,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+      AND e.created_at < :until
+      AND e.last_error_type = :error_type
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -1233,8 +1209,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -1246,59 +1220,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -1310,8 +1239,49 @@ ORDER BY created_at DESC, execution_id DESC
 
 -- shape: dead_letters_list_of_endpoint[after_ts,endpoint,error_type,since,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+      AND e.created_at < :until
+      AND e.last_error_type = :error_type
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -1323,8 +1293,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -1336,62 +1304,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one

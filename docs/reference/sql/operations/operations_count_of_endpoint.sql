@@ -8,8 +8,45 @@
 
 -- shape: operations_count_of_endpoint[endpoint]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -21,8 +58,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -34,50 +69,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -87,8 +86,46 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -100,8 +137,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -113,53 +148,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -169,8 +165,46 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[endpoint,error_type]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.last_error_type = :error_type
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -182,8 +216,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -195,53 +227,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -251,8 +244,46 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[endpoint,since]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -264,8 +295,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -277,53 +306,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -333,8 +323,46 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[endpoint,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at < :until
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -346,8 +374,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -359,53 +385,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -415,8 +402,47 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint,error_type]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.last_error_type = :error_type
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -428,8 +454,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -441,56 +465,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -500,8 +482,47 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint,since]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -513,8 +534,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -526,56 +545,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -585,8 +562,47 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at < :until
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -598,8 +614,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -611,56 +625,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -670,8 +642,47 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[endpoint,error_type,since]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+      AND e.last_error_type = :error_type
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -683,8 +694,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -696,56 +705,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -755,8 +722,47 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[endpoint,error_type,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at < :until
+      AND e.last_error_type = :error_type
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -768,8 +774,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -781,56 +785,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -840,8 +802,47 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[endpoint,since,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+      AND e.created_at < :until
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -853,8 +854,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -866,56 +865,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -925,8 +882,48 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint,error_type,since]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+      AND e.last_error_type = :error_type
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -938,8 +935,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -951,59 +946,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -1013,8 +963,48 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint,error_type,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at < :until
+      AND e.last_error_type = :error_type
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -1026,8 +1016,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -1039,59 +1027,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -1101,8 +1044,48 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint,since,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+      AND e.created_at < :until
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -1114,8 +1097,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -1127,59 +1108,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -1189,8 +1125,48 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[endpoint,error_type,since,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+      AND e.created_at < :until
+      AND e.last_error_type = :error_type
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -1202,8 +1178,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -1215,59 +1189,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
@@ -1277,8 +1206,49 @@ FROM dead_letters_list_of_endpoint_page AS counted
 
 -- shape: operations_count_of_endpoint[after_ts,endpoint,error_type,since,until]
 WITH
--- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
--- as dead_letters_list, each status asked for (:statuses) one range of
+-- The rows GET /executions lists, one status at a time: an execution and its last
+-- attempt's error (recorded redacted by the worker), read per row on
+-- uq_attempts_exec_number, and the listing's optional filters. Each tagged line ("-- if
+-- <param>") is kept only when its parameter is given (chalicelib/db/shapes.py), so every
+-- filter shape is a statement of its own whose generic plan is as good as its custom one:
+-- since, until and the cursor bound the range of the index being read (created_at is its
+-- key after the status), and the error type is the row's last_error_type (migration 014),
+-- a key of idx_executions_by_error for the statuses that keep one, never a probe of each
+-- row's attempts. NOT MATERIALIZED: each branch of dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page that selects from it is planned as if these lines
+-- were written in it (PostgreSQL and CockroachDB inline it), so each reads its own index
+-- range to a page and stops; materialized, it would be read whole, once.
+dead_letters_rows AS NOT MATERIALIZED (
+    SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
+           e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
+           e.completed_at, e.duration_ms, e.created_at, last.error
+    FROM executions AS e
+    LEFT JOIN LATERAL (
+        SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
+        ORDER BY a.attempt_number DESC LIMIT 1
+    ) AS last ON true
+    WHERE TRUE
+      AND e.endpoint = :endpoint
+      AND e.created_at >= :since
+      AND e.created_at < :until
+      AND e.last_error_type = :error_type
+      AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
+)
+, -- The two branches both pages read alike (dead_letters_list_page and
+-- dead_letters_list_of_endpoint_page), each cut to a page: RUNNING rows, few (what the
+-- workers hold), read whole on idx_executions_running; SUCCESS rows on
+-- idx_executions_ended (an endpoint's successes have no entry in idx_executions_by_endpoint:
+-- migration 020 says why). NOT MATERIALIZED, as dead_letters_rows: each branch is planned
+-- where the page reads it.
+dead_letters_running_or_succeeded AS NOT MATERIALIZED (
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+    UNION ALL
+    (SELECT * FROM dead_letters_rows AS r WHERE r.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
+     ORDER BY r.created_at DESC, r.execution_id DESC LIMIT :limit_plus_one)
+)
+, -- GET /executions?endpoint=NAME (with any other filter): the same rows, filters and order
+-- as dead_letters_list (dead_letters_rows), each status asked for (:statuses) one range of
 -- idx_executions_by_endpoint (endpoint, status, created_at DESC; migration 020) read to a
 -- page and stopped, whatever the endpoint's share of the history or the backlog; RUNNING
 -- rows are few (what the workers hold), read on idx_executions_running; SUCCESS rows have
@@ -1290,8 +1260,6 @@ WITH
 -- idx_executions_by_error) cannot serve this branch, where a planner that estimates the
 -- endpoint from its whole history would walk one of them filtering everyone else's rows
 -- out (a plan test with an endpoint of one execution caught it).
--- Each branch's rows, filters and order are dead_letters_list_page's (they change
--- together).
 dead_letters_list_of_endpoint_page AS (
     SELECT newest.execution_id, newest.job_id, newest.endpoint, newest.endpoint_type,
            newest.status, newest.input, newest.output, newest.attempt_count, newest.max_attempts,
@@ -1303,62 +1271,14 @@ dead_letters_list_of_endpoint_page AS (
                x.completed_at, x.duration_ms, x.created_at, x.error
         FROM unnest(CAST(:statuses AS TEXT[])) AS st (status)
         CROSS JOIN LATERAL (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = st.status
-              AND e.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
+            SELECT * FROM dead_letters_rows AS r
+            WHERE r.status = st.status
+              AND r.status IN ('PENDING', 'QUEUED', 'RETRYING', 'FAILED', 'CANCELLED')
+            ORDER BY r.created_at DESC, r.execution_id DESC
             LIMIT :limit_plus_one
         ) AS x
         UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'RUNNING' AND 'RUNNING' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
-        UNION ALL
-        (
-            SELECT e.execution_id, e.job_id, e.endpoint, e.endpoint_type, e.status, e.input,
-                   e.output, e.attempt_count, e.max_attempts, e.run_at, e.started_at,
-                   e.completed_at, e.duration_ms, e.created_at, last.error
-            FROM executions AS e
-            LEFT JOIN LATERAL (
-                SELECT a.error FROM attempts AS a WHERE a.execution_id = e.execution_id
-                ORDER BY a.attempt_number DESC LIMIT 1
-            ) AS last ON true
-            WHERE e.status = 'SUCCESS' AND 'SUCCESS' = ANY(CAST(:statuses AS TEXT[]))
-              AND e.endpoint = :endpoint
-              AND e.created_at >= :since
-              AND e.created_at < :until
-              AND e.last_error_type = :error_type
-              AND (e.created_at, e.execution_id) < (:after_ts, :after_id)
-            ORDER BY e.created_at DESC, e.execution_id DESC
-            LIMIT :limit_plus_one
-        )
+        SELECT * FROM dead_letters_running_or_succeeded
     ) AS newest
     ORDER BY newest.created_at DESC, newest.execution_id DESC
     LIMIT :limit_plus_one
