@@ -57,16 +57,6 @@ _WALK = re.compile(
 #: and every holder. test_the_written_out_copies_agree holds each kind's copies to one
 #: text, so the window check counts a copy as a line of its holder's own.
 WRITTEN_OUT: dict[str, tuple[str, str, frozenset[str]]] = {
-    "the requeue": (
-        "UPDATE executions AS e",
-        "config_snapshot = NULL",
-        frozenset({"dead_letters_retry", "dead_letters_redrive_batch", "operations_retry_page"}),
-    ),
-    "the requeue's log line": (
-        "RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key,",
-        "RETURNING log_id",
-        frozenset({"dead_letters_retry", "dead_letters_redrive_batch", "operations_retry_page"}),
-    ),
     "the redrive's match": (
         "FROM executions AS x",
         "AND (CAST(:error_type AS TEXT) IS NULL OR x.last_error_type = :error_type)",
@@ -182,11 +172,13 @@ def test_the_written_out_copies_agree() -> None:
 
 
 def test_a_written_out_copy_that_drifts_is_found() -> None:
-    lines = ["WITH moved AS (", "UPDATE executions AS e", "SET x = 1,", "config_snapshot = NULL"]
-    copies, rest = _copies("the requeue", lines)
+    kind = "the redrive's match"
+    first, last, _ = WRITTEN_OUT[kind]
+    lines = ["WITH picked AS (", first, "WHERE x.status = 'FAILED'", last]
+    copies, rest = _copies(kind, lines)
     assert copies == [tuple(lines[1:])]
-    assert rest == ["WITH moved AS (", "<the requeue>"]
-    assert _copies("the requeue", [*lines[:2], "SET x = 2,", lines[3]])[0] != copies
+    assert rest == ["WITH picked AS (", f"<{kind}>"]
+    assert _copies(kind, [*lines[:2], "WHERE x.status = 'QUEUED'", lines[3]])[0] != copies
 
 
 def test_the_claim_walks_agree() -> None:

@@ -71,50 +71,16 @@ RETURNING
     created_at, ended_at
 
 -- name: operations_retry_page
--- Retry of a page: dead_letters_retry for each of :ids at once (the same requeue, guard
--- and log line), so only FAILED executions of a live endpoint move; the others are the
--- page's refusals. The two statements change together; dead_letters_retry says why each
--- step is so (the live endpoint probed per row, for one).
-WITH moved AS (
-    UPDATE executions AS e
-    SET status = 'QUEUED',
-        run_at = now(),
-        ordering_wait = (e.ordering_key IS NOT NULL OR e.concurrency_key IS NOT NULL),
-        max_attempts = e.attempt_count + COALESCE((
-            SELECT COALESCE(
-                CAST(j.delivery_overrides -> 'retry_policy' ->> 'max_attempts' AS BIGINT),
-                CASE WHEN CAST(:endpoint_version AS TEXT) = 'current'
-                     THEN CAST(en.retry_policy ->> 'max_attempts' AS BIGINT)
-                     ELSE CAST(j.endpoint_snapshot -> 'retry_policy' ->> 'max_attempts'
-                               AS BIGINT)
-                END)
-            FROM jobs AS j
-            LEFT JOIN endpoints AS en ON en.name = j.endpoint
-            WHERE j.job_id = e.job_id), 1),
-        endpoint_version = CAST(:endpoint_version AS TEXT),
-        first_started_at = NULL,
-        started_at = NULL,
-        completed_at = NULL,
-        duration_ms = NULL,
-        worker_id = NULL,
-        lease_expires_at = NULL,
-        config_snapshot = NULL
-    WHERE e.execution_id = ANY(CAST(:ids AS TEXT[]))
-      AND e.status = ANY(CAST(:sources AS TEXT[]))
-      AND EXISTS (SELECT 1 FROM endpoints AS en
-                  WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
-    RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key,
-              e.concurrency_key
-), logged AS (
-    INSERT INTO execution_logs (execution_id, attempt_number, level, message)
-    SELECT execution_id, attempt_count, 'INFO',
-           :message || ' Attempts ' || CAST(attempt_count + 1 AS TEXT) || ' to '
-               || CAST(max_attempts AS TEXT) || ' allowed.'
-    FROM moved
-    RETURNING log_id
+-- Retry of a page: dead_letters_retry for each of :ids at once (parts requeued and
+-- requeue_logged), so only FAILED executions of a live endpoint move; the others are the
+-- page's refusals.
+WITH targets AS (
+    SELECT x.execution_id FROM unnest(CAST(:ids AS TEXT[])) AS x (execution_id)
 )
-SELECT (SELECT count(*) FROM moved) AS moved,
-       ARRAY(SELECT execution_id FROM moved
+, -- include: requeued
+, -- include: requeue_logged
+SELECT (SELECT count(*) FROM requeued) AS moved,
+       ARRAY(SELECT execution_id FROM requeued
              WHERE ordering_key IS NOT NULL OR concurrency_key IS NOT NULL) AS keyed
 
 -- name: operations_cancel_page

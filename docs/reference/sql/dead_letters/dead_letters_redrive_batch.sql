@@ -4,21 +4,22 @@
 
 -- name: dead_letters_redrive_batch
 -- POST /endpoints/{name}/redrive, one batch (one transaction): the endpoint's next :batch
--- dead letters, requeued and logged as dead_letters_retry requeues one (that statement
--- says why each step is so). picked walks the endpoint's (endpoint, 'FAILED') range of
+-- dead letters, requeued and logged as dead_letters_retry requeues one (parts requeued and
+-- requeue_logged). targets walks the endpoint's (endpoint, 'FAILED') range of
 -- idx_executions_by_endpoint newest first and stops at :batch; the UPDATE re-checks the
--- source statuses, so a row another redrive or retry moved meanwhile is left alone.
+-- source statuses (and the endpoint's, checked before by dead_letters_endpoint_live), so a
+-- row another redrive or retry moved meanwhile is left alone.
 -- Idempotent by construction: it only moves FAILED rows, so a second call over the same
 -- range finds none (unless some failed again since). No cursor is needed between
 -- batches: moved rows leave the index.
--- picked: the dead letters a redrive moves, the endpoint's FAILED executions created in
+-- targets: the dead letters a redrive moves, the endpoint's FAILED executions created in
 -- [since, until) whose last attempt failed with :error_type (any type when NULL; the
 -- type is the row's last_error_type, the one GET /executions filters on). The
 -- endpoint and the literal status are the first keys of idx_executions_by_endpoint, so
 -- the endpoint's dead letters are one range of it.
 
 -- shape: dead_letters_redrive_batch[]
-WITH picked AS (
+WITH targets AS (
     SELECT x.execution_id
     FROM executions AS x
     WHERE x.endpoint = :endpoint
@@ -28,7 +29,30 @@ WITH picked AS (
       AND (CAST(:error_type AS TEXT) IS NULL OR x.last_error_type = :error_type)
     ORDER BY x.created_at DESC, x.execution_id DESC
     LIMIT :batch
-), moved AS (
+)
+, -- The requeue of the executions in "targets" (the including statement's CTE: one id for
+-- dead_letters_retry, a page of ids for operations_retry_page, a batch for
+-- dead_letters_redrive_batch): QUEUED and due now (a worker claims it on its next poll, or
+-- at once when woken), with a new attempt budget on top of the attempts made: attempt_count is kept, so attempt numbers continue and the history stays, and
+-- max_attempts grows by the job's retry policy (its endpoint snapshot, as when the
+-- execution was created). What belonged to the failed end (completed_at, duration, the
+-- last worker and lease) is cleared; output stays (a FAILED execution has none). The config
+-- snapshot is cleared too: it keeps one budget's retries consistent, and a new budget is a
+-- new run, which resolves the config as it is now (an operator who fixed a config and
+-- redrives gets the fix). The endpoint is the job's snapshot, as for every run of it,
+-- unless the request asks for its current definition (:endpoint_version 'current': the
+-- claim then reads the endpoint row, and the new budget is that definition's); the job's
+-- own retry policy (delivery_overrides, migration 025) wins over either. A new budget
+-- also measures max_retry_duration_ms afresh (first_started_at cleared). A keyed execution
+-- (an ordering key, or a gated concurrency key) comes back waiting for its turn at its old
+-- place, and the caller settles its key (a retry of a blocked key's failed head unblocks
+-- it: chalicelib/services/keys.py).
+-- The guard is the transition table's terminal sources of QUEUED (:sources, FAILED) and a
+-- live endpoint (a deleted endpoint takes no new work), probed per row (OFFSET 0 keeps the
+-- subquery a probe: as a join, the generic plan walked every endpoint and probed the page
+-- once per endpoint). The targets are primary key probes (= ANY of their array), whatever
+-- their number.
+requeued AS (
     UPDATE executions AS e
     SET status = 'QUEUED',
         run_at = now(),
@@ -52,18 +76,24 @@ WITH picked AS (
         worker_id = NULL,
         lease_expires_at = NULL,
         config_snapshot = NULL
-    WHERE e.execution_id IN (SELECT execution_id FROM picked)
+    WHERE e.execution_id = ANY(ARRAY(SELECT t.execution_id FROM targets AS t))
       AND e.status = ANY(CAST(:sources AS TEXT[]))
+      AND EXISTS (SELECT 1 FROM endpoints AS en
+                  WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
     RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key,
               e.concurrency_key
-), logged AS (
+)
+, -- One INFO line per execution "requeued" moved (in the same statement, for exactly the rows
+-- that moved), numbered with the last attempt made, saying which attempts the new budget
+-- allows.
+requeue_logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO',
            :message || ' Attempts ' || CAST(attempt_count + 1 AS TEXT) || ' to '
                || CAST(max_attempts AS TEXT) || ' allowed.'
-    FROM moved
+    FROM requeued
     RETURNING log_id
 )
-SELECT (SELECT count(*) FROM moved) AS requeued,
-       ARRAY(SELECT execution_id FROM moved
+SELECT (SELECT count(*) FROM requeued) AS requeued,
+       ARRAY(SELECT execution_id FROM requeued
              WHERE ordering_key IS NOT NULL OR concurrency_key IS NOT NULL) AS keyed

@@ -3,14 +3,19 @@
 -- Edit the source, not this.
 
 -- name: dead_letters_retry
--- POST /executions/{id}/retry: one compare-and-set. The guard is the transition table's
--- terminal sources of QUEUED (:sources, FAILED) and a live endpoint (a deleted endpoint
--- takes no new work); when it changes nothing, the service reads the status to explain why
--- (404, 409). A batch child's batch needs nothing: its progress is counted from statuses.
--- moved: the requeue (dead_letters_redrive_batch and operations_retry_page write the same
--- SET and log line: the three change together): QUEUED and due now (a worker claims it on
--- its next poll, or at once when woken), with a new attempt budget on top of the attempts
--- made: attempt_count is kept, so attempt numbers continue and the history stays, and
+-- POST /executions/{id}/retry: one compare-and-set (parts requeued and requeue_logged say
+-- what a requeue does and guards); when it changes nothing, the service reads the status to
+-- explain why (404, 409). A batch child's batch needs nothing: its progress is counted from
+-- statuses.
+
+-- shape: dead_letters_retry[]
+WITH targets AS (
+    SELECT CAST(:execution_id AS TEXT) AS execution_id
+)
+, -- The requeue of the executions in "targets" (the including statement's CTE: one id for
+-- dead_letters_retry, a page of ids for operations_retry_page, a batch for
+-- dead_letters_redrive_batch): QUEUED and due now (a worker claims it on its next poll, or
+-- at once when woken), with a new attempt budget on top of the attempts made: attempt_count is kept, so attempt numbers continue and the history stays, and
 -- max_attempts grows by the job's retry policy (its endpoint snapshot, as when the
 -- execution was created). What belonged to the failed end (completed_at, duration, the
 -- last worker and lease) is cleared; output stays (a FAILED execution has none). The config
@@ -24,14 +29,12 @@
 -- (an ordering key, or a gated concurrency key) comes back waiting for its turn at its old
 -- place, and the caller settles its key (a retry of a blocked key's failed head unblocks
 -- it: chalicelib/services/keys.py).
--- The live endpoint is probed per row (OFFSET 0 keeps the subquery a probe): as a join,
--- the generic plan walked every endpoint and probed the page once per endpoint.
--- logged: one INFO line per requeued execution (in the same statement, for exactly the
--- rows that moved), numbered with the last attempt made, saying which attempts the new
--- budget allows.
-
--- shape: dead_letters_retry[]
-WITH moved AS (
+-- The guard is the transition table's terminal sources of QUEUED (:sources, FAILED) and a
+-- live endpoint (a deleted endpoint takes no new work), probed per row (OFFSET 0 keeps the
+-- subquery a probe: as a join, the generic plan walked every endpoint and probed the page
+-- once per endpoint). The targets are primary key probes (= ANY of their array), whatever
+-- their number.
+requeued AS (
     UPDATE executions AS e
     SET status = 'QUEUED',
         run_at = now(),
@@ -55,18 +58,22 @@ WITH moved AS (
         worker_id = NULL,
         lease_expires_at = NULL,
         config_snapshot = NULL
-    WHERE e.execution_id = :execution_id
+    WHERE e.execution_id = ANY(ARRAY(SELECT t.execution_id FROM targets AS t))
       AND e.status = ANY(CAST(:sources AS TEXT[]))
       AND EXISTS (SELECT 1 FROM endpoints AS en
                   WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
     RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key,
               e.concurrency_key
-), logged AS (
+)
+, -- One INFO line per execution "requeued" moved (in the same statement, for exactly the rows
+-- that moved), numbered with the last attempt made, saying which attempts the new budget
+-- allows.
+requeue_logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO',
            :message || ' Attempts ' || CAST(attempt_count + 1 AS TEXT) || ' to '
                || CAST(max_attempts AS TEXT) || ' allowed.'
-    FROM moved
+    FROM requeued
     RETURNING log_id
 )
-SELECT execution_id, ordering_key, concurrency_key FROM moved
+SELECT execution_id, ordering_key, concurrency_key FROM requeued

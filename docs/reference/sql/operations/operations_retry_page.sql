@@ -3,13 +3,37 @@
 -- Edit the source, not this.
 
 -- name: operations_retry_page
--- Retry of a page: dead_letters_retry for each of :ids at once (the same requeue, guard
--- and log line), so only FAILED executions of a live endpoint move; the others are the
--- page's refusals. The two statements change together; dead_letters_retry says why each
--- step is so (the live endpoint probed per row, for one).
+-- Retry of a page: dead_letters_retry for each of :ids at once (parts requeued and
+-- requeue_logged), so only FAILED executions of a live endpoint move; the others are the
+-- page's refusals.
 
 -- shape: operations_retry_page[]
-WITH moved AS (
+WITH targets AS (
+    SELECT x.execution_id FROM unnest(CAST(:ids AS TEXT[])) AS x (execution_id)
+)
+, -- The requeue of the executions in "targets" (the including statement's CTE: one id for
+-- dead_letters_retry, a page of ids for operations_retry_page, a batch for
+-- dead_letters_redrive_batch): QUEUED and due now (a worker claims it on its next poll, or
+-- at once when woken), with a new attempt budget on top of the attempts made: attempt_count is kept, so attempt numbers continue and the history stays, and
+-- max_attempts grows by the job's retry policy (its endpoint snapshot, as when the
+-- execution was created). What belonged to the failed end (completed_at, duration, the
+-- last worker and lease) is cleared; output stays (a FAILED execution has none). The config
+-- snapshot is cleared too: it keeps one budget's retries consistent, and a new budget is a
+-- new run, which resolves the config as it is now (an operator who fixed a config and
+-- redrives gets the fix). The endpoint is the job's snapshot, as for every run of it,
+-- unless the request asks for its current definition (:endpoint_version 'current': the
+-- claim then reads the endpoint row, and the new budget is that definition's); the job's
+-- own retry policy (delivery_overrides, migration 025) wins over either. A new budget
+-- also measures max_retry_duration_ms afresh (first_started_at cleared). A keyed execution
+-- (an ordering key, or a gated concurrency key) comes back waiting for its turn at its old
+-- place, and the caller settles its key (a retry of a blocked key's failed head unblocks
+-- it: chalicelib/services/keys.py).
+-- The guard is the transition table's terminal sources of QUEUED (:sources, FAILED) and a
+-- live endpoint (a deleted endpoint takes no new work), probed per row (OFFSET 0 keeps the
+-- subquery a probe: as a join, the generic plan walked every endpoint and probed the page
+-- once per endpoint). The targets are primary key probes (= ANY of their array), whatever
+-- their number.
+requeued AS (
     UPDATE executions AS e
     SET status = 'QUEUED',
         run_at = now(),
@@ -33,20 +57,24 @@ WITH moved AS (
         worker_id = NULL,
         lease_expires_at = NULL,
         config_snapshot = NULL
-    WHERE e.execution_id = ANY(CAST(:ids AS TEXT[]))
+    WHERE e.execution_id = ANY(ARRAY(SELECT t.execution_id FROM targets AS t))
       AND e.status = ANY(CAST(:sources AS TEXT[]))
       AND EXISTS (SELECT 1 FROM endpoints AS en
                   WHERE en.name = e.endpoint AND en.deleted_at IS NULL OFFSET 0)
     RETURNING e.execution_id, e.attempt_count, e.max_attempts, e.ordering_key,
               e.concurrency_key
-), logged AS (
+)
+, -- One INFO line per execution "requeued" moved (in the same statement, for exactly the rows
+-- that moved), numbered with the last attempt made, saying which attempts the new budget
+-- allows.
+requeue_logged AS (
     INSERT INTO execution_logs (execution_id, attempt_number, level, message)
     SELECT execution_id, attempt_count, 'INFO',
            :message || ' Attempts ' || CAST(attempt_count + 1 AS TEXT) || ' to '
                || CAST(max_attempts AS TEXT) || ' allowed.'
-    FROM moved
+    FROM requeued
     RETURNING log_id
 )
-SELECT (SELECT count(*) FROM moved) AS moved,
-       ARRAY(SELECT execution_id FROM moved
+SELECT (SELECT count(*) FROM requeued) AS moved,
+       ARRAY(SELECT execution_id FROM requeued
              WHERE ordering_key IS NOT NULL OR concurrency_key IS NOT NULL) AS keyed
