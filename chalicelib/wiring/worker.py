@@ -73,7 +73,7 @@ def build_worker(
     ring's port (None: a :class:`PostgresStore` over ``db`` with the settings' claim
     strategy; given, it brings its own worker id, and ``db`` may be None)."""
     if store is None:
-        store = postgres_store(db, settings, region=region, worker_id=worker_id)
+        store = postgres_store(db, settings, region=region, worker_id=worker_id, clock=clock)
     if dispatchers is None:
         dispatchers = default_dispatchers(
             allow_private=settings.allow_private_targets,
@@ -105,8 +105,10 @@ def postgres_store(
     *,
     region: RegionFilter = ALL_REGIONS,
     worker_id: str | None = None,
+    clock: Callable[[], datetime] = utcnow,
 ) -> PostgresStore:
-    """The deployed worker's store: ``db`` with ``TE_CLAIM_STRATEGY``'s claim."""
+    """The deployed worker's store: ``db`` with ``TE_CLAIM_STRATEGY``'s claim and the
+    worker's ``clock``."""
     if db is None:
         raise ConfigurationError("a worker needs a database or a store")
     return PostgresStore(
@@ -114,6 +116,7 @@ def postgres_store(
         worker_id or new_worker_id(),
         claim_strategy(settings.claim_strategy, region),
         operator_endpoint=settings.operator_endpoint,
+        clock=clock,
     )
 
 

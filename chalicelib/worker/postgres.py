@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from chalicelib.db.connection import Database, Row, Transaction
 from chalicelib.db.queries import queries
 from chalicelib.domain.auto_pause import PausedReason
+from chalicelib.domain.clock import utcnow
 from chalicelib.services import auto_pause, callbacks, keys
 from chalicelib.worker.models import ClaimedExecution
 from chalicelib.worker.store import ClaimPlan, Controlled, Recording, StoredSecret
@@ -44,10 +45,14 @@ class PostgresStore:
         strategy: ClaimStrategy,
         *,
         operator_endpoint: str | None = None,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         """``strategy``: ``TE_CLAIM_STRATEGY``'s; ``operator_endpoint``: where the event of
-        a pause a 410 Gone causes is sent (``TE_OPERATOR_ENDPOINT``; None: nowhere)."""
+        a pause a 410 Gone causes is sent (``TE_OPERATOR_ENDPOINT``; None: nowhere);
+        ``clock``: the worker's, which stamps such a pause and its event (as the attempt
+        that caused it is stamped)."""
         self.db = db
+        self._clock = clock
         self._worker_id = worker_id
         self.strategy = strategy
         self._metered = MeteredClaim()
@@ -132,12 +137,11 @@ class PostgresStore:
         if recording.holds:
             tx.execute(queries["worker_hold_endpoints"], holds=json.dumps(recording.holds))
         if recording.gone:
-            now = datetime.now(UTC)
             auto_pause.pause(
                 tx,
                 recording.gone,
                 PausedReason.GONE,
-                now=now,
+                now=self._clock(),
                 operator_endpoint=self._operator_endpoint,
             )
         if plan is None:

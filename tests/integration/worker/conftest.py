@@ -22,7 +22,7 @@ def make_worker(database: Database) -> Iterator[Callable[..., Worker]]:
     def make(**overrides: Any) -> Worker:
         kwargs = {
             k: overrides.pop(k)
-            for k in ("worker_id", "rand", "dispatchers", "tracing")
+            for k in ("worker_id", "rand", "dispatchers", "tracing", "clock")
             if k in overrides
         }
         kwargs.setdefault("rand", lambda: 0.5)  # no jitter: exact delays

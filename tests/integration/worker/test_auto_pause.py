@@ -103,12 +103,15 @@ def test_a_410_pauses_its_endpoint_and_the_attempt_waits_for_a_resume(
         policy=retry_policy(max_attempts=3, initial_delay_ms=10, max_delay_ms=10),
     )
     later = _more(database, seeded, 2)
-    worker = make_worker(worker_max_concurrent=1)  # one delivery: the 410 comes first
+    clock = FakeClock(datetime.now(UTC))
+    # One delivery: the 410 comes first. The pause is stamped by the worker's clock.
+    worker = make_worker(worker_max_concurrent=1, clock=clock)
 
     _deliver_once(worker)
 
     body = _endpoint(api, seeded.endpoint)
-    assert body["paused_reason"] == "GONE" and body["paused_at"] is not None
+    assert body["paused_reason"] == "GONE"
+    assert datetime.fromisoformat(body["paused_at"]) == clock()
     [attempt] = attempts(database, seeded.execution_id)
     assert attempt["error"]["status_code"] == 410
     # The 410's execution keeps its retry policy: it waits, as the endpoint's other work.
